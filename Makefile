@@ -1,0 +1,61 @@
+# kbridge: see README.md. Every target that needs packages or hugepages
+# depends on `deps`, which installs only what is missing.
+SHELL   := /bin/bash
+GO      ?= $(shell command -v go || echo /usr/local/go/bin/go)
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+BIN     := bin
+PREFIX  ?= /usr/local
+DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk)
+DPDK_LIBS   = $(shell pkg-config --libs libdpdk)
+GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') ring/burst.c ring/port.c $(wildcard ring/*.h ring/include/*.h) go.mod go.sum
+
+.PHONY: all deps build test unit-test testbed-up testbed-down demo install generate vet clean
+
+all: build
+
+deps:
+	@bash deploy/deps.sh
+
+build: $(BIN)/kbridge $(BIN)/kbridge-refapp
+
+$(BIN)/kbridge: $(GOSRC)
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
+
+$(BIN)/kbridge-refapp: tests/refapp/refapp.c ring/include/kbridge.h
+	@mkdir -p $(BIN)
+	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+# The test command: unit tests everywhere, then the root-only integration
+# tests on real DPDK, TAP devices and the namespace test bed.
+test: deps build vet
+	$(GO) test -count=1 -timeout 30m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
+
+# Unit tests only: no root, no DPDK primary, no namespaces.
+unit-test:
+	$(GO) test -count=1 -short ./...
+
+testbed-up: deps build
+	@bash tests/testbed/up.sh
+
+testbed-down:
+	@bash tests/testbed/down.sh
+
+demo: deps build
+	@bash tests/demo.sh
+
+generate:
+	$(GO) generate ./xdp/
+
+install: build
+	install -D -m 0755 $(BIN)/kbridge $(DESTDIR)$(PREFIX)/bin/kbridge
+	install -D -m 0644 ring/include/kbridge.h $(DESTDIR)$(PREFIX)/include/kbridge.h
+	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
+	test -e $(DESTDIR)/etc/kbridge/kbridge.yaml || install -D -m 0644 deploy/kbridge.yaml $(DESTDIR)/etc/kbridge/kbridge.yaml
+
+clean:
+	rm -rf $(BIN) test.log

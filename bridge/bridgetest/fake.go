@@ -1,0 +1,266 @@
+// Package bridgetest has fakes of the app's side of a queue, in Go memory,
+// for testing package bridge without DPDK or root.
+package bridgetest
+
+import (
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/bridge"
+)
+
+// Packet is one packet the fake app sends toward the kernel: its segments,
+// and the length it claims (0: the sum of the segments).
+type Packet struct {
+	Segs      [][]byte
+	ClaimLen  int
+	TooManyOK bool
+}
+
+// Out is a fake to_kernel ring.
+type Out struct {
+	mu        sync.Mutex
+	queue     []Packet
+	batch     int
+	maxSegs   int
+	cur       []Packet
+	iov       [][]unix.Iovec
+	written   []bool
+	Released  int // packets released by Next or Close: each exactly once
+	Delivered int // packets the worker marked written
+	Closed    bool
+}
+
+var _ bridge.AppOut = (*Out)(nil)
+
+// NewOut returns a fake ring handing out bursts of up to batch packets of up
+// to maxSegs segments.
+func NewOut(batch, maxSegs int) *Out {
+	o := &Out{batch: batch, maxSegs: maxSegs, cur: make([]Packet, 0, batch),
+		iov: make([][]unix.Iovec, batch), written: make([]bool, batch)}
+	for i := range o.iov {
+		o.iov[i] = make([]unix.Iovec, maxSegs)
+	}
+	return o
+}
+
+// Enqueue adds packets, as the app's kbridge_to_kernel() would.
+func (o *Out) Enqueue(p ...Packet) {
+	o.mu.Lock()
+	o.queue = append(o.queue, p...)
+	o.mu.Unlock()
+}
+
+// Frame is a convenience for a one-segment packet.
+func Frame(b []byte) Packet { return Packet{Segs: [][]byte{b}} }
+
+// Next releases the current burst and takes the next one.
+func (o *Out) Next() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.Released += len(o.cur)
+	n := min(len(o.queue), o.batch)
+	o.cur = append(o.cur[:0], o.queue[:n]...)
+	// Shift in place rather than reslice, so Enqueue reuses the capacity
+	// and the fake does not allocate in allocation tests.
+	o.queue = append(o.queue[:0], o.queue[n:]...)
+	for i := range o.cur {
+		o.written[i] = false
+	}
+	return n
+}
+
+// Packet returns packet i of the current burst.
+func (o *Out) Packet(i int) (int, []unix.Iovec, error) {
+	p := o.cur[i]
+	iov := o.iov[i][:0]
+	sum := 0
+	for k, s := range p.Segs {
+		if k == o.maxSegs {
+			return sum, iov, bridge.ErrTooManySegments
+		}
+		v := unix.Iovec{Base: unsafe.SliceData(s)}
+		v.SetLen(len(s))
+		iov = append(iov, v)
+		sum += len(s)
+	}
+	if p.ClaimLen != 0 && p.ClaimLen != sum {
+		return p.ClaimLen, iov, bridge.ErrMalformed
+	}
+	return sum, iov, nil
+}
+
+// Written marks packet i as delivered.
+func (o *Out) Written(i int) {
+	o.written[i] = true
+	o.Delivered++
+}
+
+// Pending returns the packets not yet dequeued.
+func (o *Out) Pending() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.queue)
+}
+
+// Close releases the current burst.
+func (o *Out) Close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.Released += len(o.cur)
+	o.cur = o.cur[:0]
+	o.Closed = true
+}
+
+// In is a fake from_kernel ring with a fake mempool.
+type In struct {
+	mu     sync.Mutex
+	slots  [][]byte
+	Frames [][]byte // what the app received, copied
+	// Discard counts frames instead of keeping them (allocation tests).
+	Discard bool
+	Count   int
+	// RingSpace and Mbufs limit what Put accepts (negative: unlimited).
+	RingSpace int
+	Mbufs     int
+	Closed    bool
+}
+
+var _ bridge.AppIn = (*In)(nil)
+
+// NewIn returns a fake with batch slots of stride bytes and no limits.
+func NewIn(batch, stride int) *In {
+	in := &In{RingSpace: -1, Mbufs: -1}
+	for range batch {
+		in.slots = append(in.slots, make([]byte, stride))
+	}
+	return in
+}
+
+// Cap returns the number of slots.
+func (in *In) Cap() int { return len(in.slots) }
+
+// Slot returns slot i.
+func (in *In) Slot(i int) []byte { return in.slots[i] }
+
+// Put takes frames as the C side would: mbufs first, then ring space.
+func (in *In) Put(lens []int) bridge.PutResult {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var r bridge.PutResult
+	for i, n := range lens {
+		if in.Mbufs == 0 {
+			r.NoMbuf++
+			continue
+		}
+		if in.RingSpace == 0 {
+			r.RingFull++
+			continue
+		}
+		if in.Mbufs > 0 {
+			in.Mbufs--
+		}
+		if in.RingSpace > 0 {
+			in.RingSpace--
+		}
+		if !in.Discard {
+			in.Frames = append(in.Frames, append([]byte(nil), in.slots[i][:n]...))
+		}
+		in.Count++
+		r.Queued++
+	}
+	return r
+}
+
+// Received returns a copy of the frames the app got.
+func (in *In) Received() [][]byte {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([][]byte(nil), in.Frames...)
+}
+
+// Close marks the fake closed.
+func (in *In) Close() { in.Closed = true }
+
+// Waker is a fake app side of the need-wakeup handshake: it kicks the
+// worker's eventfd when Kick is called while the flag is set, as
+// kbridge_to_kernel() does.
+type Waker struct {
+	mu       sync.Mutex
+	fd       int
+	parked   bool
+	Refuse   bool // the app takes no eventfd: the worker cannot be kicked
+	Parks    int
+	Kicks    int
+	Eventfds int
+}
+
+// SetNeedWakeup records the flag.
+func (w *Waker) SetNeedWakeup(parked bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if parked && !w.parked {
+		w.Parks++
+	}
+	w.parked = parked
+}
+
+// RegisterEventfd keeps fd unless Refuse is set.
+func (w *Waker) RegisterEventfd(fd int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.Refuse {
+		return unix.ENOTSUP
+	}
+	w.fd = fd
+	w.Eventfds++
+	return nil
+}
+
+// Kick writes the eventfd if the worker asked for a wakeup.
+func (w *Waker) Kick() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.parked || w.Refuse {
+		return false
+	}
+	w.parked = false
+	one := [8]byte{1}
+	_, _ = unix.Write(w.fd, one[:])
+	w.Kicks++
+	return true
+}
+
+// Parked reports whether the worker published need-wakeup.
+func (w *Waker) Parked() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.parked
+}
+
+// Kernel is a fake TAP device: a SOCK_SEQPACKET pair, which keeps frame
+// boundaries like a TAP fd. Worker gets WorkerFd; the test uses Peer.
+type Kernel struct {
+	WorkerFd int
+	Peer     int
+}
+
+// NewKernel returns a non-blocking fake TAP.
+func NewKernel() (*Kernel, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, fd := range fds {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+	}
+	return &Kernel{WorkerFd: fds[0], Peer: fds[1]}, nil
+}
+
+// Close closes both ends.
+func (k *Kernel) Close() {
+	unix.Close(k.WorkerFd)
+	unix.Close(k.Peer)
+}

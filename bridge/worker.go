@@ -1,0 +1,310 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/policy"
+)
+
+const (
+	ethHeaderLen = 14
+	vlanTagLen   = 4
+)
+
+// WorkerConfig configures one queue's worker.
+type WorkerConfig struct {
+	Queue int
+	// MTU of the kernel interface: frames longer than MTU plus the
+	// Ethernet header (plus one VLAN tag) are dropped, never truncated.
+	MTU int
+	// CPU the worker's thread is pinned to; -1 leaves it unpinned.
+	CPU    int
+	Policy policy.Policy
+}
+
+// Worker moves packets for one queue pair. Run it on its own goroutine.
+type Worker struct {
+	cfg      WorkerConfig
+	out      AppOut
+	in       AppIn
+	waker    Waker
+	fd       int
+	maxFrame int
+	lens     []int
+	counters Counters
+	canKick  bool
+	policy   atomic.Pointer[policy.Policy]
+	stop     atomic.Bool
+	mu       sync.Mutex // orders Stop's kick before the waiter is closed
+	closed   bool
+	waiter   *policy.Waiter
+	start    time.Time
+}
+
+// NewWorker returns a worker that moves packets between the app's queue (out,
+// in, waker) and the kernel device fd, which must be non-blocking.
+func NewWorker(cfg WorkerConfig, out AppOut, in AppIn, waker Waker, fd int) (*Worker, error) {
+	if cfg.MTU < 68 {
+		return nil, fmt.Errorf("bridge: MTU %d below the IPv4 minimum of 68", cfg.MTU)
+	}
+	if err := cfg.Policy.Validate("policy"); err != nil {
+		return nil, err
+	}
+	waiter, err := policy.NewWaiter(fd)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		cfg:      cfg,
+		out:      out,
+		in:       in,
+		waker:    waker,
+		fd:       fd,
+		maxFrame: cfg.MTU + ethHeaderLen,
+		lens:     make([]int, in.Cap()),
+		waiter:   waiter,
+		start:    time.Now(),
+	}
+	p := cfg.Policy
+	w.policy.Store(&p)
+	// An app that cannot kick still works: parks are then bounded by the
+	// backoff ceiling instead of the park timeout.
+	w.canKick = waker.RegisterEventfd(waiter.EventFD()) == nil
+	return w, nil
+}
+
+// CanKick reports whether the app accepted the worker's eventfd.
+func (w *Worker) CanKick() bool { return w.canKick }
+
+// Counters returns the worker's live counters.
+func (w *Worker) Counters() *Counters { return &w.counters }
+
+// Policy returns the policy in force.
+func (w *Worker) Policy() policy.Policy { return *w.policy.Load() }
+
+// SetPolicy switches the running worker to p at its next poll. No packet is
+// dropped: the switch happens between bursts.
+func (w *Worker) SetPolicy(p policy.Policy) error {
+	if err := p.Validate("policy"); err != nil {
+		return err
+	}
+	w.policy.Store(&p)
+	w.kick()
+	return nil
+}
+
+// Residence copies the residence-time histogram into dst when the app side
+// keeps one.
+func (w *Worker) Residence(dst []uint64) bool {
+	r, ok := w.out.(interface{ Residence([]uint64) })
+	if ok {
+		r.Residence(dst)
+	}
+	return ok
+}
+
+// Stop asks Run to return. Run frees every packet it holds before it does.
+func (w *Worker) Stop() {
+	w.stop.Store(true)
+	w.kick()
+}
+
+func (w *Worker) kick() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.waiter.Kick()
+	}
+}
+
+// Run moves packets until Stop. It locks its goroutine to an OS thread,
+// pinned to the configured CPU, for the precise waits of the policy.
+func (w *Worker) Run() error {
+	defer runtime.UnlockOSThread()
+	if err := policy.PrepareThread(w.cfg.CPU); err != nil {
+		return err
+	}
+	defer w.close()
+
+	cur := w.policy.Load()
+	ladder := policy.NewLadder(*cur, w.now())
+	last := w.now()
+	for !w.stop.Load() {
+		moved := w.FromKernel() + w.ToKernel()
+		now := w.now()
+		if p := w.policy.Load(); p != cur {
+			cur = p
+			ladder.Reset(*p, now)
+		}
+		step := ladder.Next(moved > 0, now)
+		if moved == 0 {
+			w.counters.SpinNanos.Add(uint64(now - last))
+		}
+		switch step.Kind {
+		case policy.Sleep:
+			w.counters.Sleeps.Add(1)
+			w.waiter.Sleep(step.D)
+		case policy.Park:
+			if err := w.park(step.D, cur); err != nil {
+				return err
+			}
+		}
+		last = w.now()
+	}
+	return nil
+}
+
+// park publishes need-wakeup, re-checks the ring (the app may have enqueued
+// before it saw the flag) and blocks until a kick, TAP data or the timeout.
+func (w *Worker) park(timeout time.Duration, p *policy.Policy) error {
+	if !w.canKick {
+		timeout = min(timeout, p.Backoff.Max)
+	}
+	w.waker.SetNeedWakeup(true)
+	if w.out.Pending() > 0 || w.stop.Load() {
+		w.waker.SetNeedWakeup(false)
+		return nil
+	}
+	w.counters.Parks.Add(1)
+	woken, err := w.waiter.Park(timeout)
+	w.waker.SetNeedWakeup(false)
+	if woken {
+		w.counters.Wakeups.Add(1)
+	} else {
+		w.counters.Timeouts.Add(1)
+	}
+	return err
+}
+
+func (w *Worker) now() time.Duration { return time.Since(w.start) }
+
+func (w *Worker) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.out.Close()
+	w.in.Close()
+	w.waiter.Close()
+}
+
+// FromKernel reads up to one burst of frames from the kernel device and hands
+// them to the app. It returns the number of frames read.
+func (w *Worker) FromKernel() int {
+	n, bytes := 0, 0
+	var runt, oversize uint64
+	for n < len(w.lens) {
+		slot := w.in.Slot(n)
+		r, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(w.fd),
+			uintptr(unsafe.Pointer(&slot[0])), uintptr(len(slot)))
+		if errno != 0 {
+			if errno != unix.EAGAIN && errno != unix.EINTR {
+				w.counters.Drops[DropTAPReadError].Add(1)
+			}
+			break
+		}
+		switch {
+		case int(r) < ethHeaderLen:
+			runt++
+			continue
+		case int(r) > w.frameLimit(slot):
+			oversize++
+			continue
+		}
+		w.lens[n] = int(r)
+		bytes += int(r)
+		n++
+	}
+	if runt+oversize > 0 {
+		w.counters.Drops[DropRunt].Add(runt)
+		w.counters.Drops[DropOversize].Add(oversize)
+	}
+	if n == 0 {
+		return int(runt + oversize)
+	}
+	res := w.in.Put(w.lens[:n])
+	w.counters.FromKernelPackets.Add(uint64(res.Queued))
+	w.counters.FromKernelBytes.Add(uint64(bytes))
+	if res.NoMbuf+res.RingFull > 0 {
+		w.counters.Drops[DropNoMbuf].Add(uint64(res.NoMbuf))
+		w.counters.Drops[DropRingFull].Add(uint64(res.RingFull))
+	}
+	return n
+}
+
+// frameLimit is the largest frame the MTU allows, one VLAN tag included.
+func (w *Worker) frameLimit(first []byte) int {
+	if len(first) >= ethHeaderLen && first[12] == 0x81 && first[13] == 0x00 {
+		return w.maxFrame + vlanTagLen
+	}
+	return w.maxFrame
+}
+
+// ToKernel writes one burst from the app to the kernel device. It returns
+// the number of packets dequeued.
+func (w *Worker) ToKernel() int {
+	n := w.out.Next()
+	if n == 0 {
+		return 0
+	}
+	var pkts, bytes uint64
+	var drops [numDrops]uint64
+	for i := 0; i < n; i++ {
+		length, segs, err := w.out.Packet(i)
+		if reason, ok := w.verdict(length, segs, err); !ok {
+			drops[reason]++
+			continue
+		}
+		var errno unix.Errno
+		if len(segs) == 1 {
+			_, _, errno = unix.RawSyscall(unix.SYS_WRITE, uintptr(w.fd),
+				uintptr(unsafe.Pointer(segs[0].Base)), uintptr(segs[0].Len))
+		} else {
+			_, _, errno = unix.RawSyscall(unix.SYS_WRITEV, uintptr(w.fd),
+				uintptr(unsafe.Pointer(&segs[0])), uintptr(len(segs)))
+		}
+		if errno != 0 {
+			drops[DropTAPWriteError]++
+			continue
+		}
+		w.out.Written(i)
+		pkts++
+		bytes += uint64(length)
+	}
+	w.counters.ToKernelPackets.Add(pkts)
+	w.counters.ToKernelBytes.Add(bytes)
+	for r, v := range drops {
+		if v > 0 {
+			w.counters.Drops[r].Add(v)
+		}
+	}
+	return n
+}
+
+// verdict decides whether a packet from the app can be written whole.
+func (w *Worker) verdict(length int, segs []unix.Iovec, err error) (int, bool) {
+	switch {
+	case errors.Is(err, ErrTooManySegments):
+		return DropTooManySegs, false
+	case err != nil:
+		return DropMalformed, false
+	case length < ethHeaderLen || len(segs) == 0:
+		return DropRunt, false
+	}
+	limit := w.maxFrame
+	if segs[0].Len >= ethHeaderLen {
+		hdr := unsafe.Slice(segs[0].Base, ethHeaderLen)
+		limit = w.frameLimit(hdr)
+	}
+	if length > limit {
+		return DropOversize, false
+	}
+	return 0, true
+}

@@ -1,0 +1,354 @@
+package bridge_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/bridge/bridgetest"
+	"github.com/kbridge/kbridge/policy"
+)
+
+const mtu = 1500
+
+type rig struct {
+	w     *bridge.Worker
+	out   *bridgetest.Out
+	in    *bridgetest.In
+	waker *bridgetest.Waker
+	k     *bridgetest.Kernel
+}
+
+func newRig(t *testing.T, p policy.Policy) *rig {
+	t.Helper()
+	k, err := bridgetest.NewKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	r := &rig{out: bridgetest.NewOut(32, 4), in: bridgetest.NewIn(32, mtu+18+64), waker: &bridgetest.Waker{}, k: k}
+	r.w, err = bridge.NewWorker(bridge.WorkerConfig{MTU: mtu, CPU: -1, Policy: p}, r.out, r.in, r.waker, k.WorkerFd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// frame returns an Ethernet frame of n bytes with a recognisable pattern.
+func frame(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+	if n >= 14 {
+		b[12], b[13] = 0x08, 0x00
+	}
+	return b
+}
+
+func readPeer(t *testing.T, fd int) [][]byte {
+	t.Helper()
+	var got [][]byte
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EAGAIN) {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, append([]byte(nil), buf[:n]...))
+	}
+}
+
+func split(b []byte, sizes ...int) [][]byte {
+	var segs [][]byte
+	for _, s := range sizes {
+		segs = append(segs, b[:s])
+		b = b[s:]
+	}
+	if len(b) > 0 {
+		segs = append(segs, b)
+	}
+	return segs
+}
+
+func TestToKernelWritesWholeFramesAndDropsBadOnes(t *testing.T) {
+	r := newRig(t, policy.Default())
+	good1 := frame(60, 1)
+	good2 := frame(mtu+14, 2) // the largest legal frame
+	chained := frame(1000, 3)
+	vlan := frame(mtu+18, 4) // one VLAN tag allows 4 bytes more
+	vlan[12], vlan[13] = 0x81, 0x00
+	r.out.Enqueue(
+		bridgetest.Frame(good1),
+		bridgetest.Frame(good2),
+		bridgetest.Packet{Segs: split(chained, 100, 300, 500)},
+		bridgetest.Frame(vlan),
+		bridgetest.Frame(frame(mtu+15, 5)),                           // oversize
+		bridgetest.Frame(frame(13, 6)),                               // runt
+		bridgetest.Packet{Segs: split(frame(500, 7), 50, 50, 50, 50)}, // 5 segments > 4
+		bridgetest.Packet{Segs: [][]byte{frame(100, 8)}, ClaimLen: 90},
+	)
+	if n := r.w.ToKernel(); n != 8 {
+		t.Fatalf("ToKernel moved %d packets, want 8", n)
+	}
+	got := readPeer(t, r.k.Peer)
+	want := [][]byte{good1, good2, chained, vlan}
+	if len(got) != len(want) {
+		t.Fatalf("kernel got %d frames, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Errorf("frame %d differs: got %d bytes, want %d", i, len(got[i]), len(want[i]))
+		}
+	}
+	s := r.w.Counters().Snapshot()
+	for reason, n := range map[string]uint64{"oversize": 1, "runt": 1, "too_many_segments": 1, "malformed": 1} {
+		if s.Drops[reason] != n {
+			t.Errorf("drops[%s] = %d, want %d", reason, s.Drops[reason], n)
+		}
+	}
+	if s.ToKernelPackets != 4 || r.out.Delivered != 4 {
+		t.Errorf("to_kernel_packets = %d, delivered = %d, want 4", s.ToKernelPackets, r.out.Delivered)
+	}
+	r.out.Next()
+	if r.out.Released != 8 {
+		t.Errorf("released %d packets, want all 8 exactly once", r.out.Released)
+	}
+}
+
+func TestToKernelWriteErrorCountsAndGoesOn(t *testing.T) {
+	r := newRig(t, policy.Default())
+	if err := unix.Shutdown(r.k.WorkerFd, unix.SHUT_WR); err != nil {
+		t.Fatal(err)
+	}
+	r.out.Enqueue(bridgetest.Frame(frame(100, 1)), bridgetest.Frame(frame(100, 2)))
+	r.w.ToKernel()
+	if got := r.w.Counters().Snapshot().Drops["tap_write_error"]; got != 2 {
+		t.Fatalf("tap_write_error = %d, want 2", got)
+	}
+	r.out.Next()
+	if r.out.Released != 2 {
+		t.Errorf("released %d, want 2: failed writes must still free their mbufs", r.out.Released)
+	}
+}
+
+func TestFromKernelQueuesFramesAndCountsDrops(t *testing.T) {
+	r := newRig(t, policy.Default())
+	write := func(b []byte) {
+		if _, err := unix.Write(r.k.Peer, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f1, f2 := frame(64, 1), frame(mtu+14, 2)
+	write(f1)
+	write(f2)
+	write(frame(mtu+15, 3)) // oversize
+	write(frame(10, 4))     // runt
+	r.w.FromKernel()
+	got := r.in.Received()
+	if len(got) != 2 || !bytes.Equal(got[0], f1) || !bytes.Equal(got[1], f2) {
+		t.Fatalf("app got %d frames, want the 2 legal ones byte for byte", len(got))
+	}
+	s := r.w.Counters().Snapshot()
+	if s.Drops["oversize"] != 1 || s.Drops["runt"] != 1 {
+		t.Errorf("drops = %v, want one oversize and one runt", s.Drops)
+	}
+
+	r.in.RingSpace = 1
+	for i := range 3 {
+		write(frame(100, byte(i)))
+	}
+	r.w.FromKernel()
+	r.in.RingSpace, r.in.Mbufs = -1, 0
+	write(frame(100, 9))
+	r.w.FromKernel()
+	s = r.w.Counters().Snapshot()
+	if s.Drops["ring_full"] != 2 || s.Drops["no_mbuf"] != 1 || s.FromKernelPackets != 3 {
+		t.Errorf("ring_full=%d no_mbuf=%d from_kernel=%d, want 2, 1, 3",
+			s.Drops["ring_full"], s.Drops["no_mbuf"], s.FromKernelPackets)
+	}
+}
+
+func TestHotPathDoesNotAllocate(t *testing.T) {
+	r := newRig(t, policy.Default())
+	r.in.Discard = true
+	single := bridgetest.Frame(frame(200, 1))
+	chained := bridgetest.Packet{Segs: split(frame(600, 2), 200, 200)}
+	f := frame(300, 3)
+	buf := make([]byte, 2048)
+	// One round: a burst each way through the worker, the fake kernel's
+	// side read and written by the test with plain syscalls.
+	round := func() {
+		r.out.Enqueue(single, chained)
+		r.w.ToKernel()
+		for {
+			if _, err := unix.Read(r.k.Peer, buf); err != nil {
+				break
+			}
+		}
+		_, _ = unix.Write(r.k.Peer, f)
+		r.w.FromKernel()
+	}
+	round() // warm the fakes' capacity
+	if allocs := testing.AllocsPerRun(1000, round); allocs != 0 {
+		t.Errorf("%.2f allocations per round trip, want 0", allocs)
+	}
+	if s := r.w.Counters().Snapshot(); s.ToKernelPackets != 2*1002 || s.FromKernelPackets != 1002 || s.TotalDrops() != 0 {
+		t.Errorf("counters after the rounds: %+v", s)
+	}
+}
+
+// run starts the worker and returns a function that stops it and waits.
+func run(t *testing.T, r *rig) func() {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- r.w.Run() }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		r.w.Stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("worker did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestParkedWorkerWakesOnKick(t *testing.T) {
+	p := policy.Default()
+	p.Mode = policy.Interrupt
+	p.ParkTimeout = time.Minute // only a kick can end this park
+	r := newRig(t, p)
+	if !r.w.CanKick() {
+		t.Fatal("worker did not register its eventfd")
+	}
+	run(t, r)
+	waitFor(t, "the worker to park", r.waker.Parked)
+	r.out.Enqueue(bridgetest.Frame(frame(100, 1)))
+	if !r.waker.Kick() {
+		t.Fatal("kick refused")
+	}
+	waitFor(t, "the frame to reach the kernel", func() bool { return r.w.Counters().ToKernelPackets.Load() == 1 })
+	s := r.w.Counters().Snapshot()
+	if s.Wakeups == 0 || s.Timeouts != 0 {
+		t.Errorf("wakeups=%d timeouts=%d: want a kick to have ended the park", s.Wakeups, s.Timeouts)
+	}
+}
+
+func TestWorkerWithoutKicksBoundsItsParks(t *testing.T) {
+	p := policy.Default()
+	p.Mode = policy.Interrupt
+	p.ParkTimeout = time.Minute
+	p.Backoff.Max = 100 * time.Microsecond
+	k, err := bridgetest.NewKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	r := &rig{out: bridgetest.NewOut(32, 4), in: bridgetest.NewIn(32, 2048), waker: &bridgetest.Waker{Refuse: true}, k: k}
+	r.w, err = bridge.NewWorker(bridge.WorkerConfig{MTU: mtu, CPU: -1, Policy: p}, r.out, r.in, r.waker, k.WorkerFd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.w.CanKick() {
+		t.Fatal("CanKick with an app that refused the eventfd")
+	}
+	run(t, r)
+	r.out.Enqueue(bridgetest.Frame(frame(100, 1)))
+	waitFor(t, "the frame without a kick", func() bool { return r.w.Counters().ToKernelPackets.Load() == 1 })
+}
+
+func TestKernelDataWakesParkedWorker(t *testing.T) {
+	p := policy.Default()
+	p.Mode = policy.Interrupt
+	p.ParkTimeout = time.Minute
+	r := newRig(t, p)
+	run(t, r)
+	waitFor(t, "the worker to park", r.waker.Parked)
+	if _, err := unix.Write(r.k.Peer, frame(80, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the frame to reach the app", func() bool { return len(r.in.Received()) == 1 })
+}
+
+func TestSetPolicyUnderTrafficLosesNothing(t *testing.T) {
+	r := newRig(t, policy.Default())
+	stop := run(t, r)
+	const total = 3000
+	modes := []policy.Mode{policy.Busy, policy.Interrupt, policy.Adaptive, policy.Fixed, policy.Adaptive}
+	sent := 0
+	for i, m := range modes {
+		p := policy.Default()
+		p.Mode = m
+		p.Interval = 50 * time.Microsecond
+		if err := r.w.SetPolicy(p); err != nil {
+			t.Fatal(err)
+		}
+		for ; sent < (i+1)*total/len(modes); sent++ {
+			r.out.Enqueue(bridgetest.Frame(frame(64, byte(sent))))
+			r.waker.Kick()
+		}
+	}
+	got := 0
+	buf := make([]byte, 2048)
+	waitFor(t, "every frame", func() bool {
+		for {
+			if _, err := unix.Read(r.k.Peer, buf); err != nil {
+				break
+			}
+			got++
+		}
+		return got == total
+	})
+	stop()
+	if s := r.w.Counters().Snapshot(); s.TotalDrops() != 0 {
+		t.Errorf("drops %v while switching policies", s.Drops)
+	}
+	if r.out.Released != total || !r.out.Closed || !r.in.Closed {
+		t.Errorf("released %d of %d, closed out=%v in=%v", r.out.Released, total, r.out.Closed, r.in.Closed)
+	}
+}
+
+func TestNewWorkerRejectsBadInput(t *testing.T) {
+	k, err := bridgetest.NewKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	out, in, wk := bridgetest.NewOut(8, 2), bridgetest.NewIn(8, 2048), &bridgetest.Waker{}
+	if _, err := bridge.NewWorker(bridge.WorkerConfig{MTU: 60, CPU: -1, Policy: policy.Default()}, out, in, wk, k.WorkerFd); err == nil {
+		t.Error("MTU 60 accepted")
+	}
+	p := policy.Default()
+	p.Mode = "sleepy"
+	if _, err := bridge.NewWorker(bridge.WorkerConfig{MTU: mtu, CPU: -1, Policy: p}, out, in, wk, k.WorkerFd); err == nil {
+		t.Error("mode sleepy accepted")
+	}
+}

@@ -1,0 +1,60 @@
+// Command kbridge moves a DPDK application's exception traffic to and from
+// the Linux kernel: the replacement for KNI. See README.md.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// version is set by the Makefile (-ldflags -X main.version=...).
+var version = "dev"
+
+const usage = `kbridge: the exception path between a DPDK application and the Linux kernel
+
+usage:
+  kbridge run     --config FILE     run the bridge (a DPDK secondary process)
+  kbridge stats   [--config FILE | --socket PATH] [--watch]
+                                    show the running daemon's counters
+  kbridge cleanup --config FILE     remove what a crashed daemon left behind
+  kbridge version
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "run":
+		err = runCmd(args)
+	case "stats":
+		err = statsCmd(args)
+	case "cleanup":
+		err = cleanupCmd(args)
+	case "version", "--version":
+		fmt.Println("kbridge", version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "kbridge: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kbridge:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// usageError marks errors in the command line or configuration (exit 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func exitCode(err error) int {
+	if _, ok := err.(usageError); ok {
+		return 2
+	}
+	return 1
+}

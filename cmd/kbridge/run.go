@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"reflect"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/config"
+	"github.com/kbridge/kbridge/daemon"
+)
+
+func runCmd(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	path := fs.String("config", "/etc/kbridge/kbridge.yaml", "configuration `file`")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return usageError{err}
+	}
+	notify("STATUS=joining DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
+	d, err := daemon.Start(cfg, log)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctlErr := make(chan error, 1)
+	go func() { ctlErr <- d.ServeControl(ctx, cfg.Stats.Socket) }()
+	appGone := watchPID(d.Port().AppPID())
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	notify("READY=1\nSTATUS=bridging " + cfg.Port + " <-> " + cfg.Interface.Name)
+	var runErr error
+loop:
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				reload(d, *path, log)
+				continue
+			}
+			log.Info("stopping", "signal", sig.String())
+			break loop
+		case <-appGone:
+			runErr = fmt.Errorf("the DPDK app (pid %d) exited: kbridge stops with it", d.Port().AppPID())
+			break loop
+		case err := <-ctlErr:
+			if err != nil {
+				runErr = err
+				break loop
+			}
+		case <-d.Done():
+			runErr = errors.New("every worker stopped")
+			break loop
+		}
+	}
+	notify("STOPPING=1")
+	cancel()
+	st := d.Status()
+	stopErr := d.Stop()
+	log.Info("stopped", "pool_in_use", d.Port().PoolInUse(), "queues", len(st.Queues))
+	return errors.Join(runErr, stopErr)
+}
+
+// reload re-reads the configuration and applies what can change live: the
+// polling policy. An invalid file is refused and the old policy stays.
+func reload(d *daemon.Daemon, path string, log *slog.Logger) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		log.Error("reload refused, keeping the running configuration", "err", err)
+		return
+	}
+	old := d.Config()
+	for _, w := range d.Workers() {
+		if err := w.SetPolicy(cfg.Policy); err != nil {
+			log.Error("reload refused", "err", err)
+			return
+		}
+	}
+	cfg.Policy = old.Policy
+	if !reflect.DeepEqual(cfg, old) {
+		log.Warn("reload: only policy.* changes apply live; restart kbridge for the other changes")
+	}
+	log.Info("reloaded", "mode", d.Workers()[0].Policy().Mode)
+}
+
+// watchPID returns a channel closed when process pid exits (pidfd_open).
+func watchPID(pid int) <-chan struct{} {
+	gone := make(chan struct{})
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return gone // unknown: never closes
+	}
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err == unix.EINTR {
+				continue
+			}
+			close(gone)
+			return
+		}
+	}()
+	return gone
+}
+
+// notify speaks systemd's sd_notify protocol when NOTIFY_SOCKET is set.
+func notify(state string) {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return
+	}
+	if addr[0] == '@' {
+		addr = "\x00" + addr[1:]
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	_ = unix.Sendto(fd, []byte(state), 0, &unix.SockaddrUnix{Name: addr})
+}

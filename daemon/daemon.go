@@ -1,0 +1,150 @@
+// Package daemon assembles a running kbridge from its configuration: it joins
+// the app's DPDK instance, opens the exception port, creates the TAP
+// interface, runs one bridge.Worker per queue and serves the control socket.
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/config"
+	"github.com/kbridge/kbridge/ring"
+	"github.com/kbridge/kbridge/tap"
+)
+
+// frameSlack leaves room past the largest legal frame, so that a frame that
+// is too long is seen as such instead of being cut to fit the buffer.
+const frameSlack = 64
+
+// Daemon is a running bridge.
+type Daemon struct {
+	cfg     config.Config
+	port    *ring.Port
+	dev     *tap.Device
+	workers []*bridge.Worker
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	errs    []error
+	done    chan struct{}
+	log     *slog.Logger
+}
+
+// Start joins the DPDK primary, opens the port, creates the TAP interface and
+// starts the workers. On error nothing is left behind but the EAL, which
+// cannot be left.
+func Start(cfg config.Config, log *slog.Logger) (*Daemon, error) {
+	if err := ring.InitSecondary(ring.EALConfig{
+		FilePrefix:  cfg.DPDK.FilePrefix,
+		CPU:         cfg.WorkerCPU(0),
+		ControlCPUs: cfg.WorkerCPUs(),
+		Args:        cfg.DPDK.EALArgs,
+	}); err != nil {
+		return nil, err
+	}
+	port, err := ring.OpenPort(cfg.Port)
+	if err != nil {
+		return nil, err
+	}
+	mtu := cfg.Interface.MTU
+	if room := port.DataRoom() * cfg.Workers.MaxSegments; mtu+18 > room {
+		return nil, fmt.Errorf("interface.mtu: %d: frames of that size need %d bytes, but %d segments of the app's %d-byte mbufs hold %d (raise workers.max_segments)",
+			mtu, mtu+18, cfg.Workers.MaxSegments, port.DataRoom(), room)
+	}
+	dev, err := tap.Create(cfg.Interface, port.NumQueues())
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, port: port, dev: dev, done: make(chan struct{}), log: log}
+	for q := 0; q < port.NumQueues() && err == nil; q++ {
+		var w *bridge.Worker
+		if w, err = d.newWorker(q); err != nil {
+			break
+		}
+		d.workers = append(d.workers, w)
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := w.Run(); err != nil {
+				d.fail(err)
+			}
+		}()
+	}
+	go func() {
+		d.wg.Wait()
+		close(d.done)
+	}()
+	if err != nil {
+		return nil, errors.Join(err, d.Stop())
+	}
+	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
+		"queues", port.NumQueues(), "app_pid", port.AppPID(), "mode", cfg.Policy.Mode,
+		"wakeups", d.workers[0].CanKick())
+	return d, nil
+}
+
+func (d *Daemon) newWorker(q int) (*bridge.Worker, error) {
+	queue, err := d.port.Queue(q)
+	if err != nil {
+		return nil, err
+	}
+	out, err := queue.Out(d.cfg.Workers.Batch, d.cfg.Workers.MaxSegments)
+	if err != nil {
+		return nil, err
+	}
+	in, err := queue.In(d.cfg.Workers.Batch, d.cfg.Interface.MTU+18+frameSlack)
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	w, err := bridge.NewWorker(bridge.WorkerConfig{
+		Queue:  q,
+		MTU:    d.cfg.Interface.MTU,
+		CPU:    d.cfg.WorkerCPU(q),
+		Policy: d.cfg.Policy,
+	}, out, in, queue, d.dev.Fd(q))
+	if err != nil {
+		out.Close()
+		in.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (d *Daemon) fail(err error) {
+	d.mu.Lock()
+	d.errs = append(d.errs, err)
+	d.mu.Unlock()
+	d.log.Error("worker stopped", "err", err)
+}
+
+// Done is closed when every worker has returned.
+func (d *Daemon) Done() <-chan struct{} { return d.done }
+
+// Port returns the exception port.
+func (d *Daemon) Port() *ring.Port { return d.port }
+
+// Workers returns the workers, one per queue.
+func (d *Daemon) Workers() []*bridge.Worker { return d.workers }
+
+// Config returns the configuration in force.
+func (d *Daemon) Config() config.Config { return d.cfg }
+
+// Stop stops the workers, which free every mbuf they hold, then removes the
+// TAP interface.
+func (d *Daemon) Stop() error {
+	for _, w := range d.workers {
+		w.Stop()
+	}
+	<-d.done
+	var errs []error
+	if d.dev != nil {
+		errs = append(errs, d.dev.Close())
+	}
+	d.mu.Lock()
+	errs = append(errs, d.errs...)
+	d.mu.Unlock()
+	return errors.Join(errs...)
+}

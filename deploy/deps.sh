@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what kbridge's build, tests and test bed need on Debian 12, if it
+# is missing, and reserves 2 MB hugepages. Idempotent; run as root.
+set -euo pipefail
+
+pkgs=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev
+      nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3
+      ethtool iproute2 iputils-ping procps psmisc
+      clang llvm libbpf-dev bpftool)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	[ "$(id -u)" = 0 ] || { echo "deps: missing ${missing[*]}; run as root to install them" >&2; exit 1; }
+	echo "deps: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# ganesha's package starts a system-wide server on install; the test bed
+# runs its own inside a namespace, so the system one must not hold port 2049.
+if systemctl is-active --quiet nfs-ganesha 2>/dev/null; then
+	systemctl stop nfs-ganesha || true
+fi
+
+if ! command -v go >/dev/null && [ ! -x /usr/local/go/bin/go ]; then
+	echo "deps: Go 1.26 is needed (https://go.dev/dl), at /usr/local/go or on PATH" >&2
+	exit 1
+fi
+
+if [ "$(id -u)" = 0 ]; then
+	bash "$(dirname "$0")/../tests/testbed/hugepages.sh"
+fi

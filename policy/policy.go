@@ -1,0 +1,175 @@
+// Package policy decides how a kbridge worker waits when it has nothing to
+// move, and carries that wait out precisely.
+//
+// KNI's kernel thread slept one jiffy between polls (4 ms at HZ=250); not
+// sleeping at all burned a core. kbridge's default, adaptive, spins while
+// packets flow, backs off with precise sleeps, then parks in epoll on the TAP
+// fd and an eventfd the app kicks. No wait here is jiffy-granular and none
+// uses Go's timers, which round short sleeps up to about a millisecond.
+package policy
+
+import (
+	"fmt"
+	"time"
+)
+
+// Mode names a polling policy.
+type Mode string
+
+// The modes. See DESIGN.md section 3.
+const (
+	// Busy never parks: lowest latency, one full core.
+	Busy Mode = "busy"
+	// Adaptive spins for Spin after the last packet, then sleeps
+	// BackoffMin, doubling up to BackoffMax, then parks.
+	Adaptive Mode = "adaptive"
+	// Interrupt parks whenever both sides are empty.
+	Interrupt Mode = "interrupt"
+	// Fixed sleeps Interval after every poll, busy or not: KNI's
+	// behaviour, kept only to reproduce it (4ms = HZ 250, 1ms = HZ 1000).
+	Fixed Mode = "fixed"
+)
+
+// Modes lists the valid modes.
+var Modes = []Mode{Busy, Adaptive, Interrupt, Fixed}
+
+// Policy is one queue's polling policy.
+type Policy struct {
+	Mode Mode `mapstructure:"mode" json:"mode"`
+	// Spin is how long adaptive keeps polling after the last packet.
+	Spin time.Duration `mapstructure:"spin" json:"spin"`
+	// Backoff bounds adaptive's precise sleeps between spinning and parking.
+	Backoff Backoff `mapstructure:"backoff" json:"backoff"`
+	// Interval is fixed mode's sleep.
+	Interval time.Duration `mapstructure:"interval" json:"interval"`
+	// ParkTimeout bounds one park. It only matters when a wakeup is lost;
+	// when the app cannot kick at all, parks are bounded by Backoff.Max.
+	ParkTimeout time.Duration `mapstructure:"park_timeout" json:"park_timeout"`
+}
+
+// Backoff is adaptive mode's sleep ladder.
+type Backoff struct {
+	Min time.Duration `mapstructure:"min" json:"min"`
+	Max time.Duration `mapstructure:"max" json:"max"`
+}
+
+// Default returns the default policy: adaptive.
+func Default() Policy {
+	return Policy{
+		Mode:        Adaptive,
+		Spin:        50 * time.Microsecond,
+		Backoff:     Backoff{Min: 10 * time.Microsecond, Max: 200 * time.Microsecond},
+		Interval:    4 * time.Millisecond,
+		ParkTimeout: 100 * time.Millisecond,
+	}
+}
+
+// Validate checks p. Errors name the configuration key under prefix (for
+// example "policy") and the offending value.
+func (p Policy) Validate(prefix string) error {
+	known := false
+	for _, m := range Modes {
+		known = known || p.Mode == m
+	}
+	if !known {
+		return fmt.Errorf("%s.mode: %q: must be one of busy, adaptive, interrupt, fixed", prefix, p.Mode)
+	}
+	type bound struct {
+		key      string
+		v        time.Duration
+		min, max time.Duration
+	}
+	for _, b := range []bound{
+		{"spin", p.Spin, 0, time.Second},
+		{"backoff.min", p.Backoff.Min, time.Microsecond, time.Second},
+		{"backoff.max", p.Backoff.Max, time.Microsecond, time.Second},
+		{"interval", p.Interval, time.Microsecond, 10 * time.Second},
+		{"park_timeout", p.ParkTimeout, 10 * time.Microsecond, time.Minute},
+	} {
+		if b.v < b.min || b.v > b.max {
+			return fmt.Errorf("%s.%s: %v: must be between %v and %v", prefix, b.key, b.v, b.min, b.max)
+		}
+	}
+	if p.Backoff.Max < p.Backoff.Min {
+		return fmt.Errorf("%s.backoff.max: %v: must not be below backoff.min (%v)", prefix, p.Backoff.Max, p.Backoff.Min)
+	}
+	return nil
+}
+
+// StepKind says what a worker does next.
+type StepKind uint8
+
+const (
+	// Poll means poll again at once.
+	Poll StepKind = iota
+	// Sleep means sleep Step.D precisely, without asking for a wakeup.
+	Sleep
+	// Park means publish need-wakeup, re-check, and block in epoll for at
+	// most Step.D.
+	Park
+)
+
+func (k StepKind) String() string {
+	return [...]string{"poll", "sleep", "park"}[k]
+}
+
+// Step is the ladder's decision.
+type Step struct {
+	Kind StepKind
+	D    time.Duration
+}
+
+// Ladder is the pure state machine of a policy: given whether the last poll
+// moved packets and the time, it says whether to poll, sleep or park. It has
+// no clock of its own, so tests drive it with a fake one.
+type Ladder struct {
+	p        Policy
+	lastWork time.Duration
+	backoff  time.Duration
+}
+
+// NewLadder returns a ladder for p that counts now as the last work.
+func NewLadder(p Policy, now time.Duration) *Ladder {
+	return &Ladder{p: p, lastWork: now}
+}
+
+// Policy returns the ladder's policy.
+func (l *Ladder) Policy() Policy { return l.p }
+
+// Reset switches to policy p; the ladder starts over as if it just worked.
+func (l *Ladder) Reset(p Policy, now time.Duration) {
+	*l = Ladder{p: p, lastWork: now}
+}
+
+// Next returns what to do after a poll that moved packets (worked) or not.
+func (l *Ladder) Next(worked bool, now time.Duration) Step {
+	if worked {
+		l.lastWork = now
+		l.backoff = 0
+	}
+	switch l.p.Mode {
+	case Busy:
+		return Step{Kind: Poll}
+	case Fixed:
+		return Step{Kind: Sleep, D: l.p.Interval}
+	case Interrupt:
+		if worked {
+			return Step{Kind: Poll}
+		}
+		return Step{Kind: Park, D: l.p.ParkTimeout}
+	}
+	// Adaptive.
+	if worked || now-l.lastWork < l.p.Spin {
+		return Step{Kind: Poll}
+	}
+	switch {
+	case l.backoff == 0:
+		l.backoff = l.p.Backoff.Min
+	case l.backoff <= l.p.Backoff.Max:
+		l.backoff *= 2
+	}
+	if l.backoff > l.p.Backoff.Max {
+		return Step{Kind: Park, D: l.p.ParkTimeout}
+	}
+	return Step{Kind: Sleep, D: l.backoff}
+}

@@ -1,0 +1,136 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const us = time.Microsecond
+
+func TestLadderTransitions(t *testing.T) {
+	p := Default()
+	p.Spin = 50 * us
+	p.Backoff = Backoff{Min: 10 * us, Max: 40 * us}
+	p.ParkTimeout = 100 * time.Millisecond
+	p.Interval = 4 * time.Millisecond
+
+	type call struct {
+		worked bool
+		at     time.Duration
+		want   Step
+	}
+	poll := Step{Kind: Poll}
+	park := Step{Kind: Park, D: p.ParkTimeout}
+	sleep := func(d time.Duration) Step { return Step{Kind: Sleep, D: d} }
+	cases := map[Mode][]call{
+		Busy: {
+			{false, 0, poll}, {false, time.Hour, poll}, {true, 2 * time.Hour, poll},
+		},
+		Fixed: {
+			// KNI slept after every poll, busy or not.
+			{true, 0, sleep(4 * time.Millisecond)}, {false, time.Second, sleep(4 * time.Millisecond)},
+		},
+		Interrupt: {
+			{true, 0, poll}, {false, 1 * us, park}, {false, 2 * us, park}, {true, 3 * us, poll},
+		},
+		Adaptive: {
+			{true, 0, poll},
+			{false, 49 * us, poll}, // still spinning
+			{false, 50 * us, sleep(10 * us)},
+			{false, 61 * us, sleep(20 * us)},
+			{false, 82 * us, sleep(40 * us)},
+			{false, 123 * us, park}, // past backoff.max
+			{false, 200 * us, park},
+			{true, 300 * us, poll}, // traffic: back to spinning
+			{false, 349 * us, poll},
+			{false, 350 * us, sleep(10 * us)},
+		},
+	}
+	for mode, calls := range cases {
+		p := p
+		p.Mode = mode
+		l := NewLadder(p, 0)
+		for i, c := range calls {
+			if got := l.Next(c.worked, c.at); got != c.want {
+				t.Errorf("%s step %d (worked=%v at %v): got %v %v, want %v %v",
+					mode, i, c.worked, c.at, got.Kind, got.D, c.want.Kind, c.want.D)
+			}
+		}
+	}
+}
+
+func TestLadderResetSwitchesMode(t *testing.T) {
+	p := Default()
+	l := NewLadder(p, 0)
+	for i := 0; i < 100; i++ {
+		l.Next(false, time.Duration(i)*time.Millisecond)
+	}
+	if s := l.Next(false, time.Second); s.Kind != Park {
+		t.Fatalf("idle adaptive ladder: %v, want park", s.Kind)
+	}
+	p.Mode = Busy
+	l.Reset(p, time.Second)
+	if s := l.Next(false, 2*time.Second); s.Kind != Poll {
+		t.Fatalf("after switching to busy: %v, want poll", s.Kind)
+	}
+	if l.Policy().Mode != Busy {
+		t.Fatalf("Policy() = %v", l.Policy().Mode)
+	}
+}
+
+func TestValidateNamesKeyAndValue(t *testing.T) {
+	for _, c := range []struct {
+		mut  func(*Policy)
+		want string
+	}{
+		{func(p *Policy) { p.Mode = "turbo" }, `policy.mode: "turbo"`},
+		{func(p *Policy) { p.Backoff.Min = 0 }, "policy.backoff.min: 0s"},
+		{func(p *Policy) { p.Backoff.Max = 5 * us; p.Backoff.Min = 10 * us }, "policy.backoff.max: 5µs"},
+		{func(p *Policy) { p.Interval = 20 * time.Second }, "policy.interval: 20s"},
+		{func(p *Policy) { p.Spin = -1 }, "policy.spin: -1ns"},
+		{func(p *Policy) { p.ParkTimeout = time.Nanosecond }, "policy.park_timeout: 1ns"},
+	} {
+		p := Default()
+		c.mut(&p)
+		err := p.Validate("policy")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate = %v, want it to mention %q", err, c.want)
+		}
+	}
+	if err := Default().Validate("policy"); err != nil {
+		t.Errorf("default policy invalid: %v", err)
+	}
+}
+
+func TestWaiterParkTimesOutAndWakesOnKick(t *testing.T) {
+	var fds [2]int
+	r, w, err := pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds = [2]int{r, w}
+	defer closeAll(fds[:])
+	wt, err := NewWaiter(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wt.Close()
+	if woken, err := wt.Park(100 * us); err != nil || woken {
+		t.Fatalf("Park with nothing to do: woken=%v err=%v, want a timeout", woken, err)
+	}
+	wt.Kick()
+	if woken, err := wt.Park(time.Minute); err != nil || !woken {
+		t.Fatalf("Park after Kick: woken=%v err=%v", woken, err)
+	}
+	// The kick was consumed: the next park times out again.
+	if woken, _ := wt.Park(100 * us); woken {
+		t.Fatal("a kick woke two parks")
+	}
+	if _, err := writeByte(w); err != nil {
+		t.Fatal(err)
+	}
+	if woken, _ := wt.Park(time.Minute); !woken {
+		t.Fatal("readable fd did not end the park")
+	}
+}

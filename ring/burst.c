@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+
+#include "burst.h"
+
+struct kb_out_burst *
+kb_out_new(struct rte_ring *ring, int32_t tsc_offset, uint64_t tsc_hz,
+	   uint16_t cap, uint16_t max_segs)
+{
+	struct kb_out_burst *b = calloc(1, sizeof(*b));
+
+	if (b == NULL)
+		return NULL;
+	b->ring = ring;
+	b->tsc_offset = tsc_offset;
+	b->tsc_hz = tsc_hz;
+	b->cap = cap;
+	b->max_segs = max_segs;
+	b->mbufs = calloc(cap, sizeof(*b->mbufs));
+	b->pkts = calloc(cap, sizeof(*b->pkts));
+	b->iov = calloc((size_t)cap * max_segs, sizeof(*b->iov));
+	if (b->mbufs == NULL || b->pkts == NULL || b->iov == NULL) {
+		kb_out_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static inline unsigned int
+kb_hist_bucket(uint64_t ns)
+{
+	unsigned int i = 0;
+
+	ns >>= KB_HIST_SHIFT;
+	while (ns != 0 && i < KB_HIST_BUCKETS - 1) {
+		ns >>= 1;
+		i++;
+	}
+	return i;
+}
+
+static void
+kb_out_release(struct kb_out_burst *b)
+{
+	uint16_t i;
+
+	if (b->n == 0)
+		return;
+	if (b->tsc_offset >= 0 && b->tsc_hz != 0) {
+		uint64_t now = rte_rdtsc();
+
+		for (i = 0; i < b->n; i++) {
+			uint64_t d;
+
+			if (!b->pkts[i].written)
+				continue;
+			d = now - b->pkts[i].enq_tsc;
+			/* Cycles to ns without overflow for any sane delay. */
+			b->hist[kb_hist_bucket(d * 1000 / (b->tsc_hz / 1000000))]++;
+		}
+	}
+	rte_pktmbuf_free_bulk(b->mbufs, b->n);
+	b->n = 0;
+}
+
+uint16_t
+kb_out_next(struct kb_out_burst *b)
+{
+	uint16_t i, seg = 0;
+
+	kb_out_release(b);
+	b->n = (uint16_t)rte_ring_dequeue_burst(b->ring, (void **)b->mbufs,
+						 b->cap, NULL);
+	for (i = 0; i < b->n; i++) {
+		struct rte_mbuf *m = b->mbufs[i];
+		struct kb_pkt *p = &b->pkts[i];
+		uint32_t sum = 0;
+		uint16_t k = 0;
+
+		p->pkt_len = rte_pktmbuf_pkt_len(m);
+		p->first_seg = seg;
+		p->verdict = KB_PKT_OK;
+		p->written = 0;
+		p->enq_tsc = b->tsc_offset >= 0 ?
+			*RTE_MBUF_DYNFIELD(m, b->tsc_offset, uint64_t *) : 0;
+		for (; m != NULL; m = m->next) {
+			if (k == b->max_segs) {
+				p->verdict = KB_PKT_TOO_MANY_SEGS;
+				break;
+			}
+			b->iov[seg + k].iov_base = rte_pktmbuf_mtod(m, void *);
+			b->iov[seg + k].iov_len = m->data_len;
+			sum += m->data_len;
+			k++;
+		}
+		if (p->verdict == KB_PKT_OK && sum != p->pkt_len)
+			p->verdict = KB_PKT_MALFORMED;
+		p->nb_iov = k;
+		seg += b->max_segs;
+	}
+	return b->n;
+}
+
+void
+kb_out_free(struct kb_out_burst *b)
+{
+	if (b == NULL)
+		return;
+	if (b->mbufs != NULL)
+		kb_out_release(b);
+	free(b->mbufs);
+	free(b->pkts);
+	free(b->iov);
+	free(b);
+}
+
+struct kb_in_burst *
+kb_in_new(struct rte_ring *ring, struct rte_mempool *pool, uint16_t cap,
+	  uint32_t stride)
+{
+	struct kb_in_burst *b = calloc(1, sizeof(*b));
+
+	if (b == NULL)
+		return NULL;
+	b->ring = ring;
+	b->pool = pool;
+	b->cap = cap;
+	b->stride = stride;
+	b->buf = aligned_alloc(64, (size_t)cap * stride);
+	b->lens = calloc(cap, sizeof(*b->lens));
+	b->mbufs = calloc(cap, sizeof(*b->mbufs));
+	if (b->buf == NULL || b->lens == NULL || b->mbufs == NULL) {
+		kb_in_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+/* Copies one frame into a fresh mbuf chain; NULL when the pool runs dry. */
+static struct rte_mbuf *
+kb_in_copy(struct rte_mempool *pool, const uint8_t *data, uint32_t len)
+{
+	struct rte_mbuf *head = NULL, *tail = NULL;
+	uint32_t off = 0;
+
+	do {
+		struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
+		uint32_t room, chunk;
+
+		if (m == NULL) {
+			rte_pktmbuf_free(head);
+			return NULL;
+		}
+		room = rte_pktmbuf_tailroom(m);
+		chunk = len - off < room ? len - off : room;
+		memcpy(rte_pktmbuf_mtod(m, void *), data + off, chunk);
+		m->data_len = (uint16_t)chunk;
+		off += chunk;
+		if (head == NULL) {
+			head = m;
+		} else {
+			tail->next = m;
+			head->nb_segs++;
+		}
+		tail = m;
+	} while (off < len);
+	head->pkt_len = len;
+	return head;
+}
+
+void
+kb_in_put(struct kb_in_burst *b)
+{
+	uint16_t i, k = 0;
+	unsigned int sent;
+
+	b->queued = b->no_mbuf = b->ring_full = 0;
+	for (i = 0; i < b->n; i++) {
+		struct rte_mbuf *m = kb_in_copy(b->pool,
+						b->buf + (size_t)i * b->stride,
+						b->lens[i]);
+		if (m == NULL) {
+			b->no_mbuf++;
+			continue;
+		}
+		b->mbufs[k++] = m;
+	}
+	b->n = 0;
+	if (k == 0)
+		return;
+	sent = rte_ring_enqueue_burst(b->ring, (void **)b->mbufs, k, NULL);
+	b->queued = (uint16_t)sent;
+	if (sent < k) {
+		b->ring_full = (uint16_t)(k - sent);
+		rte_pktmbuf_free_bulk(b->mbufs + sent, k - sent);
+	}
+}
+
+void
+kb_in_free(struct kb_in_burst *b)
+{
+	if (b == NULL)
+		return;
+	free(b->buf);
+	free(b->lens);
+	free(b->mbufs);
+	free(b);
+}
+
+unsigned int
+kb_ring_count(const struct rte_ring *r)
+{
+	return rte_ring_count(r);
+}

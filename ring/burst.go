@@ -1,0 +1,152 @@
+package ring
+
+/*
+#include "burst.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/bridge"
+)
+
+// HistBuckets is the number of residence-time buckets; bucket i counts
+// packets that waited less than HistBound(i).
+const HistBuckets = C.KB_HIST_BUCKETS
+
+// HistBound returns the upper bound of bucket i in nanoseconds (the last
+// bucket is open-ended).
+func HistBound(i int) uint64 { return 1 << (i + C.KB_HIST_SHIFT) }
+
+// Out moves bursts from a to_kernel ring into Go's view. It implements
+// bridge.AppOut.
+type Out struct {
+	q    *Queue
+	b    *C.struct_kb_out_burst
+	pkts []C.struct_kb_pkt
+	iov  []unix.Iovec
+}
+
+var _ bridge.AppOut = (*Out)(nil)
+
+// Out returns a burst reader for this queue's to_kernel ring holding up to
+// batch packets of up to maxSegs segments each.
+func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
+	if batch <= 0 || batch > 1024 || maxSegs <= 0 || maxSegs > 64 {
+		return nil, fmt.Errorf("ring: burst of %d packets x %d segments out of range", batch, maxSegs)
+	}
+	ctl := q.port.info.ctl
+	b := C.kb_out_new(q.port.info.to_kernel[q.id], ctl.tsc_offset, ctl.tsc_hz,
+		C.uint16_t(batch), C.uint16_t(maxSegs))
+	if b == nil {
+		return nil, errors.New("ring: out of memory for a burst buffer")
+	}
+	// unix.Iovec and struct iovec share their layout: the C side fills what
+	// Go hands to writev(2) unchanged.
+	return &Out{
+		q:    q,
+		b:    b,
+		pkts: unsafe.Slice(b.pkts, batch),
+		iov:  unsafe.Slice((*unix.Iovec)(unsafe.Pointer(b.iov)), batch*maxSegs),
+	}, nil
+}
+
+// Next frees the previous burst and dequeues the next one.
+func (o *Out) Next() int { return int(C.kb_out_next(o.b)) }
+
+// Packet returns packet i of the current burst.
+func (o *Out) Packet(i int) (int, []unix.Iovec, error) {
+	p := &o.pkts[i]
+	first := int(p.first_seg)
+	segs := o.iov[first : first+int(p.nb_iov)]
+	switch p.verdict {
+	case C.KB_PKT_TOO_MANY_SEGS:
+		return int(p.pkt_len), segs, bridge.ErrTooManySegments
+	case C.KB_PKT_MALFORMED:
+		return int(p.pkt_len), segs, bridge.ErrMalformed
+	}
+	return int(p.pkt_len), segs, nil
+}
+
+// Written marks packet i as delivered: it counts toward residence time.
+func (o *Out) Written(i int) { o.pkts[i].written = 1 }
+
+// Pending returns how many packets wait in the ring.
+func (o *Out) Pending() int { return o.q.Pending() }
+
+// Residence copies the residence-time histogram into dst.
+func (o *Out) Residence(dst []uint64) {
+	for i := range dst {
+		if i < HistBuckets {
+			dst[i] = uint64(o.b.hist[i])
+		}
+	}
+}
+
+// Close frees the current burst and the buffer.
+func (o *Out) Close() {
+	C.kb_out_free(o.b)
+	o.b = nil
+}
+
+// In moves frames read from the kernel into mbufs on a from_kernel ring. It
+// implements bridge.AppIn.
+type In struct {
+	b      *C.struct_kb_in_burst
+	buf    []byte
+	lens   []uint32
+	stride int
+}
+
+var _ bridge.AppIn = (*In)(nil)
+
+// In returns a burst writer for this queue's from_kernel ring with batch
+// slots of stride bytes (the largest frame it can carry).
+func (q *Queue) In(batch, stride int) (*In, error) {
+	if batch <= 0 || batch > 1024 || stride < 64 || stride > 1<<16 {
+		return nil, fmt.Errorf("ring: burst of %d frames x %d bytes out of range", batch, stride)
+	}
+	b := C.kb_in_new(q.port.info.from_kernel[q.id], q.port.info.pool, C.uint16_t(batch), C.uint32_t(stride))
+	if b == nil {
+		return nil, errors.New("ring: out of memory for a burst buffer")
+	}
+	return &In{
+		b:      b,
+		buf:    unsafe.Slice((*byte)(unsafe.Pointer(b.buf)), batch*stride),
+		lens:   unsafe.Slice((*uint32)(unsafe.Pointer(b.lens)), batch),
+		stride: stride,
+	}, nil
+}
+
+// Cap returns the number of slots.
+func (in *In) Cap() int { return len(in.lens) }
+
+// Slot returns slot i, a buffer of stride bytes.
+func (in *In) Slot(i int) []byte {
+	return in.buf[i*in.stride : (i+1)*in.stride : (i+1)*in.stride]
+}
+
+// Put queues slots 0..len(lens)-1 with those frame lengths.
+func (in *In) Put(lens []int) bridge.PutResult {
+	for i, n := range lens {
+		in.lens[i] = uint32(n)
+	}
+	in.b.n = C.uint16_t(len(lens))
+	C.kb_in_put(in.b)
+	return bridge.PutResult{
+		Queued:   int(in.b.queued),
+		NoMbuf:   int(in.b.no_mbuf),
+		RingFull: int(in.b.ring_full),
+	}
+}
+
+// Close frees the buffer.
+func (in *In) Close() {
+	C.kb_in_free(in.b)
+	in.b = nil
+}

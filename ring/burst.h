@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * burst.h: the C half of kbridge's DPDK binding. Everything here runs inside
+ * one cgo call per burst; Go never calls DPDK once per packet.
+ */
+#ifndef KB_BURST_H
+#define KB_BURST_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "include/kbridge.h"
+
+/* Residence-time histogram: bucket i counts packets that stayed less than
+ * 2^(i+KB_HIST_SHIFT) ns between the app's enqueue and the TAP write; the
+ * last bucket takes everything longer. */
+#define KB_HIST_BUCKETS 24
+#define KB_HIST_SHIFT 8
+
+/* Why a packet from the app cannot be written whole. Go counts and drops it. */
+enum kb_pkt_verdict {
+	KB_PKT_OK = 0,
+	KB_PKT_TOO_MANY_SEGS = 1, /* more segments than the iovec budget */
+	KB_PKT_MALFORMED = 2,     /* pkt_len disagrees with the segment chain */
+};
+
+/* One packet dequeued from a to_kernel ring. Its segments are
+ * iov[first_seg .. first_seg+nb_iov). */
+struct kb_pkt {
+	uint32_t pkt_len;
+	uint16_t nb_iov;
+	uint16_t first_seg;
+	uint8_t verdict;
+	uint8_t written; /* set by Go: counts toward residence time */
+	uint8_t pad[6];
+	uint64_t enq_tsc;
+};
+
+/* A reusable burst buffer for one worker in the app -> kernel direction. */
+struct kb_out_burst {
+	struct rte_ring *ring;
+	int32_t tsc_offset;
+	uint16_t cap;      /* packets per burst */
+	uint16_t max_segs; /* iovecs per packet */
+	uint16_t n;        /* packets in the current burst */
+	uint16_t pad;
+	uint64_t tsc_hz;
+	struct rte_mbuf **mbufs;
+	struct kb_pkt *pkts;
+	struct iovec *iov;
+	uint64_t hist[KB_HIST_BUCKETS];
+};
+
+/* A reusable burst buffer for the kernel -> app direction: frames read from
+ * the TAP device, packed at `stride` bytes apart in `buf`. */
+struct kb_in_burst {
+	struct rte_ring *ring;
+	struct rte_mempool *pool;
+	uint8_t *buf;
+	uint32_t *lens;
+	uint32_t stride;
+	uint16_t cap;
+	uint16_t n;
+	struct rte_mbuf **mbufs; /* scratch: cap heads for the enqueue */
+	/* Results of the last kb_in_put(). */
+	uint16_t queued;
+	uint16_t no_mbuf;
+	uint16_t ring_full;
+	uint16_t pad;
+};
+
+struct kb_out_burst *kb_out_new(struct rte_ring *ring, int32_t tsc_offset,
+				uint64_t tsc_hz, uint16_t cap, uint16_t max_segs);
+/* Releases the previous burst (recording residence times of the packets Go
+ * wrote) and dequeues the next one. Returns the number of packets. */
+uint16_t kb_out_next(struct kb_out_burst *b);
+/* Releases the current burst and the buffer itself. */
+void kb_out_free(struct kb_out_burst *b);
+
+struct kb_in_burst *kb_in_new(struct rte_ring *ring, struct rte_mempool *pool,
+			      uint16_t cap, uint32_t stride);
+/* Copies b->n frames into mbufs (chained when larger than one mbuf) and
+ * enqueues them; what cannot be queued is freed and counted. */
+void kb_in_put(struct kb_in_burst *b);
+void kb_in_free(struct kb_in_burst *b);
+
+unsigned int kb_ring_count(const struct rte_ring *r);
+
+#endif

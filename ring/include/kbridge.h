@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * kbridge.h: the DPDK application's side of the kbridge exception path.
+ *
+ * Header-only. A DPDK application (the primary process) creates a named
+ * exception port, hands the packets the kernel must see to
+ * kbridge_to_kernel() and sends what kbridge_from_kernel() returns out of its
+ * NIC. The kbridge daemon (a DPDK secondary process started with the same
+ * --file-prefix) finds the port by name and moves the packets to and from a
+ * kernel TAP interface.
+ *
+ * Contract:
+ *  - One port = one memzone "kbridge_<name>" holding struct kbridge_ctl, plus
+ *    per queue two rings: "kb_<name>_tk<q>" (app -> kernel) and
+ *    "kb_<name>_fk<q>" (kernel -> app).
+ *  - Each queue has one producer and one consumer on each ring: one app lcore
+ *    calls kbridge_to_kernel()/kbridge_from_kernel() for a given queue, one
+ *    kbridge worker serves it. The rings are created single-producer /
+ *    single-consumer for that reason.
+ *  - Every mbuf handed to kbridge_to_kernel() is owned by kbridge from then on:
+ *    what does not fit in the ring is freed and counted here. Every mbuf
+ *    returned by kbridge_from_kernel() is owned by the caller.
+ *  - Wakeups: a parked kbridge worker sets need_wakeup, issues a full fence and
+ *    re-checks its ring before it sleeps. kbridge_to_kernel() enqueues, fences
+ *    and writes the worker's eventfd only when need_wakeup was set, so a busy
+ *    worker costs the app no syscall. The eventfd reaches the app through DPDK
+ *    multi-process IPC (action KBRIDGE_MP_WAKEUP). An app that never receives
+ *    one still works: the worker bounds each park with a precise timer.
+ *
+ * Use the kbridge_* functions from one translation unit: the IPC handler and
+ * its port registry are static to the file that includes this header.
+ */
+#ifndef KBRIDGE_H
+#define KBRIDGE_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_common.h>
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+#include <rte_malloc.h>
+#include <rte_memzone.h>
+#include <rte_ring.h>
+#include <rte_string_fns.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KBRIDGE_MAGIC 0x4b425247u /* "KBRG" */
+#define KBRIDGE_VERSION 1u
+#define KBRIDGE_MAX_QUEUES 16
+/* Port names fit an interface name (IFNAMSIZ - 1) and keep ring names short. */
+#define KBRIDGE_NAME_MAX 15
+#define KBRIDGE_MZ_PREFIX "kbridge_"
+/* Dynamic mbuf field with the TSC at enqueue: residence-time statistics. */
+#define KBRIDGE_DYNFIELD_TSC "kbridge_enqueue_tsc"
+/* IPC action by which a kbridge worker hands its eventfd to the app. */
+#define KBRIDGE_MP_WAKEUP "kbridge_wakeup"
+
+/* Per-queue shared state. Each field has one writer, named in its comment. */
+struct kbridge_queue_ctl {
+	/* Written by the worker: non-zero while it is parked or about to park. */
+	volatile uint32_t need_wakeup;
+	/* Written by the app: 1 once an eventfd for this queue was received. */
+	volatile uint32_t have_eventfd;
+	/* Counters written by the app lcore serving this queue. */
+	volatile uint64_t to_kernel_pkts;    /* enqueued to the to_kernel ring */
+	volatile uint64_t to_kernel_dropped; /* ring full: freed by the app */
+	volatile uint64_t from_kernel_pkts;  /* dequeued by the app */
+	volatile uint64_t kicks;             /* eventfd writes */
+} __rte_cache_aligned;
+
+/* The control block at the start of memzone "kbridge_<name>". */
+struct kbridge_ctl {
+	uint32_t magic;
+	uint32_t version;
+	char name[KBRIDGE_NAME_MAX + 1];
+	char mempool[RTE_MEMPOOL_NAMESIZE];
+	uint16_t nb_queues;
+	uint16_t reserved;
+	uint32_t ring_size;
+	int32_t app_pid;
+	/* Offset of KBRIDGE_DYNFIELD_TSC in struct rte_mbuf, or -1. */
+	int32_t tsc_offset;
+	uint64_t tsc_hz;
+	struct kbridge_queue_ctl q[KBRIDGE_MAX_QUEUES];
+} __rte_cache_aligned;
+
+/* Parameters of the IPC message KBRIDGE_MP_WAKEUP (fds[0] is the eventfd). */
+struct kbridge_mp_wakeup {
+	char name[KBRIDGE_NAME_MAX + 1];
+	uint16_t queue;
+};
+
+/* The app's process-local handle of a port. */
+struct kbridge_port {
+	const struct rte_memzone *mz;
+	struct kbridge_ctl *ctl;
+	struct rte_ring *to_kernel[KBRIDGE_MAX_QUEUES];
+	struct rte_ring *from_kernel[KBRIDGE_MAX_QUEUES];
+	/* The worker's eventfd per queue in this process, -1 when none. */
+	volatile int eventfd[KBRIDGE_MAX_QUEUES];
+};
+
+static inline int
+kbridge_ring_name(char *buf, size_t len, const char *port, const char *dir,
+		  uint16_t q)
+{
+	int n = snprintf(buf, len, "kb_%s_%s%u", port, dir, (unsigned int)q);
+	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+/* Registry for the IPC handler, which gets no user data. */
+#define KBRIDGE_MAX_PORTS 8
+static struct kbridge_port *kbridge_ports_[KBRIDGE_MAX_PORTS] __rte_unused;
+
+static inline int
+kbridge_mp_wakeup_(const struct rte_mp_msg *msg, const void *peer)
+{
+	struct rte_mp_msg reply;
+	const struct kbridge_mp_wakeup *req =
+		(const struct kbridge_mp_wakeup *)msg->param;
+	int32_t status = -ENOENT;
+	int i;
+
+	if (msg->len_param < (int)sizeof(*req) || msg->num_fds != 1) {
+		status = -EINVAL;
+	} else {
+		for (i = 0; i < KBRIDGE_MAX_PORTS; i++) {
+			struct kbridge_port *p = kbridge_ports_[i];
+			int old;
+
+			if (p == NULL ||
+			    strncmp(p->ctl->name, req->name, KBRIDGE_NAME_MAX) != 0)
+				continue;
+			if (req->queue >= p->ctl->nb_queues) {
+				status = -ERANGE;
+				break;
+			}
+			/* The lcore reads eventfd[] concurrently: swap atomically
+			 * and close the previous worker's fd (a restarted kbridge). */
+			old = __atomic_exchange_n(&p->eventfd[req->queue],
+						  msg->fds[0], __ATOMIC_SEQ_CST);
+			if (old >= 0)
+				close(old);
+			p->ctl->q[req->queue].have_eventfd = 1;
+			status = 0;
+			break;
+		}
+	}
+	if (status != 0 && msg->num_fds > 0)
+		close(msg->fds[0]);
+
+	memset(&reply, 0, sizeof(reply));
+	rte_strlcpy(reply.name, msg->name, sizeof(reply.name));
+	reply.len_param = sizeof(status);
+	memcpy(reply.param, &status, sizeof(status));
+	return rte_mp_reply(&reply, peer);
+}
+
+static inline void
+kbridge_drain_ring_(struct rte_ring *r)
+{
+	void *objs[32];
+	unsigned int n;
+
+	if (r == NULL)
+		return;
+	while ((n = rte_ring_dequeue_burst(r, objs, RTE_DIM(objs), NULL)) > 0)
+		rte_pktmbuf_free_bulk((struct rte_mbuf **)objs, n);
+}
+
+/*
+ * Free a port: the rings are drained (their mbufs freed), then the rings, the
+ * memzone and the handle. Stop the kbridge daemon first.
+ */
+static inline void
+kbridge_port_free(struct kbridge_port *p)
+{
+	int i;
+
+	if (p == NULL)
+		return;
+	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
+		if (kbridge_ports_[i] == p)
+			kbridge_ports_[i] = NULL;
+	for (i = 0; i < KBRIDGE_MAX_QUEUES; i++) {
+		kbridge_drain_ring_(p->to_kernel[i]);
+		kbridge_drain_ring_(p->from_kernel[i]);
+		rte_ring_free(p->to_kernel[i]);
+		rte_ring_free(p->from_kernel[i]);
+		if (p->eventfd[i] >= 0)
+			close(p->eventfd[i]);
+	}
+	if (p->mz != NULL)
+		rte_memzone_free(p->mz);
+	rte_free(p);
+}
+
+/*
+ * Create exception port `name` with `nb_queues` queue pairs of `ring_size`
+ * entries (a power of two), whose kernel-to-app mbufs kbridge allocates from
+ * `mp`. Returns NULL and sets rte_errno on failure.
+ */
+static inline struct kbridge_port *
+kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size,
+		    struct rte_mempool *mp, int socket_id)
+{
+	static const struct rte_mbuf_dynfield tsc_field = {
+		.name = KBRIDGE_DYNFIELD_TSC,
+		.size = sizeof(uint64_t),
+		.align = __alignof__(uint64_t),
+	};
+	char mzname[RTE_MEMZONE_NAMESIZE];
+	char rname[RTE_RING_NAMESIZE];
+	struct kbridge_port *p;
+	struct kbridge_ctl *c;
+	uint16_t q;
+	int i, slot = -1;
+
+	if (name == NULL || name[0] == '\0' || strlen(name) > KBRIDGE_NAME_MAX ||
+	    nb_queues == 0 || nb_queues > KBRIDGE_MAX_QUEUES || mp == NULL ||
+	    rte_eal_process_type() != RTE_PROC_PRIMARY) {
+		rte_errno = EINVAL;
+		return NULL;
+	}
+	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
+		if (kbridge_ports_[i] == NULL) {
+			slot = i;
+			break;
+		}
+	if (slot < 0) {
+		rte_errno = ENOSPC;
+		return NULL;
+	}
+
+	p = rte_zmalloc("kbridge_port", sizeof(*p), 0);
+	if (p == NULL) {
+		rte_errno = ENOMEM;
+		return NULL;
+	}
+	for (i = 0; i < KBRIDGE_MAX_QUEUES; i++)
+		p->eventfd[i] = -1;
+
+	snprintf(mzname, sizeof(mzname), KBRIDGE_MZ_PREFIX "%s", name);
+	p->mz = rte_memzone_reserve(mzname, sizeof(*c), socket_id, 0);
+	if (p->mz == NULL)
+		goto fail;
+	c = p->mz->addr;
+	memset(c, 0, sizeof(*c));
+	p->ctl = c;
+	rte_strlcpy(c->name, name, sizeof(c->name));
+	rte_strlcpy(c->mempool, mp->name, sizeof(c->mempool));
+	c->nb_queues = nb_queues;
+	c->ring_size = ring_size;
+	c->app_pid = (int32_t)getpid();
+	c->tsc_offset = rte_mbuf_dynfield_register(&tsc_field);
+	c->tsc_hz = rte_get_tsc_hz();
+
+	for (q = 0; q < nb_queues; q++) {
+		if (kbridge_ring_name(rname, sizeof(rname), name, "tk", q) != 0)
+			goto toolong;
+		p->to_kernel[q] = rte_ring_create(rname, ring_size, socket_id,
+						  RING_F_SP_ENQ | RING_F_SC_DEQ);
+		if (p->to_kernel[q] == NULL)
+			goto fail;
+		if (kbridge_ring_name(rname, sizeof(rname), name, "fk", q) != 0)
+			goto toolong;
+		p->from_kernel[q] = rte_ring_create(rname, ring_size, socket_id,
+						    RING_F_SP_ENQ | RING_F_SC_DEQ);
+		if (p->from_kernel[q] == NULL)
+			goto fail;
+	}
+
+	if (rte_mp_action_register(KBRIDGE_MP_WAKEUP, kbridge_mp_wakeup_) < 0 &&
+	    rte_errno != EEXIST && rte_errno != ENOTSUP)
+		goto fail;
+	kbridge_ports_[slot] = p;
+
+	/* Publish last: kbridge checks the magic before it trusts the rest. */
+	rte_atomic_thread_fence(__ATOMIC_RELEASE);
+	c->version = KBRIDGE_VERSION;
+	c->magic = KBRIDGE_MAGIC;
+	return p;
+
+toolong:
+	rte_errno = ENAMETOOLONG;
+fail:
+	i = rte_errno;
+	kbridge_port_free(p);
+	rte_errno = i;
+	return NULL;
+}
+
+static inline void
+kbridge_kick_(struct kbridge_port *p, uint16_t q)
+{
+	struct kbridge_queue_ctl *qc = &p->ctl->q[q];
+	int fd;
+	uint64_t one = 1;
+
+	/* Only the first producer to see the flag kicks; the worker clears
+	 * it itself when it wakes, whatever woke it. */
+	if (__atomic_exchange_n(&qc->need_wakeup, 0, __ATOMIC_ACQ_REL) == 0)
+		return;
+	fd = __atomic_load_n(&p->eventfd[q], __ATOMIC_ACQUIRE);
+	if (fd < 0)
+		return;
+	if (write(fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		qc->kicks++;
+}
+
+/*
+ * Hand `n` packets to the kernel through queue `q`. Returns how many were
+ * queued; the rest were freed and counted as to_kernel_dropped. Either way
+ * the caller no longer owns any of the n mbufs.
+ */
+static inline uint16_t
+kbridge_to_kernel(struct kbridge_port *p, uint16_t q, struct rte_mbuf **pkts,
+		  uint16_t n)
+{
+	struct kbridge_queue_ctl *qc = &p->ctl->q[q];
+	int32_t off = p->ctl->tsc_offset;
+	unsigned int sent;
+	uint16_t i;
+
+	if (n == 0)
+		return 0;
+	if (off >= 0) {
+		uint64_t now = rte_rdtsc();
+
+		for (i = 0; i < n; i++)
+			*RTE_MBUF_DYNFIELD(pkts[i], off, uint64_t *) = now;
+	}
+	sent = rte_ring_enqueue_burst(p->to_kernel[q], (void **)pkts, n, NULL);
+	qc->to_kernel_pkts += sent;
+	if (sent < n) {
+		qc->to_kernel_dropped += n - sent;
+		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+	}
+	if (sent > 0) {
+		/* Pairs with the worker's fence between setting need_wakeup
+		 * and re-checking the ring: one of the two sees the other. */
+		rte_atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (qc->need_wakeup)
+			kbridge_kick_(p, q);
+	}
+	return (uint16_t)sent;
+}
+
+/* Take up to `n` packets the kernel sent, from queue `q`. The caller owns them. */
+static inline uint16_t
+kbridge_from_kernel(struct kbridge_port *p, uint16_t q, struct rte_mbuf **pkts,
+		    uint16_t n)
+{
+	unsigned int got;
+
+	got = rte_ring_dequeue_burst(p->from_kernel[q], (void **)pkts, n, NULL);
+	p->ctl->q[q].from_kernel_pkts += got;
+	return (uint16_t)got;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KBRIDGE_H */

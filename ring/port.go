@@ -1,0 +1,132 @@
+package ring
+
+/*
+#include <stdlib.h>
+#include "port.h"
+#include "burst.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNoPort means the app has not created the named exception port.
+var ErrNoPort = errors.New("no kbridge port")
+
+// Port is an exception port created by the app with kbridge_port_create().
+type Port struct {
+	name string
+	info C.struct_kb_port_info
+}
+
+// OpenPort finds the exception port the app created under name.
+func OpenPort(name string) (*Port, error) {
+	p := &Port{name: name}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	switch rc := C.kb_port_open(cname, &p.info); rc {
+	case 0:
+		return p, nil
+	case -C.ENOENT:
+		return nil, fmt.Errorf("%w named %q: the DPDK app must call kbridge_port_create(\"%s\", ...)",
+			ErrNoPort, name, name)
+	case -C.EPROTO, -C.EPROTONOSUPPORT:
+		return nil, fmt.Errorf("ring: port %q: control block magic/version mismatch (kbridge speaks version %d): rebuild the app with this kbridge's kbridge.h",
+			name, C.KBRIDGE_VERSION)
+	case -C.ESRCH:
+		return nil, fmt.Errorf("ring: port %q: mempool %q not found", name, C.GoString(&p.info.ctl.mempool[0]))
+	default:
+		return nil, fmt.Errorf("ring: open port %q: %w", name, unix.Errno(-rc))
+	}
+}
+
+// Name returns the port's name.
+func (p *Port) Name() string { return p.name }
+
+// NumQueues returns how many queue pairs the app created.
+func (p *Port) NumQueues() int { return int(p.info.ctl.nb_queues) }
+
+// PoolInUse returns how many mbufs of the app's mempool are allocated.
+func (p *Port) PoolInUse() int { return int(C.kb_pool_in_use(p.info.pool)) }
+
+// PoolSize returns the number of mbufs in the app's mempool.
+func (p *Port) PoolSize() int { return int(C.kb_pool_size(p.info.pool)) }
+
+// DataRoom returns the bytes one mbuf of the app's pool holds after headroom.
+func (p *Port) DataRoom() int { return int(C.kb_pool_data_room(p.info.pool)) }
+
+// AppPID returns the process ID of the app that created the port.
+func (p *Port) AppPID() int { return int(p.info.ctl.app_pid) }
+
+// Queue returns queue pair i.
+func (p *Port) Queue(i int) (*Queue, error) {
+	if i < 0 || i >= p.NumQueues() {
+		return nil, fmt.Errorf("ring: port %q has %d queues, no queue %d", p.name, p.NumQueues(), i)
+	}
+	return &Queue{port: p, id: i, qc: &p.info.ctl.q[i]}, nil
+}
+
+// Queue is one pair of rings: to_kernel (app -> kernel) and from_kernel.
+type Queue struct {
+	port *Port
+	id   int
+	qc   *C.struct_kbridge_queue_ctl
+}
+
+// ID returns the queue number.
+func (q *Queue) ID() int { return q.id }
+
+// RegisterEventfd hands fd to the app so that kbridge_to_kernel() can wake a
+// parked worker. It fails when the app does not answer (it then is not a
+// kbridge.h app, or its IPC is disabled); the worker must then bound its
+// sleeps itself.
+func (q *Queue) RegisterEventfd(fd int) error {
+	cname := C.CString(q.port.name)
+	defer C.free(unsafe.Pointer(cname))
+	if rc := C.kb_send_eventfd(cname, C.uint16_t(q.id), C.int(fd)); rc < 0 {
+		return fmt.Errorf("ring: hand eventfd of queue %d to the app: %w", q.id, unix.Errno(-rc))
+	}
+	return nil
+}
+
+// SetNeedWakeup publishes whether the worker is parked. Storing 1 is a full
+// fence: the worker must re-check the ring after it.
+func (q *Queue) SetNeedWakeup(parked bool) {
+	var v uint32
+	if parked {
+		v = 1
+	}
+	// Go's atomic store is sequentially consistent (XCHG on amd64), the
+	// fence the handshake with kbridge_to_kernel() needs.
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.qc.need_wakeup)), v)
+}
+
+// Pending returns how many packets wait in the to_kernel ring.
+func (q *Queue) Pending() int {
+	return int(C.kb_ring_count(q.port.info.to_kernel[q.id]))
+}
+
+// AppCounters are the counters the app's side of the queue keeps.
+type AppCounters struct {
+	ToKernel        uint64 `json:"to_kernel"`
+	ToKernelDropped uint64 `json:"to_kernel_dropped"`
+	FromKernel      uint64 `json:"from_kernel"`
+	Kicks           uint64 `json:"kicks"`
+}
+
+// AppCounters reads the app's counters for this queue.
+func (q *Queue) AppCounters() AppCounters {
+	ld := func(p *C.uint64_t) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(p))) }
+	return AppCounters{
+		ToKernel:        ld(&q.qc.to_kernel_pkts),
+		ToKernelDropped: ld(&q.qc.to_kernel_dropped),
+		FromKernel:      ld(&q.qc.from_kernel_pkts),
+		Kicks:           ld(&q.qc.kicks),
+	}
+}

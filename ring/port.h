@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef KB_PORT_H
+#define KB_PORT_H
+
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "include/kbridge.h"
+
+/* What a secondary process finds of a port the app created. */
+struct kb_port_info {
+	struct kbridge_ctl *ctl;
+	struct rte_mempool *pool;
+	struct rte_ring *to_kernel[KBRIDGE_MAX_QUEUES];
+	struct rte_ring *from_kernel[KBRIDGE_MAX_QUEUES];
+};
+
+int kb_eal_init(int argc, char **argv);
+int kb_port_open(const char *name, struct kb_port_info *info);
+int kb_send_eventfd(const char *name, uint16_t queue, int fd);
+unsigned int kb_pool_in_use(const struct rte_mempool *mp);
+unsigned int kb_pool_size(const struct rte_mempool *mp);
+unsigned int kb_pool_data_room(struct rte_mempool *mp);
+void kb_set_need_wakeup(struct kbridge_ctl *c, uint16_t q, uint32_t v);
+
+#endif
