@@ -26,9 +26,6 @@
  *    worker costs the app no syscall. The eventfd reaches the app through DPDK
  *    multi-process IPC (action KBRIDGE_MP_WAKEUP). An app that never receives
  *    one still works: the worker bounds each park with a precise timer.
- *
- * Use the kbridge_* functions from one translation unit: the IPC handler and
- * its port registry are static to the file that includes this header.
  */
 #ifndef KBRIDGE_H
 #define KBRIDGE_H
@@ -118,9 +115,11 @@ kbridge_ring_name(char *buf, size_t len, const char *port, const char *dir,
 	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
 }
 
-/* Registry for the IPC handler, which gets no user data. */
+/* Registry for the IPC handler, which gets no user data. Weak, not static:
+ * every translation unit that includes this header shares one registry, so
+ * a port created in one file and freed in another is never left stale. */
 #define KBRIDGE_MAX_PORTS 8
-static struct kbridge_port *kbridge_ports_[KBRIDGE_MAX_PORTS] __rte_unused;
+__attribute__((weak)) struct kbridge_port *kbridge_ports_[KBRIDGE_MAX_PORTS];
 
 static inline int
 kbridge_mp_wakeup_(const struct rte_mp_msg *msg, const void *peer)

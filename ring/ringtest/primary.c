@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <string.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+
+#include "kbridge.h"
+#include "primary.h"
+
+int
+kbt_init(int argc, char **argv)
+{
+	return rte_eal_init(argc, argv) < 0 ? -rte_errno : 0;
+}
+
+struct rte_mempool *
+kbt_pool(const char *name, unsigned int n)
+{
+	/* No per-lcore cache: the test's count of free mbufs must be exact. */
+	return rte_pktmbuf_pool_create(name, n, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+}
+
+struct kbridge_port *
+kbt_port(const char *name, uint16_t queues, unsigned int ring_size, struct rte_mempool *mp)
+{
+	return kbridge_port_create(name, queues, ring_size, mp, SOCKET_ID_ANY);
+}
+
+/* Builds each frame as a chain of seg_size-byte segments (0: one segment)
+ * with pkt_len off by len_delta, and hands the burst to kbridge_to_kernel(). */
+int
+kbt_inject(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, const uint8_t *buf,
+	   const uint32_t *lens, uint16_t n, uint16_t seg_size, int32_t len_delta)
+{
+	struct rte_mbuf *pkts[512];
+	uint32_t off = 0;
+	uint16_t i;
+
+	if (n > RTE_DIM(pkts))
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		struct rte_mbuf *head = NULL, *tail = NULL;
+		uint32_t done = 0, len = lens[i];
+
+		do {
+			struct rte_mbuf *m = rte_pktmbuf_alloc(mp);
+			uint32_t chunk = len - done;
+
+			if (m == NULL) {
+				rte_pktmbuf_free(head);
+				rte_pktmbuf_free_bulk(pkts, i);
+				return -ENOMEM;
+			}
+			if (seg_size != 0 && chunk > seg_size)
+				chunk = seg_size;
+			if (chunk > rte_pktmbuf_tailroom(m))
+				chunk = rte_pktmbuf_tailroom(m);
+			memcpy(rte_pktmbuf_mtod(m, void *), buf + off + done, chunk);
+			m->data_len = (uint16_t)chunk;
+			done += chunk;
+			if (head == NULL) {
+				head = m;
+			} else {
+				tail->next = m;
+				head->nb_segs++;
+			}
+			tail = m;
+		} while (done < len);
+		head->pkt_len = (uint32_t)((int32_t)len + len_delta);
+		pkts[i] = head;
+		off += len;
+	}
+	return kbridge_to_kernel(p, q, pkts, n);
+}
+
+/* Dequeues what the kernel sent, copies each packet out whole, frees it. */
+int
+kbt_collect(struct kbridge_port *p, uint16_t q, uint8_t *out, uint32_t cap, uint32_t *lens,
+	    uint16_t max)
+{
+	struct rte_mbuf *pkts[64];
+	uint32_t off = 0;
+	int total = 0;
+
+	while (total < max) {
+		uint16_t want = RTE_MIN((uint16_t)RTE_DIM(pkts), (uint16_t)(max - total));
+		uint16_t n = kbridge_from_kernel(p, q, pkts, want), i;
+
+		if (n == 0)
+			break;
+		for (i = 0; i < n; i++) {
+			uint32_t len = rte_pktmbuf_pkt_len(pkts[i]);
+
+			if (off + len <= cap) {
+				const void *d = rte_pktmbuf_read(pkts[i], 0, len, out + off);
+
+				if (d != out + off)
+					memcpy(out + off, d, len);
+				off += len;
+				lens[total] = len;
+			} else {
+				lens[total] = 0;
+			}
+			total++;
+		}
+		rte_pktmbuf_free_bulk(pkts, n);
+	}
+	return total;
+}
+
+void
+kbt_port_free(struct kbridge_port *p)
+{
+	kbridge_port_free(p);
+}
+
+int
+kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5])
+{
+	const struct kbridge_queue_ctl *c = &p->ctl->q[q];
+
+	out[0] = c->to_kernel_pkts;
+	out[1] = c->to_kernel_dropped;
+	out[2] = c->from_kernel_pkts;
+	out[3] = c->kicks;
+	out[4] = c->have_eventfd;
+	return 0;
+}
+
+unsigned int
+kbt_in_use(const struct rte_mempool *mp)
+{
+	return rte_mempool_in_use_count(mp);
+}
+
+unsigned int
+kbt_hold(struct rte_mempool *mp, struct rte_mbuf **held, unsigned int max)
+{
+	unsigned int n = 0;
+
+	while (n < max && (held[n] = rte_pktmbuf_alloc(mp)) != NULL)
+		n++;
+	return n;
+}
+
+void
+kbt_release(struct rte_mbuf **held, unsigned int n)
+{
+	rte_pktmbuf_free_bulk(held, n);
+}

@@ -1,0 +1,166 @@
+// Package ringtest plays the DPDK application's side of kbridge.h in tests:
+// it starts a real EAL primary in the test process, creates exception ports
+// and mempools, injects crafted mbufs (chains, wrong lengths) and collects
+// what the kernel sent. Root and hugepages are needed.
+package ringtest
+
+/*
+#cgo pkg-config: libdpdk
+#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../include
+#include <stdlib.h>
+#include "primary.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// InitPrimary starts the EAL as a primary with file prefix prefix, using mem
+// MB of hugepages, on a thread that exits afterwards (see ring.InitSecondary).
+func InitPrimary(prefix string, memMB int) error {
+	args := []string{"kbridge-test", "--proc-type=primary", "--file-prefix=" + prefix,
+		"--no-pci", "--no-telemetry", "-m", fmt.Sprint(memMB), "--lcores=0@(0-" + fmt.Sprint(runtime.NumCPU()-1) + ")"}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		var mask unix.CPUSet
+		_ = unix.SchedGetaffinity(0, &mask)
+		argv := (**C.char)(C.malloc(C.size_t(len(args)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+		cargv := unsafe.Slice(argv, len(args))
+		for i, a := range args {
+			cargv[i] = C.CString(a) // EAL keeps these: never freed
+		}
+		rc := C.kbt_init(C.int(len(args)), argv)
+		_ = unix.SchedSetaffinity(0, &mask)
+		if rc < 0 {
+			errc <- fmt.Errorf("ringtest: rte_eal_init %q: %w", args, unix.Errno(-rc))
+			return
+		}
+		errc <- nil
+	}()
+	return <-errc
+}
+
+// Pool is an mbuf pool of the test primary.
+type Pool struct{ mp *C.struct_rte_mempool }
+
+// NewPool creates a pool of n mbufs of DPDK's default size, with no cache.
+func NewPool(name string, n int) (*Pool, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	mp := C.kbt_pool(cname, C.uint(n))
+	if mp == nil {
+		return nil, fmt.Errorf("ringtest: mempool %q: %w", name, unix.Errno(C.rte_errno_get()))
+	}
+	return &Pool{mp: mp}, nil
+}
+
+// InUse returns how many mbufs are allocated.
+func (p *Pool) InUse() int { return int(C.kbt_in_use(p.mp)) }
+
+// Hold allocates every free mbuf and returns a function that frees them.
+func (p *Pool) Hold() (n int, release func()) {
+	const max = 1 << 16
+	held := (**C.struct_rte_mbuf)(C.malloc(max * C.size_t(unsafe.Sizeof((*C.struct_rte_mbuf)(nil)))))
+	got := C.kbt_hold(p.mp, held, max)
+	return int(got), func() {
+		C.kbt_release(held, got)
+		C.free(unsafe.Pointer(held))
+	}
+}
+
+// Port is an exception port the test created, as an app would.
+type Port struct {
+	p    *C.struct_kbridge_port
+	pool *Pool
+}
+
+// NewPort creates exception port name with the given queues and ring size,
+// allocating kernel-to-app mbufs from pool.
+func NewPort(name string, queues, ringSize int, pool *Pool) (*Port, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	p := C.kbt_port(cname, C.uint16_t(queues), C.uint(ringSize), pool.mp)
+	if p == nil {
+		return nil, fmt.Errorf("ringtest: kbridge_port_create(%q): %w", name, unix.Errno(C.rte_errno_get()))
+	}
+	return &Port{p: p, pool: pool}, nil
+}
+
+// InjectOpts shape the mbufs Inject builds.
+type InjectOpts struct {
+	SegSize  int // bytes per segment; 0: one segment per frame
+	LenDelta int // added to pkt_len: a non-zero value makes the mbuf malformed
+}
+
+// Inject hands frames to kbridge_to_kernel() on queue q and returns how many
+// it queued (the rest it freed and counted as dropped).
+func (p *Port) Inject(q int, frames [][]byte, o InjectOpts) (int, error) {
+	if len(frames) == 0 {
+		return 0, nil
+	}
+	var buf []byte
+	lens := make([]C.uint32_t, len(frames))
+	for i, f := range frames {
+		buf = append(buf, f...)
+		lens[i] = C.uint32_t(len(f))
+	}
+	rc := C.kbt_inject(p.p, C.uint16_t(q), p.pool.mp, (*C.uint8_t)(unsafe.Pointer(&buf[0])),
+		&lens[0], C.uint16_t(len(frames)), C.uint16_t(o.SegSize), C.int32_t(o.LenDelta))
+	if rc < 0 {
+		return 0, fmt.Errorf("ringtest: inject: %w", unix.Errno(-rc))
+	}
+	return int(rc), nil
+}
+
+// Collect takes up to max packets the kernel sent on queue q, copied out.
+func (p *Port) Collect(q, max int) [][]byte {
+	if max <= 0 {
+		return nil
+	}
+	buf := make([]byte, max*16384)
+	lens := make([]C.uint32_t, max)
+	n := int(C.kbt_collect(p.p, C.uint16_t(q), (*C.uint8_t)(unsafe.Pointer(&buf[0])),
+		C.uint32_t(len(buf)), &lens[0], C.uint16_t(max)))
+	out := make([][]byte, 0, n)
+	off := 0
+	for _, l := range lens[:n] {
+		out = append(out, append([]byte(nil), buf[off:off+int(l)]...))
+		off += int(l)
+	}
+	return out
+}
+
+// Counters are the app side's counters of queue q.
+type Counters struct {
+	ToKernel, ToKernelDropped, FromKernel, Kicks uint64
+	HaveEventfd                                  bool
+}
+
+// Counters reads queue q's app-side counters.
+func (p *Port) Counters(q int) Counters {
+	var c [5]C.uint64_t
+	C.kbt_counters(p.p, C.uint16_t(q), &c[0])
+	return Counters{
+		ToKernel:        uint64(c[0]),
+		ToKernelDropped: uint64(c[1]),
+		FromKernel:      uint64(c[2]),
+		Kicks:           uint64(c[3]),
+		HaveEventfd:     c[4] != 0,
+	}
+}
+
+// Free drains and frees the port's rings and control block.
+func (p *Port) Free() {
+	C.kbt_port_free(p.p)
+	p.p = nil
+}
+
+// ErrNotRoot is returned when a test needs root.
+var ErrNotRoot = errors.New("ringtest: needs root")

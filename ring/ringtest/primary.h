@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ * A DPDK primary for tests: it plays the app's side of kbridge.h. */
+#ifndef KBT_PRIMARY_H
+#define KBT_PRIMARY_H
+
+#include <stdint.h>
+
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+/* Go's internal linker does not merge the header's weak registry across
+ * translation units, so the Go side calls kbridge.h only through this file. */
+struct kbridge_port;
+
+int kbt_init(int argc, char **argv);
+struct rte_mempool *kbt_pool(const char *name, unsigned int n);
+struct kbridge_port *kbt_port(const char *name, uint16_t queues, unsigned int ring_size,
+			      struct rte_mempool *mp);
+int kbt_inject(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, const uint8_t *buf,
+	       const uint32_t *lens, uint16_t n, uint16_t seg_size, int32_t len_delta);
+int kbt_collect(struct kbridge_port *p, uint16_t q, uint8_t *out, uint32_t cap, uint32_t *lens,
+		uint16_t max);
+unsigned int kbt_in_use(const struct rte_mempool *mp);
+unsigned int kbt_hold(struct rte_mempool *mp, struct rte_mbuf **held, unsigned int max);
+void kbt_port_free(struct kbridge_port *p);
+int kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5]);
+void kbt_release(struct rte_mbuf **held, unsigned int n);
+static inline int rte_errno_get(void) { return rte_errno; }
+
+#endif
