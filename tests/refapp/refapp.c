@@ -168,7 +168,7 @@ static void
 print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct counters *c,
 	       uint16_t queues)
 {
-	uint64_t tk = 0, tkd = 0, fk = 0, kicks = 0;
+	uint64_t tk = 0, tkd = 0, fk = 0, kicks = 0, queued = 0;
 	uint16_t q;
 
 	for (q = 0; q < queues; q++) {
@@ -176,11 +176,12 @@ print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct cou
 		tkd += kp->ctl->q[q].to_kernel_dropped;
 		fk += kp->ctl->q[q].from_kernel_pkts;
 		kicks += kp->ctl->q[q].kicks;
+		queued += rte_ring_count(kp->to_kernel[q]) + rte_ring_count(kp->from_kernel[q]);
 	}
 	printf("kbridge-refapp: stats rx=%" PRIu64 " own=%" PRIu64 " to_kernel=%" PRIu64
 	       " to_kernel_dropped=%" PRIu64 " from_kernel=%" PRIu64 " tx=%" PRIu64
-	       " tx_dropped=%" PRIu64 " kicks=%" PRIu64 " pool_in_use=%u\n",
-	       c->rx, c->own, tk, tkd, fk, c->tx, c->tx_dropped, kicks,
+	       " tx_dropped=%" PRIu64 " kicks=%" PRIu64 " in_rings=%" PRIu64 " pool_in_use=%u\n",
+	       c->rx, c->own, tk, tkd, fk, c->tx, c->tx_dropped, kicks, queued,
 	       rte_mempool_in_use_count(mp));
 	fflush(stdout);
 }

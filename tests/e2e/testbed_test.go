@@ -1,0 +1,222 @@
+// Package e2e brings the whole test bed of TESTBED.md up (namespaces, the
+// NFS, sockperf and iperf3 servers, the reference DPDK app and kbridge) and
+// checks what a user would: ping, TCP both ways and NFS over kb0, a clean
+// stop that leaks no mbuf, and a tear-down that leaves nothing behind.
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kbridge/kbridge/daemon"
+)
+
+const (
+	peerIP      = "198.18.0.1"
+	runDir      = "/run/kbt"
+	treeEntries = 2000*3 + 1 // 2000 directories, two files each, big.bin
+)
+
+func repoRoot(t *testing.T) string {
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func sh(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func inDUT(t *testing.T, args ...string) string {
+	t.Helper()
+	return sh(t, "ip", append([]string{"netns", "exec", "kbt-dut", "taskset", "-c", "0"}, args...)...)
+}
+
+func pidOf(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(runDir, name+".pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// A zombie has exited: this VM's init reaps orphans slowly.
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+func TestTestbed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the test bed is skipped in -short mode")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the test bed needs root (namespaces, DPDK, TAP): run it with sudo make test")
+	}
+	root := repoRoot(t)
+	for _, bin := range []string{"bin/kbridge", "bin/kbridge-refapp"} {
+		if _, err := os.Stat(filepath.Join(root, bin)); err != nil {
+			t.Fatalf("%s missing: run make build (make test does)", bin)
+		}
+	}
+	down := func() { sh(t, "bash", filepath.Join(root, "tests/testbed/down.sh")) }
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, log := range []string{"kbridge.log", "refapp.log"} {
+				b, _ := os.ReadFile(filepath.Join(runDir, log))
+				t.Logf("%s:\n%s", log, b)
+			}
+		}
+		down()
+		checkNothingLeft(t)
+	})
+	start := time.Now()
+	out := sh(t, "bash", filepath.Join(root, "tests/testbed/up.sh"))
+	if !strings.Contains(out, "testbed up") {
+		t.Fatalf("up.sh did not say 'testbed up':\n%s", out)
+	}
+	t.Logf("testbed up in %v", time.Since(start).Round(time.Millisecond))
+
+	t.Run("ping", func(t *testing.T) {
+		out := inDUT(t, "ping", "-c", "10", "-i", "0.1", "-W", "2", peerIP)
+		if !strings.Contains(out, " 0% packet loss") {
+			t.Errorf("ping through kb0:\n%s", out)
+		}
+	})
+	for _, dir := range []struct{ name, flag string }{{"tcp to peer", ""}, {"tcp from peer", "-R"}} {
+		t.Run(dir.name, func(t *testing.T) {
+			args := []string{"iperf3", "-c", peerIP, "-p", "5201", "-t", "3", "-J"}
+			if dir.flag != "" {
+				args = append(args, dir.flag)
+			}
+			var res struct {
+				End struct {
+					SumReceived struct {
+						Bytes         float64 `json:"bytes"`
+						BitsPerSecond float64 `json:"bits_per_second"`
+					} `json:"sum_received"`
+				} `json:"end"`
+			}
+			if err := json.Unmarshal([]byte(inDUT(t, args...)), &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.End.SumReceived.Bytes < 1<<20 {
+				t.Errorf("iperf3 %s moved %.0f bytes", dir.flag, res.End.SumReceived.Bytes)
+			}
+			t.Logf("iperf3 %s: %.0f Mbit/s", dir.flag, res.End.SumReceived.BitsPerSecond/1e6)
+		})
+	}
+	t.Run("nfs listing", func(t *testing.T) {
+		start := time.Now()
+		out := inDUT(t, "nfs-ls", "-R", "nfs://"+peerIP+"/export?version=4")
+		n := len(strings.Split(strings.TrimSpace(out), "\n"))
+		if n != treeEntries {
+			t.Errorf("nfs-ls -R listed %d entries, want %d", n, treeEntries)
+		}
+		t.Logf("nfs-ls -R: %d entries in %v", n, time.Since(start).Round(time.Millisecond))
+	})
+	t.Run("nfs big file hash", func(t *testing.T) {
+		want, err := os.ReadFile("/var/lib/kbt/big.bin.sha256")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := sh(t, "bash", "-c", "ip netns exec kbt-dut taskset -c 0 nfs-cat 'nfs://"+peerIP+"/export/big.bin?version=4' | sha256sum")
+		if got := strings.Fields(out)[0]; got != strings.TrimSpace(string(want)) {
+			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
+		}
+	})
+	t.Run("stats and clean stop", func(t *testing.T) {
+		st, err := daemon.ReadStatus(filepath.Join(runDir, "kbridge.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := st.Queues[0]
+		t.Logf("kbridge: to_kernel %d pkts, from_kernel %d pkts, drops %v, parks %d, wakeups %d, kicks %d",
+			q.ToKernelPackets, q.FromKernelPackets, q.Drops, q.Parks, q.Wakeups, q.App.Kicks)
+		if q.ToKernelPackets == 0 || q.FromKernelPackets == 0 {
+			t.Errorf("no traffic counted: %+v", q)
+		}
+		// Stop kbridge by its PID, then ask the app for its pool: every
+		// mbuf is free again but those waiting in the rings.
+		kb := pidOf(t, "kbridge")
+		if err := syscall.Kill(kb, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for alive(kb) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(kb) {
+			t.Fatal("kbridge did not stop on SIGTERM")
+		}
+		log, _ := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
+		if !strings.Contains(string(log), "msg=stopped") {
+			t.Errorf("kbridge did not log a clean stop:\n%s", log)
+		}
+		if out := sh(t, "ip", "-n", "kbt-dut", "link"); strings.Contains(out, "kb0") {
+			t.Errorf("kb0 still exists after kbridge stopped:\n%s", out)
+		}
+		app := pidOf(t, "refapp")
+		re := regexp.MustCompile(`in_rings=(\d+) pool_in_use=(\d+)`)
+		var m []string
+		for i := 0; i < 100 && m == nil; i++ {
+			_ = syscall.Kill(app, syscall.SIGUSR1)
+			time.Sleep(50 * time.Millisecond)
+			b, _ := os.ReadFile(filepath.Join(runDir, "refapp.log"))
+			all := re.FindAllStringSubmatch(string(b), -1)
+			if len(all) > 0 {
+				m = all[len(all)-1]
+			}
+		}
+		if m == nil {
+			t.Fatal("the app printed no counters on SIGUSR1")
+		}
+		if m[1] != m[2] {
+			t.Errorf("mbuf leak: the app's pool has %s mbufs in use but only %s wait in the rings", m[2], m[1])
+		}
+	})
+}
+
+func checkNothingLeft(t *testing.T) {
+	out, _ := exec.Command("ip", "netns", "list").CombinedOutput()
+	if strings.Contains(string(out), "kbt-") {
+		t.Errorf("namespaces left after testbed-down:\n%s", out)
+	}
+	links, _ := exec.Command("ip", "-o", "link").CombinedOutput()
+	for _, l := range []string{"kbt-wire", "kbt-nic", "kbt-alt", "kbt-base", " kb0"} {
+		if strings.Contains(string(links), l+":") || strings.Contains(string(links), l+"@") {
+			t.Errorf("link %s left after testbed-down", l)
+		}
+	}
+	pids, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
+	for _, p := range pids {
+		b, _ := os.ReadFile(p)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && alive(pid) {
+			t.Errorf("process %d (%s) still alive after testbed-down", pid, filepath.Base(p))
+		}
+	}
+}

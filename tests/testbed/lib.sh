@@ -1,0 +1,243 @@
+# Shared helpers for the kbridge test bed scripts. Sourced, not executed.
+# shellcheck shell=bash disable=SC2034
+
+# ---- names and addresses (TESTBED.md) --------------------------------------
+KBT_NS_PEER=kbt-peer
+KBT_NS_DUT=kbt-dut
+KBT_NS_DIRECT=kbt-direct
+KBT_NAMESPACES=("$KBT_NS_PEER" "$KBT_NS_DUT" "$KBT_NS_DIRECT")
+KBT_LINKS=(kbt-wire kbt-nic kbt-alt kbt-base)
+
+KBT_PEER_IP=198.18.0.1
+KBT_DUT_IP=198.18.0.2
+KBT_ALT_IP=198.18.1.1
+KBT_BASE_IP=198.18.1.2
+
+KBT_NFS_PORT=2049
+KBT_SOCKPERF_PORT=11111
+KBT_IPERF_PORT=5201
+
+# ---- files -----------------------------------------------------------------
+KBT_RUN=${KBT_RUN:-/run/kbt}              # per-bed state: pids, logs, ganesha state
+KBT_LIB=${KBT_LIB:-/var/lib/kbt}          # cache: the generated export tree
+KBT_EXPORT=$KBT_LIB/export
+KBT_EXPORT_MARKER=$KBT_LIB/export.complete
+KBT_BIG_SHA=$KBT_LIB/big.bin.sha256
+KBT_TREE_DIRS=2000
+KBT_BIG_BYTES=$((256 * 1024 * 1024))
+KBT_TREE_ENTRIES=$((KBT_TREE_DIRS * 3 + 1))   # dirs + 2 files each + big.bin
+KBT_LOCKFILE=/run/kbt.lock
+
+KBT_DPDK_PREFIX=kbt
+KBT_TESTPMD_PREFIX=kbt-testpmd
+
+KBT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+KBT_ROOT=$(cd "$KBT_DIR/../.." && pwd)
+
+# ---- output ----------------------------------------------------------------
+say() { printf 'kbt: %s\n' "$*" >&2; }
+die() { printf 'kbt: ERROR: %s\n' "$*" >&2; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+
+need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root"; }
+
+# Serialise up/down/forwarder against each other. Nested calls (up.sh -> down.sh)
+# inherit the lock through KBT_LOCK_HELD. fd 9 must be closed in every daemon we
+# start (9>&-), or the daemon would hold the lock forever.
+kbt_lock() {
+	[ "${KBT_LOCK_HELD:-}" = 1 ] && return 0
+	exec 9>"$KBT_LOCKFILE"
+	if ! flock -w 300 9; then die "another test bed script holds $KBT_LOCKFILE"; fi
+	export KBT_LOCK_HELD=1
+}
+
+# ---- CPU placement ---------------------------------------------------------
+# The highest-numbered CPU is the DPDK app's lcore; everything else of the bed runs
+# on the remaining CPUs. On a 1-CPU machine nothing is pinned (KBT_OTHER_CPUS="").
+kbt_cpus() {
+	local n
+	n=$(getconf _NPROCESSORS_ONLN)
+	KBT_APP_CPU=${KBT_APP_CPU:-$((n - 1))}
+	if [ -z "${KBT_OTHER_CPUS+x}" ]; then
+		if [ "$n" -gt 1 ]; then
+			if [ "$n" -eq 2 ]; then KBT_OTHER_CPUS=0; else KBT_OTHER_CPUS="0-$((n - 2))"; fi
+		else
+			KBT_OTHER_CPUS=""
+		fi
+	fi
+	# Prefix for commands that must stay off the app CPU.
+	KBT_PIN_OTHER=()
+	[ -n "$KBT_OTHER_CPUS" ] && KBT_PIN_OTHER=(taskset -c "$KBT_OTHER_CPUS")
+	KBT_PIN_APP=(taskset -c "$KBT_APP_CPU")
+	return 0
+}
+
+# ---- namespaces and processes ----------------------------------------------
+ns_exists() { [ -e "/run/netns/$1" ]; }
+
+# net namespace inode of one of ours, or empty
+ns_inode() { stat -L -c %i "/run/netns/$1" 2>/dev/null || true; }
+
+# true if PID is alive (not a zombie) and lives in one of the bed's namespaces
+pid_in_bed() {
+	local pid=$1 link ns ino
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	pid_alive "$pid" || return 1
+	link=$(readlink "/proc/$pid/ns/net" 2>/dev/null) || return 1
+	for ns in "${KBT_NAMESPACES[@]}"; do
+		ino=$(ns_inode "$ns")
+		[ -n "$ino" ] && [ "$link" = "net:[$ino]" ] && return 0
+	done
+	return 1
+}
+
+# Alive and not a zombie. A dead process may stay a zombie for a while when its
+# parent (here: whatever reaps orphans) is slow to reap it; that counts as gone.
+# A zombie thread-group leader whose other threads still run counts as alive.
+pid_alive() {
+	local st thr
+	[ -r "/proc/$1/stat" ] || return 1
+	st=$(sed -E 's/^.*\) (.).*$/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] || return 1
+	if [ "$st" = Z ] || [ "$st" = X ]; then
+		thr=$(awk '/^Threads:/ { print $2 }' "/proc/$1/status" 2>/dev/null || true)
+		[ "${thr:-0}" -gt 1 ]
+		return
+	fi
+	return 0
+}
+
+pid_comm() { cat "/proc/$1/comm" 2>/dev/null || echo '?'; }
+
+# stop_pids PID...: SIGTERM, wait up to 5 s, then SIGKILL; waits until gone.
+stop_pids() {
+	local pid deadline left=()
+	[ $# -eq 0 ] && return 0
+	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+	deadline=$(($(date +%s%N) + 5000000000))
+	while :; do
+		left=()
+		for pid in "$@"; do pid_alive "$pid" && left+=("$pid"); done
+		[ ${#left[@]} -eq 0 ] && return 0
+		[ "$(date +%s%N)" -ge "$deadline" ] && break
+		sleep 0.1
+	done
+	for pid in "${left[@]}"; do
+		say "pid $pid ($(pid_comm "$pid")) ignored SIGTERM for 5 s, sending SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	for _ in $(seq 50); do
+		left=()
+		for pid in "$@"; do pid_alive "$pid" && left+=("$pid"); done
+		[ ${#left[@]} -eq 0 ] && return 0
+		sleep 0.1
+	done
+	say "WARNING: still alive after SIGKILL: ${left[*]}"
+	return 0
+}
+
+# stop_pidfile FILE: stop the process recorded in FILE if it is one of the bed's.
+stop_pidfile() {
+	local f=$1 pid
+	[ -f "$f" ] || return 0
+	pid=$(tr -dc '0-9' <"$f" 2>/dev/null || true)
+	if [ -n "$pid" ] && pid_in_bed "$pid"; then
+		say "stopping $(basename "$f" .pid) (pid $pid, $(pid_comm "$pid"))"
+		stop_pids "$pid"
+	elif [ -n "$pid" ] && pid_alive "$pid"; then
+		say "not stopping pid $pid from $f: it is not in a kbt-* namespace (stale pid file)"
+	fi
+	rm -f "$f"
+}
+
+# spawn NAME NS CMD...: start CMD inside NS as a detached background process
+# (own session, stdin /dev/null, output to $KBT_RUN/NAME.log), record its PID in
+# $KBT_RUN/NAME.pid. ip netns exec, taskset and setsid all exec in place, so $!
+# is the PID of CMD itself.
+spawn() {
+	local name=$1 ns=$2 pid
+	shift 2
+	: >"$KBT_RUN/$name.log"
+	setsid ip netns exec "$ns" "$@" </dev/null >>"$KBT_RUN/$name.log" 2>&1 9>&- &
+	pid=$!
+	echo "$pid" >"$KBT_RUN/$name.pid"
+	SPAWNED_PID=$pid
+}
+
+log_tail() {
+	local f=$1 n=${2:-30}
+	[ -f "$f" ] || return 0
+	say "---- last $n lines of $f ----"
+	tail -n "$n" "$f" | sed 's/^/  | /' >&2
+	say "----"
+}
+
+# wait_for DESC TIMEOUT_S "WATCH_PIDS" "LOGS" CMD...: run CMD until it succeeds or
+# the timeout expires. If one of WATCH_PIDS (space-separated, may be empty) dies
+# meanwhile, show LOGS (space-separated) and fail.
+wait_for() {
+	local desc=$1 timeout=$2 watch=$3 logs=$4 t0 deadline w l
+	shift 4
+	t0=$(now)
+	deadline=$(($(date +%s) + timeout))
+	say "waiting for $desc (up to ${timeout}s)"
+	while :; do
+		if "$@" >/dev/null 2>&1; then
+			say "  ok: $desc after $(since "$t0")"
+			return 0
+		fi
+		for w in $watch; do
+			if ! pid_alive "$w"; then
+				say "  process $w died while waiting for $desc"
+				for l in $logs; do log_tail "$l" 40; done
+				return 1
+			fi
+		done
+		if [ "$(date +%s)" -ge "$deadline" ]; then
+			say "  timed out after ${timeout}s waiting for $desc"
+			for l in $logs; do log_tail "$l" 40; done
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+tcp_listening() { # NS PORT
+	[ -n "$(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null)" ]
+}
+
+# ---- DPDK runtime leftovers ------------------------------------------------
+# A DPDK prefix is in use if any process maps its runtime dir or hugepage files.
+dpdk_prefix_in_use() {
+	local prefix=$1
+	grep -lsqE "(/var)?/run/dpdk/${prefix}/|/dev/hugepages/${prefix}map_" /proc/[0-9]*/maps 2>/dev/null
+}
+
+# Remove runtime dirs and hugepage files of the given prefixes (glob allowed in
+# the caller) that no live process uses.
+dpdk_cleanup_prefix() {
+	local prefix=$1
+	[ -e "/var/run/dpdk/$prefix" ] || compgen -G "/dev/hugepages/${prefix}map_*" >/dev/null || return 0
+	if dpdk_prefix_in_use "$prefix"; then
+		say "DPDK prefix '$prefix' is still in use by a live process; leaving its runtime files"
+		return 0
+	fi
+	rm -rf "/var/run/dpdk/$prefix"
+	rm -f /dev/hugepages/"${prefix}"map_*
+	say "removed stale DPDK runtime files for prefix '$prefix'"
+}
+
+# All DPDK prefixes of the bed that have leftovers: /var/run/dpdk/kbt* and
+# /dev/hugepages/kbt*map_*.
+dpdk_bed_prefixes() {
+	local p f
+	{
+		for p in /var/run/dpdk/kbt*; do [ -d "$p" ] && basename "$p"; done
+		for f in /dev/hugepages/kbt*map_*; do
+			[ -e "$f" ] || continue
+			f=$(basename "$f")
+			echo "${f%map_*}"
+		done
+	} | sort -u
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# dpdk-testpmd as a comparison forwarder in place of the DPDK app + kbridge:
+# io forwarding between net_af_packet (kbt-nic) and net_tap (kb0) in kbt-dut,
+# lcores on the app CPU, file prefix kbt-testpmd. Needs a bed brought up with
+# KBT_NO_BRIDGE=1.
+#   usage: tests/testbed/testpmd-forwarder.sh start|stop|status
+#   start: starts testpmd, gives kb0 $KBT_TESTPMD_ADDR (default 198.18.0.2/24; empty:
+#          leave kb0 unconfigured) and waits for 198.18.0.1 to answer a ping through
+#          kb0; prints "testpmd forwarder up".
+#   KBT_TESTPMD_LCORES overrides the --lcores map (e.g. "0@0,1@1": main lcore off
+#          the app CPU).
+#   stop:  stops it (SIGTERM, 5 s, SIGKILL); prints "testpmd forwarder down".
+# Files: /run/kbt/testpmd.pid, testpmd.log, testpmd.stdin (a FIFO held open
+# read-write as testpmd's stdin, so it never sees EOF and needs no feeder process).
+set -euo pipefail
+# shellcheck source=tests/testbed/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_root
+kbt_cpus
+
+PIDFILE=$KBT_RUN/testpmd.pid
+LOG=$KBT_RUN/testpmd.log
+FIFO=$KBT_RUN/testpmd.stdin
+ADDR=${KBT_TESTPMD_ADDR-$KBT_DUT_IP/24}
+
+running_pid() {
+	local pid
+	[ -f "$PIDFILE" ] || return 1
+	pid=$(tr -dc '0-9' <"$PIDFILE")
+	[ -n "$pid" ] && pid_in_bed "$pid" && echo "$pid"
+}
+
+cmd_start() {
+	local pid
+	kbt_lock
+	if pid=$(running_pid); then
+		say "testpmd already running (pid $pid)"
+		echo "testpmd forwarder up"
+		return 0
+	fi
+	ns_exists "$KBT_NS_DUT" || die "namespace $KBT_NS_DUT missing: run KBT_NO_BRIDGE=1 tests/testbed/up.sh first"
+	ip -n "$KBT_NS_DUT" link show kbt-nic >/dev/null 2>&1 || die "kbt-nic missing in $KBT_NS_DUT"
+	if ip -n "$KBT_NS_DUT" link show kb0 >/dev/null 2>&1; then
+		die "kb0 already exists in $KBT_NS_DUT: another forwarder (kbridge?) is running"
+	fi
+	command -v dpdk-testpmd >/dev/null || die "dpdk-testpmd not installed"
+	"$KBT_DIR/hugepages.sh" >&2
+	dpdk_cleanup_prefix "$KBT_TESTPMD_PREFIX"
+	mkdir -p "$KBT_RUN"
+	rm -f "$FIFO"
+	mkfifo "$FIFO"
+
+	say "starting dpdk-testpmd (io forwarding kbt-nic <-> kb0) on CPU $KBT_APP_CPU"
+	: >"$LOG"
+	# Main lcore 0 only blocks in read(stdin); forwarding lcore 1 polls. Both on the
+	# app CPU, like the reference app. stdin: the FIFO opened read-write (<>).
+	# stdbuf: testpmd's stdout to a file is block-buffered otherwise, and the
+	# "Press enter to exit" line we wait for would sit in the buffer.
+	# --disable-link-check: kb0 is down until we configure it; testpmd would
+	# otherwise wait 9 s for its link.
+	setsid ip netns exec "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" stdbuf -oL -eL dpdk-testpmd \
+		--lcores "${KBT_TESTPMD_LCORES:-0@$KBT_APP_CPU,1@$KBT_APP_CPU}" --main-lcore 0 \
+		--file-prefix "$KBT_TESTPMD_PREFIX" --proc-type primary --no-pci \
+		--vdev net_af_packet0,iface=kbt-nic --vdev net_tap0,iface=kb0 \
+		-- --forward-mode=io --auto-start --nb-cores=1 --rxq=1 --txq=1 \
+		--total-num-mbufs=16384 --disable-link-check \
+		<>"$FIFO" >>"$LOG" 2>&1 9>&- &
+	pid=$!
+	echo "$pid" >"$PIDFILE"
+
+	wait_for "testpmd to start forwarding" 30 "$pid" "$LOG" \
+		grep -q 'Press enter to exit' "$LOG"
+	wait_for "kb0 to appear in $KBT_NS_DUT" 10 "$pid" "$LOG" \
+		ip -n "$KBT_NS_DUT" link show kb0
+	if [ -n "$ADDR" ]; then
+		ip -n "$KBT_NS_DUT" addr replace "$ADDR" dev kb0
+		ip -n "$KBT_NS_DUT" link set kb0 mtu 1500 up
+		wait_for "$KBT_PEER_IP to answer a ping through kb0 (testpmd)" 20 "$pid" "$LOG" \
+			ip netns exec "$KBT_NS_DUT" ping -c1 -W1 "$KBT_PEER_IP"
+	fi
+	echo "testpmd forwarder up"
+}
+
+cmd_stop() {
+	kbt_lock
+	stop_pidfile "$PIDFILE"
+	rm -f "$FIFO"
+	dpdk_cleanup_prefix "$KBT_TESTPMD_PREFIX"
+	echo "testpmd forwarder down"
+}
+
+cmd_status() {
+	local pid
+	if pid=$(running_pid); then
+		echo "testpmd running (pid $pid)"
+	else
+		echo "testpmd not running"
+		return 1
+	fi
+}
+
+case ${1:-} in
+start) cmd_start ;;
+stop) cmd_stop ;;
+status) cmd_status ;;
+*) die "usage: $0 start|stop|status" ;;
+esac

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# make testbed-up: build the namespace test bed of TESTBED.md, start the peer's
+# services, the reference DPDK app and kbridge, wait until 198.18.0.1 answers a
+# ping through kb0, then print exactly one line on stdout: "testbed up".
+# Progress goes to stderr.
+#
+# Variables:
+#   KBRIDGE_CONFIG=FILE  kbridge configuration (default tests/testbed/kbridge.yaml)
+#   KBT_NO_BRIDGE=1      start neither the DPDK app nor kbridge (another forwarder,
+#                        e.g. tests/testbed/testpmd-forwarder.sh, takes their place)
+#   KBT_APP=PATH         reference DPDK app (default bin/kbridge-refapp)
+#   KBT_KBRIDGE=PATH     kbridge binary (default bin/kbridge)
+#   KBT_VERIFY=1         also run check-nfs.sh from kbt-direct (full listing + hash)
+#   KBT_HUGEPAGES=N      2 MB hugepages to reserve (default 512)
+#   KBT_APP_CPU / KBT_OTHER_CPUS  override the CPU placement
+set -euo pipefail
+# shellcheck source=tests/testbed/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need_root
+kbt_lock
+kbt_cpus
+
+T0=$(now)
+trap 'say "testbed-up FAILED (exit $?); logs are in $KBT_RUN; clean up with tests/testbed/down.sh"' ERR
+
+KBRIDGE_CONFIG=${KBRIDGE_CONFIG:-$KBT_DIR/kbridge.yaml}
+KBT_APP=${KBT_APP:-$KBT_ROOT/bin/kbridge-refapp}
+KBT_KBRIDGE=${KBT_KBRIDGE:-$KBT_ROOT/bin/kbridge}
+NO_BRIDGE=${KBT_NO_BRIDGE:-0}
+[ "$NO_BRIDGE" = 1 ] || NO_BRIDGE=0
+
+for tool in ganesha.nfsd nfs-ls nfs-cat sockperf iperf3 ethtool taskset setsid; do
+	command -v "$tool" >/dev/null || die "missing tool: $tool"
+done
+if [ "$NO_BRIDGE" = 0 ]; then
+	[ -x "$KBT_APP" ] || die "reference DPDK app not found at $KBT_APP (run make build, or set KBT_APP)"
+	[ -x "$KBT_KBRIDGE" ] || die "kbridge not found at $KBT_KBRIDGE (run make build, or set KBT_KBRIDGE)"
+	[ -f "$KBRIDGE_CONFIG" ] || die "kbridge config not found: $KBRIDGE_CONFIG"
+	KBRIDGE_CONFIG=$(realpath "$KBRIDGE_CONFIG")
+	KBT_APP=$(realpath "$KBT_APP")
+	KBT_KBRIDGE=$(realpath "$KBT_KBRIDGE")
+fi
+
+say "cpu placement: app lcore on CPU $KBT_APP_CPU, everything else on CPUs ${KBT_OTHER_CPUS:-(not pinned: 1 CPU)}"
+
+# ---- 0. leftovers of an earlier (crashed) run ---------------------------------
+"$KBT_DIR/down.sh" >&2
+mkdir -p "$KBT_RUN"
+rm -f "$KBT_RUN"/*.log
+
+# ---- 1. namespaces and veths ---------------------------------------------------
+say "creating namespaces and veths"
+for ns in "${KBT_NAMESPACES[@]}"; do
+	ip netns add "$ns"
+	ip -n "$ns" link set lo up
+done
+# Created directly inside the namespaces: nothing ever exists in the root namespace.
+ip -n "$KBT_NS_PEER" link add kbt-wire type veth peer name kbt-nic netns "$KBT_NS_DUT"
+ip -n "$KBT_NS_PEER" link add kbt-alt type veth peer name kbt-base netns "$KBT_NS_DIRECT"
+ip -n "$KBT_NS_PEER" addr add "$KBT_PEER_IP/24" dev kbt-wire
+ip -n "$KBT_NS_PEER" addr add "$KBT_ALT_IP/24" dev kbt-alt
+ip -n "$KBT_NS_DIRECT" addr add "$KBT_BASE_IP/24" dev kbt-base
+ip -n "$KBT_NS_PEER" link set kbt-wire up
+ip -n "$KBT_NS_PEER" link set kbt-alt up
+ip -n "$KBT_NS_DIRECT" link set kbt-base up
+# kbt-nic belongs to the DPDK app, like a NIC bound to a PMD: the kernel in kbt-dut
+# must not use it. Without this it answers ARP for kb0's 198.18.0.2 on kbt-nic
+# (weak host model, arp_ignore=0), the peer learns kbt-nic's MAC, and traffic
+# reaches the kernel directly, bypassing the forwarder. So: no ARP, no IPv6, and
+# strict reverse-path filtering drops any IPv4 that still arrives on it. AF_PACKET
+# readers see every frame before any of this applies.
+ip -n "$KBT_NS_DUT" link set kbt-nic arp off
+ip netns exec "$KBT_NS_DUT" sysctl -qw net.ipv6.conf.kbt-nic.disable_ipv6=1 \
+	net.ipv4.conf.kbt-nic.arp_ignore=8 net.ipv4.conf.kbt-nic.rp_filter=1
+ip -n "$KBT_NS_DUT" link set kbt-nic promisc on up
+# A veth hands partial checksums to an AF_PACKET reader unfilled: the peer side
+# computes full checksums. Off on the other ends too (harmless).
+ip netns exec "$KBT_NS_PEER" ethtool -K kbt-wire tx off >/dev/null
+ip netns exec "$KBT_NS_PEER" ethtool -K kbt-alt tx off >/dev/null
+ip netns exec "$KBT_NS_DUT" ethtool -K kbt-nic tx off >/dev/null
+ip netns exec "$KBT_NS_DIRECT" ethtool -K kbt-base tx off >/dev/null
+
+# ---- 2. the exported tree (generated once, cached) -----------------------------
+tree_ok() {
+	[ -f "$KBT_EXPORT_MARKER" ] && [ -d "$KBT_EXPORT" ] && [ -s "$KBT_BIG_SHA" ] &&
+		[ "$(stat -c %s "$KBT_EXPORT/big.bin" 2>/dev/null || echo 0)" = "$KBT_BIG_BYTES" ]
+}
+if tree_ok; then
+	say "export tree: reusing $KBT_EXPORT"
+else
+	t=$(now)
+	say "export tree: generating $KBT_EXPORT ($KBT_TREE_DIRS dirs x 2 files + 256 MiB big.bin), once"
+	mkdir -p "$KBT_LIB"
+	rm -rf "$KBT_EXPORT_MARKER" "$KBT_EXPORT" "$KBT_LIB"/export.tmp.*
+	tmp=$KBT_LIB/export.tmp.$$
+	mkdir -p "$tmp"
+	for ((i = 0; i < KBT_TREE_DIRS; i++)); do
+		d=$(printf 'd%04d' "$i")
+		mkdir "$tmp/$d"
+		printf 'kbridge test bed: directory %s, file a\n' "$d" >"$tmp/$d/a.txt"
+		printf 'kbridge test bed: directory %s, file b (%d)\n' "$d" "$((i * 7919))" >"$tmp/$d/b.txt"
+	done
+	head -c "$KBT_BIG_BYTES" /dev/urandom >"$tmp/big.bin"
+	sha256sum "$tmp/big.bin" | awk '{ print $1 }' >"$KBT_BIG_SHA.tmp"
+	mv "$KBT_BIG_SHA.tmp" "$KBT_BIG_SHA"
+	chmod -R a+rX "$tmp"
+	mv "$tmp" "$KBT_EXPORT"
+	sync -f "$KBT_EXPORT/big.bin"
+	# Written last: the tree is complete.
+	printf 'dirs=%d\nfiles_per_dir=2\nbig_bytes=%d\nentries=%d\nsha256=%s\n' \
+		"$KBT_TREE_DIRS" "$KBT_BIG_BYTES" "$KBT_TREE_ENTRIES" "$(cat "$KBT_BIG_SHA")" >"$KBT_EXPORT_MARKER"
+	say "export tree: generated in $(since "$t")"
+fi
+
+# ---- 3. NFSv4 server (nfs-ganesha, VFS FSAL) in kbt-peer ------------------------
+mkdir -p "$KBT_RUN/ganesha/recov" "$KBT_RUN/ganesha/krb5"
+cat >"$KBT_RUN/ganesha.conf" <<EOF
+# Generated by tests/testbed/up.sh. NFSv4 over TCP only: no rpcbind, mountd, NLM,
+# rquota or UDP listeners are needed or opened.
+NFS_CORE_PARAM {
+	Protocols = 4;
+	NFS_Port = $KBT_NFS_PORT;
+	Enable_NLM = false;
+	Enable_RQUOTA = false;
+	Enable_UDP = false;
+}
+NFS_KRB5 {
+	Active_krb5 = false;
+	CCacheDir = "$KBT_RUN/ganesha/krb5";
+}
+NFSv4 {
+	# No grace period: the bed's server never has state to reclaim, and a grace
+	# period would block OPEN for 90 s after every start.
+	Graceless = true;
+	RecoveryBackend = fs;
+	RecoveryRoot = "$KBT_RUN/ganesha/recov";
+}
+EXPORT {
+	Export_Id = 1;
+	Path = "$KBT_EXPORT";
+	Pseudo = /export;
+	Protocols = 4;
+	Transports = TCP;
+	Access_Type = RO;
+	Squash = No_Root_Squash;
+	SecType = sys;
+	FSAL { Name = VFS; }
+}
+EOF
+ganesha_cmd=(ganesha.nfsd -f "$KBT_RUN/ganesha.conf" -L "$KBT_RUN/ganesha.log"
+	-p "$KBT_RUN/ganesha.pid" -N NIV_EVENT)
+# The rpcbind client in libtirpc talks to /run/rpcbind.sock, a path in the file
+# system and therefore shared by all network namespaces. If a host rpcbind runs,
+# hide its socket from ganesha, or ganesha (which unregisters NFS programs at
+# start) would touch the host's registrations.
+if [ -S /run/rpcbind.sock ]; then
+	say "host rpcbind socket present: hiding it from ganesha (private mount namespace)"
+	ganesha_cmd=(unshare --mount --propagation private sh -c \
+		'mount --bind /dev/null /run/rpcbind.sock && exec "$@"' sh "${ganesha_cmd[@]}")
+fi
+say "starting nfs-ganesha in $KBT_NS_PEER"
+: >"$KBT_RUN/ganesha.log"
+rm -f "$KBT_RUN/ganesha.pid"
+# ganesha daemonises itself and writes its PID file.
+ip netns exec "$KBT_NS_PEER" "${KBT_PIN_OTHER[@]}" "${ganesha_cmd[@]}" </dev/null >/dev/null 2>&1 9>&- ||
+	{ log_tail "$KBT_RUN/ganesha.log"; die "ganesha.nfsd failed to start"; }
+wait_for "ganesha pid file" 10 "" "$KBT_RUN/ganesha.log" test -s "$KBT_RUN/ganesha.pid"
+GANESHA_PID=$(tr -dc '0-9' <"$KBT_RUN/ganesha.pid")
+wait_for "ganesha to initialise" 20 "$GANESHA_PID" "$KBT_RUN/ganesha.log" \
+	grep -q 'NFS SERVER INITIALIZED' "$KBT_RUN/ganesha.log"
+
+# ---- 4. sockperf and iperf3 servers in kbt-peer ---------------------------------
+say "starting sockperf and iperf3 servers in $KBT_NS_PEER"
+spawn sockperf "$KBT_NS_PEER" "${KBT_PIN_OTHER[@]}" \
+	sockperf sr --tcp -i 0.0.0.0 -p "$KBT_SOCKPERF_PORT"
+SOCKPERF_PID=$SPAWNED_PID
+spawn iperf3 "$KBT_NS_PEER" "${KBT_PIN_OTHER[@]}" \
+	iperf3 -s -p "$KBT_IPERF_PORT" --forceflush
+IPERF_PID=$SPAWNED_PID
+
+wait_for "sockperf on TCP $KBT_SOCKPERF_PORT" 10 "$SOCKPERF_PID" "$KBT_RUN/sockperf.log" \
+	tcp_listening "$KBT_NS_PEER" "$KBT_SOCKPERF_PORT"
+wait_for "iperf3 on TCP $KBT_IPERF_PORT" 10 "$IPERF_PID" "$KBT_RUN/iperf3.log" \
+	tcp_listening "$KBT_NS_PEER" "$KBT_IPERF_PORT"
+
+# ---- 5. NFS answers, locally and over the baseline path -------------------------
+wait_for "NFSv4 listing of /export inside $KBT_NS_PEER" 20 "$GANESHA_PID" "$KBT_RUN/ganesha.log" \
+	ip netns exec "$KBT_NS_PEER" nfs-ls "nfs://$KBT_PEER_IP/export?version=4"
+wait_for "NFSv4 listing of /export from $KBT_NS_DIRECT" 10 "$GANESHA_PID" "$KBT_RUN/ganesha.log" \
+	ip netns exec "$KBT_NS_DIRECT" nfs-ls "nfs://$KBT_ALT_IP/export?version=4"
+if [ "${KBT_VERIFY:-0}" = 1 ]; then
+	"$KBT_DIR/check-nfs.sh" "$KBT_NS_DIRECT" "$KBT_ALT_IP" >&2
+fi
+
+if [ "$NO_BRIDGE" = 1 ]; then
+	say "KBT_NO_BRIDGE=1: not starting the DPDK app or kbridge; kbt-nic in $KBT_NS_DUT is free for another forwarder"
+	say "ready in $(since "$T0")"
+	echo "testbed up"
+	exit 0
+fi
+
+# ---- 6. start the DPDK app (primary) in kbt-dut -------------------------------
+"$KBT_DIR/hugepages.sh" >&2
+for prefix in $(dpdk_bed_prefixes); do dpdk_cleanup_prefix "$prefix"; done
+say "starting the DPDK app $KBT_APP on CPU $KBT_APP_CPU"
+spawn refapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_APP" \
+	-l "$KBT_APP_CPU" --file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci \
+	--vdev net_af_packet0,iface=kbt-nic -- --port kb0
+APP_PID=$SPAWNED_PID
+wait_for "the DPDK app to report ready" 30 "$APP_PID" "$KBT_RUN/refapp.log" \
+	grep -q '^kbridge-refapp: ready' "$KBT_RUN/refapp.log"
+
+# ---- 7. start kbridge (secondary) in kbt-dut ----------------------------------
+say "starting kbridge run --config $KBRIDGE_CONFIG"
+spawn kbridge "$KBT_NS_DUT" "${KBT_PIN_OTHER[@]}" "$KBT_KBRIDGE" run --config "$KBRIDGE_CONFIG"
+KBRIDGE_PID=$SPAWNED_PID
+wait_for "$KBT_PEER_IP to answer a ping through kb0" 20 "$APP_PID $KBRIDGE_PID" \
+	"$KBT_RUN/refapp.log $KBT_RUN/kbridge.log" \
+	ip netns exec "$KBT_NS_DUT" ping -c1 -W1 "$KBT_PEER_IP"
+for p in "$APP_PID" "$KBRIDGE_PID"; do
+	pid_alive "$p" || { log_tail "$KBT_RUN/refapp.log"; log_tail "$KBT_RUN/kbridge.log"; die "pid $p died"; }
+done
+
+say "ready in $(since "$T0")"
+echo "testbed up"
