@@ -119,3 +119,17 @@ func TestDefaultWorkerCPUsLeaveTheAppCPU(t *testing.T) {
 		t.Errorf("1 CPU: %v", got)
 	}
 }
+
+// The configuration files the project ships must load: docs match code.
+func TestShippedFilesLoad(t *testing.T) {
+	for _, f := range []string{"../deploy/kbridge.yaml", "../tests/testbed/kbridge.yaml"} {
+		c, err := Load(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if c.Policy != Default().Policy && f == "../deploy/kbridge.yaml" {
+			t.Errorf("%s: policy %+v differs from the defaults the README documents", f, c.Policy)
+		}
+	}
+}
