@@ -90,8 +90,8 @@ func TestToKernelWritesWholeFramesAndDropsBadOnes(t *testing.T) {
 		bridgetest.Frame(good2),
 		bridgetest.Packet{Segs: split(chained, 100, 300, 500)},
 		bridgetest.Frame(vlan),
-		bridgetest.Frame(frame(mtu+15, 5)),                           // oversize
-		bridgetest.Frame(frame(13, 6)),                               // runt
+		bridgetest.Frame(frame(mtu+15, 5)),                            // oversize
+		bridgetest.Frame(frame(13, 6)),                                // runt
 		bridgetest.Packet{Segs: split(frame(500, 7), 50, 50, 50, 50)}, // 5 segments > 4
 		bridgetest.Packet{Segs: [][]byte{frame(100, 8)}, ClaimLen: 90},
 	)

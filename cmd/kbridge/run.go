@@ -8,8 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"reflect"
 	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"golang.org/x/sys/unix"
 
@@ -42,6 +46,10 @@ func runCmd(args []string) error {
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	changed, err := watchFile(ctx, *path)
+	if err != nil {
+		log.Warn("not watching the configuration file; reload with SIGHUP", "err", err)
+	}
 	notify("READY=1\nSTATUS=bridging " + cfg.Port + " <-> " + cfg.Interface.Name)
 	var runErr error
 loop:
@@ -54,6 +62,9 @@ loop:
 			}
 			log.Info("stopping", "signal", sig.String())
 			break loop
+		case <-changed:
+			log.Info("configuration file changed", "file", *path)
+			reload(d, *path, log)
 		case <-appGone:
 			runErr = fmt.Errorf("the DPDK app (pid %d) exited: kbridge stops with it", d.Port().AppPID())
 			break loop
@@ -84,6 +95,10 @@ func reload(d *daemon.Daemon, path string, log *slog.Logger) {
 		return
 	}
 	old := d.Config()
+	if cfg.Policy == d.Workers()[0].Policy() {
+		log.Info("reload: policy unchanged", "mode", cfg.Policy.Mode)
+		return
+	}
 	for _, w := range d.Workers() {
 		if err := w.SetPolicy(cfg.Policy); err != nil {
 			log.Error("reload refused", "err", err)
@@ -95,6 +110,50 @@ func reload(d *daemon.Daemon, path string, log *slog.Logger) {
 		log.Warn("reload: only policy.* changes apply live; restart kbridge for the other changes")
 	}
 	log.Info("reloaded", "mode", d.Workers()[0].Policy().Mode)
+}
+
+// watchFile reports changes to the file at path. It watches the directory,
+// since editors and config managers replace files rather than write them in
+// place, and lets a burst of events settle before it reports one change.
+func watchFile(ctx context.Context, path string) (<-chan struct{}, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Add(filepath.Dir(abs)); err != nil {
+		w.Close()
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer w.Close()
+		var settle <-chan time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if filepath.Clean(ev.Name) == abs && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+					settle = time.After(100 * time.Millisecond)
+				}
+			case <-w.Errors:
+			case <-settle:
+				settle = nil
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out, nil
 }
 
 // watchPID returns a channel closed when process pid exits (pidfd_open).
