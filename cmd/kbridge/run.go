@@ -42,6 +42,9 @@ func runCmd(args []string) error {
 	defer cancel()
 	ctlErr := make(chan error, 1)
 	go func() { ctlErr <- d.ServeControl(ctx, cfg.Stats.Socket) }()
+	if cfg.Stats.Metrics != "" {
+		go func() { ctlErr <- d.ServeMetrics(ctx, cfg.Stats.Metrics) }()
+	}
 	appGone := watchPID(d.Port().AppPID())
 
 	sigs := make(chan os.Signal, 1)

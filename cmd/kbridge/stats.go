@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/daemon"
@@ -15,6 +16,8 @@ func statsCmd(args []string) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	path := fs.String("config", "", "read the socket path from this configuration `file`")
 	sock := fs.String("socket", config.Default().Stats.Socket, "control socket `path`")
+	live := fs.Bool("watch", false, "redraw live per-queue rates, like top")
+	interval := fs.Duration("interval", time.Second, "refresh `interval` with --watch")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -24,6 +27,12 @@ func statsCmd(args []string) error {
 			return usageError{err}
 		}
 		*sock = cfg.Stats.Socket
+	}
+	if *live {
+		if *interval < 100*time.Millisecond {
+			return usageError{fmt.Errorf("--interval %v: must be at least 100ms", *interval)}
+		}
+		return watch(*sock, *interval, os.Stdout)
 	}
 	st, err := daemon.ReadStatus(*sock)
 	if err != nil {

@@ -79,6 +79,7 @@ func setup() string {
 		fmt.Fprintf(os.Stderr, "ip netns add: %v: %s\n", err, out)
 		os.Exit(1)
 	}
+	_ = exec.Command("ip", "-n", nsName, "link", "set", "lo", "up").Run()
 	// No IPv6 chatter (router solicitations, MLD) in what the tests count.
 	for _, k := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
 		_ = exec.Command("ip", "netns", "exec", nsName, "sysctl", "-qw", k+"=1").Run()

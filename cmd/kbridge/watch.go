@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/kbridge/kbridge/daemon"
+)
+
+// watch redraws per-queue rates every interval, like top, until interrupted.
+func watch(sock string, interval time.Duration, out io.Writer) error {
+	prev, err := daemon.ReadStatus(sock)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-sigs:
+			return nil
+		case <-tick.C:
+		}
+		cur, err := daemon.ReadStatus(sock)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		fmt.Fprint(out, "\033[H\033[2J")
+		renderRates(out, prev, cur, now.Sub(last))
+		prev, last = cur, now
+	}
+}
+
+func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {
+	sec := dt.Seconds()
+	rate := func(a, b uint64) float64 { return float64(b-a) / sec }
+	fmt.Fprintf(w, "kbridge  port %s <-> %s   app pid %d   mempool %d/%d in use   (every %v, Ctrl-C quits)\n\n",
+		cur.Port, cur.Interface, cur.AppPID, cur.PoolInUse, cur.PoolSize, dt.Round(time.Millisecond))
+	fmt.Fprintf(w, "%-5s %-9s %11s %11s %10s %10s %9s %9s %9s %11s %11s\n",
+		"queue", "mode", "to_kern/s", "from_kern/s", "Mbit/s in", "Mbit/s out", "drops/s", "parks/s", "kicks/s", "resid p50", "resid p99")
+	for i, q := range cur.Queues {
+		if i >= len(prev.Queues) {
+			break
+		}
+		p := prev.Queues[i]
+		hist := make([]uint64, len(q.Residence))
+		for k := range hist {
+			if k < len(p.Residence) {
+				hist[k] = q.Residence[k] - p.Residence[k]
+			}
+		}
+		fmt.Fprintf(w, "%-5d %-9s %11.0f %11.0f %10.1f %10.1f %9.0f %9.0f %9.0f %11s %11s\n",
+			q.Queue, q.Mode,
+			rate(p.ToKernelPackets, q.ToKernelPackets), rate(p.FromKernelPackets, q.FromKernelPackets),
+			rate(p.ToKernelBytes, q.ToKernelBytes)*8/1e6, rate(p.FromKernelBytes, q.FromKernelBytes)*8/1e6,
+			rate(p.TotalDrops(), q.TotalDrops()), rate(p.Parks, q.Parks), rate(p.App.Kicks, q.App.Kicks),
+			quantile(hist, cur.ResidenceBoundsNs, 0.50), quantile(hist, cur.ResidenceBoundsNs, 0.99))
+	}
+	fmt.Fprintln(w)
+	for _, q := range cur.Queues {
+		fmt.Fprintf(w, "queue %d drops since start:", q.Queue)
+		for _, r := range sortedKeys(q.Drops) {
+			fmt.Fprintf(w, " %s=%d", r, q.Drops[r])
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// quantile returns the upper bound of the histogram bucket holding quantile
+// q, as "<N" (a bucket bound, not an interpolation), or "-" when empty.
+func quantile(hist, bounds []uint64, q float64) string {
+	var total uint64
+	for _, v := range hist {
+		total += v
+	}
+	if total == 0 {
+		return "-"
+	}
+	want := uint64(q*float64(total) + 0.5)
+	var n uint64
+	for i, v := range hist {
+		n += v
+		if n >= want && i < len(bounds) {
+			if i == len(hist)-1 {
+				return ">" + time.Duration(bounds[i-1]).String()
+			}
+			return "<" + time.Duration(bounds[i]).String()
+		}
+	}
+	return "-"
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	return slices.Sorted(maps.Keys(m))
+}

@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kbridge/kbridge/policy"
+)
+
+// collector exports the daemon's counters to Prometheus. It reads them when
+// scraped, so the workers pay nothing for it.
+type collector struct {
+	d                         *Daemon
+	packets, bytes, drops     *prometheus.Desc
+	parks, wakeups, timeouts  *prometheus.Desc
+	sleeps, spin, residence   *prometheus.Desc
+	mode, poolInUse, appKicks *prometheus.Desc
+	appDropped, canKick       *prometheus.Desc
+}
+
+func newCollector(d *Daemon) *collector {
+	q := []string{"queue"}
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("kbridge_"+name, help, append(q, labels...), nil)
+	}
+	return &collector{
+		d:          d,
+		packets:    desc("packets_total", "Packets moved, by direction (to_kernel, from_kernel).", "direction"),
+		bytes:      desc("bytes_total", "Bytes moved, by direction.", "direction"),
+		drops:      desc("drops_total", "Packets dropped by kbridge, by reason.", "reason"),
+		parks:      desc("parks_total", "Times the worker blocked in epoll."),
+		wakeups:    desc("wakeups_total", "Parks ended by the app's kick or kernel data."),
+		timeouts:   desc("park_timeouts_total", "Parks ended by their timeout."),
+		sleeps:     desc("sleeps_total", "Precise sleeps (adaptive backoff, fixed interval)."),
+		spin:       desc("spin_seconds_total", "Time the worker polled with nothing to move."),
+		residence:  desc("residence_seconds", "Time from the app's enqueue to the TAP write."),
+		mode:       desc("policy_mode", "The polling policy in force (1 for the active mode).", "mode"),
+		appKicks:   desc("app_kicks_total", "Eventfd writes by the app to wake a parked worker."),
+		appDropped: desc("app_to_kernel_dropped_total", "Packets the app freed because the to_kernel ring was full."),
+		canKick:    desc("wakeup_registered", "1 when the app holds the worker's eventfd."),
+		poolInUse:  prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
+		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.d.Status()
+	ch <- prometheus.MustNewConstMetric(c.poolInUse, prometheus.GaugeValue, float64(st.PoolInUse))
+	for _, q := range st.Queues {
+		id := strconv.Itoa(q.Queue)
+		counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{id}, labels...)...)
+		}
+		counter(c.packets, q.ToKernelPackets, "to_kernel")
+		counter(c.packets, q.FromKernelPackets, "from_kernel")
+		counter(c.bytes, q.ToKernelBytes, "to_kernel")
+		counter(c.bytes, q.FromKernelBytes, "from_kernel")
+		for reason, v := range q.Drops {
+			counter(c.drops, v, reason)
+		}
+		counter(c.parks, q.Parks)
+		counter(c.wakeups, q.Wakeups)
+		counter(c.timeouts, q.Timeouts)
+		counter(c.sleeps, q.Sleeps)
+		counter(c.appKicks, q.App.Kicks)
+		counter(c.appDropped, q.App.ToKernelDropped)
+		ch <- prometheus.MustNewConstMetric(c.spin, prometheus.CounterValue, float64(q.SpinNanos)/1e9, id)
+		kick := 0.0
+		if q.CanKick {
+			kick = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.canKick, prometheus.GaugeValue, kick, id)
+		for _, m := range policy.Modes {
+			v := 0.0
+			if string(m) == q.Mode {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.mode, prometheus.GaugeValue, v, id, string(m))
+		}
+		if len(q.Residence) > 0 {
+			buckets := make(map[float64]uint64, len(q.Residence))
+			var n uint64
+			// The last bucket is open-ended: it only counts toward +Inf.
+			for i, v := range q.Residence[:len(q.Residence)-1] {
+				n += v
+				buckets[float64(st.ResidenceBoundsNs[i])/1e9] = n
+			}
+			n += q.Residence[len(q.Residence)-1]
+			ch <- prometheus.MustNewConstHistogram(c.residence, n, 0, buckets, id)
+		}
+	}
+}
+
+// ServeMetrics serves Prometheus metrics on addr (/metrics) until ctx ends.
+func (d *Daemon) ServeMetrics(ctx context.Context, addr string) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(newCollector(d)); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("stats.metrics: %q: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
