@@ -43,7 +43,8 @@ type Worker struct {
 	canKick  bool
 	policy   atomic.Pointer[policy.Policy]
 	stop     atomic.Bool
-	mu       sync.Mutex // orders Stop's kick before the waiter is closed
+	beats    atomic.Uint64 // loop iterations, for liveness checks
+	mu       sync.Mutex    // orders Stop's kick before the waiter is closed
 	closed   bool
 	waiter   *policy.Waiter
 	start    time.Time
@@ -111,6 +112,14 @@ func (w *Worker) Residence(dst []uint64) bool {
 	return ok
 }
 
+// Beats counts the worker's loop iterations: a live worker's count moves at
+// least once per park, and at once after Poke.
+func (w *Worker) Beats() uint64 { return w.beats.Load() }
+
+// Poke wakes a parked worker without changing anything, so that a liveness
+// check can tell a parked worker from a stuck one.
+func (w *Worker) Poke() { w.kick() }
+
 // Stop asks Run to return. Run frees every packet it holds before it does.
 func (w *Worker) Stop() {
 	w.stop.Store(true)
@@ -138,6 +147,7 @@ func (w *Worker) Run() error {
 	ladder := policy.NewLadder(*cur, w.now())
 	last := w.now()
 	for !w.stop.Load() {
+		w.beats.Add(1)
 		moved := w.FromKernel() + w.ToKernel()
 		now := w.now()
 		if p := w.policy.Load(); p != cur {

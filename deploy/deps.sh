@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev
       nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3
       ethtool iproute2 iputils-ping procps psmisc
-      clang llvm libbpf-dev bpftool)
+      clang llvm libbpf-dev bpftool systemd-container)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -16,6 +16,9 @@ usage:
   kbridge run     --config FILE     run the bridge (a DPDK secondary process)
   kbridge stats   [--config FILE | --socket PATH] [--watch]
                                     show the running daemon's counters
+  kbridge doctor  [--config FILE] [--root DIR] [--json] [--fix] [--nic IF]
+                                    check the host: ENA write-combining, HZ, hugepages,
+                                    CPUs, IRQ affinity, XDP
   kbridge cleanup --config FILE     remove what a crashed daemon left behind
   kbridge version
 `
@@ -31,6 +34,8 @@ func main() {
 		err = runCmd(args)
 	case "stats":
 		err = statsCmd(args)
+	case "doctor":
+		err = doctorCmd(args)
 	case "cleanup":
 		err = cleanupCmd(args)
 	case "version", "--version":

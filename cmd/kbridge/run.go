@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -54,6 +55,7 @@ func runCmd(args []string) error {
 		log.Warn("not watching the configuration file; reload with SIGHUP", "err", err)
 	}
 	notify("READY=1\nSTATUS=bridging " + cfg.Port + " <-> " + cfg.Interface.Name)
+	dog := newWatchdog(d)
 	var runErr error
 loop:
 	for {
@@ -65,6 +67,8 @@ loop:
 			}
 			log.Info("stopping", "signal", sig.String())
 			break loop
+		case <-dog.tick:
+			dog.check()
 		case <-changed:
 			log.Info("configuration file changed", "file", *path)
 			reload(d, *path, log)
@@ -178,6 +182,46 @@ func watchPID(pid int) <-chan struct{} {
 		}
 	}()
 	return gone
+}
+
+// watchdog pings systemd (WATCHDOG=1) at a third of WatchdogSec while every
+// worker's loop advances. A parked worker is poked and gets until the next
+// tick to show it is alive; a stuck one stops the pings and systemd
+// restarts the service.
+type watchdog struct {
+	d     *daemon.Daemon
+	tick  <-chan time.Time
+	beats []uint64
+}
+
+func newWatchdog(d *daemon.Daemon) *watchdog {
+	w := &watchdog{d: d, beats: make([]uint64, len(d.Workers()))}
+	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
+	if err != nil || usec <= 0 {
+		return w // tick stays nil: never fires
+	}
+	if pid := os.Getenv("WATCHDOG_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
+		return w
+	}
+	// A third of the period: a poked worker has a whole tick to answer
+	// and the ping still lands well inside WatchdogSec.
+	w.tick = time.NewTicker(time.Duration(usec) * time.Microsecond / 3).C
+	return w
+}
+
+func (w *watchdog) check() {
+	alive := true
+	for i, wk := range w.d.Workers() {
+		b := wk.Beats()
+		if b == w.beats[i] {
+			alive = false
+			wk.Poke()
+		}
+		w.beats[i] = b
+	}
+	if alive {
+		notify("WATCHDOG=1")
+	}
 }
 
 // notify speaks systemd's sd_notify protocol when NOTIFY_SOCKET is set.

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/kbridge/kbridge/config"
+	"github.com/kbridge/kbridge/doctor"
+	"github.com/kbridge/kbridge/policy"
+)
+
+func doctorCmd(args []string) error {
+	fset := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	path := fset.String("config", "/etc/kbridge/kbridge.yaml", "kbridge configuration `file` (used if it exists)")
+	root := fset.String("root", "/", "read /proc and /sys under this `dir` (fixture trees)")
+	jsonOut := fset.Bool("json", false, "print JSON for machines")
+	fix := fset.Bool("fix", false, "apply the suggested IRQ affinity")
+	nic := fset.String("nic", "", "kernel `netdev` of the NIC, for IRQ and XDP checks")
+	lcores := fset.String("app-lcores", "", "the DPDK app's lcore `cpus` (default: read from the running app)")
+	if err := fset.Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg := config.Default()
+	if c, err := config.Load(*path); err == nil {
+		cfg = c
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return usageError{err}
+	}
+	opts := doctor.Options{
+		Root:       *root,
+		FilePrefix: cfg.DPDK.FilePrefix,
+		WorkerCPUs: cfg.WorkerCPUs(),
+		Interface:  cfg.Interface.Name,
+		NIC:        *nic,
+		PolicyMode: string(cfg.Policy.Mode),
+	}
+	if cfg.Policy.Mode == policy.Fixed {
+		opts.FixedInterval = cfg.Policy.Interval
+	}
+	if *lcores != "" {
+		for _, f := range strings.Split(*lcores, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return usageError{fmt.Errorf("--app-lcores %q: want a comma-separated list of CPUs", *lcores)}
+			}
+			opts.AppLcores = append(opts.AppLcores, n)
+		}
+	}
+	if *fix {
+		changes, err := doctor.FixIRQ(opts)
+		for _, c := range changes {
+			fmt.Printf("IRQ %d (%s): %s -> %s\n", c.IRQ, c.Name, c.Old, c.New)
+		}
+		if err != nil {
+			return err
+		}
+		if len(changes) == 0 {
+			fmt.Println("kbridge doctor: IRQ affinity needs no change")
+		}
+	}
+	results := doctor.Run(context.Background(), opts)
+	if err := doctor.Render(os.Stdout, results, *jsonOut); err != nil {
+		return err
+	}
+	if code := doctor.ExitCode(results); code != 0 {
+		os.Exit(code)
+	}
+	return nil
+}
