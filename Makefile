@@ -48,6 +48,14 @@ testbed-down:
 demo: deps build
 	@bash tests/demo.sh
 
+# The benchmark of issue 3 (root): every forwarder side by side on the test bed;
+# writes results/bench-<UTC>.md and results/latency-cdf-<UTC>.png. A subset or a
+# smoke test: make bench BENCH_FLAGS='-forwarders direct,kbridge-adaptive -quick'
+.PHONY: bench
+bench: deps build
+	$(GO) build -o $(BIN)/kbt-bench ./tests/bench
+	KBT_BENCH_COMMAND="make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench $(BENCH_FLAGS)
+
 generate:
 	$(GO) generate ./xdp/
 
@@ -55,6 +63,8 @@ install: build
 	install -D -m 0755 $(BIN)/kbridge $(DESTDIR)$(PREFIX)/bin/kbridge
 	install -D -m 0644 ring/include/kbridge.h $(DESTDIR)$(PREFIX)/include/kbridge.h
 	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
+	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf
+	install -D -m 0644 docs/DOCTOR.md $(DESTDIR)$(PREFIX)/share/doc/kbridge/DOCTOR.md
 	test -e $(DESTDIR)/etc/kbridge/kbridge.yaml || install -D -m 0644 deploy/kbridge.yaml $(DESTDIR)/etc/kbridge/kbridge.yaml
 
 clean:

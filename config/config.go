@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
@@ -36,6 +38,14 @@ type Config struct {
 type DPDK struct {
 	FilePrefix string   `mapstructure:"file_prefix" json:"file_prefix"`
 	EALArgs    []string `mapstructure:"eal_args" json:"eal_args,omitempty"`
+	// RuntimeDir is the app's DPDK runtime directory (it holds
+	// <file_prefix>/config). DPDK puts it at $RUNTIME_DIRECTORY/dpdk, which
+	// for an app run by root from a shell is /var/run/dpdk.
+	RuntimeDir string `mapstructure:"runtime_dir" json:"runtime_dir"`
+	// Wait bounds how long kbridge waits for the primary and its port to
+	// appear at start-up (a service may start right after the app's,
+	// while EAL is still initialising). 0 fails at once.
+	Wait time.Duration `mapstructure:"wait" json:"wait"`
 }
 
 // Workers places and sizes the per-queue workers.
@@ -61,7 +71,7 @@ type Stats struct {
 // Default returns the configuration an empty file gets.
 func Default() Config {
 	return Config{
-		DPDK:      DPDK{FilePrefix: "rte"},
+		DPDK:      DPDK{FilePrefix: "rte", RuntimeDir: "/var/run/dpdk", Wait: 30 * time.Second},
 		Port:      "kb0",
 		Interface: tap.DefaultConfig(),
 		Workers:   Workers{Batch: 32, MaxSegments: 16},
@@ -196,6 +206,12 @@ func (c Config) Validate() error {
 				return fmt.Errorf("dpdk.eal_args[%d]: %q: kbridge sets %s itself", i, a, owned)
 			}
 		}
+	}
+	if !filepath.IsAbs(c.DPDK.RuntimeDir) || filepath.Base(c.DPDK.RuntimeDir) != "dpdk" {
+		return fmt.Errorf("dpdk.runtime_dir: %q: must be an absolute path ending in /dpdk (DPDK appends that name to $RUNTIME_DIRECTORY)", c.DPDK.RuntimeDir)
+	}
+	if c.DPDK.Wait < 0 || c.DPDK.Wait > time.Hour {
+		return fmt.Errorf("dpdk.wait: %v: must be between 0s and 1h", c.DPDK.Wait)
 	}
 	if c.Port == "" || len(c.Port) > 15 {
 		return fmt.Errorf("port: %q: must be 1 to 15 characters, the name given to kbridge_port_create()", c.Port)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/config"
@@ -35,17 +36,26 @@ type Daemon struct {
 // Start joins the DPDK primary, opens the port, creates the TAP interface and
 // starts the workers. On error nothing is left behind but the EAL, which
 // cannot be left.
-func Start(cfg config.Config, log *slog.Logger) (*Daemon, error) {
+func Start(cfg config.Config, log *slog.Logger, progress func(string)) (*Daemon, error) {
+	deadline := time.Now().Add(cfg.DPDK.Wait)
+	if err := waitFor(deadline, log, progress, "the DPDK primary with --file-prefix="+cfg.DPDK.FilePrefix,
+		func() error { return ring.PrimaryAlive(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix) }); err != nil {
+		return nil, err
+	}
 	if err := ring.InitSecondary(ring.EALConfig{
 		FilePrefix:  cfg.DPDK.FilePrefix,
+		RuntimeDir:  cfg.DPDK.RuntimeDir,
 		CPU:         cfg.WorkerCPU(0),
 		ControlCPUs: cfg.WorkerCPUs(),
 		Args:        cfg.DPDK.EALArgs,
 	}); err != nil {
 		return nil, err
 	}
-	port, err := ring.OpenPort(cfg.Port)
-	if err != nil {
+	var port *ring.Port
+	if err := waitFor(deadline, log, progress, "kbridge port "+cfg.Port+" in the DPDK app", func() (err error) {
+		port, err = ring.OpenPort(cfg.Port)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	mtu := cfg.Interface.MTU
@@ -83,6 +93,30 @@ func Start(cfg config.Config, log *slog.Logger) (*Daemon, error) {
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "mode", cfg.Policy.Mode,
 		"wakeups", d.workers[0].CanKick())
 	return d, nil
+}
+
+// waitFor retries try until it succeeds or the deadline passes, saying what
+// it waits for at once and every few seconds. The last error is returned.
+func waitFor(deadline time.Time, log *slog.Logger, progress func(string), what string, try func() error) error {
+	err := try()
+	if err == nil || !time.Now().Before(deadline) {
+		return err
+	}
+	msg := "waiting for " + what
+	log.Info(msg, "until", deadline.Format(time.TimeOnly), "cause", err)
+	progress(msg)
+	next := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if err = try(); err == nil {
+			return nil
+		}
+		if time.Now().After(next) {
+			log.Info("still "+msg, "cause", err)
+			next = time.Now().Add(5 * time.Second)
+		}
+	}
+	return fmt.Errorf("gave up after dpdk.wait: %w", err)
 }
 
 func (d *Daemon) newWorker(q int) (*bridge.Worker, error) {

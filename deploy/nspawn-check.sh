@@ -5,6 +5,10 @@
 #
 #   deploy/nspawn-check.sh KBRIDGE_BIN [APP_CMD] [CONFIG]
 #
+# EXTRA_BINS="path ..." copies more programs (the reference DPDK app) next
+# to kbridge, into /opt/kbridge/bin inside the container; /dev/hugepages is
+# bound in when it is mounted, so a real DPDK primary and kbridge can run.
+#
 # KBRIDGE_BIN is bound into the container and replaces
 # /usr/local/bin/kbridge (a drop-in rewrites ExecStart/ExecStopPost, so the
 # host's /usr stays untouched). APP_CMD is what dpdk-app.service runs
@@ -23,6 +27,7 @@ mkdir -p "$sys/kbridge.service.d" "$work/bin" "$work/etc"
 cp "$here/kbridge.service" "$sys/"
 cp "$here/kbridge.service.d/10-dpdk-app.conf" "$sys/kbridge.service.d/"
 cp "$bin" "$work/bin/kbridge"
+for b in ${EXTRA_BINS:-}; do cp "$b" "$work/bin/"; done
 cat >"$sys/kbridge.service.d/99-nspawn-check.conf" <<'EOF'
 [Service]
 ExecStart=
@@ -42,6 +47,10 @@ for u in systemd-firstboot.service console-getty.service getty.target; do
 done
 binds=(--bind="$sys:/etc/systemd/system" --bind-ro="$work/bin:/opt/kbridge/bin")
 [ -n "$cfg" ] && binds+=(--bind-ro="$(readlink -f "$cfg"):/etc/kbridge/kbridge.yaml")
+mountpoint -q /dev/hugepages && binds+=(--bind=/dev/hugepages)
+# EAL probes VFIO through /sys/module, which nspawn does not show; a real
+# host has it.
+[ -n "${EXTRA_BINS:-}" ] && binds+=(--bind-ro=/sys/module)
 
 nspawn_pid=
 init_pid=
@@ -98,6 +107,8 @@ if ! active; then
 	# Nothing below means anything without a running daemon (and a
 	# MainPID of 0 would make "kill 0" hit this script).
 	inside journalctl -u kbridge.service --no-pager -o cat | tail -40
+	echo "--- journal (dpdk-app.service)"
+	inside journalctl -u dpdk-app.service --no-pager -o cat | tail -20
 	exit 1
 fi
 echo "      STATUS=$(prop StatusText)"

@@ -28,8 +28,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RuntimeDir is where DPDK processes running as root keep their state.
-const RuntimeDir = "/var/run/dpdk"
+// DefaultRuntimeDir is where a DPDK process running as root keeps the
+// state of each file prefix, unless RUNTIME_DIRECTORY says otherwise.
+const DefaultRuntimeDir = "/var/run/dpdk"
 
 // ErrNoPrimary means no DPDK primary process with the given file prefix runs.
 var ErrNoPrimary = errors.New("no DPDK primary process is running")
@@ -38,6 +39,9 @@ var ErrNoPrimary = errors.New("no DPDK primary process is running")
 type EALConfig struct {
 	// FilePrefix is the app's --file-prefix.
 	FilePrefix string
+	// RuntimeDir is the app's DPDK runtime directory, holding
+	// FilePrefix/config; it must end in "/dpdk". Empty: DefaultRuntimeDir.
+	RuntimeDir string
 	// CPU is the CPU the EAL main lcore is bound to while EAL starts.
 	CPU int
 	// ControlCPUs are the CPUs for DPDK's own threads (interrupts, IPC).
@@ -69,8 +73,18 @@ func InitSecondary(cfg EALConfig) error {
 	if cfg.FilePrefix == "" {
 		return errors.New("ring: empty DPDK file prefix")
 	}
-	if err := PrimaryAlive(cfg.FilePrefix); err != nil {
+	if cfg.RuntimeDir == "" {
+		cfg.RuntimeDir = DefaultRuntimeDir
+	}
+	if err := PrimaryAlive(cfg.RuntimeDir, cfg.FilePrefix); err != nil {
 		return err
+	}
+	// EAL derives its runtime directory from RUNTIME_DIRECTORY (plus
+	// "/dpdk"). systemd sets that variable to the unit's own runtime
+	// directories, which are not the primary's: a secondary must use
+	// exactly the primary's, so say it.
+	if err := os.Setenv("RUNTIME_DIRECTORY", filepath.Dir(cfg.RuntimeDir)); err != nil {
+		return fmt.Errorf("ring: %w", err)
 	}
 	args := []string{"kbridge",
 		"--proc-type=secondary",
@@ -147,9 +161,9 @@ func ealInit(args []string) error {
 }
 
 // PrimaryAlive reports ErrNoPrimary, with what to start, when no primary with
-// that file prefix holds its configuration lock.
-func PrimaryAlive(prefix string) error {
-	path := filepath.Join(RuntimeDir, prefix, "config")
+// that file prefix holds its configuration lock in runtimeDir.
+func PrimaryAlive(runtimeDir, prefix string) error {
+	path := filepath.Join(runtimeDir, prefix, "config")
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("%w with --file-prefix=%s (%s: %v): start the DPDK application first",
 			ErrNoPrimary, prefix, path, errors.Unwrap(err))
@@ -157,7 +171,7 @@ func PrimaryAlive(prefix string) error {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	if C.rte_eal_primary_proc_alive(cpath) == 0 {
-		return fmt.Errorf("%w with --file-prefix=%s (%s is stale): start the DPDK application first",
+		return fmt.Errorf("%w with --file-prefix=%s (%s exists but no process holds it: the app exited, or is still starting): start the DPDK application first",
 			ErrNoPrimary, prefix, path)
 	}
 	return nil

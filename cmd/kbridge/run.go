@@ -33,8 +33,8 @@ func runCmd(args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
-	notify("STATUS=joining DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
-	d, err := daemon.Start(cfg, log)
+	notify("STATUS=joining the DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
+	d, err := daemon.Start(cfg, log, func(s string) { notify("STATUS=" + s) })
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/daemon"
+	"github.com/kbridge/kbridge/ring/ringtest"
 )
 
 // Frames from the app arrive whole and byte for byte, single-segment and
@@ -229,8 +233,8 @@ func TestClearErrorsAtStartUp(t *testing.T) {
 	needRoot(t)
 	dir := t.TempDir()
 	for _, c := range []struct{ name, yaml, want string }{
-		{"no primary", "dpdk:\n  file_prefix: kbit-nobody\n", "start the DPDK application first"},
-		{"no port", "dpdk:\n  file_prefix: " + prefix + "\nport: kbitnope\nstats:\n  socket: " + dir + "/s\n", `kbridge_port_create("kbitnope"`},
+		{"no primary", "dpdk:\n  file_prefix: kbit-nobody\n  wait: 0s\n", "start the DPDK application first"},
+		{"no port", "dpdk:\n  file_prefix: " + prefix + "\n  wait: 1s\nport: kbitnope\nstats:\n  socket: " + dir + "/s\n", `kbridge_port_create("kbitnope"`},
 		{"bad value", "interface:\n  mtu: 20\n", "interface.mtu: 20"},
 	} {
 		cfg := filepath.Join(dir, "c.yaml")
@@ -241,5 +245,47 @@ func TestClearErrorsAtStartUp(t *testing.T) {
 		if err == nil || !contains(string(out), c.want) {
 			t.Errorf("%s: err=%v, output %q, want it to say %q", c.name, err, out, c.want)
 		}
+	}
+}
+
+// A kbridge started before the app has created its port (a service started
+// right after the app's) waits for it, then bridges.
+func TestWaitsForTheAppsPort(t *testing.T) {
+	needRoot(t)
+	b := newBed(t, bedOpts{noStart: true, yaml: "dpdk:\n  file_prefix: " + prefix + "\n  wait: 20s\n"})
+	// Start kbridge on a port name the app creates only later.
+	late := b.name + "l"
+	cfg, err := os.ReadFile(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(cfg), "port: "+b.name+"\n", "port: "+late+"\n", 1)
+	text = strings.Replace(text, "dpdk:\n  file_prefix: "+prefix+"\nport", "port", 1) // the appended dpdk block wins
+	if err := os.WriteFile(b.cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.out = &bytes.Buffer{}
+	cmd := exec.Command("ip", "netns", "exec", nsName, kbridgeBin, "run", "--config", b.cfg)
+	cmd.Stdout, cmd.Stderr = b.out, b.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	b.cmd = cmd
+	b.exited = make(chan error, 1)
+	go func() { b.exited <- cmd.Wait() }()
+	t.Cleanup(func() { b.stop(true) })
+	waitUntil(t, "kbridge to say what it waits for", func() bool { return strings.Contains(b.out.String(), "waiting for kbridge port") })
+	port, err := ringtest.NewPort(late, 1, 1024, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(port.Free)
+	waitUntil(t, "kbridge to attach", func() bool { _, err := daemon.ReadStatus(b.sock); return err == nil })
+	ps := b.packetSocket()
+	if _, err := port.Inject(0, [][]byte{testFrame(100, 1)}, ringtestOpts(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := onlyTest(ps.receive(1, 5*time.Second)); len(got) != 1 {
+		t.Fatal("no frame through the late port")
 	}
 }
