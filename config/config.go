@@ -21,18 +21,31 @@ import (
 
 	"github.com/kbridge/kbridge/policy"
 	"github.com/kbridge/kbridge/tap"
+	"github.com/kbridge/kbridge/xdp"
 )
 
 // Config is kbridge's whole configuration.
 type Config struct {
-	DPDK DPDK `mapstructure:"dpdk" json:"dpdk"`
+	// Mode is "ring" (DPDK rings <-> TAP, the default) or "xdp" (an XDP
+	// program on the NIC steers exception traffic into kb0; see xdp).
+	Mode string `mapstructure:"mode" json:"mode"`
+	DPDK DPDK   `mapstructure:"dpdk" json:"dpdk"`
 	// Port is the name the DPDK app gave kbridge_port_create().
 	Port      string        `mapstructure:"port" json:"port"`
 	Interface tap.Config    `mapstructure:"interface" json:"interface"`
 	Workers   Workers       `mapstructure:"workers" json:"workers"`
 	Policy    policy.Policy `mapstructure:"policy" json:"policy"`
 	Stats     Stats         `mapstructure:"stats" json:"stats"`
+	// XDP configures mode xdp. Its exception interface and addresses
+	// default to interface.name and interface.addresses.
+	XDP xdp.Config `mapstructure:"xdp" json:"xdp"`
 }
+
+// The modes.
+const (
+	ModeRing = "ring"
+	ModeXDP  = "xdp"
+)
 
 // DPDK says how to join the app's DPDK instance.
 type DPDK struct {
@@ -71,6 +84,7 @@ type Stats struct {
 // Default returns the configuration an empty file gets.
 func Default() Config {
 	return Config{
+		Mode:      ModeRing,
 		DPDK:      DPDK{FilePrefix: "rte", RuntimeDir: "/var/run/dpdk", Wait: 30 * time.Second},
 		Port:      "kb0",
 		Interface: tap.DefaultConfig(),
@@ -195,8 +209,29 @@ func toMap(m map[string]any) map[string]any {
 	return out
 }
 
+// XDPConfig returns the xdp section with what it shares with interface.*.
+func (c Config) XDPConfig() xdp.Config {
+	x := c.XDP
+	if x.Exception == "" {
+		x.Exception = c.Interface.Name
+	}
+	if len(x.Addresses) == 0 {
+		x.Addresses = c.Interface.Addresses
+	}
+	return x
+}
+
 // Validate checks every value; errors name the key and the value.
 func (c Config) Validate() error {
+	switch c.Mode {
+	case ModeRing:
+	case ModeXDP:
+		if err := c.XDPConfig().Validate(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("mode: %q: must be ring (DPDK rings <-> TAP) or xdp (XDP redirect)", c.Mode)
+	}
 	if c.DPDK.FilePrefix == "" || strings.ContainsAny(c.DPDK.FilePrefix, "/ ") {
 		return fmt.Errorf("dpdk.file_prefix: %q: must be the DPDK app's --file-prefix (no '/' or spaces)", c.DPDK.FilePrefix)
 	}

@@ -15,6 +15,11 @@ import (
 // ServeControl serves GET /status (JSON) on the unix socket at path until ctx
 // ends. A stale socket of a dead daemon is replaced; a live one is an error.
 func (d *Daemon) ServeControl(ctx context.Context, path string) error {
+	return ServeControl(ctx, path, func() any { return d.Status() })
+}
+
+// ServeControl serves what status returns as JSON on GET /status.
+func ServeControl(ctx context.Context, path string, status func() any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
@@ -30,7 +35,7 @@ func (d *Daemon) ServeControl(ctx context.Context, path string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(d.Status())
+		_ = json.NewEncoder(w).Encode(status())
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -46,6 +51,20 @@ func (d *Daemon) ServeControl(ctx context.Context, path string) error {
 
 // ReadStatus asks the daemon listening on the control socket at path.
 func ReadStatus(path string) (Status, error) {
+	raw, err := ReadStatusRaw(path)
+	if err != nil {
+		return Status{}, err
+	}
+	var s Status
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return Status{}, fmt.Errorf("kbridge on %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ReadStatusRaw returns the daemon's status document as it sent it, whatever
+// its mode.
+func ReadStatusRaw(path string) (json.RawMessage, error) {
 	c := &http.Client{
 		Timeout: 2 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -55,12 +74,12 @@ func ReadStatus(path string) (Status, error) {
 	}
 	resp, err := c.Get("http://kbridge/status")
 	if err != nil {
-		return Status{}, fmt.Errorf("no kbridge answers on %s: %w", path, err)
+		return nil, fmt.Errorf("no kbridge answers on %s: %w", path, err)
 	}
 	defer resp.Body.Close()
-	var s Status
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		return Status{}, fmt.Errorf("kbridge on %s: %w", path, err)
+	var raw json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		return nil, fmt.Errorf("kbridge on %s: %w", path, err)
 	}
-	return s, nil
+	return raw, nil
 }

@@ -107,8 +107,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 // ServeMetrics serves Prometheus metrics on addr (/metrics) until ctx ends.
 func (d *Daemon) ServeMetrics(ctx context.Context, addr string) error {
+	return ServeMetrics(ctx, addr, newCollector(d))
+}
+
+// ServeMetrics serves the collector's metrics on addr (/metrics).
+func ServeMetrics(ctx context.Context, addr string, c prometheus.Collector) error {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(newCollector(d)); err != nil {
+	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	l, err := net.Listen("tcp", addr)

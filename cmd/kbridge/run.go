@@ -33,6 +33,9 @@ func runCmd(args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
+	if cfg.Mode == config.ModeXDP {
+		return runXDP(cfg, *path, log)
+	}
 	notify("STATUS=joining the DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
 	d, err := daemon.Start(cfg, log, func(s string) { notify("STATUS=" + s) })
 	if err != nil {
@@ -91,6 +94,68 @@ loop:
 	stopErr := d.Stop()
 	log.Info("stopped", "pool_in_use", d.Port().PoolInUse(), "queues", len(st.Queues))
 	return errors.Join(runErr, stopErr)
+}
+
+// runXDP runs the XDP redirect path: everything moves in the kernel, so
+// kbridge only attaches, reports and detaches.
+func runXDP(cfg config.Config, path string, log *slog.Logger) error {
+	x, err := daemon.StartXDP(cfg, log)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srvErr := make(chan error, 2)
+	go func() { srvErr <- daemon.ServeControl(ctx, cfg.Stats.Socket, func() any { return x.Status() }) }()
+	if cfg.Stats.Metrics != "" {
+		go func() { srvErr <- daemon.ServeMetrics(ctx, cfg.Stats.Metrics, x.Collector()) }()
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	changed, _ := watchFile(ctx, path)
+	notify("READY=1\nSTATUS=steering " + x.Path.Config().NIC + " -> " + x.Path.Config().Exception)
+	var runErr error
+loop:
+	for {
+		select {
+		case <-changed:
+			reloadXDP(x, path, log)
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				reloadXDP(x, path, log)
+				continue
+			}
+			log.Info("stopping", "signal", sig.String())
+			break loop
+		case err := <-srvErr:
+			if err != nil {
+				runErr = err
+				break loop
+			}
+		}
+	}
+	notify("STOPPING=1")
+	cancel()
+	err = x.Path.Close()
+	log.Info("stopped: xdp path detached")
+	return errors.Join(runErr, err)
+}
+
+// reloadXDP applies new fast-path rules live; an invalid file changes nothing.
+func reloadXDP(x *daemon.XDP, path string, log *slog.Logger) {
+	cfg, err := config.Load(path)
+	if err == nil && cfg.Mode != config.ModeXDP {
+		err = errors.New("mode changed: restart kbridge to switch modes")
+	}
+	if err == nil {
+		xc := cfg.XDPConfig().WithDefaults()
+		err = x.Path.SetRules(xc.FastPath, xc.XSKFallback)
+	}
+	if err != nil {
+		log.Error("reload refused, keeping the running rules", "err", err)
+		return
+	}
+	log.Info("reloaded", "fast_path_rules", len(cfg.XDP.FastPath))
 }
 
 // reload re-reads the configuration and applies what can change live: the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -34,13 +35,17 @@ func statsCmd(args []string) error {
 		}
 		return watch(*sock, *interval, os.Stdout)
 	}
-	st, err := daemon.ReadStatus(*sock)
+	raw, err := daemon.ReadStatusRaw(*sock)
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(st)
+	var out bytes.Buffer
+	if err := json.Indent(&out, raw, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = out.WriteTo(os.Stdout)
+	return err
 }
 
 func cleanupCmd(args []string) error {
