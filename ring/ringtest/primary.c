@@ -148,3 +148,45 @@ kbt_release(struct rte_mbuf **held, unsigned int n)
 {
 	rte_pktmbuf_free_bulk(held, n);
 }
+
+/* A frame kept in C memory, so tests can inject it without Go allocating. */
+static uint8_t kbt_pre[2048];
+static uint32_t kbt_pre_len;
+
+void
+kbt_preload(const uint8_t *f, uint32_t len)
+{
+	kbt_pre_len = len < sizeof(kbt_pre) ? len : sizeof(kbt_pre);
+	memcpy(kbt_pre, f, kbt_pre_len);
+}
+
+int
+kbt_inject_preloaded(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, uint16_t n)
+{
+	static uint32_t lens[512];
+	static uint8_t buf[512 * 2048];
+	uint16_t i;
+
+	if (n > 512)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		lens[i] = kbt_pre_len;
+		memcpy(buf + (size_t)i * kbt_pre_len, kbt_pre, kbt_pre_len);
+	}
+	return kbt_inject(p, q, mp, buf, lens, n, 0, 0);
+}
+
+/* Frees what the kernel sent without copying it out; returns the count. */
+int
+kbt_drain(struct kbridge_port *p, uint16_t q)
+{
+	struct rte_mbuf *pkts[64];
+	int total = 0;
+	uint16_t n;
+
+	while ((n = kbridge_from_kernel(p, q, pkts, RTE_DIM(pkts))) > 0) {
+		rte_pktmbuf_free_bulk(pkts, n);
+		total += n;
+	}
+	return total;
+}

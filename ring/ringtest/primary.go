@@ -137,6 +137,21 @@ func (p *Port) Collect(q, max int) [][]byte {
 	return out
 }
 
+// Preload keeps frame in C memory for InjectPreloaded.
+func Preload(frame []byte) {
+	C.kbt_preload((*C.uint8_t)(unsafe.Pointer(&frame[0])), C.uint32_t(len(frame)))
+}
+
+// InjectPreloaded hands n copies of the preloaded frame to
+// kbridge_to_kernel() without allocating in Go: for allocation tests.
+func (p *Port) InjectPreloaded(q, n int) int {
+	return int(C.kbt_inject_preloaded(p.p, C.uint16_t(q), p.pool.mp, C.uint16_t(n)))
+}
+
+// Drain frees what the kernel sent on queue q and returns how many there
+// were, without copying or allocating in Go.
+func (p *Port) Drain(q int) int { return int(C.kbt_drain(p.p, C.uint16_t(q))) }
+
 // Counters are the app side's counters of queue q.
 type Counters struct {
 	ToKernel, ToKernelDropped, FromKernel, Kicks uint64

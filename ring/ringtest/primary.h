@@ -23,6 +23,9 @@ int kbt_collect(struct kbridge_port *p, uint16_t q, uint8_t *out, uint32_t cap, 
 		uint16_t max);
 unsigned int kbt_in_use(const struct rte_mempool *mp);
 unsigned int kbt_hold(struct rte_mempool *mp, struct rte_mbuf **held, unsigned int max);
+void kbt_preload(const uint8_t *f, uint32_t len);
+int kbt_inject_preloaded(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, uint16_t n);
+int kbt_drain(struct kbridge_port *p, uint16_t q);
 void kbt_port_free(struct kbridge_port *p);
 int kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5]);
 void kbt_release(struct rte_mbuf **held, unsigned int n);
