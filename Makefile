@@ -31,9 +31,10 @@ vet:
 	$(GO) vet ./...
 
 # The test command: unit tests everywhere, then the root-only integration
-# tests on real DPDK, TAP devices and the namespace test bed.
+# tests on real DPDK, TAP devices and the namespace test bed. Packages run
+# one at a time (-p 1): several share the test bed, bpffs pins and CPU 1.
 test: deps build vet
-	$(GO) test -count=1 -timeout 30m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
+	$(GO) test -p 1 -count=1 -timeout 40m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
 
 # Unit tests only: no root, no DPDK primary, no namespaces.
 unit-test:

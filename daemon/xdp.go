@@ -42,6 +42,9 @@ type XDPStatus struct {
 func (x *XDP) Status() XDPStatus {
 	c := x.Path.Config()
 	s := XDPStatus{Mode: config.ModeXDP, NIC: c.NIC, Interface: c.Exception, AttachMode: string(x.Path.Mode())}
+	if c.Loader == xdp.LoaderPMD {
+		s.AttachMode = "pmd (the DPDK app attaches kbridge's object)"
+	}
 	st, err := x.Path.Stats()
 	if err != nil {
 		s.Error = err.Error()

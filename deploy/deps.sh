@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev
       nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3
-      ethtool iproute2 iputils-ping procps psmisc
+      ethtool iproute2 iputils-ping procps psmisc curl
       clang llvm libbpf-dev bpftool systemd-container)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -149,6 +149,31 @@ func TestTestbed(t *testing.T) {
 			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
 		}
 	})
+	t.Run("metrics and stats are live", func(t *testing.T) {
+		scrape := func() string {
+			return sh(t, "ip", "netns", "exec", "kbt-dut", "curl", "-sf", "http://127.0.0.1:9478/metrics")
+		}
+		value := func(body, name string) float64 {
+			m := regexp.MustCompile("(?m)^" + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(body)
+			if m == nil {
+				t.Fatalf("metric %s missing", name)
+			}
+			v, _ := strconv.ParseFloat(m[1], 64)
+			return v
+		}
+		const pk = `kbridge_packets_total{direction="to_kernel",queue="0"}`
+		before := value(scrape(), pk)
+		inDUT(t, "ping", "-c", "5", "-i", "0.05", peerIP)
+		after := value(scrape(), pk)
+		if after < before+5 {
+			t.Errorf("%s went from %v to %v over 5 pings", pk, before, after)
+		}
+		out := sh(t, filepath.Join(root, "bin/kbridge"), "stats", "--socket", filepath.Join(runDir, "kbridge.sock"))
+		if !strings.Contains(out, `"to_kernel_packets"`) {
+			t.Errorf("kbridge stats:\n%s", out)
+		}
+		t.Logf("to_kernel packets %v -> %v", before, after)
+	})
 	t.Run("stats and clean stop", func(t *testing.T) {
 		st, err := daemon.ReadStatus(filepath.Join(runDir, "kbridge.sock"))
 		if err != nil {

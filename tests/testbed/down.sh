@@ -52,6 +52,35 @@ for ns in "${KBT_NAMESPACES[@]}"; do
 	stop_pids "${pids[@]}"
 done
 
+# 2b. Mode xdp (KBT_MODE=xdp): what a killed kbridge or app leaves behind. DPDK
+#     22.11 attaches its program to kbt-nic through netlink, so it outlives a
+#     killed app; kbridge's pins in /sys/fs/bpf and its object file outlive a
+#     killed kbridge. Only what this bed recorded is removed: a pin is removed
+#     only if it still holds the map ID the bed's kbridge created.
+if ns_exists "$KBT_NS_DUT" && ip -n "$KBT_NS_DUT" link show "$KBT_XDP_NIC" 2>/dev/null | grep -q 'prog/xdp'; then
+	ip -n "$KBT_NS_DUT" link set dev "$KBT_XDP_NIC" xdp off 2>/dev/null || true
+	say "removed the XDP program left on $KBT_XDP_NIC"
+fi
+if [ -f "$KBT_RUN/xdp-pins" ]; then
+	while read -r pin id; do
+		if [ -z "$pin" ] || [ ! -e "$pin" ]; then continue; fi
+		if [ "$(bpf_pin_id "$pin")" = "$id" ]; then
+			rm -f "$pin"
+			say "removed pin $pin (map $id) left by the bed's kbridge"
+		fi
+	done <"$KBT_RUN/xdp-pins"
+	rm -f "$KBT_RUN/xdp-pins"
+fi
+if [ -f "$KBT_RUN/xdp-object" ]; then
+	obj=$(cat "$KBT_RUN/xdp-object")
+	if [ -n "$obj" ] && [ -e "$obj" ]; then
+		rm -f "$obj"
+		say "removed $obj"
+	fi
+	rm -f "$KBT_RUN/xdp-object"
+fi
+rm -f "$KBT_RUN/mode"
+
 # 3. Namespaces. Deleting a namespace deletes the veths and TAPs inside it.
 for ns in "${KBT_NAMESPACES[@]}"; do
 	if ns_exists "$ns"; then
@@ -74,6 +103,8 @@ fi
 # 4. Ganesha's per-bed state (recovery dirs, krb5 ccache); logs are kept for
 #    post-mortems and truncated by the next up.sh.
 rm -rf "$KBT_RUN/ganesha"
+# kbridge's control socket, left by a killed kbridge (every process is gone now).
+rm -f "$KBT_RUN/kbridge.sock"
 
 # 5. DPDK runtime dirs and hugepage files of the bed's prefixes, if nothing uses them.
 for prefix in $(dpdk_bed_prefixes); do

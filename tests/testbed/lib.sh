@@ -241,3 +241,125 @@ dpdk_bed_prefixes() {
 		done
 	} | sort -u
 }
+
+# ---- spawning into a namespace without a new mount namespace ----------------
+# spawn_net NAME NS CMD...: like spawn, but enters only the network namespace
+# (nsenter --net). "ip netns exec" also unshares the mount namespace and mounts
+# a fresh /sys, which hides bpffs (/sys/fs/bpf): kbridge's pins and the PMD's
+# libbpf must see the same bpffs, so mode xdp starts both this way.
+spawn_net() {
+	local name=$1 ns=$2 pid
+	shift 2
+	: >"$KBT_RUN/$name.log"
+	setsid nsenter --net="/run/netns/$ns" "$@" </dev/null >>"$KBT_RUN/$name.log" 2>&1 9>&- &
+	pid=$!
+	echo "$pid" >"$KBT_RUN/$name.pid"
+	SPAWNED_PID=$pid
+}
+
+# ---- mode xdp ----------------------------------------------------------------
+# With loader: pmd, kbridge pins its maps by name directly in bpffs' root
+# (libbpf in DPDK 22.11 looks there and nowhere else), so one such path runs
+# per host. These are the pins; $KBT_RUN/xdp-pins records "PATH MAP_ID" for
+# the ones the bed's kbridge created, so that down.sh removes exactly those.
+KBT_BPFFS=/sys/fs/bpf
+KBT_XDP_PINS=(xsks_map steer_config stats)
+KBT_XDP_NIC=kbt-nic
+KBT_FAST_UDP_PORT=4789 # the fast-path rule of kbridge-xdp.yaml and the refapp's --own-udp-port
+
+# bpf_pin_id PATH: the ID of the map pinned at PATH, or nothing.
+bpf_pin_id() {
+	[ -e "$1" ] || return 0
+	bpftool map show pinned "$1" 2>/dev/null | awk -F: 'NR == 1 && $1 ~ /^[0-9]+$/ { print $1 }'
+}
+
+# bpf_map_users MAP_ID: "ID:NAME" of every loaded program that uses the map.
+bpf_map_users() {
+	bpftool prog show 2>/dev/null | awk -v m="$1" '
+		/^[0-9]+:/ { id = $1; sub(":", "", id); name = "?"
+			for (i = 1; i < NF; i++) if ($i == "name") name = $(i + 1) }
+		/map_ids/ { for (i = 1; i < NF; i++) if ($i == "map_ids") {
+			n = split($(i + 1), ids, ",")
+			for (j = 1; j <= n; j++) if (ids[j] == m) print id ":" name } }'
+}
+
+# xdp_pins_busy: prints and succeeds if maps pinned in bpffs' root under the
+# names kbridge uses are in use by a loaded program (another loader-pmd path:
+# a bed, or the xdp package's tests). Stale pins that no program uses do not
+# count: kbridge removes those itself.
+xdp_pins_busy() {
+	local p id users busy=1
+	for p in "${KBT_XDP_PINS[@]}"; do
+		id=$(bpf_pin_id "$KBT_BPFFS/$p")
+		[ -n "$id" ] || continue
+		users=$(bpf_map_users "$id" | tr '\n' ' ')
+		if [ -n "$users" ]; then
+			echo "$KBT_BPFFS/$p (map $id) is used by program(s) $users"
+			busy=0
+		fi
+	done
+	return $busy
+}
+
+# ---- sharing the bed with other users of this machine ----------------------
+# up.sh and down.sh hold $KBT_LOCKFILE only while they run; the bed itself may
+# stay up for minutes (a benchmark, a test). A script that measures on the bed
+# claims it for its whole run: it takes the lock, and if someone else's bed is
+# up (live processes recorded in $KBT_RUN or running in the namespaces) it lets
+# go of the lock and waits for that bed to come down instead of tearing it down.
+# While the claim is held, other up.sh/down.sh calls wait for the lock.
+
+# kbt_bed_users: "PID(comm)" of live processes of the bed, one per line.
+kbt_bed_users() {
+	local f pid ns
+	{
+		for f in "$KBT_RUN"/*.pid; do
+			[ -f "$f" ] || continue
+			pid=$(tr -dc '0-9' <"$f" 2>/dev/null || true)
+			[ -n "$pid" ] && pid_in_bed "$pid" && echo "$pid"
+		done
+		for ns in "${KBT_NAMESPACES[@]}"; do
+			ns_exists "$ns" || continue
+			for pid in $(ip netns pids "$ns" 2>/dev/null || true); do
+				pid_alive "$pid" && echo "$pid"
+			done
+		done
+	} | sort -un | while read -r pid; do echo "$pid($(pid_comm "$pid"))"; done
+}
+
+# kbt_claim_bed [TIMEOUT_S]: wait (default 1800 s) until the bed is free, then
+# hold $KBT_LOCKFILE on fd 9 until kbt_release_bed or exit. Nested up.sh and
+# down.sh see KBT_LOCK_HELD=1 and do not lock again.
+kbt_claim_bed() {
+	local timeout=${1:-1800} deadline users said=0
+	deadline=$(($(date +%s) + timeout))
+	while :; do
+		exec 9>"$KBT_LOCKFILE"
+		if flock -w 60 9; then
+			users=$(kbt_bed_users | tr '\n' ' ')
+			if [ -z "$users" ]; then
+				export KBT_LOCK_HELD=1
+				[ "$said" = 0 ] || say "the test bed is free now"
+				return 0
+			fi
+			flock -u 9
+		else
+			users="(another script holds $KBT_LOCKFILE)"
+		fi
+		exec 9>&-
+		if [ "$(date +%s)" -ge "$deadline" ]; then
+			die "the test bed is still in use after ${timeout}s: $users; if that is a crashed run, tests/testbed/down.sh removes it"
+		fi
+		if [ "$said" = 0 ]; then
+			say "the test bed is in use by someone else: $users; waiting (up to ${timeout}s)"
+			said=1
+		fi
+		sleep 10
+	done
+}
+
+kbt_release_bed() {
+	unset KBT_LOCK_HELD
+	flock -u 9 2>/dev/null || true
+	exec 9>&-
+}

@@ -13,6 +13,14 @@
 #   KBT_VERIFY=1         also run check-nfs.sh from kbt-direct (full listing + hash)
 #   KBT_HUGEPAGES=N      2 MB hugepages to reserve (default 512)
 #   KBT_APP_CPU / KBT_OTHER_CPUS  override the CPU placement
+#   KBT_MODE=xdp         the XDP variant: kbridge in mode xdp (loader pmd, config
+#                        tests/testbed/kbridge-xdp.yaml) starts first, then the DPDK
+#                        app on kbt-nic through net_af_xdp with kbridge's object.
+#                        Default (unset or "ring"): the ring bed, unchanged.
+#   KBT_XDP_OBJECT=FILE  mode xdp: the object kbridge writes (xdp.object_file of the
+#                        config; default: read from it, else /run/kbridge/xdp-kbt-nic.o)
+#   KBT_XDP_PIN_WAIT=S   mode xdp: wait up to S s (default 120) for another
+#                        loader-pmd path to release the pins in /sys/fs/bpf
 set -euo pipefail
 # shellcheck source=tests/testbed/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -23,7 +31,16 @@ kbt_cpus
 T0=$(now)
 trap 'say "testbed-up FAILED (exit $?); logs are in $KBT_RUN; clean up with tests/testbed/down.sh"' ERR
 
-KBRIDGE_CONFIG=${KBRIDGE_CONFIG:-$KBT_DIR/kbridge.yaml}
+MODE=${KBT_MODE:-ring}
+case $MODE in
+ring | xdp) ;;
+*) die "KBT_MODE=$MODE: must be ring (the default) or xdp" ;;
+esac
+if [ "$MODE" = xdp ]; then
+	KBRIDGE_CONFIG=${KBRIDGE_CONFIG:-$KBT_DIR/kbridge-xdp.yaml}
+else
+	KBRIDGE_CONFIG=${KBRIDGE_CONFIG:-$KBT_DIR/kbridge.yaml}
+fi
 KBT_APP=${KBT_APP:-$KBT_ROOT/bin/kbridge-refapp}
 KBT_KBRIDGE=${KBT_KBRIDGE:-$KBT_ROOT/bin/kbridge}
 NO_BRIDGE=${KBT_NO_BRIDGE:-0}
@@ -32,6 +49,11 @@ NO_BRIDGE=${KBT_NO_BRIDGE:-0}
 for tool in ganesha.nfsd nfs-ls nfs-cat sockperf iperf3 ethtool taskset setsid; do
 	command -v "$tool" >/dev/null || die "missing tool: $tool"
 done
+if [ "$MODE" = xdp ]; then
+	for tool in nsenter bpftool; do
+		command -v "$tool" >/dev/null || die "missing tool for KBT_MODE=xdp: $tool"
+	done
+fi
 if [ "$NO_BRIDGE" = 0 ]; then
 	[ -x "$KBT_APP" ] || die "reference DPDK app not found at $KBT_APP (run make build, or set KBT_APP)"
 	[ -x "$KBT_KBRIDGE" ] || die "kbridge not found at $KBT_KBRIDGE (run make build, or set KBT_KBRIDGE)"
@@ -192,9 +214,73 @@ if [ "${KBT_VERIFY:-0}" = 1 ]; then
 	"$KBT_DIR/check-nfs.sh" "$KBT_NS_DIRECT" "$KBT_ALT_IP" >&2
 fi
 
+# Mode xdp: the remote end of the "NIC" receives what kbridge_return redirects
+# out of kbt-nic (a native XDP redirect, ndo_xdp_xmit of the veth), and a veth
+# drops such frames unless its peer has NAPI: GRO on kbt-wire gives it NAPI.
+# (tx checksum offload is off on kbt-wire already, which TCP into an XDP path
+# needs: an XDP frame carries no checksum state.)
+if [ "$MODE" = xdp ]; then
+	ip netns exec "$KBT_NS_PEER" ethtool -K kbt-wire gro on >/dev/null
+fi
+echo "$MODE" >"$KBT_RUN/mode"
+
 if [ "$NO_BRIDGE" = 1 ]; then
 	say "KBT_NO_BRIDGE=1: not starting the DPDK app or kbridge; kbt-nic in $KBT_NS_DUT is free for another forwarder"
 	say "ready in $(since "$T0")"
+	echo "testbed up"
+	exit 0
+fi
+
+if [ "$MODE" = xdp ]; then
+	# ---- 6x. mode xdp: kbridge first, then the DPDK app through net_af_xdp -------
+	# kbridge (loader: pmd) pins the maps in /sys/fs/bpf, creates the veth
+	# kb0 / kb0-x, attaches kbridge_return to kb0-x and writes the BPF object;
+	# the app's net_af_xdp loads that object (xdp_prog=), attaches its first
+	# program, kbridge_steer, to kbt-nic, reuses the pinned maps and puts its
+	# AF_XDP socket into xsks_map. Both are started with nsenter --net, not
+	# ip netns exec, so that they see the same bpffs (see spawn_net).
+	XDP_OBJ=${KBT_XDP_OBJECT:-$(awk '/^[[:space:]]+object_file:/ { gsub(/["\047]/, "", $2); print $2; exit }' "$KBRIDGE_CONFIG")}
+	XDP_OBJ=${XDP_OBJ:-/run/kbridge/xdp-$KBT_XDP_NIC.o}
+	grep -Eq '^mode:[[:space:]]*"?xdp"?[[:space:]]*(#.*)?$' "$KBRIDGE_CONFIG" ||
+		die "KBT_MODE=xdp needs a configuration with mode: xdp and loader: pmd; $KBRIDGE_CONFIG has none"
+	pin_wait=${KBT_XDP_PIN_WAIT:-120}
+	if busy=$(xdp_pins_busy); then
+		say "another loader-pmd XDP path holds the pins in $KBT_BPFFS: $busy"
+		wait_for "the pins in $KBT_BPFFS to be released" "$pin_wait" "" "" eval '! xdp_pins_busy'
+	fi
+	rm -f "$XDP_OBJ" "$KBT_RUN/xdp-pins" "$KBT_RUN/xdp-object"
+	echo "$XDP_OBJ" >"$KBT_RUN/xdp-object"
+	say "starting kbridge run --config $KBRIDGE_CONFIG (mode xdp) on CPUs ${KBT_OTHER_CPUS:-any}"
+	spawn_net kbridge "$KBT_NS_DUT" "${KBT_PIN_OTHER[@]}" "$KBT_KBRIDGE" run --config "$KBRIDGE_CONFIG"
+	KBRIDGE_PID=$SPAWNED_PID
+	wait_for "kbridge to attach (kb0 and $XDP_OBJ)" 20 "$KBRIDGE_PID" "$KBT_RUN/kbridge.log" \
+		eval "test -s '$XDP_OBJ' && ip -n '$KBT_NS_DUT' link show kb0"
+	# Record the pins this bed's kbridge made: down.sh removes exactly these if
+	# a killed kbridge could not.
+	for p in "${KBT_XDP_PINS[@]}"; do
+		id=$(bpf_pin_id "$KBT_BPFFS/$p")
+		[ -n "$id" ] && echo "$KBT_BPFFS/$p $id" >>"$KBT_RUN/xdp-pins"
+	done
+
+	"$KBT_DIR/hugepages.sh" >&2
+	for prefix in $(dpdk_bed_prefixes); do dpdk_cleanup_prefix "$prefix"; done
+	say "starting the DPDK app $KBT_APP on CPU $KBT_APP_CPU (net_af_xdp on $KBT_XDP_NIC, xdp_prog=$XDP_OBJ)"
+	spawn_net refapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_APP" \
+		-l "$KBT_APP_CPU" --file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci \
+		--vdev "net_af_xdp0,iface=$KBT_XDP_NIC,start_queue=0,queue_count=1,xdp_prog=$XDP_OBJ" \
+		-- --port kb0 --own-udp-port "$KBT_FAST_UDP_PORT"
+	APP_PID=$SPAWNED_PID
+	wait_for "the DPDK app to report ready" 30 "$APP_PID $KBRIDGE_PID" "$KBT_RUN/refapp.log $KBT_RUN/kbridge.log" \
+		grep -q '^kbridge-refapp: ready' "$KBT_RUN/refapp.log"
+	wait_for "an XDP program on $KBT_XDP_NIC" 10 "$APP_PID $KBRIDGE_PID" "$KBT_RUN/refapp.log" \
+		eval "ip -n '$KBT_NS_DUT' link show '$KBT_XDP_NIC' | grep -q 'prog/xdp'"
+	wait_for "$KBT_PEER_IP to answer a ping through kb0 (XDP redirect)" 20 "$APP_PID $KBRIDGE_PID" \
+		"$KBT_RUN/refapp.log $KBT_RUN/kbridge.log" \
+		ip netns exec "$KBT_NS_DUT" ping -c1 -W1 "$KBT_PEER_IP"
+	for p in "$APP_PID" "$KBRIDGE_PID"; do
+		pid_alive "$p" || { log_tail "$KBT_RUN/refapp.log"; log_tail "$KBT_RUN/kbridge.log"; die "pid $p died"; }
+	done
+	say "ready in $(since "$T0") (mode xdp)"
 	echo "testbed up"
 	exit 0
 fi

@@ -1,0 +1,509 @@
+// Package e2exdp brings up the XDP variant of the test bed (KBT_MODE=xdp
+// tests/testbed/up.sh): kbridge in mode xdp with loader pmd, and the reference
+// DPDK app on kbt-nic through net_af_xdp with kbridge's object. It checks what
+// a user would: ping, TCP and NFS reach kb0 through the XDP redirect both
+// ways, fast-path UDP reaches the app and not the kernel, kbridge's counters
+// move, and the tear-down leaves no program, pin, veth or process behind.
+package e2exdp
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	peerIP      = "198.18.0.1" // kbt-wire in kbt-peer
+	dutIP       = "198.18.0.2" // kb0 in kbt-dut
+	runDir      = "/run/kbt"
+	lockFile    = "/run/kbt.lock"
+	fastPort    = 4789 // the fast-path rule of kbridge-xdp.yaml, the refapp's --own-udp-port
+	treeEntries = 2000*3 + 1
+	nic         = "kbt-nic"
+)
+
+func repoRoot(t *testing.T) string {
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// bedEnv: up.sh and down.sh must not take the lock this test already holds.
+var bedEnv = []string{"KBT_LOCK_HELD=1"}
+
+func command(env []string, name string, args ...string) *exec.Cmd {
+	c := exec.Command(name, args...)
+	c.Env = append(append(os.Environ(), bedEnv...), env...)
+	return c
+}
+
+func sh(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := command(nil, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// clientCPU is where clients run: off the app's lcore, the highest CPU
+// (TESTBED.md: clients `taskset -c 0`).
+func clientCPU() string { return "0" }
+
+func in(t *testing.T, ns string, args ...string) string {
+	t.Helper()
+	return sh(t, "ip", append([]string{"netns", "exec", ns, "taskset", "-c", clientCPU()}, args...)...)
+}
+
+func pidOf(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(runDir, name+".pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+func waitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return !alive(pid)
+}
+
+// claimBed waits until no one else's test bed is up, then holds
+// /run/kbt.lock for the whole test, so that another user's up.sh waits for
+// this test instead of tearing its bed down (the protocol of kbt_claim_bed in
+// tests/testbed/lib.sh).
+func claimBed(t *testing.T, root string) {
+	// Wait as long as the test binary's -timeout allows, less what the test
+	// itself needs; KBT_BED_WAIT overrides.
+	wait := 10 * time.Minute
+	if d, ok := t.Deadline(); ok {
+		wait = time.Until(d) - 2*time.Minute
+	}
+	if v, err := time.ParseDuration(os.Getenv("KBT_BED_WAIT")); err == nil {
+		wait = v
+	}
+	deadline := time.Now().Add(wait)
+	users := func() string {
+		out, _ := exec.Command("bash", "-c", ". "+filepath.Join(root, "tests/testbed/lib.sh")+" && kbt_bed_users").Output()
+		return strings.Join(strings.Fields(string(out)), " ")
+	}
+	said := false
+	for {
+		f, err := os.OpenFile(lockFile, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		who := "(another script holds " + lockFile + ")"
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			if who = users(); who == "" {
+				t.Cleanup(func() { f.Close() })
+				if said {
+					t.Logf("the test bed is free now")
+				}
+				return
+			}
+		}
+		f.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("the test bed is still in use after %v: %s (a crashed run? tests/testbed/down.sh removes it; KBT_BED_WAIT sets the wait)", wait, who)
+		}
+		if !said {
+			t.Logf("the test bed is in use by someone else: %s; waiting up to %v", who, wait)
+			said = true
+		}
+		time.Sleep(5 * time.Second)
+	}
+}
+
+type xdpStatus struct {
+	Mode       string `json:"mode"`
+	AttachMode string `json:"attach_mode"`
+	Actions    map[string]struct {
+		Packets uint64 `json:"packets"`
+		Bytes   uint64 `json:"bytes"`
+	} `json:"actions"`
+}
+
+func TestXDPBed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the XDP test bed is skipped in -short mode")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the XDP test bed needs root (namespaces, XDP, DPDK): run it with sudo make test")
+	}
+	root := repoRoot(t)
+	for _, bin := range []string{"bin/kbridge", "bin/kbridge-refapp"} {
+		if _, err := os.Stat(filepath.Join(root, bin)); err != nil {
+			t.Fatalf("%s missing: run make build (make test does)", bin)
+		}
+	}
+	for _, tool := range []string{"bpftool", "nsenter", "iperf3", "nfs-ls", "nfs-cat", "ganesha.nfsd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s missing: run make deps", tool)
+		}
+	}
+	kbridge := filepath.Join(root, "bin/kbridge")
+	sock := filepath.Join(runDir, "kbridge.sock")
+	start := time.Now()
+	claimBed(t, root)
+	if w := time.Since(start); w > time.Second {
+		t.Logf("waited %v for the test bed", w.Round(time.Second))
+	}
+
+	// What the bed records, read before the tear-down removes the records.
+	var pins []string // "PATH MAP_ID"
+	var object string
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, log := range []string{"kbridge.log", "refapp.log"} {
+				b, _ := os.ReadFile(filepath.Join(runDir, log))
+				t.Logf("%s:\n%s", log, b)
+			}
+		}
+		if out, err := command(nil, "bash", filepath.Join(root, "tests/testbed/down.sh")).CombinedOutput(); err != nil {
+			t.Errorf("down.sh: %v\n%s", err, out)
+		}
+		checkNothingLeft(t, pins, object)
+	})
+	upStart := time.Now()
+	out, err := command([]string{"KBT_MODE=xdp"}, "bash", filepath.Join(root, "tests/testbed/up.sh")).Output()
+	if err != nil || !strings.Contains(string(out), "testbed up") {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("KBT_MODE=xdp up.sh: %v\n%s%s", err, out, stderr)
+	}
+	t.Logf("xdp test bed up in %v", time.Since(upStart).Round(time.Millisecond))
+	if b, err := os.ReadFile(filepath.Join(runDir, "xdp-pins")); err == nil {
+		pins = strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	if b, err := os.ReadFile(filepath.Join(runDir, "xdp-object")); err == nil {
+		object = strings.TrimSpace(string(b))
+	}
+	if len(pins) != 3 {
+		t.Errorf("the bed recorded pins %q, want xsks_map, steer_config and stats", pins)
+	}
+	kbPID, appPID := pidOf(t, "kbridge"), pidOf(t, "refapp")
+
+	status := func(t *testing.T) xdpStatus {
+		t.Helper()
+		var s xdpStatus
+		if err := json.Unmarshal([]byte(sh(t, kbridge, "stats", "--socket", sock)), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	counter := func(s xdpStatus, action string) uint64 { return s.Actions[action].Packets }
+
+	t.Run("placement and programs", func(t *testing.T) {
+		ncpu := runtime.NumCPU()
+		if ncpu < 2 {
+			t.Skip("one CPU: nothing is pinned")
+		}
+		app := strconv.Itoa(ncpu - 1)
+		others := "0"
+		if ncpu > 2 {
+			others = fmt.Sprintf("0-%d", ncpu-2)
+		}
+		for _, c := range []struct {
+			pid  int
+			want string
+		}{{appPID, app}, {kbPID, others}} {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid))
+			m := regexp.MustCompile(`(?m)^Cpus_allowed_list:\s*(\S+)`).FindSubmatch(b)
+			if m == nil || string(m[1]) != c.want {
+				t.Errorf("pid %d runs on CPUs %q, want %s (TESTBED.md's placement)", c.pid, m, c.want)
+			}
+		}
+		link := sh(t, "ip", "-n", "kbt-dut", "-d", "link", "show", nic)
+		if !strings.Contains(link, "prog/xdp") {
+			t.Fatalf("no XDP program on %s:\n%s", nic, link)
+		}
+		id := regexp.MustCompile(`prog/xdp id (\d+)`).FindStringSubmatch(link)
+		if id == nil {
+			t.Fatalf("no program id in:\n%s", link)
+		}
+		if p := sh(t, "bpftool", "prog", "show", "id", id[1]); !strings.Contains(p, "kbridge_steer") {
+			t.Errorf("the program on %s is not kbridge_steer:\n%s", nic, p)
+		}
+		if s := status(t); s.Mode != "xdp" {
+			t.Errorf("kbridge stats: mode %q, want xdp", s.Mode)
+		}
+	})
+
+	t.Run("ping both ways", func(t *testing.T) {
+		for _, c := range []struct{ ns, ip string }{{"kbt-dut", peerIP}, {"kbt-peer", dutIP}} {
+			out := in(t, c.ns, "ping", "-c", "10", "-i", "0.05", "-W", "2", c.ip)
+			if !strings.Contains(out, " 0% packet loss") {
+				t.Errorf("ping from %s to %s:\n%s", c.ns, c.ip, out)
+			}
+		}
+	})
+
+	for _, dir := range []struct{ name, flag string }{{"tcp to peer", ""}, {"tcp from peer", "-R"}} {
+		t.Run(dir.name, func(t *testing.T) {
+			args := []string{"iperf3", "-c", peerIP, "-p", "5201", "-t", "2", "-J"}
+			if dir.flag != "" {
+				args = append(args, dir.flag)
+			}
+			var res struct {
+				End struct {
+					SumReceived struct {
+						Bytes         float64 `json:"bytes"`
+						BitsPerSecond float64 `json:"bits_per_second"`
+					} `json:"sum_received"`
+				} `json:"end"`
+			}
+			if err := json.Unmarshal([]byte(in(t, "kbt-dut", args...)), &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.End.SumReceived.Bytes < 1<<20 {
+				t.Errorf("iperf3 %s moved %.0f bytes", dir.flag, res.End.SumReceived.Bytes)
+			}
+			t.Logf("iperf3 %s: %.0f Mbit/s", dir.flag, res.End.SumReceived.BitsPerSecond/1e6)
+		})
+	}
+
+	t.Run("nfs listing", func(t *testing.T) {
+		start := time.Now()
+		out := in(t, "kbt-dut", "nfs-ls", "-R", "nfs://"+peerIP+"/export?version=4")
+		n := len(strings.Split(strings.TrimSpace(out), "\n"))
+		if n != treeEntries {
+			t.Errorf("nfs-ls -R listed %d entries, want %d", n, treeEntries)
+		}
+		t.Logf("nfs-ls -R: %d entries in %v", n, time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("nfs big file hash", func(t *testing.T) {
+		want, err := os.ReadFile("/var/lib/kbt/big.bin.sha256")
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		out := sh(t, "bash", "-o", "pipefail", "-c", "ip netns exec kbt-dut taskset -c "+clientCPU()+
+			" nfs-cat 'nfs://"+peerIP+"/export/big.bin?version=4' | sha256sum")
+		if got := strings.Fields(out)[0]; got != strings.TrimSpace(string(want)) {
+			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
+		}
+		t.Logf("nfs-cat big.bin (256 MiB) in %v", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("fast path reaches the app, not the kernel", func(t *testing.T) {
+		const n = 200
+		rx := func() uint64 {
+			v, err := strconv.ParseUint(strings.TrimSpace(sh(t, "ip", "netns", "exec", "kbt-dut",
+				"cat", "/sys/class/net/kb0/statistics/rx_packets")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		udp := func() string { // the kernel's UDP counters in kbt-dut
+			return sh(t, "ip", "netns", "exec", "kbt-dut", "nstat", "-asz", "UdpInDatagrams", "UdpNoPorts", "UdpInErrors")
+		}
+		udpRE := regexp.MustCompile(`(?m)^(Udp\w+)\s+(\d+)`)
+		udpSum := func(s string) (sum uint64) {
+			for _, m := range udpRE.FindAllStringSubmatch(s, -1) {
+				v, _ := strconv.ParseUint(m[2], 10, 64)
+				sum += v
+			}
+			return sum
+		}
+		own0 := appOwn(t, appPID)
+		s0 := status(t)
+		// ARP for kb0 is fresh from the pings; make sure, so that no
+		// ARP exchange falls into the window below.
+		in(t, "kbt-peer", "ping", "-c", "1", "-W", "2", dutIP)
+		rx0, udp0 := rx(), udpSum(udp())
+		// n datagrams from the remote host to kb0's address, port 4789.
+		in(t, "kbt-peer", "bash", "-c", fmt.Sprintf(
+			"for i in $(seq %d); do echo fast-path-$i >/dev/udp/%s/%d; done", n, dutIP, fastPort))
+		var own1 uint64
+		deadline := time.Now().Add(5 * time.Second)
+		for own1 = appOwn(t, appPID); own1 < own0+n && time.Now().Before(deadline); own1 = appOwn(t, appPID) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		rx1, udp1 := rx(), udpSum(udp())
+		s1 := status(t)
+		t.Logf("refapp own %d -> %d; kb0 rx_packets %d -> %d; kernel UDP counters %d -> %d; fast_path %d -> %d",
+			own0, own1, rx0, rx1, udp0, udp1, counter(s0, "fast_path"), counter(s1, "fast_path"))
+		if own1 < own0+n {
+			t.Errorf("the app's own= counter rose by %d, want %d", own1-own0, n)
+		}
+		if rx1 != rx0 {
+			t.Errorf("kb0 received %d packets while only fast-path UDP was sent: the kernel saw fast-path traffic", rx1-rx0)
+		}
+		if udp1 != udp0 {
+			t.Errorf("the kernel's UDP counters in kbt-dut moved by %d", udp1-udp0)
+		}
+		if d := counter(s1, "fast_path") - counter(s0, "fast_path"); d < n {
+			t.Errorf("kbridge's fast_path counter rose by %d, want >= %d", d, n)
+		}
+		if d := counter(s1, "xsk_miss") - counter(s0, "xsk_miss"); d != 0 {
+			t.Errorf("xsk_miss rose by %d: the app's AF_XDP socket was not in xsks_map", d)
+		}
+	})
+
+	t.Run("counters move", func(t *testing.T) {
+		metric := func(action string) float64 {
+			body := sh(t, "ip", "netns", "exec", "kbt-dut", "curl", "-sf", "http://127.0.0.1:9478/metrics")
+			m := regexp.MustCompile(`(?m)^kbridge_xdp_packets_total\{action="` + action + `"\} (\S+)$`).FindStringSubmatch(body)
+			if m == nil {
+				t.Fatalf("kbridge_xdp_packets_total{action=%q} missing from /metrics", action)
+			}
+			v, _ := strconv.ParseFloat(m[1], 64)
+			return v
+		}
+		s0, e0, r0 := status(t), metric("exception"), metric("returned")
+		in(t, "kbt-dut", "ping", "-c", "5", "-i", "0.05", "-W", "2", peerIP)
+		s1, e1, r1 := status(t), metric("exception"), metric("returned")
+		for _, a := range []string{"exception", "returned"} {
+			if d := counter(s1, a) - counter(s0, a); d < 5 {
+				t.Errorf("kbridge stats: %s rose by %d over 5 pings", a, d)
+			}
+		}
+		if e1 < e0+5 || r1 < r0+5 {
+			t.Errorf("metrics: exception %v -> %v, returned %v -> %v over 5 pings", e0, e1, r0, r1)
+		}
+		for _, a := range []string{"aborted", "drop", "pass"} {
+			if v := counter(s1, a); v != 0 {
+				t.Errorf("kbridge stats: %s = %d, want 0", a, v)
+			}
+		}
+		t.Logf("kbridge stats after the run: %+v", s1.Actions)
+	})
+
+	t.Run("clean stop", func(t *testing.T) {
+		if err := syscall.Kill(kbPID, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if !waitGone(kbPID, 10*time.Second) {
+			t.Fatal("kbridge did not stop on SIGTERM")
+		}
+		log, _ := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
+		if !strings.Contains(string(log), "xdp path detached") {
+			t.Errorf("kbridge did not log a clean detach:\n%s", log)
+		}
+		if out := sh(t, "ip", "-n", "kbt-dut", "link"); strings.Contains(out, "kb0") {
+			t.Errorf("kb0 or kb0-x still exists after kbridge stopped:\n%s", out)
+		}
+		for _, p := range pins {
+			if f := strings.Fields(p); len(f) == 2 {
+				if _, err := os.Stat(f[0]); err == nil {
+					t.Errorf("pin %s still exists after kbridge stopped", f[0])
+				}
+			}
+		}
+		if _, err := os.Stat(object); object != "" && err == nil {
+			t.Errorf("object file %s still exists after kbridge stopped", object)
+		}
+		if err := syscall.Kill(appPID, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if !waitGone(appPID, 10*time.Second) {
+			t.Fatal("the DPDK app did not stop on SIGTERM")
+		}
+		if link := sh(t, "ip", "-n", "kbt-dut", "link", "show", nic); strings.Contains(link, "prog/xdp") {
+			t.Errorf("the app left its XDP program on %s:\n%s", nic, link)
+		}
+	})
+}
+
+// appOwn asks the reference app for its counters (SIGUSR1) and returns the
+// own= count of the newest line it printed after the signal.
+func appOwn(t *testing.T, pid int) uint64 {
+	t.Helper()
+	path := filepath.Join(runDir, "refapp.log")
+	re := regexp.MustCompile(`(?m)^kbridge-refapp: stats rx=\d+ own=(\d+)`)
+	count := func() (int, string) {
+		b, _ := os.ReadFile(path)
+		all := re.FindAllStringSubmatch(string(b), -1)
+		if len(all) == 0 {
+			return 0, ""
+		}
+		return len(all), all[len(all)-1][1]
+	}
+	n0, _ := count()
+	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+		t.Fatalf("SIGUSR1 to the app: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if n, v := count(); n > n0 {
+			own, _ := strconv.ParseUint(v, 10, 64)
+			return own
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the app printed no stats line on SIGUSR1")
+	return 0
+}
+
+// checkNothingLeft: after testbed-down no namespace, veth, program, pin,
+// object file or process of the bed remains.
+func checkNothingLeft(t *testing.T, pins []string, object string) {
+	out, _ := exec.Command("ip", "netns", "list").CombinedOutput()
+	for _, ns := range []string{"kbt-peer", "kbt-dut", "kbt-direct"} {
+		if strings.Contains(string(out), ns) {
+			t.Errorf("namespace %s left after testbed-down", ns)
+		}
+	}
+	links, _ := exec.Command("ip", "-o", "link").CombinedOutput()
+	for _, l := range []string{"kbt-wire", "kbt-nic", "kbt-alt", "kbt-base", " kb0", " kb0-x"} {
+		if strings.Contains(string(links), l+":") || strings.Contains(string(links), l+"@") {
+			t.Errorf("link %s left in the root namespace after testbed-down", strings.TrimSpace(l))
+		}
+	}
+	for _, p := range pins {
+		f := strings.Fields(p)
+		if len(f) != 2 {
+			continue
+		}
+		// A pin of the same name may belong to someone else by now; only
+		// the bed's own map ID counts.
+		if out, err := exec.Command("bpftool", "map", "show", "pinned", f[0]).Output(); err == nil &&
+			strings.HasPrefix(string(out), f[1]+":") {
+			t.Errorf("pin %s (map %s) left after testbed-down", f[0], f[1])
+		}
+	}
+	if object != "" {
+		if _, err := os.Stat(object); err == nil {
+			t.Errorf("object file %s left after testbed-down", object)
+		}
+	}
+	pids, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
+	for _, p := range pids {
+		b, _ := os.ReadFile(p)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && alive(pid) {
+			t.Errorf("process %d (%s) still alive after testbed-down", pid, filepath.Base(p))
+		}
+	}
+}
