@@ -155,12 +155,24 @@ func (w *Worker) Run() error {
 			ladder.Reset(*p, now)
 		}
 		step := ladder.Next(moved > 0, now)
-		if moved == 0 {
+		if moved == 0 && cur.Mode != policy.Fixed {
 			w.counters.SpinNanos.Add(uint64(now - last))
 		}
 		switch step.Kind {
+		case policy.Yield:
+			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		case policy.Sleep:
 			w.counters.Sleeps.Add(1)
+			if w.canKick {
+				// A kickable sleep: the app wakes the worker as soon
+				// as a packet comes, instead of it waiting out the
+				// sleep. Only an app that cannot kick gets a plain
+				// precise sleep.
+				if err := w.park(step.D, cur); err != nil {
+					return err
+				}
+				break
+			}
 			w.waiter.Sleep(step.D)
 		case policy.Park:
 			if err := w.park(step.D, cur); err != nil {

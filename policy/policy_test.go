@@ -21,6 +21,7 @@ func TestLadderTransitions(t *testing.T) {
 		want   Step
 	}
 	poll := Step{Kind: Poll}
+	yield := Step{Kind: Yield}
 	park := Step{Kind: Park, D: p.ParkTimeout}
 	sleep := func(d time.Duration) Step { return Step{Kind: Sleep, D: d} }
 	cases := map[Mode][]call{
@@ -36,14 +37,14 @@ func TestLadderTransitions(t *testing.T) {
 		},
 		Adaptive: {
 			{true, 0, poll},
-			{false, 49 * us, poll}, // still spinning
+			{false, 49 * us, yield}, // still spinning, politely
 			{false, 50 * us, sleep(10 * us)},
 			{false, 61 * us, sleep(20 * us)},
 			{false, 82 * us, sleep(40 * us)},
 			{false, 123 * us, park}, // past backoff.max
 			{false, 200 * us, park},
 			{true, 300 * us, poll}, // traffic: back to spinning
-			{false, 349 * us, poll},
+			{false, 349 * us, yield},
 			{false, 350 * us, sleep(10 * us)},
 		},
 	}
@@ -57,6 +58,22 @@ func TestLadderTransitions(t *testing.T) {
 					mode, i, c.worked, c.at, got.Kind, got.D, c.want.Kind, c.want.D)
 			}
 		}
+	}
+}
+
+func TestAdaptiveWithoutBackoffParksAfterSpinning(t *testing.T) {
+	p := Default()
+	p.Spin = 50 * us
+	p.Backoff = Backoff{}
+	if err := p.Validate("policy"); err != nil {
+		t.Fatalf("backoff off is valid: %v", err)
+	}
+	l := NewLadder(p, 0)
+	if s := l.Next(false, 49*us); s.Kind != Yield {
+		t.Fatalf("within spin: %v", s.Kind)
+	}
+	if s := l.Next(false, 50*us); s.Kind != Park || s.D != p.ParkTimeout {
+		t.Fatalf("after spin: %v %v, want a park", s.Kind, s.D)
 	}
 }
 
@@ -85,7 +102,7 @@ func TestValidateNamesKeyAndValue(t *testing.T) {
 		want string
 	}{
 		{func(p *Policy) { p.Mode = "turbo" }, `policy.mode: "turbo"`},
-		{func(p *Policy) { p.Backoff.Min = 0 }, "policy.backoff.min: 0s"},
+		{func(p *Policy) { p.Backoff.Min = 0 }, "policy.backoff.min: 0s: must be above 0 when backoff.max"},
 		{func(p *Policy) { p.Backoff.Max = 5 * us; p.Backoff.Min = 10 * us }, "policy.backoff.max: 5µs"},
 		{func(p *Policy) { p.Interval = 20 * time.Second }, "policy.interval: 20s"},
 		{func(p *Policy) { p.Spin = -1 }, "policy.spin: -1ns"},

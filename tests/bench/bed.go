@@ -1,0 +1,342 @@
+package main
+
+// The test bed and the forwarders: bring the bed up and down with the scripts
+// of tests/testbed, switch kbridge's policy live, start testpmd in its place.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Addresses and files of TESTBED.md.
+const (
+	peerIP     = "198.18.0.1" // kbt-peer, seen from kbt-dut through kb0
+	altIP      = "198.18.1.1" // kbt-peer, seen from kbt-direct
+	nsDUT      = "kbt-dut"
+	nsDirect   = "kbt-direct"
+	runDir     = "/run/kbt"
+	statsSock  = runDir + "/kbridge.sock"
+	nfsEntries = 6001
+)
+
+// Forwarder is one column of the comparison.
+type Forwarder struct {
+	Name   string
+	Kind   string // "direct", "kbridge" or "testpmd"
+	Policy string // kbridge: the YAML policy block
+	Mode   string // kbridge: the mode `kbridge stats` shows once it applies
+}
+
+// allForwarders in the order they are measured and shown.
+var allForwarders = []Forwarder{
+	{Name: "direct", Kind: "direct"},
+	{Name: "kbridge-busy", Kind: "kbridge", Mode: "busy", Policy: "policy:\n  mode: busy\n"},
+	{Name: "kbridge-adaptive", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n"},
+	{Name: "kbridge-interrupt", Kind: "kbridge", Mode: "interrupt", Policy: "policy:\n  mode: interrupt\n"},
+	{Name: "kni-4ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 4ms\n"},
+	{Name: "kni-1ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 1ms\n"},
+	{Name: "testpmd", Kind: "testpmd"},
+}
+
+// NS and IP a client of this forwarder uses.
+func (f Forwarder) target() (ns, ip string) {
+	if f.Kind == "direct" {
+		return nsDirect, altIP
+	}
+	return nsDUT, peerIP
+}
+
+// selectForwarders parses the -forwarders flag ("all" or a comma list).
+func selectForwarders(list string) ([]Forwarder, error) {
+	if list == "" || list == "all" {
+		return allForwarders, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var out []Forwarder
+	for _, f := range allForwarders {
+		if want[f.Name] {
+			out = append(out, f)
+			delete(want, f.Name)
+		}
+	}
+	if len(want) > 0 {
+		var bad, names []string
+		for n := range want {
+			bad = append(bad, n)
+		}
+		for _, f := range allForwarders {
+			names = append(names, f.Name)
+		}
+		return nil, fmt.Errorf("unknown forwarder(s) %s; known: %s", strings.Join(bad, ","), strings.Join(names, ","))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-forwarders selects nothing")
+	}
+	return out, nil
+}
+
+// withPolicy returns the YAML config with its top-level policy block replaced.
+func withPolicy(base, block string) string {
+	var keep []string
+	inPolicy := false
+	for _, line := range strings.Split(strings.TrimRight(base, "\n"), "\n") {
+		top := line != "" && line[0] != ' ' && line[0] != '\t' && line[0] != '#'
+		if top {
+			inPolicy = strings.HasPrefix(line, "policy:")
+		}
+		if !inPolicy {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n") + "\n" + block
+}
+
+// run executes a command with a bounded time and returns its stdout. On
+// timeout or cancellation the process gets SIGTERM, then SIGKILL 3 s later.
+// The error carries the last line of stderr.
+func run(ctx context.Context, timeout time.Duration, env []string, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 3 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() == context.DeadlineExceeded {
+		return stdout.Bytes(), fmt.Errorf("%s timed out after %v", filepath.Base(name), timeout)
+	}
+	if err != nil {
+		msg := lastLine(stderr.String())
+		if msg == "" {
+			msg = lastLine(stdout.String())
+		}
+		return stdout.Bytes(), fmt.Errorf("%s: %v: %s", filepath.Base(name), err, msg)
+	}
+	return stdout.Bytes(), nil
+}
+
+// Bed drives tests/testbed.
+type Bed struct {
+	root     string // repository root
+	cfgPath  string // kbridge's configuration (a private copy)
+	baseCfg  string
+	cpus     string // client CPU list ("" = no pinning)
+	fwdPID   int    // kbridge or testpmd
+	appPID   int    // reference app (kbridge beds)
+	kind     string // what is up: "", "kbridge", "testpmd"
+	progress func(format string, a ...any)
+}
+
+func (b *Bed) script(name string) string { return filepath.Join(b.root, "tests/testbed", name) }
+
+// pin prefixes a client command with taskset for the non-app CPUs.
+func (b *Bed) pin(ns string, args ...string) []string {
+	out := []string{"netns", "exec", ns}
+	if b.cpus != "" {
+		out = append(out, "taskset", "-c", b.cpus)
+	}
+	return append(out, args...)
+}
+
+// up brings up the bed (up.sh may wait up to 5 min for /run/kbt.lock) for kind "kbridge" (starting with the given policy) or
+// "testpmd" (bed without bridge, testpmd in its place).
+func (b *Bed) up(ctx context.Context, kind, policy string) error {
+	b.kind, b.fwdPID, b.appPID = kind, 0, 0
+	switch kind {
+	case "kbridge":
+		if err := writeAtomic(b.cfgPath, withPolicy(b.baseCfg, policy)); err != nil {
+			return err
+		}
+		if _, err := run(ctx, 6*time.Minute, []string{"KBRIDGE_CONFIG=" + b.cfgPath}, b.script("up.sh")); err != nil {
+			return err
+		}
+		var err error
+		if b.fwdPID, err = readPID("kbridge"); err != nil {
+			return err
+		}
+		b.appPID, err = readPID("refapp")
+		return err
+	case "testpmd":
+		if _, err := run(ctx, 6*time.Minute, []string{"KBT_NO_BRIDGE=1"}, b.script("up.sh")); err != nil {
+			return err
+		}
+		if _, err := run(ctx, 2*time.Minute, nil, b.script("testpmd-forwarder.sh"), "start"); err != nil {
+			return err
+		}
+		var err error
+		b.fwdPID, err = readPID("testpmd")
+		return err
+	}
+	return fmt.Errorf("unknown bed kind %q", kind)
+}
+
+// down stops testpmd (if any) and tears the bed down. It uses its own
+// context: it must run after Ctrl-C too.
+func (b *Bed) down() error {
+	ctx := context.Background()
+	var errs []error
+	if b.kind == "testpmd" {
+		if _, err := run(ctx, time.Minute, nil, b.script("testpmd-forwarder.sh"), "stop"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := run(ctx, 2*time.Minute, nil, b.script("down.sh")); err != nil {
+		errs = append(errs, err)
+	}
+	b.kind, b.fwdPID, b.appPID = "", 0, 0
+	return errors.Join(errs...)
+}
+
+// alive reports an error if the forwarder this bed started is gone (crashed,
+// or the bed was torn down by someone else).
+func (b *Bed) alive() error {
+	if b.fwdPID == 0 {
+		return nil
+	}
+	if err := syscall.Kill(b.fwdPID, 0); err != nil {
+		return fmt.Errorf("forwarder pid %d is gone (see %s/*.log)", b.fwdPID, runDir)
+	}
+	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "testpmd": "testpmd"}[b.kind]); err != nil || pid != b.fwdPID {
+		return fmt.Errorf("the bed was replaced under us (pid file no longer names %d)", b.fwdPID)
+	}
+	return nil
+}
+
+// setPolicy rewrites kbridge's configuration, sends SIGHUP and waits until
+// kbridge logged the reload and `kbridge stats` shows the mode.
+func (b *Bed) setPolicy(ctx context.Context, f Forwarder) error {
+	logPath := filepath.Join(runDir, "kbridge.log")
+	fi, err := os.Stat(logPath)
+	if err != nil {
+		return err
+	}
+	off := fi.Size()
+	if err := writeAtomic(b.cfgPath, withPolicy(b.baseCfg, f.Policy)); err != nil {
+		return err
+	}
+	if err := syscall.Kill(b.fwdPID, syscall.SIGHUP); err != nil {
+		return fmt.Errorf("SIGHUP to kbridge pid %d: %v", b.fwdPID, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		logged := ""
+		if data, err := os.ReadFile(logPath); err == nil && int64(len(data)) > off {
+			logged = string(data[off:])
+		}
+		if strings.Contains(logged, "reload refused") {
+			return fmt.Errorf("kbridge refused the new policy: %s", lastLine(logged))
+		}
+		applied := strings.Contains(logged, "msg=reloaded") || strings.Contains(logged, "policy unchanged")
+		if applied {
+			if mode, _, err := b.stats(ctx); err == nil && mode == f.Mode {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kbridge did not switch to %s within 10s", f.Mode)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (b *Bed) stats(ctx context.Context) (string, Counters, error) {
+	out, err := run(ctx, 5*time.Second, nil, filepath.Join(b.root, "bin/kbridge"), "stats", "--socket", statsSock)
+	if err != nil {
+		return "", Counters{}, err
+	}
+	return parseStats(out)
+}
+
+func readPID(name string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(runDir, name+".pid"))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("bad pid in %s.pid", name)
+	}
+	return pid, nil
+}
+
+// writeAtomic replaces a file by rename, so that kbridge's file watcher never
+// reads half a configuration.
+func writeAtomic(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// clientCPUs mirrors kbt_cpus in tests/testbed/lib.sh: the highest CPU is the
+// app's, clients get the rest (KBT_OTHER_CPUS overrides).
+func clientCPUs(ncpu int) string {
+	if v, ok := os.LookupEnv("KBT_OTHER_CPUS"); ok {
+		return v
+	}
+	switch {
+	case ncpu <= 1:
+		return ""
+	case ncpu == 2:
+		return "0"
+	default:
+		return fmt.Sprintf("0-%d", ncpu-2)
+	}
+}
+
+// inUse reports the bed's namespaces that exist with processes in them: a bed
+// someone else (a test, another benchmark) is using. up.sh would tear it down.
+func inUse(ctx context.Context) []string {
+	var busy []string
+	for _, ns := range []string{"kbt-peer", nsDUT, nsDirect} {
+		if _, err := os.Stat("/run/netns/" + ns); err != nil {
+			continue
+		}
+		if out, err := run(ctx, 5*time.Second, nil, "ip", "netns", "pids", ns); err == nil && len(bytes.TrimSpace(out)) > 0 {
+			busy = append(busy, ns)
+		}
+	}
+	return busy
+}
+
+// waitFree waits until no one else uses the bed, at most max.
+func waitFree(ctx context.Context, max time.Duration, log func(string, ...any)) error {
+	deadline := time.Now().Add(max)
+	for first := true; ; first = false {
+		busy := inUse(ctx)
+		if len(busy) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the test bed is in use by someone else (processes in %s) for more than %v; "+
+				"wait, or pass -wait-bed 0 -force to take it over", strings.Join(busy, ", "), max)
+		}
+		if first {
+			log("the test bed is in use by someone else (processes in %s): waiting up to %v", strings.Join(busy, ", "), max)
+		}
+		if err := sleepCtx(ctx, 5*time.Second); err != nil {
+			return err
+		}
+	}
+}

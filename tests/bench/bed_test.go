@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestWithPolicy(t *testing.T) {
+	base := `# comment
+dpdk:
+  file_prefix: kbt
+policy:
+  mode: adaptive
+  spin: 50us
+
+  # indented comment inside the block
+stats:
+  socket: /run/kbt/kbridge.sock
+`
+	got := withPolicy(base, "policy:\n  mode: fixed\n  interval: 1ms\n")
+	want := `# comment
+dpdk:
+  file_prefix: kbt
+stats:
+  socket: /run/kbt/kbridge.sock
+policy:
+  mode: fixed
+  interval: 1ms
+`
+	if got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	// A config without a policy block just gets one.
+	if got := withPolicy("port: kb0\n", "policy:\n  mode: busy\n"); got != "port: kb0\npolicy:\n  mode: busy\n" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestSelectForwarders(t *testing.T) {
+	all, err := selectForwarders("all")
+	if err != nil || len(all) != 7 || all[0].Name != "direct" || all[6].Name != "testpmd" {
+		t.Fatalf("all: %v %v", all, err)
+	}
+	// Table order, whatever order the flag lists them in.
+	fs, err := selectForwarders("testpmd, kbridge-adaptive,direct")
+	if err != nil || names(fs) != "direct,kbridge-adaptive,testpmd" {
+		t.Errorf("subset: %q %v", names(fs), err)
+	}
+	if _, err := selectForwarders("direct,kni-2ms"); err == nil || !strings.Contains(err.Error(), "kni-2ms") {
+		t.Errorf("unknown name: %v", err)
+	}
+	for _, f := range all {
+		if f.Kind == "kbridge" && !strings.Contains(f.Policy, "mode: "+f.Mode+"\n") {
+			t.Errorf("%s: policy %q does not set mode %s", f.Name, f.Policy, f.Mode)
+		}
+	}
+}
+
+func TestClientCPUs(t *testing.T) {
+	t.Setenv("KBT_OTHER_CPUS", "")
+	if got := clientCPUs(2); got != "" { // explicitly empty: no pinning, like lib.sh
+		t.Errorf("override: %q", got)
+	}
+}
+
+func TestClientCPUsDefault(t *testing.T) {
+	if _, set := os.LookupEnv("KBT_OTHER_CPUS"); set {
+		t.Skip("KBT_OTHER_CPUS is set in the environment")
+	}
+	for n, want := range map[int]string{1: "", 2: "0", 8: "0-6"} {
+		if got := clientCPUs(n); got != want {
+			t.Errorf("clientCPUs(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestPin(t *testing.T) {
+	b := &Bed{cpus: "0"}
+	if got := strings.Join(b.pin("kbt-dut", "sockperf", "pp"), " "); got != "netns exec kbt-dut taskset -c 0 sockperf pp" {
+		t.Errorf("pin: %q", got)
+	}
+}

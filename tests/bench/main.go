@@ -1,0 +1,148 @@
+// Command kbt-bench is `make bench`: it measures kbridge in each polling mode,
+// the KNI emulation, testpmd's TAP PMD path and the direct veth floor side by
+// side on the namespace test bed (TESTBED.md), and writes a markdown report
+// and a latency CDF picture to results/.
+//
+//	sudo make bench                       # or: sudo go run ./tests/bench
+//	sudo bin/kbt-bench -forwarders direct,kbridge-adaptive,testpmd -quick
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(mainErr())
+}
+
+func mainErr() int {
+	fwList := flag.String("forwarders", "all", "comma-separated subset of: direct,kbridge-busy,kbridge-adaptive,kbridge-interrupt,kni-4ms,kni-1ms,testpmd")
+	quick := flag.Bool("quick", false, "shorten every workload (a smoke test, not a measurement)")
+	root := flag.String("root", ".", "repository root (holds tests/testbed and bin/)")
+	outDir := flag.String("out", "results", "directory for the report, the picture and raw outputs")
+	waitBed := flag.Duration("wait-bed", 15*time.Minute, "wait this long for a test bed someone else is using to go away")
+	force := flag.Bool("force", false, "take the test bed over even if someone else is using it (up.sh tears it down)")
+	flag.Parse()
+
+	start := time.Now()
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "bench [%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench: error:", err); return 1 }
+
+	fws, err := selectForwarders(*fwList)
+	if err != nil {
+		return fail(err)
+	}
+	if os.Geteuid() != 0 {
+		return fail(fmt.Errorf("must run as root (network namespaces, DPDK, hugepages): sudo make bench"))
+	}
+	if *root, err = filepath.Abs(*root); err != nil {
+		return fail(err)
+	}
+	baseCfg, err := os.ReadFile(filepath.Join(*root, "tests/testbed/kbridge.yaml"))
+	if err != nil {
+		return fail(fmt.Errorf("%v (run from the repository root, or pass -root)", err))
+	}
+	for _, f := range []string{"bin/kbridge", "bin/kbridge-refapp"} {
+		if _, err := os.Stat(filepath.Join(*root, f)); err != nil {
+			return fail(fmt.Errorf("%s missing: run make build", f))
+		}
+	}
+	for _, tool := range []string{"sockperf", "iperf3", "nfs-ls", "taskset", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fail(fmt.Errorf("missing tool %s: run make deps", tool))
+		}
+	}
+
+	stamp := start.UTC().Format("20060102T150405Z")
+	raw := filepath.Join(*outDir, "raw-"+stamp)
+	if err := os.MkdirAll(raw, 0o755); err != nil {
+		return fail(err)
+	}
+	tmp, err := os.MkdirTemp("", "kbt-bench-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmp)
+
+	ncpu := runtime.NumCPU()
+	bed := &Bed{root: *root, cfgPath: filepath.Join(tmp, "kbridge.yaml"), baseCfg: string(baseCfg), cpus: clientCPUs(ncpu)}
+	d := fullDurations
+	if *quick {
+		d = quickDurations
+	}
+	rn := &Runner{bed: bed, d: d, clkTck: clkTck(), rawDir: raw, log: logf}
+	m := machineInfo(*root, ncpu, bed.cpus, *quick)
+	m.BusyStart = busyProcesses(2*time.Second, rn.clkTck, 10)
+	logf("forwarders: %s; clients on CPUs %q; load average %s; other busy processes: %s", names(fws), bed.cpus, m.LoadStart, m.BusyStart)
+
+	// Ctrl-C / SIGTERM: the running command is stopped, the bed torn down
+	// (runBed defers it), and what was measured so far is still reported.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	res, order := map[string]*Result{}, []string{}
+	for _, f := range fws {
+		res[f.Name] = newResult(f.Name)
+		order = append(order, f.Name)
+	}
+	rn.runAll(ctx, fws, res, *waitBed, *force)
+
+	m.LoadEnd = loadAvg()
+	if ctx.Err() == nil {
+		m.BusyEnd = busyProcesses(2*time.Second, rn.clkTck, 10)
+	}
+	m.Duration = time.Since(start).Round(time.Second).String()
+	m.Interrupted = ctx.Err() != nil
+	m.RawDir = raw
+
+	var series []Series
+	for _, n := range order {
+		if len(res[n].Lat) > 0 {
+			series = append(series, Series{Name: n, Lat: res[n].Lat})
+		}
+	}
+	png := filepath.Join(*outDir, "latency-cdf-"+stamp+".png")
+	if len(series) > 0 {
+		title := fmt.Sprintf("kbridge test bed, %s, %d CPUs, HZ=%s: sockperf TCP ping-pong, %v continuous", m.Started, ncpu, m.HZ, d.PP)
+		if err := writeCDF(png, title, series); err != nil {
+			logf("latency CDF: %v", err)
+		} else {
+			m.PlotFile = filepath.Base(png)
+		}
+	}
+	report := render(m, order, res, d)
+	fmt.Print(report)
+	mdPath := filepath.Join(*outDir, "bench-"+stamp+".md")
+	if err := os.WriteFile(mdPath, []byte(report), 0o644); err != nil {
+		return fail(err)
+	}
+	if m.PlotFile != "" {
+		logf("report: %s; latency CDF: %s", mdPath, png)
+	} else {
+		logf("report: %s (no latency data, no CDF)", mdPath)
+	}
+	if m.Interrupted {
+		return 130
+	}
+	return 0
+}
+
+func names(fs []Forwarder) string {
+	var n []string
+	for _, f := range fs {
+		n = append(n, f.Name)
+	}
+	return strings.Join(n, ",")
+}

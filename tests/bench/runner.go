@@ -1,0 +1,232 @@
+package main
+
+// The runner: bring up a bed per kind of forwarder, switch kbridge's policy
+// between forwarders, run every workload with the forwarder's CPU time and
+// counters around it, tear the bed down whatever happens.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+var allWorkloads = []string{wIdle, wPP, wCold, wNFS, wUp, wDown}
+
+// Runner measures forwarders on a bed.
+type Runner struct {
+	bed    *Bed
+	d      Durations
+	clkTck int
+	rawDir string // raw outputs (full logs, stats) kept for post-mortems
+	log    func(format string, a ...any)
+}
+
+// runAll measures the forwarders: kbridge's bed first (direct is measured
+// there too, before any kbridge mode), then testpmd's. Errors end up in the
+// results, never abort the run.
+func (rn *Runner) runAll(ctx context.Context, fws []Forwarder, res map[string]*Result, waitBed time.Duration, force bool) {
+	var kb, tp []Forwarder
+	for _, f := range fws {
+		if f.Kind == "testpmd" {
+			tp = append(tp, f)
+		} else {
+			kb = append(kb, f)
+		}
+	}
+	if !hasKind(kb, "kbridge") && len(tp) > 0 {
+		tp, kb = append(kb, tp...), nil // no kbridge: measure direct on testpmd's bed
+	}
+	for _, group := range [][]Forwarder{kb, tp} {
+		if len(group) > 0 && ctx.Err() == nil {
+			rn.runBed(ctx, group, res, waitBed, force)
+		}
+	}
+	if ctx.Err() != nil {
+		for _, f := range fws {
+			for _, k := range allWorkloads {
+				if _, done := res[f.Name].Errs[k]; !done && !measured(res[f.Name], k) && !(f.Kind == "direct" && k == wIdle) {
+					res[f.Name].Errs[k] = "interrupted"
+				}
+			}
+		}
+	}
+}
+
+// runBed brings one bed up, measures its forwarders and tears it down.
+func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]*Result, waitBed time.Duration, force bool) {
+	bed := rn.bed
+	failAll := func(fs []Forwarder, msg string) {
+		if ctx.Err() != nil {
+			msg = "interrupted"
+		}
+		for _, f := range fs {
+			for _, k := range allWorkloads {
+				res[f.Name].Errs[k] = msg
+			}
+		}
+	}
+	// kbridge starts adaptive (parked when idle), so that direct, measured
+	// first on this bed, does not share CPU 0 with a spinning kbridge.
+	kind, policy := "kbridge", "policy:\n  mode: adaptive\n"
+	if hasKind(group, "testpmd") {
+		kind = "testpmd"
+	}
+	if !force {
+		if err := waitFree(ctx, waitBed, rn.log); err != nil {
+			rn.log("%v", err)
+			failAll(group, "test bed: "+err.Error())
+			return
+		}
+	}
+	rn.log("bringing the test bed up for %s", kind)
+	t0 := time.Now()
+	defer func() {
+		if kind == "kbridge" {
+			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge.log"))
+		}
+		rn.log("tearing the %s bed down", kind)
+		if err := bed.down(); err != nil {
+			rn.log("teardown: %v", err)
+		}
+	}()
+	if err := bed.up(ctx, kind, policy); err != nil {
+		rn.log("test bed for %s failed: %v", kind, err)
+		failAll(group, "test bed: "+err.Error())
+		return
+	}
+	rn.log("test bed up in %.1fs (forwarder pid %d)", time.Since(t0).Seconds(), bed.fwdPID)
+	for _, f := range group {
+		if ctx.Err() != nil {
+			return
+		}
+		if f.Kind == "kbridge" {
+			if err := bed.setPolicy(ctx, f); err != nil {
+				rn.log("%s: %v", f.Name, err)
+				failAll([]Forwarder{f}, "policy switch: "+err.Error())
+				continue
+			}
+			rn.log("%s: kbridge switched to %q", f.Name, strings.ReplaceAll(strings.TrimSpace(f.Policy), "\n", " "))
+		}
+		procs0, t1 := allProcs(), time.Now()
+		rn.measure(ctx, f, res[f.Name])
+		res[f.Name].Foreign = strings.Join(busyList(procs0, outsideBed(allProcs()), rn.clkTck, time.Since(t1).Seconds(), 5), ", ")
+		if f.Kind == "kbridge" {
+			if out, err := run(ctx, 5*time.Second, nil, filepath.Join(bed.root, "bin/kbridge"), "stats", "--socket", statsSock); err == nil {
+				_ = os.WriteFile(filepath.Join(rn.rawDir, f.Name+"-stats.json"), out, 0o644)
+			}
+		}
+	}
+}
+
+// measure runs every workload against f. A failing workload is recorded in
+// r.Errs and the next one runs.
+func (rn *Runner) measure(ctx context.Context, f Forwarder, r *Result) {
+	ns, ip := f.target()
+	steps := []struct {
+		key string
+		fn  func(context.Context) error
+	}{
+		{wIdle, func(ctx context.Context) error { return rn.idle(ctx, f, r) }},
+		{wPP, func(ctx context.Context) error { return rn.pingPong(ctx, f, ns, ip, false, r) }},
+		{wCold, func(ctx context.Context) error { return rn.pingPong(ctx, f, ns, ip, true, r) }},
+		{wNFS, func(ctx context.Context) error { return rn.nfs(ctx, f, ns, ip, r) }},
+		{wUp, func(ctx context.Context) error { return rn.iperf(ctx, ns, ip, false, r) }},
+		{wDown, func(ctx context.Context) error { return rn.iperf(ctx, ns, ip, true, r) }},
+	}
+	for _, s := range steps {
+		if s.key == wIdle && f.Kind == "direct" {
+			continue // no forwarder to watch
+		}
+		if ctx.Err() != nil {
+			r.Errs[s.key] = "interrupted"
+			continue
+		}
+		if err := rn.bed.alive(); f.Kind != "direct" && err != nil {
+			r.Errs[s.key] = err.Error()
+			rn.log("%s: %s: skipped: %v", f.Name, workloadNames[s.key], err)
+			continue
+		}
+		rn.log("%s: %s ...", f.Name, workloadNames[s.key])
+		t0 := time.Now()
+		err := rn.withCPU(ctx, f, s.key, r, s.fn)
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("interrupted")
+		}
+		if err != nil {
+			r.Errs[s.key] = err.Error()
+			rn.log("%s: %s: error after %.1fs: %v", f.Name, workloadNames[s.key], time.Since(t0).Seconds(), err)
+		} else {
+			rn.log("%s: %s done in %.1fs%s", f.Name, workloadNames[s.key], time.Since(t0).Seconds(), r.summary(s.key))
+		}
+	}
+}
+
+// withCPU runs fn and records the forwarder's CPU use and kbridge's counters
+// over it.
+func (rn *Runner) withCPU(ctx context.Context, f Forwarder, key string, r *Result, fn func(context.Context) error) error {
+	pid := rn.bed.fwdPID
+	if f.Kind == "direct" {
+		pid = 0
+	}
+	var before Counters
+	haveStats := false
+	if f.Kind == "kbridge" {
+		if _, c, err := rn.bed.stats(ctx); err == nil {
+			before, haveStats = c, true
+		}
+	}
+	t0 := time.Now()
+	ticks0, cpuErr := procTicks(pid)
+	err := fn(ctx)
+	ticks1, cpuErr1 := procTicks(pid)
+	wall := time.Since(t0).Seconds()
+	if pid != 0 && key != wIdle && cpuErr == nil && cpuErr1 == nil { // idle measures its own window
+		r.CPU[key] = cpuPercent(ticks1-ticks0, rn.clkTck, wall)
+	}
+	if haveStats {
+		if _, c, err := rn.bed.stats(ctx); err == nil {
+			r.Counters[key] = c.sub(before)
+		}
+	}
+	return err
+}
+
+// measured reports whether a workload produced a figure.
+func measured(r *Result, key string) bool {
+	switch key {
+	case wIdle:
+		_, ok := r.CPU[wIdle]
+		return ok
+	case wNFS:
+		return r.NFS > 0
+	case wPP:
+		return r.PP.N > 0
+	case wCold:
+		return r.Cold.N > 0
+	case wUp:
+		return r.Up > 0
+	case wDown:
+		return r.Down > 0
+	}
+	return false
+}
+
+func hasKind(fs []Forwarder, kind string) bool {
+	for _, f := range fs {
+		if f.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o644)
+}

@@ -1,0 +1,233 @@
+package main
+
+// The workloads, each measured against one forwarder, with the forwarder's
+// CPU time and (for kbridge) its counters around it.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Workload keys, in table order.
+const (
+	wIdle = "idle"
+	wNFS  = "nfs"
+	wPP   = "pp"
+	wCold = "cold"
+	wUp   = "up"
+	wDown = "down"
+)
+
+var workloadNames = map[string]string{
+	wIdle: "idle", wNFS: "NFS ls -R", wPP: "ping-pong", wCold: "cold ping-pong",
+	wUp: "iperf3 to peer", wDown: "iperf3 from peer",
+}
+
+// Durations of one run; -quick shortens them all.
+type Durations struct {
+	Idle, PP, Cold, Iperf time.Duration
+	NFSRuns               int
+}
+
+var (
+	fullDurations  = Durations{Idle: 5 * time.Second, PP: 5 * time.Second, Cold: 10 * time.Second, Iperf: 5 * time.Second, NFSRuns: 3}
+	quickDurations = Durations{Idle: 2 * time.Second, PP: 2 * time.Second, Cold: 3 * time.Second, Iperf: 2 * time.Second, NFSRuns: 1}
+)
+
+// Result is everything measured for one forwarder.
+type Result struct {
+	Name     string
+	NFS      float64 // seconds, best of NFSRuns
+	NFSRuns  int
+	PP, Cold Latency
+	Up, Down float64            // Gbit/s
+	CPU      map[string]float64 // workload -> % of one core used by the forwarder process
+	AppCPU   float64            // reference app's lcore at idle (kbridge beds), -1 if n/a
+	Counters map[string]Counters
+	Errs     map[string]string // workload -> error
+	Lat      []float64         // continuous ping-pong observations, for the CDF
+	Foreign  string            // other load while this forwarder was measured
+}
+
+func newResult(name string) *Result {
+	return &Result{Name: name, CPU: map[string]float64{}, Counters: map[string]Counters{},
+		Errs: map[string]string{}, AppCPU: -1}
+}
+
+// procTicks returns utime+stime of a process (all its threads), 0 for pid 0.
+func procTicks(pid int) (uint64, error) {
+	if pid == 0 {
+		return 0, nil
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	p, err := parseProcStat(string(data))
+	return p.Ticks, err
+}
+
+// idle waits 1 s without traffic, then measures the CPU of the forwarder
+// (and of the reference app's lcore) over d.Idle.
+func (rn *Runner) idle(ctx context.Context, f Forwarder, r *Result) error {
+	if err := sleepCtx(ctx, time.Second); err != nil {
+		return err
+	}
+	pids := []int{rn.bed.fwdPID}
+	if f.Kind == "kbridge" && rn.bed.appPID != 0 {
+		pids = append(pids, rn.bed.appPID)
+	}
+	t0 := time.Now()
+	var before []uint64
+	for _, p := range pids {
+		t, _ := procTicks(p)
+		before = append(before, t)
+	}
+	if err := sleepCtx(ctx, rn.d.Idle); err != nil {
+		return err
+	}
+	wall := time.Since(t0).Seconds()
+	for i, p := range pids {
+		t, err := procTicks(p)
+		if err != nil {
+			return err
+		}
+		pct := cpuPercent(t-before[i], rn.clkTck, wall)
+		if i == 0 {
+			r.CPU[wIdle] = pct
+		} else {
+			r.AppCPU = pct
+		}
+	}
+	return nil
+}
+
+func (rn *Runner) pingPong(ctx context.Context, f Forwarder, ns, ip string, cold bool, r *Result) error {
+	d, kind := rn.d.PP, "pp"
+	args := []string{"sockperf", "pp", "--tcp", "-i", ip, "-p", "11111"}
+	if cold {
+		d, kind = rn.d.Cold, "cold"
+		args = append(args, "--mps", "10")
+	}
+	full := filepath.Join(rn.rawDir, fmt.Sprintf("%s-%s.csv", f.Name, kind))
+	args = append(args, "-t", fmt.Sprint(int(d.Seconds())), "--full-log", full)
+	out, err := run(ctx, d+30*time.Second, nil, "ip", rn.bed.pin(ns, args...)...)
+	_ = os.WriteFile(strings.TrimSuffix(full, ".csv")+".out", out, 0o644)
+	if err != nil {
+		return err
+	}
+	l, err := parseSockperf(string(out))
+	if err != nil {
+		return err
+	}
+	if cold {
+		r.Cold = l
+		return nil
+	}
+	r.PP = l
+	text, err := os.ReadFile(full)
+	if err != nil {
+		return fmt.Errorf("full log: %v", err)
+	}
+	r.Lat, err = parseFullLog(string(text))
+	return err
+}
+
+// nfs lists the whole export, best of NFSRuns; the KNI emulations run it once
+// with a generous timeout (4 ms per poll).
+func (rn *Runner) nfs(ctx context.Context, f Forwarder, ns, ip string, r *Result) error {
+	runs, timeout := rn.d.NFSRuns, 2*time.Minute
+	if strings.HasPrefix(f.Name, "kni-") {
+		runs, timeout = 1, 10*time.Minute
+	}
+	url := fmt.Sprintf("nfs://%s/export?version=4", ip)
+	best := 0.0
+	for i := 0; i < runs; i++ {
+		t0 := time.Now()
+		out, err := run(ctx, timeout, nil, "ip", rn.bed.pin(ns, "nfs-ls", "-R", url)...)
+		sec := time.Since(t0).Seconds()
+		if err != nil {
+			return err
+		}
+		if n := countLines(out); n != nfsEntries {
+			return fmt.Errorf("nfs-ls listed %d entries, want %d", n, nfsEntries)
+		}
+		rn.log("%s: NFS run %d/%d: %.2fs", f.Name, i+1, runs, sec)
+		if best == 0 || sec < best {
+			best = sec
+		}
+	}
+	r.NFS, r.NFSRuns = best, runs
+	return nil
+}
+
+func (rn *Runner) iperf(ctx context.Context, ns, ip string, reverse bool, r *Result) error {
+	args := []string{"iperf3", "-c", ip, "-p", "5201", "-J", "--connect-timeout", "5000",
+		"-t", fmt.Sprint(int(rn.d.Iperf.Seconds()))}
+	if reverse {
+		args = append(args, "-R")
+	}
+	out, err := run(ctx, rn.d.Iperf+30*time.Second, nil, "ip", rn.bed.pin(ns, args...)...)
+	gbps, perr := parseIperf3(out)
+	if perr != nil {
+		if err != nil {
+			return err
+		}
+		return perr
+	}
+	if reverse {
+		r.Down = gbps
+	} else {
+		r.Up = gbps
+	}
+	return nil
+}
+
+// summary is the one-line result shown in the progress log.
+func (r *Result) summary(key string) string {
+	switch key {
+	case wIdle:
+		if v, ok := r.CPU[wIdle]; ok {
+			return fmt.Sprintf(": forwarder %.2f%% of a core", v)
+		}
+	case wPP:
+		return fmt.Sprintf(": p50 %.1f us, p99 %.1f us", r.PP.P50, r.PP.P99)
+	case wCold:
+		return fmt.Sprintf(": p50 %.1f us, p99 %.1f us", r.Cold.P50, r.Cold.P99)
+	case wNFS:
+		return fmt.Sprintf(": best %.2fs", r.NFS)
+	case wUp:
+		return fmt.Sprintf(": %.2f Gbit/s", r.Up)
+	case wDown:
+		return fmt.Sprintf(": %.2f Gbit/s", r.Down)
+	}
+	return ""
+}
+
+func countLines(b []byte) int {
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
