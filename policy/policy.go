@@ -58,7 +58,7 @@ type Backoff struct {
 // Default returns the default policy: adaptive.
 func Default() Policy {
 	return Policy{
-		Mode:        Adaptive,
+		Mode: Adaptive,
 		// Measured on the test bed (docs/BENCHMARKS.md): a short spin that
 		// yields, then short kickable parks, gave the best ping-pong and
 		// NFS figures on a CPU shared with the workload.
