@@ -14,6 +14,10 @@ import (
 	"github.com/kbridge/kbridge/policy"
 )
 
+// noKickBound bounds a park when the app cannot kick and the policy has no
+// backoff ceiling to bound it with.
+const noKickBound = 50 * time.Microsecond
+
 const (
 	ethHeaderLen = 14
 	vlanTagLen   = 4
@@ -163,11 +167,12 @@ func (w *Worker) Run() error {
 			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		case policy.Sleep:
 			w.counters.Sleeps.Add(1)
-			if w.canKick {
+			if w.canKick && cur.Mode == policy.Adaptive {
 				// A kickable sleep: the app wakes the worker as soon
 				// as a packet comes, instead of it waiting out the
-				// sleep. Only an app that cannot kick gets a plain
-				// precise sleep.
+				// sleep. An app that cannot kick gets a plain precise
+				// sleep, and so does fixed mode, whose uninterruptible
+				// sleep is the KNI behaviour it exists to reproduce.
 				if err := w.park(step.D, cur); err != nil {
 					return err
 				}
@@ -188,7 +193,14 @@ func (w *Worker) Run() error {
 // before it saw the flag) and blocks until a kick, TAP data or the timeout.
 func (w *Worker) park(timeout time.Duration, p *policy.Policy) error {
 	if !w.canKick {
-		timeout = min(timeout, p.Backoff.Max)
+		// Nobody will kick: bound the park by the backoff ceiling, or
+		// by noKickBound when the backoff is off, so that the app's
+		// packets wait at most that long.
+		bound := p.Backoff.Max
+		if bound == 0 {
+			bound = noKickBound
+		}
+		timeout = min(timeout, bound)
 	}
 	w.waker.SetNeedWakeup(true)
 	if w.out.Pending() > 0 || w.stop.Load() {

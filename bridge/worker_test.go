@@ -285,6 +285,55 @@ func TestWorkerWithoutKicksBoundsItsParks(t *testing.T) {
 	waitFor(t, "the frame without a kick", func() bool { return r.w.Counters().ToKernelPackets.Load() == 1 })
 }
 
+func TestWorkerWithoutKicksOrBackoffStillPolls(t *testing.T) {
+	p := policy.Default()
+	p.Backoff = policy.Backoff{} // spin, then park: but nobody kicks
+	k, err := bridgetest.NewKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	r := &rig{out: bridgetest.NewOut(32, 4), in: bridgetest.NewIn(32, 2048), waker: &bridgetest.Waker{Refuse: true}, k: k}
+	if r.w, err = bridge.NewWorker(bridge.WorkerConfig{MTU: mtu, CPU: -1, Policy: p}, r.out, r.in, r.waker, k.WorkerFd); err != nil {
+		t.Fatal(err)
+	}
+	run(t, r)
+	waitFor(t, "a few bounded parks", func() bool { return r.w.Counters().Timeouts.Load() > 3 })
+	r.out.Enqueue(bridgetest.Frame(frame(100, 1)))
+	waitFor(t, "the frame without a kick", func() bool { return r.w.Counters().ToKernelPackets.Load() == 1 })
+}
+
+// Fixed mode reproduces KNI: it sleeps after every poll and a kick does not
+// cut the sleep short. Adaptive's backoff waits are kickable parks.
+func TestFixedModeSleepsAndAdaptiveBackoffParks(t *testing.T) {
+	for _, mode := range []policy.Mode{policy.Fixed, policy.Adaptive} {
+		p := policy.Default()
+		p.Mode = mode
+		p.Interval = 200 * time.Microsecond
+		r := newRig(t, p)
+		stop := run(t, r)
+		waitFor(t, "some waits", func() bool { return r.w.Counters().Sleeps.Load() >= 3 })
+		for i := 0; i < 20; i++ {
+			r.out.Enqueue(bridgetest.Frame(frame(64, byte(i))))
+			r.waker.Kick()
+			time.Sleep(time.Millisecond)
+		}
+		waitFor(t, "the frames", func() bool { return r.w.Counters().ToKernelPackets.Load() == 20 })
+		stop()
+		s := r.w.Counters().Snapshot()
+		switch mode {
+		case policy.Fixed:
+			if s.Parks != 0 || s.Wakeups != 0 {
+				t.Errorf("fixed mode parked %d times (%d wakeups): its sleep must not be kickable", s.Parks, s.Wakeups)
+			}
+		case policy.Adaptive:
+			if s.Parks == 0 {
+				t.Errorf("adaptive backoff never parked: %+v", s)
+			}
+		}
+	}
+}
+
 func TestKernelDataWakesParkedWorker(t *testing.T) {
 	p := policy.Default()
 	p.Mode = policy.Interrupt

@@ -75,7 +75,7 @@ func TestTestbed(t *testing.T) {
 		t.Skip("the test bed is skipped in -short mode")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the test bed needs root (namespaces, DPDK, TAP): run it with sudo make test")
+		t.Skip("the test bed needs root (namespaces, DPDK, TAP): run it as root (make test)")
 	}
 	root := repoRoot(t)
 	for _, bin := range []string{"bin/kbridge", "bin/kbridge-refapp"} {

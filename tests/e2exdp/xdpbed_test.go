@@ -156,7 +156,7 @@ func TestXDPBed(t *testing.T) {
 		t.Skip("the XDP test bed is skipped in -short mode")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the XDP test bed needs root (namespaces, XDP, DPDK): run it with sudo make test")
+		t.Skip("the XDP test bed needs root (namespaces, XDP, DPDK): run it as root (make test)")
 	}
 	root := repoRoot(t)
 	for _, bin := range []string{"bin/kbridge", "bin/kbridge-refapp"} {

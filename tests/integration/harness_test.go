@@ -58,7 +58,7 @@ func setup() string {
 	case testing.Short():
 		return "integration tests skipped in -short mode"
 	case os.Geteuid() != 0:
-		return "integration tests need root (DPDK, TAP devices, namespaces): run them with sudo make test"
+		return "integration tests need root (DPDK, TAP devices, namespaces): run them as root (make test)"
 	}
 	if free := hugepagesFree(); free < 64 {
 		return fmt.Sprintf("only %d free 2 MB hugepages: run `make deps` (tests/testbed/hugepages.sh) first", free)

@@ -16,7 +16,7 @@ func TestUnitUnderRealSystemd(t *testing.T) {
 		t.Skip("skipped in -short mode")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("booting systemd in a container needs root: run it with sudo make test")
+		t.Skip("booting systemd in a container needs root: run it as root (make test)")
 	}
 	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
 		t.Skip("systemd-nspawn missing: make deps installs systemd-container")

@@ -52,7 +52,7 @@ func setup(t *testing.T) {
 
 func TestKbridgeRunModeXDP(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("mode xdp needs root (namespaces, XDP): run it with sudo make test")
+		t.Skip("mode xdp needs root (namespaces, XDP): run it as root (make test)")
 	}
 	setup(t)
 	dir := t.TempDir()
