@@ -11,7 +11,7 @@ const us = time.Microsecond
 func TestLadderTransitions(t *testing.T) {
 	p := Default()
 	p.Spin = 50 * us
-	p.Backoff = Backoff{Min: 10 * us, Max: 40 * us}
+	p.Backoff = Backoff{Min: 10 * us, Max: 40 * us} // the ladder with backoff on
 	p.ParkTimeout = 100 * time.Millisecond
 	p.Interval = 4 * time.Millisecond
 
@@ -102,7 +102,7 @@ func TestValidateNamesKeyAndValue(t *testing.T) {
 		want string
 	}{
 		{func(p *Policy) { p.Mode = "turbo" }, `policy.mode: "turbo"`},
-		{func(p *Policy) { p.Backoff.Min = 0 }, "policy.backoff.min: 0s: must be above 0 when backoff.max"},
+		{func(p *Policy) { p.Backoff = Backoff{Max: 10 * us} }, "policy.backoff.min: 0s: must be above 0 when backoff.max"},
 		{func(p *Policy) { p.Backoff.Max = 5 * us; p.Backoff.Min = 10 * us }, "policy.backoff.max: 5µs"},
 		{func(p *Policy) { p.Interval = 20 * time.Second }, "policy.interval: 20s"},
 		{func(p *Policy) { p.Spin = -1 }, "policy.spin: -1ns"},
