@@ -266,7 +266,7 @@ func TestWorkerWithoutKicksBoundsItsParks(t *testing.T) {
 	p := policy.Default()
 	p.Mode = policy.Interrupt
 	p.ParkTimeout = time.Minute
-	p.Backoff.Max = 100 * time.Microsecond
+	p.Backoff = policy.Backoff{Min: 10 * time.Microsecond, Max: 100 * time.Microsecond}
 	k, err := bridgetest.NewKernel()
 	if err != nil {
 		t.Fatal(err)
@@ -310,6 +310,7 @@ func TestFixedModeSleepsAndAdaptiveBackoffParks(t *testing.T) {
 		p := policy.Default()
 		p.Mode = mode
 		p.Interval = 200 * time.Microsecond
+		p.Backoff = policy.Backoff{Min: 5 * time.Microsecond, Max: 50 * time.Microsecond}
 		r := newRig(t, p)
 		stop := run(t, r)
 		waitFor(t, "some waits", func() bool { return r.w.Counters().Sleeps.Load() >= 3 })
