@@ -130,6 +130,7 @@ type bed struct {
 }
 
 type bedOpts struct {
+	queues   int
 	ringSize int
 	poolSize int
 	yaml     string // appended to the generated configuration
@@ -141,6 +142,9 @@ func newBed(t *testing.T, o bedOpts) *bed {
 	needRoot(t)
 	if o.ringSize == 0 {
 		o.ringSize = 1024
+	}
+	if o.queues == 0 {
+		o.queues = 1
 	}
 	if o.poolSize == 0 {
 		o.poolSize = 4095
@@ -154,7 +158,7 @@ func newBed(t *testing.T, o bedOpts) *bed {
 	if b.pool, err = ringtest.NewPool(fmt.Sprintf("kbit_pool%d", n), o.poolSize); err != nil {
 		t.Fatal(err)
 	}
-	if b.port, err = ringtest.NewPort(b.name, 1, o.ringSize, b.pool); err != nil {
+	if b.port, err = ringtest.NewPort(b.name, o.queues, o.ringSize, b.pool); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
