@@ -6,9 +6,7 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -18,56 +16,30 @@ import (
 	"time"
 
 	"github.com/kbridge/kbridge/daemon"
+	"github.com/kbridge/kbridge/tests/bedtest"
 )
 
 const (
-	peerIP      = "198.18.0.1"
-	runDir      = "/run/kbt"
-	treeEntries = 2000*3 + 1 // 2000 directories, two files each, big.bin
+	peerIP      = bedtest.PeerIP
+	runDir      = bedtest.RunDir
+	treeEntries = bedtest.TreeEntries
 )
 
-func repoRoot(t *testing.T) string {
-	dir, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+var (
+	repoRoot         = bedtest.RepoRoot
+	pidOf            = bedtest.PidOf
+	alive            = bedtest.Alive
+	checkNothingLeft = func(t *testing.T) { bedtest.CheckNothingLeft(t) }
+)
 
 func sh(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return bedtest.Sh(t, nil, name, args...)
 }
 
 func inDUT(t *testing.T, args ...string) string {
 	t.Helper()
-	return sh(t, "ip", append([]string{"netns", "exec", "kbt-dut", "taskset", "-c", "0"}, args...)...)
-}
-
-func pidOf(t *testing.T, name string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(runDir, name+".pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	// A zombie has exited: this VM's init reaps orphans slowly.
-	return err == nil && !strings.Contains(string(b), ") Z ")
+	return bedtest.In(t, nil, "kbt-dut", args...)
 }
 
 func TestTestbed(t *testing.T) {
@@ -224,24 +196,4 @@ func TestTestbed(t *testing.T) {
 			t.Errorf("mbuf leak: the app's pool has %s mbufs in use but only %s wait in the rings", m[2], m[1])
 		}
 	})
-}
-
-func checkNothingLeft(t *testing.T) {
-	out, _ := exec.Command("ip", "netns", "list").CombinedOutput()
-	if strings.Contains(string(out), "kbt-") {
-		t.Errorf("namespaces left after testbed-down:\n%s", out)
-	}
-	links, _ := exec.Command("ip", "-o", "link").CombinedOutput()
-	for _, l := range []string{"kbt-wire", "kbt-nic", "kbt-alt", "kbt-base", " kb0"} {
-		if strings.Contains(string(links), l+":") || strings.Contains(string(links), l+"@") {
-			t.Errorf("link %s left after testbed-down", l)
-		}
-	}
-	pids, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
-	for _, p := range pids {
-		b, _ := os.ReadFile(p)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && alive(pid) {
-			t.Errorf("process %d (%s) still alive after testbed-down", pid, filepath.Base(p))
-		}
-	}
 }

@@ -19,80 +19,43 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/bedtest"
 )
 
 const (
 	peerIP      = "198.18.0.1" // kbt-wire in kbt-peer
 	dutIP       = "198.18.0.2" // kb0 in kbt-dut
-	runDir      = "/run/kbt"
+	runDir      = bedtest.RunDir
 	lockFile    = "/run/kbt.lock"
 	fastPort    = 4789 // the fast-path rule of kbridge-xdp.yaml, the refapp's --own-udp-port
 	treeEntries = 2000*3 + 1
 	nic         = "kbt-nic"
 )
 
-func repoRoot(t *testing.T) string {
-	dir, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // bedEnv: up.sh and down.sh must not take the lock this test already holds.
 var bedEnv = []string{"KBT_LOCK_HELD=1"}
 
+var (
+	repoRoot  = bedtest.RepoRoot
+	pidOf     = bedtest.PidOf
+	alive     = bedtest.Alive
+	waitGone  = bedtest.WaitGone
+	clientCPU = func() string { return bedtest.ClientCPU }
+)
+
 func command(env []string, name string, args ...string) *exec.Cmd {
-	c := exec.Command(name, args...)
-	c.Env = append(append(os.Environ(), bedEnv...), env...)
-	return c
+	return bedtest.Command(append(append([]string(nil), bedEnv...), env...), name, args...)
 }
 
 func sh(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := command(nil, name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return bedtest.Sh(t, bedEnv, name, args...)
 }
-
-// clientCPU is where clients run: off the app's lcore, the highest CPU
-// (TESTBED.md: clients `taskset -c 0`).
-func clientCPU() string { return "0" }
 
 func in(t *testing.T, ns string, args ...string) string {
 	t.Helper()
-	return sh(t, "ip", append([]string{"netns", "exec", ns, "taskset", "-c", clientCPU()}, args...)...)
-}
-
-func pidOf(t *testing.T, name string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(runDir, name+".pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return err == nil && !strings.Contains(string(b), ") Z ")
-}
-
-func waitGone(pid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	return !alive(pid)
+	return bedtest.In(t, bedEnv, ns, args...)
 }
 
 // claimBed waits until no one else's test bed is up, then holds
@@ -470,18 +433,7 @@ func appOwn(t *testing.T, pid int) uint64 {
 // checkNothingLeft: after testbed-down no namespace, veth, program, pin,
 // object file or process of the bed remains.
 func checkNothingLeft(t *testing.T, pins []string, object string) {
-	out, _ := exec.Command("ip", "netns", "list").CombinedOutput()
-	for _, ns := range []string{"kbt-peer", "kbt-dut", "kbt-direct"} {
-		if strings.Contains(string(out), ns) {
-			t.Errorf("namespace %s left after testbed-down", ns)
-		}
-	}
-	links, _ := exec.Command("ip", "-o", "link").CombinedOutput()
-	for _, l := range []string{"kbt-wire", "kbt-nic", "kbt-alt", "kbt-base", " kb0", " kb0-x"} {
-		if strings.Contains(string(links), l+":") || strings.Contains(string(links), l+"@") {
-			t.Errorf("link %s left in the root namespace after testbed-down", strings.TrimSpace(l))
-		}
-	}
+	bedtest.CheckNothingLeft(t, "kb0-x")
 	for _, p := range pins {
 		f := strings.Fields(p)
 		if len(f) != 2 {
@@ -497,13 +449,6 @@ func checkNothingLeft(t *testing.T, pins []string, object string) {
 	if object != "" {
 		if _, err := os.Stat(object); err == nil {
 			t.Errorf("object file %s left after testbed-down", object)
-		}
-	}
-	pids, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
-	for _, p := range pids {
-		b, _ := os.ReadFile(p)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && alive(pid) {
-			t.Errorf("process %d (%s) still alive after testbed-down", pid, filepath.Base(p))
 		}
 	}
 }

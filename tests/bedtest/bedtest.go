@@ -1,0 +1,123 @@
+// Package bedtest has the helpers the end-to-end tests share to drive the
+// namespace test bed of TESTBED.md: run commands in its namespaces, find the
+// processes it started by their PID files, and check that tearing it down
+// left nothing behind.
+package bedtest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The bed's fixed names (TESTBED.md, tests/testbed/lib.sh).
+const (
+	RunDir      = "/run/kbt"
+	PeerIP      = "198.18.0.1"
+	TreeEntries = 2000*3 + 1 // 2000 directories, two files each, big.bin
+	// ClientCPU is where clients run: off the app's lcore, the highest CPU.
+	ClientCPU = "0"
+)
+
+// Namespaces and Links are what the bed creates.
+var (
+	Namespaces = []string{"kbt-peer", "kbt-dut", "kbt-direct"}
+	Links      = []string{"kbt-wire", "kbt-nic", "kbt-alt", "kbt-base", "kb0"}
+)
+
+// RepoRoot returns the repository root, two levels above a tests/X package.
+func RepoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Command returns name with args and env added to the test's environment.
+func Command(env []string, name string, args ...string) *exec.Cmd {
+	c := exec.Command(name, args...)
+	c.Env = append(os.Environ(), env...)
+	return c
+}
+
+// Sh runs a command and fails the test, with its output, if it fails.
+func Sh(t *testing.T, env []string, name string, args ...string) string {
+	t.Helper()
+	out, err := Command(env, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// In runs a client command in namespace ns, pinned to ClientCPU.
+func In(t *testing.T, env []string, ns string, args ...string) string {
+	t.Helper()
+	return Sh(t, env, "ip", append([]string{"netns", "exec", ns, "taskset", "-c", ClientCPU}, args...)...)
+}
+
+// PidOf reads the PID the bed recorded for process name.
+func PidOf(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(RunDir, name+".pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// Alive reports whether pid runs. A zombie has exited: this VM's init reaps
+// orphans slowly.
+func Alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// WaitGone waits up to d for pid to exit and reports whether it did.
+func WaitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for Alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return !Alive(pid)
+}
+
+// CheckNothingLeft reports every namespace, link (the bed's and extraLinks)
+// and recorded process that survived make testbed-down.
+func CheckNothingLeft(t *testing.T, extraLinks ...string) {
+	t.Helper()
+	out, _ := exec.Command("ip", "netns", "list").CombinedOutput()
+	for _, ns := range Namespaces {
+		if strings.Contains(string(out), ns) {
+			t.Errorf("namespace %s left after testbed-down", ns)
+		}
+	}
+	links, _ := exec.Command("ip", "-o", "link").CombinedOutput()
+	for _, l := range append(append([]string(nil), Links...), extraLinks...) {
+		if strings.Contains(string(links), " "+l+":") || strings.Contains(string(links), " "+l+"@") {
+			t.Errorf("link %s left in the root namespace after testbed-down", l)
+		}
+	}
+	pids, _ := filepath.Glob(filepath.Join(RunDir, "*.pid"))
+	for _, p := range pids {
+		b, _ := os.ReadFile(p)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && Alive(pid) {
+			t.Errorf("process %d (%s) still alive after testbed-down", pid, filepath.Base(p))
+		}
+	}
+}
