@@ -12,6 +12,7 @@ const (
 	DropTAPReadError         // reading the TAP device failed
 	DropNoMbuf               // the app's mempool was empty
 	DropRingFull             // the app's from_kernel ring was full
+	DropBadVnetHdr           // the kernel's virtio-net header made no sense
 	numDrops
 )
 
@@ -19,6 +20,7 @@ const (
 var DropNames = [numDrops]string{
 	"oversize", "runt", "too_many_segments", "malformed",
 	"tap_write_error", "tap_read_error", "no_mbuf", "ring_full",
+	"bad_vnet_header",
 }
 
 // Counters of one queue. Workers add to them once per burst; anyone may read
@@ -34,6 +36,42 @@ type Counters struct {
 	Timeouts          atomic.Uint64 // parks ended by the park timeout
 	Sleeps            atomic.Uint64 // precise sleeps (adaptive backoff, fixed)
 	SpinNanos         atomic.Uint64 // time spent polling with nothing to do
+	Offload           OffloadCounters
+}
+
+// OffloadCounters count what the kernel side's offloads did.
+type OffloadCounters struct {
+	MergedWrites  atomic.Uint64 // GSO writes made of several app packets (GRO)
+	MergedPackets atomic.Uint64 // app packets that went down inside them
+	LROWrites     atomic.Uint64 // app LRO packets written as one GSO write
+	SplitReads    atomic.Uint64 // kernel super-frames split into MTU frames
+	SplitFrames   atomic.Uint64 // frames those splits made
+	CsumCompleted atomic.Uint64 // kernel frames whose checksum kbridge finished
+	Fallbacks     atomic.Uint64 // merged writes the kernel refused, redone frame by frame
+}
+
+// OffloadSnapshot is a plain copy of OffloadCounters.
+type OffloadSnapshot struct {
+	MergedWrites  uint64 `json:"merged_writes"`
+	MergedPackets uint64 `json:"merged_packets"`
+	LROWrites     uint64 `json:"lro_writes"`
+	SplitReads    uint64 `json:"split_reads"`
+	SplitFrames   uint64 `json:"split_frames"`
+	CsumCompleted uint64 `json:"csum_completed"`
+	Fallbacks     uint64 `json:"fallbacks"`
+}
+
+// Snapshot copies the counters.
+func (c *OffloadCounters) Snapshot() OffloadSnapshot {
+	return OffloadSnapshot{
+		MergedWrites:  c.MergedWrites.Load(),
+		MergedPackets: c.MergedPackets.Load(),
+		LROWrites:     c.LROWrites.Load(),
+		SplitReads:    c.SplitReads.Load(),
+		SplitFrames:   c.SplitFrames.Load(),
+		CsumCompleted: c.CsumCompleted.Load(),
+		Fallbacks:     c.Fallbacks.Load(),
+	}
 }
 
 // Snapshot is a plain copy of Counters, for JSON and display.
@@ -50,6 +88,7 @@ type Snapshot struct {
 	Timeouts          uint64            `json:"timeouts"`
 	Sleeps            uint64            `json:"sleeps"`
 	SpinNanos         uint64            `json:"spin_ns"`
+	Offload           OffloadSnapshot   `json:"offload"`
 	// Residence[i] counts packets that waited less than ResidenceBounds[i]
 	// ns between the app's enqueue and the TAP write.
 	Residence []uint64 `json:"residence,omitempty"`
@@ -68,6 +107,7 @@ func (c *Counters) Snapshot() Snapshot {
 		Timeouts:          c.Timeouts.Load(),
 		Sleeps:            c.Sleeps.Load(),
 		SpinNanos:         c.SpinNanos.Load(),
+		Offload:           c.Offload.Snapshot(),
 	}
 	for i := range c.Drops {
 		s.Drops[DropNames[i]] = c.Drops[i].Load()

@@ -1,13 +1,10 @@
 package bridge
 
 import (
-	"errors"
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -18,17 +15,8 @@ import (
 // backoff ceiling to bound it with.
 const noKickBound = 50 * time.Microsecond
 
-const (
-	ethHeaderLen = 14
-	vlanTagLen   = 4
-)
-
 // WorkerConfig configures one queue's worker.
 type WorkerConfig struct {
-	Queue int
-	// MTU of the kernel interface: frames longer than MTU plus the
-	// Ethernet header (plus one VLAN tag) are dropped, never truncated.
-	MTU int
 	// CPU the worker's thread is pinned to; -1 leaves it unpinned.
 	CPU    int
 	Policy policy.Policy
@@ -40,8 +28,7 @@ type Worker struct {
 	out      AppOut
 	in       AppIn
 	waker    Waker
-	fd       int
-	maxFrame int
+	kernel   Kernel
 	lens     []int
 	counters Counters
 	canKick  bool
@@ -55,28 +42,24 @@ type Worker struct {
 }
 
 // NewWorker returns a worker that moves packets between the app's queue (out,
-// in, waker) and the kernel device fd, which must be non-blocking.
-func NewWorker(cfg WorkerConfig, out AppOut, in AppIn, waker Waker, fd int) (*Worker, error) {
-	if cfg.MTU < 68 {
-		return nil, fmt.Errorf("bridge: MTU %d below the IPv4 minimum of 68", cfg.MTU)
-	}
+// in, waker) and the kernel's side of it.
+func NewWorker(cfg WorkerConfig, out AppOut, in AppIn, waker Waker, kernel Kernel) (*Worker, error) {
 	if err := cfg.Policy.Validate("policy"); err != nil {
 		return nil, err
 	}
-	waiter, err := policy.NewWaiter(fd)
+	waiter, err := policy.NewWaiter(kernel.Fd())
 	if err != nil {
 		return nil, err
 	}
 	w := &Worker{
-		cfg:      cfg,
-		out:      out,
-		in:       in,
-		waker:    waker,
-		fd:       fd,
-		maxFrame: cfg.MTU + ethHeaderLen,
-		lens:     make([]int, in.Cap()),
-		waiter:   waiter,
-		start:    time.Now(),
+		cfg:    cfg,
+		out:    out,
+		in:     in,
+		waker:  waker,
+		kernel: kernel,
+		lens:   make([]int, in.Cap()),
+		waiter: waiter,
+		start:  time.Now(),
 	}
 	p := cfg.Policy
 	w.policy.Store(&p)
@@ -202,14 +185,13 @@ func (w *Worker) park(timeout time.Duration, p *policy.Policy) error {
 		}
 		timeout = min(timeout, bound)
 	}
-	w.waker.SetNeedWakeup(true)
-	if w.out.Pending() > 0 || w.stop.Load() {
-		w.waker.SetNeedWakeup(false)
+	if w.waker.PrepareToPark() > 0 || w.stop.Load() {
+		w.waker.Unpark()
 		return nil
 	}
 	w.counters.Parks.Add(1)
 	woken, err := w.waiter.Park(timeout)
-	w.waker.SetNeedWakeup(false)
+	w.waker.Unpark()
 	if woken {
 		w.counters.Wakeups.Add(1)
 	} else {
@@ -229,116 +211,28 @@ func (w *Worker) close() {
 	w.waiter.Close()
 }
 
-// FromKernel reads up to one burst of frames from the kernel device and hands
-// them to the app. It returns the number of frames read.
+// FromKernel moves up to one burst of frames from the kernel to the app. It
+// returns the number of frames the kernel side read, dropped ones included.
 func (w *Worker) FromKernel() int {
-	n, bytes := 0, 0
-	var runt, oversize uint64
-	for n < len(w.lens) {
-		slot := w.in.Slot(n)
-		r, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(w.fd),
-			uintptr(unsafe.Pointer(&slot[0])), uintptr(len(slot)))
-		if errno != 0 {
-			if errno != unix.EAGAIN && errno != unix.EINTR {
-				w.counters.Drops[DropTAPReadError].Add(1)
-			}
-			break
-		}
-		switch {
-		case int(r) < ethHeaderLen:
-			runt++
-			continue
-		case int(r) > w.frameLimit(slot):
-			oversize++
-			continue
-		}
-		w.lens[n] = int(r)
-		bytes += int(r)
-		n++
-	}
-	if runt+oversize > 0 {
-		w.counters.Drops[DropRunt].Add(runt)
-		w.counters.Drops[DropOversize].Add(oversize)
-	}
+	n, dropped := w.kernel.Read(w.in, w.lens, &w.counters)
 	if n == 0 {
-		return int(runt + oversize)
+		return dropped
 	}
 	res := w.in.Put(w.lens[:n])
 	w.counters.FromKernelPackets.Add(uint64(res.Queued))
-	w.counters.FromKernelBytes.Add(uint64(bytes))
 	if res.NoMbuf+res.RingFull > 0 {
 		w.counters.Drops[DropNoMbuf].Add(uint64(res.NoMbuf))
 		w.counters.Drops[DropRingFull].Add(uint64(res.RingFull))
 	}
-	return n
+	return n + dropped
 }
 
-// frameLimit is the largest frame the MTU allows, one VLAN tag included.
-func (w *Worker) frameLimit(first []byte) int {
-	if len(first) >= ethHeaderLen && first[12] == 0x81 && first[13] == 0x00 {
-		return w.maxFrame + vlanTagLen
-	}
-	return w.maxFrame
-}
-
-// ToKernel writes one burst from the app to the kernel device. It returns
-// the number of packets dequeued.
+// ToKernel moves one burst from the app to the kernel. It returns the number
+// of packets dequeued.
 func (w *Worker) ToKernel() int {
 	n := w.out.Next()
-	if n == 0 {
-		return 0
-	}
-	var pkts, bytes uint64
-	var drops [numDrops]uint64
-	for i := 0; i < n; i++ {
-		length, segs, err := w.out.Packet(i)
-		if reason, ok := w.verdict(length, segs, err); !ok {
-			drops[reason]++
-			continue
-		}
-		var errno unix.Errno
-		if len(segs) == 1 {
-			_, _, errno = unix.RawSyscall(unix.SYS_WRITE, uintptr(w.fd),
-				uintptr(unsafe.Pointer(segs[0].Base)), uintptr(segs[0].Len))
-		} else {
-			_, _, errno = unix.RawSyscall(unix.SYS_WRITEV, uintptr(w.fd),
-				uintptr(unsafe.Pointer(&segs[0])), uintptr(len(segs)))
-		}
-		if errno != 0 {
-			drops[DropTAPWriteError]++
-			continue
-		}
-		w.out.Written(i)
-		pkts++
-		bytes += uint64(length)
-	}
-	w.counters.ToKernelPackets.Add(pkts)
-	w.counters.ToKernelBytes.Add(bytes)
-	for r, v := range drops {
-		if v > 0 {
-			w.counters.Drops[r].Add(v)
-		}
+	if n > 0 {
+		w.kernel.Write(w.out, n, &w.counters)
 	}
 	return n
-}
-
-// verdict decides whether a packet from the app can be written whole.
-func (w *Worker) verdict(length int, segs []unix.Iovec, err error) (int, bool) {
-	switch {
-	case errors.Is(err, ErrTooManySegments):
-		return DropTooManySegs, false
-	case err != nil:
-		return DropMalformed, false
-	case length < ethHeaderLen || len(segs) == 0:
-		return DropRunt, false
-	}
-	limit := w.maxFrame
-	if segs[0].Len >= ethHeaderLen {
-		hdr := unsafe.Slice(segs[0].Base, ethHeaderLen)
-		limit = w.frameLimit(hdr)
-	}
-	if length > limit {
-		return DropOversize, false
-	}
-	return 0, true
 }

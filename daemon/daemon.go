@@ -16,10 +16,6 @@ import (
 	"github.com/kbridge/kbridge/tap"
 )
 
-// frameSlack leaves room past the largest legal frame, so that a frame that
-// is too long is seen as such instead of being cut to fit the buffer.
-const frameSlack = 64
-
 // Daemon is a running bridge.
 type Daemon struct {
 	cfg     config.Config
@@ -59,11 +55,13 @@ func Start(cfg config.Config, log *slog.Logger, progress func(string)) (*Daemon,
 		return nil, err
 	}
 	mtu := cfg.Interface.MTU
-	if room := port.DataRoom() * cfg.Workers.MaxSegments; mtu+18 > room {
+	if frame, room := tap.FrameLen(mtu), port.DataRoom()*cfg.Workers.MaxSegments; frame > room {
 		return nil, fmt.Errorf("interface.mtu: %d: frames of that size need %d bytes, but %d segments of the app's %d-byte mbufs hold %d (raise workers.max_segments)",
-			mtu, mtu+18, cfg.Workers.MaxSegments, port.DataRoom(), room)
+			mtu, frame, cfg.Workers.MaxSegments, port.DataRoom(), room)
 	}
-	dev, err := tap.Create(cfg.Interface, port.NumQueues())
+	dev, err := tap.Create(cfg.Interface, tap.Options{
+		Queues: port.NumQueues(), Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, Log: log,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +89,7 @@ func Start(cfg config.Config, log *slog.Logger, progress func(string)) (*Daemon,
 	}
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "mode", cfg.Policy.Mode,
-		"wakeups", d.workers[0].CanKick())
+		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", dev.Queue(0).Merging())
 	return d, nil
 }
 
@@ -128,17 +126,15 @@ func (d *Daemon) newWorker(q int) (*bridge.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := queue.In(d.cfg.Workers.Batch, d.cfg.Interface.MTU+18+frameSlack)
+	in, err := queue.In(d.cfg.Workers.Batch, tap.FrameLen(d.cfg.Interface.MTU))
 	if err != nil {
 		out.Close()
 		return nil, err
 	}
 	w, err := bridge.NewWorker(bridge.WorkerConfig{
-		Queue:  q,
-		MTU:    d.cfg.Interface.MTU,
 		CPU:    d.cfg.WorkerCPU(q),
 		Policy: d.cfg.Policy,
-	}, out, in, queue, d.dev.Fd(q))
+	}, out, in, queue, d.dev.Queue(q))
 	if err != nil {
 		out.Close()
 		in.Close()

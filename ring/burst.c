@@ -86,9 +86,25 @@ kb_out_next(struct kb_out_burst *b)
 		p->written = 0;
 		p->enq_tsc = b->tsc_offset >= 0 ?
 			*RTE_MBUF_DYNFIELD(m, b->tsc_offset, uint64_t *) : 0;
+		p->offload = 0;
+		p->tso_segsz = 0;
+		if ((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) ==
+		    RTE_MBUF_F_RX_L4_CKSUM_GOOD)
+			p->offload |= KB_PKT_L4_CSUM_GOOD;
+		if ((m->ol_flags & RTE_MBUF_F_RX_LRO) && m->tso_segsz != 0) {
+			p->offload |= KB_PKT_LRO;
+			p->tso_segsz = m->tso_segsz;
+		}
+		/* The walk is bounded by max_segs, so a cyclic chain ends as
+		 * TOO_MANY_SEGS instead of looping. */
 		for (; m != NULL; m = m->next) {
 			if (k == b->max_segs) {
 				p->verdict = KB_PKT_TOO_MANY_SEGS;
+				break;
+			}
+			if (RTE_MBUF_HAS_EXTBUF(m) ||
+			    (uint32_t)m->data_off + m->data_len > m->buf_len) {
+				p->verdict = KB_PKT_MALFORMED;
 				break;
 			}
 			b->iov[seg + k].iov_base = rte_pktmbuf_mtod(m, void *);

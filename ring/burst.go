@@ -60,17 +60,24 @@ func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
 func (o *Out) Next() int { return int(C.kb_out_next(o.b)) }
 
 // Packet returns packet i of the current burst.
-func (o *Out) Packet(i int) (int, []unix.Iovec, error) {
+func (o *Out) Packet(i int) (bridge.Packet, error) {
 	p := &o.pkts[i]
 	first := int(p.first_seg)
-	segs := o.iov[first : first+int(p.nb_iov)]
+	pkt := bridge.Packet{
+		Len:        int(p.pkt_len),
+		Segs:       o.iov[first : first+int(p.nb_iov)],
+		L4CsumGood: p.offload&C.KB_PKT_L4_CSUM_GOOD != 0,
+	}
+	if p.offload&C.KB_PKT_LRO != 0 {
+		pkt.LROSegSize = uint16(p.tso_segsz)
+	}
 	switch p.verdict {
 	case C.KB_PKT_TOO_MANY_SEGS:
-		return int(p.pkt_len), segs, bridge.ErrTooManySegments
+		return pkt, bridge.ErrTooManySegments
 	case C.KB_PKT_MALFORMED:
-		return int(p.pkt_len), segs, bridge.ErrMalformed
+		return pkt, bridge.ErrMalformed
 	}
-	return int(p.pkt_len), segs, nil
+	return pkt, nil
 }
 
 // Written marks packet i as delivered: it counts toward residence time.

@@ -25,8 +25,14 @@
 enum kb_pkt_verdict {
 	KB_PKT_OK = 0,
 	KB_PKT_TOO_MANY_SEGS = 1, /* more segments than the iovec budget */
-	KB_PKT_MALFORMED = 2,     /* pkt_len disagrees with the segment chain */
+	KB_PKT_MALFORMED = 2,     /* pkt_len disagrees with the segment chain, a
+				   * segment overruns its buffer, or it has an
+				   * external buffer kbridge cannot vouch for */
 };
+
+/* What the app's NIC did for a packet (struct kb_pkt.offload). */
+#define KB_PKT_L4_CSUM_GOOD 0x1 /* RTE_MBUF_F_RX_L4_CKSUM_GOOD */
+#define KB_PKT_LRO 0x2          /* RTE_MBUF_F_RX_LRO: tso_segsz is valid */
 
 /* One packet dequeued from a to_kernel ring. Its segments are
  * iov[first_seg .. first_seg+nb_iov). */
@@ -36,7 +42,10 @@ struct kb_pkt {
 	uint16_t first_seg;
 	uint8_t verdict;
 	uint8_t written; /* set by Go: counts toward residence time */
-	uint8_t pad[6];
+	uint8_t offload; /* KB_PKT_L4_CSUM_GOOD, KB_PKT_LRO */
+	uint8_t pad;
+	uint16_t tso_segsz;
+	uint16_t pad2;
 	uint64_t enq_tsc;
 };
 

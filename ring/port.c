@@ -100,8 +100,19 @@ kb_pool_data_room(struct rte_mempool *mp)
 	return rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM;
 }
 
-void
-kb_set_need_wakeup(struct kbridge_ctl *c, uint16_t q, uint32_t v)
+unsigned int
+kb_prepare_to_park(struct kbridge_queue_ctl *qc, const struct rte_ring *r)
 {
-	__atomic_store_n(&c->q[q].need_wakeup, v, __ATOMIC_SEQ_CST);
+	/* Store, full fence, load: paired with kbridge_to_kernel()'s enqueue,
+	 * fence, load of need_wakeup. One of the two sides sees the other on
+	 * every architecture, not only on x86's strong ordering. */
+	__atomic_store_n(&qc->need_wakeup, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return rte_ring_count(r);
+}
+
+void
+kb_unpark(struct kbridge_queue_ctl *qc)
+{
+	__atomic_store_n(&qc->need_wakeup, 0, __ATOMIC_RELEASE);
 }

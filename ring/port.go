@@ -95,17 +95,15 @@ func (q *Queue) RegisterEventfd(fd int) error {
 	return nil
 }
 
-// SetNeedWakeup publishes whether the worker is parked. Storing 1 is a full
-// fence: the worker must re-check the ring after it.
-func (q *Queue) SetNeedWakeup(parked bool) {
-	var v uint32
-	if parked {
-		v = 1
-	}
-	// Go's atomic store is sequentially consistent (XCHG on amd64), the
-	// fence the handshake with kbridge_to_kernel() needs.
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&q.qc.need_wakeup)), v)
+// PrepareToPark sets the need-wakeup flag, fences and re-checks the ring in
+// one C call, so that the order of the three does not rest on what a Go
+// atomic and a cgo call happen to imply on one architecture.
+func (q *Queue) PrepareToPark() int {
+	return int(C.kb_prepare_to_park(q.qc, q.port.info.to_kernel[q.id]))
 }
+
+// Unpark clears the need-wakeup flag.
+func (q *Queue) Unpark() { C.kb_unpark(q.qc) }
 
 // Pending returns how many packets wait in the to_kernel ring.
 func (q *Queue) Pending() int {

@@ -21,6 +21,9 @@ int kb_send_eventfd(const char *name, uint16_t queue, int fd);
 unsigned int kb_pool_in_use(const struct rte_mempool *mp);
 unsigned int kb_pool_size(const struct rte_mempool *mp);
 unsigned int kb_pool_data_room(struct rte_mempool *mp);
-void kb_set_need_wakeup(struct kbridge_ctl *c, uint16_t q, uint32_t v);
+/* Sets the queue's need-wakeup flag, issues a full fence and returns how
+ * many packets wait in r: the worker's half of the handshake, in one call. */
+unsigned int kb_prepare_to_park(struct kbridge_queue_ctl *qc, const struct rte_ring *r);
+void kb_unpark(struct kbridge_queue_ctl *qc);
 
 #endif

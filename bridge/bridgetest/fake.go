@@ -14,9 +14,11 @@ import (
 // Packet is one packet the fake app sends toward the kernel: its segments,
 // and the length it claims (0: the sum of the segments).
 type Packet struct {
-	Segs      [][]byte
-	ClaimLen  int
-	TooManyOK bool
+	Segs     [][]byte
+	ClaimLen int
+	// What the app's NIC says of it (see bridge.Packet).
+	CsumGood   bool
+	LROSegSize uint16
 }
 
 // Out is a fake to_kernel ring.
@@ -73,23 +75,25 @@ func (o *Out) Next() int {
 }
 
 // Packet returns packet i of the current burst.
-func (o *Out) Packet(i int) (int, []unix.Iovec, error) {
+func (o *Out) Packet(i int) (bridge.Packet, error) {
 	p := o.cur[i]
 	iov := o.iov[i][:0]
 	sum := 0
 	for k, s := range p.Segs {
 		if k == o.maxSegs {
-			return sum, iov, bridge.ErrTooManySegments
+			return bridge.Packet{Len: sum, Segs: iov}, bridge.ErrTooManySegments
 		}
 		v := unix.Iovec{Base: unsafe.SliceData(s)}
 		v.SetLen(len(s))
 		iov = append(iov, v)
 		sum += len(s)
 	}
+	pkt := bridge.Packet{Len: sum, Segs: iov, L4CsumGood: p.CsumGood, LROSegSize: p.LROSegSize}
 	if p.ClaimLen != 0 && p.ClaimLen != sum {
-		return p.ClaimLen, iov, bridge.ErrMalformed
+		pkt.Len = p.ClaimLen
+		return pkt, bridge.ErrMalformed
 	}
-	return sum, iov, nil
+	return pkt, nil
 }
 
 // Written marks packet i as delivered.
@@ -192,19 +196,32 @@ type Waker struct {
 	fd       int
 	parked   bool
 	Refuse   bool // the app takes no eventfd: the worker cannot be kicked
+	Out      *Out // the ring PrepareToPark re-checks
 	Parks    int
 	Kicks    int
 	Eventfds int
 }
 
-// SetNeedWakeup records the flag.
-func (w *Waker) SetNeedWakeup(parked bool) {
+// PrepareToPark records the flag and returns the packets pending in out,
+// when the fake was given one.
+func (w *Waker) PrepareToPark() int {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if parked && !w.parked {
+	if !w.parked {
 		w.Parks++
 	}
-	w.parked = parked
+	w.parked = true
+	w.mu.Unlock()
+	if w.Out != nil {
+		return w.Out.Pending()
+	}
+	return 0
+}
+
+// Unpark clears the flag.
+func (w *Waker) Unpark() {
+	w.mu.Lock()
+	w.parked = false
+	w.mu.Unlock()
 }
 
 // RegisterEventfd keeps fd unless Refuse is set.
@@ -240,14 +257,18 @@ func (w *Waker) Parked() bool {
 	return w.parked
 }
 
-// Kernel is a fake TAP device: a SOCK_SEQPACKET pair, which keeps frame
-// boundaries like a TAP fd. Worker gets WorkerFd; the test uses Peer.
+// Kernel is a fake kernel side: a SOCK_SEQPACKET pair, which keeps frame
+// boundaries like a TAP fd. The worker's side writes and reads frames whole,
+// one syscall each, with no header and no frame rule; the test uses Peer.
 type Kernel struct {
 	WorkerFd int
 	Peer     int
+	iov      []unix.Iovec
 }
 
-// NewKernel returns a non-blocking fake TAP.
+var _ bridge.Kernel = (*Kernel)(nil)
+
+// NewKernel returns a non-blocking fake kernel side.
 func NewKernel() (*Kernel, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -256,7 +277,47 @@ func NewKernel() (*Kernel, error) {
 	for _, fd := range fds {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
 	}
-	return &Kernel{WorkerFd: fds[0], Peer: fds[1]}, nil
+	return &Kernel{WorkerFd: fds[0], Peer: fds[1], iov: make([]unix.Iovec, 0, 64)}, nil
+}
+
+// Fd returns the worker's end.
+func (k *Kernel) Fd() int { return k.WorkerFd }
+
+// Write writes every packet whole; a refused one counts as a write error.
+func (k *Kernel) Write(out bridge.AppOut, n int, c *bridge.Counters) {
+	for i := 0; i < n; i++ {
+		p, err := out.Packet(i)
+		if err != nil {
+			c.Drops[bridge.DropMalformed].Add(1)
+			continue
+		}
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(k.WorkerFd),
+			uintptr(unsafe.Pointer(unsafe.SliceData(p.Segs))), uintptr(len(p.Segs)))
+		if errno != 0 {
+			c.Drops[bridge.DropTAPWriteError].Add(1)
+			continue
+		}
+		out.Written(i)
+		c.ToKernelPackets.Add(1)
+		c.ToKernelBytes.Add(uint64(p.Len))
+	}
+}
+
+// Read reads whole frames into the slots.
+func (k *Kernel) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (int, int) {
+	n := 0
+	for n < len(lens) {
+		slot := in.Slot(n)
+		r, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(k.WorkerFd),
+			uintptr(unsafe.Pointer(&slot[0])), uintptr(len(slot)))
+		if errno != 0 {
+			break
+		}
+		lens[n] = int(r)
+		c.FromKernelBytes.Add(uint64(r))
+		n++
+	}
+	return n, 0
 }
 
 // Close closes both ends.

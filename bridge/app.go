@@ -1,10 +1,13 @@
 // Package bridge is kbridge's engine: one worker per queue pair moves bursts
-// between the app's rings and the kernel's TAP device, counts what it drops
-// and waits through a policy.Waiter when both sides are idle.
+// between the app's side and the kernel's side, counts what it drops and
+// waits through a policy.Waiter when both sides are idle.
 //
-// The engine sees the app's side through the small AppOut and AppIn
-// interfaces (implemented over DPDK by package ring, and by fakes in
-// bridgetest) and the kernel's side as a non-blocking file descriptor.
+// The engine sees both sides through small interfaces. The app's side is
+// AppOut, AppIn and Waker (implemented over DPDK rings by package ring, and
+// by fakes in bridgetest); the kernel's side is Kernel (implemented over a
+// TAP device with virtio-net headers by package tap). The worker makes no
+// syscall on either side itself and knows no frame rule: it moves bursts and
+// decides when to wait.
 package bridge
 
 import (
@@ -19,15 +22,28 @@ var (
 	ErrMalformed       = errors.New("bridge: packet length disagrees with its segments")
 )
 
+// Packet is one packet of a burst from the app: its segments in the app's
+// memory and what the app's NIC already did for it.
+type Packet struct {
+	Len  int
+	Segs []unix.Iovec
+	// L4CsumGood: the app's NIC verified the TCP/UDP checksum
+	// (RTE_MBUF_F_RX_L4_CKSUM_GOOD), so the kernel side need not.
+	L4CsumGood bool
+	// LROSegSize is non-zero for a packet the app's NIC coalesced
+	// (RTE_MBUF_F_RX_LRO): the size of the segments it was made of.
+	LROSegSize uint16
+}
+
 // AppOut yields the packets the app sends toward the kernel, a burst at a
 // time. The packets of a burst stay valid until the next call of Next.
 type AppOut interface {
 	// Next releases (frees) the previous burst and returns the size of the
 	// next one, possibly 0.
 	Next() int
-	// Packet returns packet i of the current burst as segments, or why it
-	// cannot be written whole (ErrTooManySegments, ErrMalformed).
-	Packet(i int) (length int, segs []unix.Iovec, err error)
+	// Packet returns packet i of the current burst, or why it cannot be
+	// written whole (ErrTooManySegments, ErrMalformed).
+	Packet(i int) (Packet, error)
 	// Written marks packet i as delivered to the kernel.
 	Written(i int)
 	// Pending returns how many packets wait to be dequeued.
@@ -57,9 +73,13 @@ type PutResult struct {
 
 // Waker is the app's side of the need-wakeup handshake for one queue.
 type Waker interface {
-	// SetNeedWakeup publishes that the worker parks (true) or runs. Setting
-	// it must be a full memory fence.
-	SetNeedWakeup(parked bool)
+	// PrepareToPark publishes that the worker is about to park, issues a
+	// full memory fence and returns how many packets wait in the ring,
+	// all in one step: either the app sees the flag and kicks, or the
+	// worker sees the packet and does not park.
+	PrepareToPark() (pending int)
+	// Unpark clears the flag once the worker runs again.
+	Unpark()
 	// RegisterEventfd hands the eventfd the app should write to wake the
 	// worker. An error means the app will never kick.
 	RegisterEventfd(fd int) error

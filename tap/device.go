@@ -1,0 +1,165 @@
+package tap
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/tap/vnet"
+)
+
+// TUNSETOFFLOAD flags (linux/if_tun.h); golang.org/x/sys/unix lacks them.
+const (
+	tunFCsum = 0x01
+	tunFTSO4 = 0x02
+	tunFTSO6 = 0x04
+)
+
+// offloads is what kbridge asks the kernel to hand it: checksum offload and
+// TSO for both IP versions. TSO is honoured only with CSUM. USO is not asked
+// for, since the splitter handles TCP only.
+const offloads = tunFCsum | tunFTSO4 | tunFTSO6
+
+// Options are what a Device needs beyond the interface's configuration.
+type Options struct {
+	Queues  int
+	Batch   int // packets per burst, as the worker's
+	MaxSegs int // segments of one app packet
+	Log     *slog.Logger
+}
+
+// Device is a TAP interface with one non-blocking queue per worker.
+type Device struct {
+	name   string
+	queues []*Queue
+}
+
+// ErrNotSupported means the kernel's TUN driver lacks a feature kbridge
+// needs (IFF_VNET_HDR, IFF_MULTI_QUEUE).
+var ErrNotSupported = errors.New("not supported by this kernel's TUN driver")
+
+// Create makes the TAP interface with opt.Queues queues, configures it and,
+// with cfg.Offload, turns on the offloads and probes that the kernel takes
+// coalesced writes. On error nothing is left behind.
+func Create(cfg Config, opt Options) (d *Device, err error) {
+	if opt.Queues < 1 {
+		return nil, fmt.Errorf("tap: %d queues", opt.Queues)
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	if l, err := netlink.LinkByName(cfg.Name); err == nil && l.Type() != "tuntap" {
+		return nil, fmt.Errorf("tap: interface %q exists and is a %s, not a TAP: pick another interface.name or remove it",
+			cfg.Name, l.Type())
+	}
+	d = &Device{name: cfg.Name}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	for q := 0; q < opt.Queues; q++ {
+		fd, err := openQueue(cfg.Name)
+		if err != nil {
+			return nil, fmt.Errorf("tap: create %q queue %d: %w", cfg.Name, q, err)
+		}
+		if q == 0 {
+			// Header size and offloads are the device's, not the
+			// queue's: set once.
+			if err := setOffloads(fd, cfg.Offload); err != nil {
+				unix.Close(fd)
+				return nil, fmt.Errorf("tap: %s: %w", cfg.Name, err)
+			}
+		}
+		d.queues = append(d.queues, NewQueue(fd, QueueConfig{
+			MTU: cfg.MTU, Batch: opt.Batch, MaxSegs: opt.MaxSegs, Merge: cfg.Offload, Log: opt.Log.With("queue", q),
+		}))
+	}
+	if err := configure(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Offload && cfg.Up {
+		if err := d.queues[0].probeShortLastSegment(); err != nil {
+			opt.Log.Warn("the kernel refuses coalesced writes whose last segment is short (kernels 6.6.44+, 6.10.3+ before the fix 89add40066f9): writing frame by frame towards the kernel",
+				"interface", cfg.Name, "err", err)
+			for _, q := range d.queues {
+				q.merge = false
+			}
+		}
+	}
+	return d, nil
+}
+
+// openQueue opens one queue of TAP name: a non-blocking fd with a virtio-net
+// header on every frame. IFF_MULTI_QUEUE is set for every queue, also for a
+// single one, so that a later queue count never meets a device of the other
+// kind.
+func openQueue(name string) (int, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open /dev/net/tun: %w", err)
+	}
+	feat, err := unix.IoctlGetUint32(fd, unix.TUNGETFEATURES)
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("TUNGETFEATURES: %w", err)
+	}
+	for _, f := range []struct {
+		bit  uint32
+		name string
+	}{{unix.IFF_VNET_HDR, "IFF_VNET_HDR"}, {unix.IFF_MULTI_QUEUE, "IFF_MULTI_QUEUE"}} {
+		if feat&f.bit == 0 {
+			unix.Close(fd)
+			return -1, fmt.Errorf("%s: %w", f.name, ErrNotSupported)
+		}
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EINVAL) {
+			return -1, fmt.Errorf("TUNSETIFF: %w (a TAP %q of other flags exists: remove it, or run `kbridge cleanup`)", err, name)
+		}
+		return -1, fmt.Errorf("TUNSETIFF: %w", err)
+	}
+	return fd, nil
+}
+
+// setOffloads fixes the header size and asks for the offloads, or for none
+// (the kernel then finishes every checksum and segments every frame itself).
+func setOffloads(fd int, on bool) error {
+	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, vnet.HdrLen); err != nil {
+		return fmt.Errorf("TUNSETVNETHDRSZ %d: %w", vnet.HdrLen, err)
+	}
+	flags := 0
+	if on {
+		flags = offloads
+	}
+	if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, flags); err != nil {
+		return fmt.Errorf("TUNSETOFFLOAD %#x: %w", flags, err)
+	}
+	return nil
+}
+
+// Name returns the interface name.
+func (d *Device) Name() string { return d.name }
+
+// Queue returns queue q.
+func (d *Device) Queue(q int) *Queue { return d.queues[q] }
+
+// Close closes every queue; the kernel then removes the interface.
+func (d *Device) Close() error {
+	var errs []error
+	for _, q := range d.queues {
+		errs = append(errs, q.Close())
+	}
+	d.queues = nil
+	return errors.Join(errs...)
+}
