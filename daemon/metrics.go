@@ -24,6 +24,7 @@ type collector struct {
 	sleeps, spin, residence   *prometheus.Desc
 	mode, poolInUse, appKicks *prometheus.Desc
 	appDropped, canKick       *prometheus.Desc
+	offload                   *prometheus.Desc
 }
 
 func newCollector(d *Daemon) *collector {
@@ -46,13 +47,16 @@ func newCollector(d *Daemon) *collector {
 		appKicks:   desc("app_kicks_total", "Eventfd writes by the app to wake a parked worker."),
 		appDropped: desc("app_to_kernel_dropped_total", "Packets the app freed because the to_kernel ring was full."),
 		canKick:    desc("wakeup_registered", "1 when the app holds the worker's eventfd."),
-		poolInUse:  prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
+		offload: desc("offload_total", "What the kernel side's offloads did, by event: merged_writes and merged_packets "+
+			"(TCP segments coalesced into one GSO write), lro_writes, split_reads and split_frames (kernel super-frames "+
+			"cut into MTU frames), csum_completed, fallbacks (merged writes the kernel refused, redone frame by frame).", "event"),
+		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
-		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse} {
+		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.offload} {
 		ch <- d
 	}
 }
@@ -78,6 +82,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.sleeps, q.Sleeps)
 		counter(c.appKicks, q.App.Kicks)
 		counter(c.appDropped, q.App.ToKernelDropped)
+		o := q.Offload
+		for event, v := range map[string]uint64{
+			"merged_writes": o.MergedWrites, "merged_packets": o.MergedPackets, "lro_writes": o.LROWrites,
+			"split_reads": o.SplitReads, "split_frames": o.SplitFrames, "csum_completed": o.CsumCompleted,
+			"fallbacks": o.Fallbacks,
+		} {
+			counter(c.offload, v, event)
+		}
 		ch <- prometheus.MustNewConstMetric(c.spin, prometheus.CounterValue, float64(q.SpinNanos)/1e9, id)
 		kick := 0.0
 		if q.CanKick {

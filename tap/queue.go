@@ -61,6 +61,8 @@ type Queue struct {
 	plain    [vnet.HdrLen]byte // all zero: a frame as it is
 	valid    [vnet.HdrLen]byte // DATA_VALID: the app's NIC checked it
 
+	refuseGSO bool // tests: play a kernel that refuses GSO writes
+
 	rbuf    []byte
 	rlen    int
 	super   vnet.Super
@@ -85,7 +87,7 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 		maxFrame: cfg.MTU + ethHeaderLen,
 		merge:    cfg.Merge,
 		log:      cfg.Log,
-		co:       vnet.NewCoalescer(cfg.Batch, cfg.MaxSegs),
+		co:       vnet.NewCoalescer(cfg.Batch, 0), // up to 64 packets a write
 		pkts:     make([]vnet.Packet, cfg.Batch),
 		segStore: make([][]byte, cfg.Batch*cfg.MaxSegs),
 		idx:      make([]int, cfg.Batch),
@@ -215,6 +217,9 @@ func (q *Queue) writeAlone(k int) unix.Errno {
 }
 
 func (q *Queue) writev(bufs [][]byte) unix.Errno {
+	if q.refuseGSO && vnet.Decode(bufs[0]).GSOType != vnet.GSONone {
+		return unix.EINVAL
+	}
 	iov := q.iov[:0]
 	for _, b := range bufs {
 		if len(iov) == cap(iov) {

@@ -74,6 +74,16 @@ func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {
 		}
 		fmt.Fprintln(w)
 	}
+	for i, q := range cur.Queues {
+		if i >= len(prev.Queues) {
+			break
+		}
+		o, po := q.Offload, prev.Queues[i].Offload
+		fmt.Fprintf(w, "queue %d offloads/s: merged writes %.0f (%.0f pkts), split reads %.0f (%.0f frames), csum completed %.0f, fallbacks since start %d\n",
+			q.Queue, rate(po.MergedWrites, o.MergedWrites), rate(po.MergedPackets, o.MergedPackets),
+			rate(po.SplitReads, o.SplitReads), rate(po.SplitFrames, o.SplitFrames),
+			rate(po.CsumCompleted, o.CsumCompleted), o.Fallbacks)
+	}
 }
 
 // quantile returns the upper bound of the histogram bucket holding quantile

@@ -25,6 +25,16 @@ const (
 	treeEntries = bedtest.TreeEntries
 )
 
+// status reads kbridge's counters from its control socket.
+func status(t *testing.T) daemon.Status {
+	t.Helper()
+	st, err := daemon.ReadStatus(filepath.Join(runDir, "kbridge.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 var (
 	repoRoot         = bedtest.RepoRoot
 	pidOf            = bedtest.PidOf
@@ -146,6 +156,7 @@ func TestTestbed(t *testing.T) {
 		}
 		t.Logf("to_kernel packets %v -> %v", before, after)
 	})
+	t.Run("offloads", testOffloads)
 	t.Run("stats and clean stop", func(t *testing.T) {
 		st, err := daemon.ReadStatus(filepath.Join(runDir, "kbridge.sock"))
 		if err != nil {

@@ -82,6 +82,12 @@ ip -n "$KBT_NS_PEER" link add kbt-alt type veth peer name kbt-base netns "$KBT_N
 ip -n "$KBT_NS_PEER" addr add "$KBT_PEER_IP/24" dev kbt-wire
 ip -n "$KBT_NS_PEER" addr add "$KBT_ALT_IP/24" dev kbt-alt
 ip -n "$KBT_NS_DIRECT" addr add "$KBT_BASE_IP/24" dev kbt-base
+# IPv6 too (TCP over IPv6 crosses the offloads differently); no DAD, so that the
+# addresses are usable at once. kbt-dut's default keeps kb0, made later, free of DAD.
+ip netns exec "$KBT_NS_DUT" sysctl -qw net.ipv6.conf.default.accept_dad=0
+ip -n "$KBT_NS_PEER" addr add "$KBT_PEER_IP6/64" dev kbt-wire nodad
+ip -n "$KBT_NS_PEER" addr add "$KBT_ALT_IP6/64" dev kbt-alt nodad
+ip -n "$KBT_NS_DIRECT" addr add "$KBT_BASE_IP6/64" dev kbt-base nodad
 ip -n "$KBT_NS_PEER" link set kbt-wire up
 ip -n "$KBT_NS_PEER" link set kbt-alt up
 ip -n "$KBT_NS_DIRECT" link set kbt-base up
