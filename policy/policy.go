@@ -97,7 +97,7 @@ func (p Policy) Validate(prefix string) error {
 		}
 	}
 	if p.Backoff.Max > 0 && p.Backoff.Min == 0 {
-		errs.Addf("backoff.min", p.Backoff.Min, "must be above 0 when backoff.max (%v) is set; backoff.max: 0s turns the sleeps off", p.Backoff.Max)
+		errs.Addf("backoff.min", p.Backoff.Min, "must be above 0 when backoff.max (%v) is set (backoff.max: 0s turns the sleeps off)", p.Backoff.Max)
 	}
 	if p.Backoff.Max < p.Backoff.Min {
 		errs.Addf("backoff.max", p.Backoff.Max, "must not be below backoff.min (%v)", p.Backoff.Min)

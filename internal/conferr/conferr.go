@@ -34,6 +34,7 @@ type FieldError struct {
 	// nil when the key itself is the problem (unknown or missing).
 	Value any
 	// Reason says what is wrong and, where it can, what would be right.
+	// It avoids "; ", which separates the errors of a List.
 	Reason string
 }
 
