@@ -220,7 +220,8 @@ func decodeErrors(err error) []*conferr.FieldError {
 				walk(key, err)
 			}
 		case *mapstructure.DecodeError:
-			// Names are full keys: "interface.routes[0].to".
+			// Names are full keys: "interface.routes[0].to". Unused keys
+			// have no error type of their own, only this message.
 			inner := e.Unwrap()
 			if keys, ok := strings.CutPrefix(inner.Error(), "has invalid keys: "); ok {
 				for k := range strings.SplitSeq(keys, ", ") {
@@ -245,11 +246,6 @@ func decodeErrors(err error) []*conferr.FieldError {
 	walk("", err)
 	slices.SortStableFunc(out, func(a, b *conferr.FieldError) int { return strings.Compare(a.Key, b.Key) })
 	return out
-}
-
-func isJoin(err error) bool {
-	_, ok := err.(interface{ Unwrap() []error })
-	return ok
 }
 
 // describeType says what a YAML value for a field of type t looks like.
