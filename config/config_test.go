@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kbridge/kbridge/internal/conferr"
 	"github.com/kbridge/kbridge/policy"
 )
 
@@ -92,6 +95,9 @@ func TestBadInputNamesKeyAndValue(t *testing.T) {
 		{"dpdk:\n  eal_args: [--file-prefix=x]\n", "dpdk.eal_args[0]"},
 		{"dpdk:\n  file_prefix: a/b\n", `dpdk.file_prefix: "a/b"`},
 		{"port: \"\"\n", `port: ""`},
+		{"port: averyverylongport\n", `port: "averyverylongport": must be 1 to 15 characters`},
+		{"mode: fast\n", `mode: "fast": must be ring`},
+		{"mode: xdp\n", `xdp.nic: required`},
 		{"interface: [1, 2\n", "not valid YAML"},
 	} {
 		_, err := load(t, c.yaml)
@@ -109,14 +115,202 @@ func TestMissingFile(t *testing.T) {
 }
 
 func TestDefaultWorkerCPUsLeaveTheAppCPU(t *testing.T) {
-	if got := DefaultWorkerCPUs(2); !reflect.DeepEqual(got, []int{0}) {
-		t.Errorf("2 CPUs: %v", got)
+	for _, c := range []struct{ online, want []int }{
+		{[]int{0, 1}, []int{0}},
+		{[]int{0, 1, 2, 3}, []int{0, 1, 2}},
+		{[]int{0, 1, 2, 3, 6, 7}, []int{0, 1, 2, 3, 6}},
+		{[]int{0}, []int{0}},
+		{[]int{5}, []int{5}},
+		{nil, []int{0}},
+	} {
+		if got := DefaultWorkerCPUs(c.online); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("online %v: %v, want %v", c.online, got, c.want)
+		}
 	}
-	if got := DefaultWorkerCPUs(4); !reflect.DeepEqual(got, []int{0, 1, 2}) {
-		t.Errorf("4 CPUs: %v", got)
+}
+
+// onlineFixture makes the online CPUs those of testdata/cpu-online:
+// 0-3,6-7, a machine with CPUs 4 and 5 offline.
+func onlineFixture(t *testing.T) {
+	old := cpuOnlinePath
+	cpuOnlinePath = "testdata/cpu-online"
+	t.Cleanup(func() { cpuOnlinePath = old })
+}
+
+// workers.cpus is checked against the CPUs that are online, not against
+// kbridge's affinity mask, which leaves out isolated CPUs.
+func TestWorkerCPUsAreOnlineCPUs(t *testing.T) {
+	onlineFixture(t)
+	c, err := load(t, "workers:\n  cpus: [7, 6]\n")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := DefaultWorkerCPUs(1); !reflect.DeepEqual(got, []int{0}) {
-		t.Errorf("1 CPU: %v", got)
+	if c.WorkerCPU(0) != 7 || c.WorkerCPU(5) != 6 {
+		t.Errorf("worker CPUs %v", c.WorkerCPUs())
+	}
+	_, err = load(t, "workers:\n  cpus: [3, 4, 8]\n")
+	for _, want := range []string{
+		"workers.cpus[1]: 4: not an online CPU: this machine's online CPUs are 0-3,6-7",
+		"workers.cpus[2]: 8: not an online CPU",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to mention %q", err, want)
+		}
+	}
+	if got := Default().WorkerCPUs(); !reflect.DeepEqual(got, []int{0, 1, 2, 3, 6}) {
+		t.Errorf("default worker CPUs %v, want every online CPU but the highest", got)
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	got, err := parseCPUList("0-2,4,6-7\n")
+	if err != nil || !reflect.DeepEqual(got, []int{0, 1, 2, 4, 6, 7}) {
+		t.Errorf("parse: %v %v", got, err)
+	}
+	if s := formatCPUList(got); s != "0-2,4,6-7" {
+		t.Errorf("format: %s", s)
+	}
+	for _, bad := range []string{"", "a", "3-1", "1-", "-1"} {
+		if _, err := parseCPUList(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// A file with several mistakes gets one error that names them all, each a
+// FieldError with its key: unknown keys, wrong types, bad values.
+func TestSeveralMistakesReportedTogether(t *testing.T) {
+	_, err := load(t, `
+dpdk:
+  fileprefix: x
+  wait: 2h
+interface:
+  mtu: big
+  addresses: [198.18.0.2]
+  routes: [{to: 198.18.5.0/24, bogus: 1}]
+policy:
+  mode: turbo
+  spin: 20
+stats:
+  metrics: localhost
+`)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	if !errors.Is(err, conferr.ErrInvalid) {
+		t.Errorf("%v: not a configuration error", err)
+	}
+	var l conferr.List
+	if !errors.As(err, &l) {
+		t.Fatalf("%v: not a conferr.List", err)
+	}
+	var keys []string
+	for _, e := range l {
+		var fe *conferr.FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("%v: not a FieldError", e)
+		}
+		keys = append(keys, fe.Key)
+	}
+	want := []string{
+		"dpdk.fileprefix",           // unknown, found by viper
+		"interface.mtu",             // wrong type
+		"interface.routes[0].bogus", // unknown, inside a list: found by decoding
+		"policy.spin",               // no unit
+		"dpdk.wait",                 // out of range
+		"interface.addresses[0]",    // no prefix length
+		"policy.mode",               // no such mode
+		"stats.metrics",             // no port
+	}
+	if !reflect.DeepEqual(keys, want) {
+		t.Errorf("keys\n got %q\nwant %q\nerror: %v", keys, want, err)
+	}
+	if n := strings.Count(err.Error(), "; "); n != len(want)-1 {
+		t.Errorf("%d separators in %v", n, err)
+	}
+	var fe *conferr.FieldError
+	if !errors.As(err, &fe) || fe.Key != "dpdk.fileprefix" || fe.Value != nil {
+		t.Errorf("errors.As: %+v", fe)
+	}
+}
+
+// A value that does not decode is reported once, not also as the default
+// it was left at.
+func TestDecodeErrorNotRepeatedByValidation(t *testing.T) {
+	_, err := load(t, "interface:\n  mtu: big\n")
+	const want = `interface.mtu: "big": must be a whole number, not a string`
+	if err == nil || !strings.HasSuffix(err.Error(), ": "+want) {
+		t.Errorf("got %v\nwant ...: %s", err, want)
+	}
+}
+
+// A duration without a unit is refused with the fix: "spin: 20" used to be
+// 20 nanoseconds. A bare 0 is accepted: it is 0 in every unit.
+func TestDurationNeedsUnit(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"policy:\n  spin: 20\n", "policy.spin: 20: a duration needs a unit, e.g. 20us"},
+		{"policy:\n  spin: \"20\"\n", `policy.spin: "20": a duration needs a unit, e.g. 20us`},
+		{"policy:\n  interval: 1.5\n", "policy.interval: 1.5: a duration needs a unit, e.g. 1.5us"},
+		{"policy:\n  backoff: {min: 5, max: 80}\n", "policy.backoff.max: 80: a duration needs a unit, e.g. 80us; policy.backoff.min: 5: a duration"},
+		{"policy:\n  park_timeout: soon\n", `policy.park_timeout: "soon": not a duration: write a number with a unit (ns, us, ms, s, m, h), e.g. 20us`},
+		{"policy:\n  spin: [1]\n", "policy.spin: [1]: must be a duration, not a list"},
+		{"dpdk:\n  wait: 30\n", "dpdk.wait: 30: a duration needs a unit, e.g. 30us"},
+	} {
+		_, err := load(t, c.yaml)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v\nwant it to mention %q", c.yaml, err, c.want)
+		}
+	}
+	c, err := load(t, "dpdk:\n  wait: 0\npolicy:\n  spin: 0\n  backoff: {min: \"0\", max: 0s}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DPDK.Wait != 0 || c.Policy.Spin != 0 {
+		t.Errorf("bare 0: wait %v spin %v", c.DPDK.Wait, c.Policy.Spin)
+	}
+}
+
+func TestMetricsAddress(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"": true, "127.0.0.1:9478": true, ":9478": true, "[::1]:9478": true, "localhost:65535": true,
+		"127.0.0.1": false, "127.0.0.1:0": false, ":65536": false, "host:http": false, "::1:9478": false,
+	} {
+		c := Default()
+		c.Stats.Metrics = addr
+		err := c.Validate()
+		if (err == nil) != ok {
+			t.Errorf("%q: %v, want ok=%v", addr, err, ok)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), fmt.Sprintf("stats.metrics: %q: must be host:port", addr)) {
+			t.Errorf("%q: %v", addr, err)
+		}
+	}
+}
+
+// interface.mtu takes what a worker's frame buffer holds, no more.
+func TestMTUBounds(t *testing.T) {
+	for mtu, ok := range map[int]bool{67: false, 68: true, 9000: true, 65444: true, 65445: false, 65521: false} {
+		_, err := load(t, fmt.Sprintf("interface:\n  mtu: %d\n", mtu))
+		if (err == nil) != ok {
+			t.Errorf("mtu %d: %v, want ok=%v", mtu, err, ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("interface.mtu: %d: must be between 68 and 65444", mtu)) {
+			t.Errorf("mtu %d: %v", mtu, err)
+		}
+	}
+}
+
+func TestUnknownKeys(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"dpdk:\n  fileprefix: x\n", "dpdk.fileprefix: unknown key, did you mean dpdk.file_prefix? (keys under dpdk: eal_args, file_prefix, runtime_dir, wait)"},
+		{"polcy:\n  mode: busy\n", "polcy: unknown key, did you mean policy? (top-level keys: "},
+		{"foo:\n  bar: 1\n  baz: 2\n", "foo: unknown key (top-level keys: "},
+		{"port: {a: 1}\n", "port: map[a:1]: must be a string, not a mapping"},
+	} {
+		_, err := load(t, c.yaml)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "; ") {
+			t.Errorf("%q: error %v\nwant one error with %q", c.yaml, err, c.want)
+		}
 	}
 }
 

@@ -9,8 +9,10 @@
 package policy
 
 import (
-	"fmt"
+	"slices"
 	"time"
+
+	"github.com/kbridge/kbridge/internal/conferr"
 )
 
 // Mode names a polling policy.
@@ -70,15 +72,13 @@ func Default() Policy {
 	}
 }
 
-// Validate checks p. Errors name the configuration key under prefix (for
-// example "policy") and the offending value.
+// Validate checks p and reports every problem at once. Each error is a
+// *conferr.FieldError naming the configuration key under prefix (for
+// example "policy.spin") and the offending value.
 func (p Policy) Validate(prefix string) error {
-	known := false
-	for _, m := range Modes {
-		known = known || p.Mode == m
-	}
-	if !known {
-		return fmt.Errorf("%s.mode: %q: must be one of busy, adaptive, interrupt, fixed", prefix, p.Mode)
+	errs := conferr.Collector{Prefix: prefix}
+	if !slices.Contains(Modes, p.Mode) {
+		errs.Add("mode", p.Mode, "must be one of busy, adaptive, interrupt, fixed")
 	}
 	type bound struct {
 		key      string
@@ -93,16 +93,16 @@ func (p Policy) Validate(prefix string) error {
 		{"park_timeout", p.ParkTimeout, 10 * time.Microsecond, time.Minute},
 	} {
 		if b.v < b.min || b.v > b.max {
-			return fmt.Errorf("%s.%s: %v: must be between %v and %v", prefix, b.key, b.v, b.min, b.max)
+			errs.Addf(b.key, b.v, "must be between %v and %v", b.min, b.max)
 		}
 	}
 	if p.Backoff.Max > 0 && p.Backoff.Min == 0 {
-		return fmt.Errorf("%s.backoff.min: 0s: must be above 0 when backoff.max (%v) is set; backoff.max: 0s turns the sleeps off", prefix, p.Backoff.Max)
+		errs.Addf("backoff.min", p.Backoff.Min, "must be above 0 when backoff.max (%v) is set (backoff.max: 0s turns the sleeps off)", p.Backoff.Max)
 	}
 	if p.Backoff.Max < p.Backoff.Min {
-		return fmt.Errorf("%s.backoff.max: %v: must not be below backoff.min (%v)", prefix, p.Backoff.Max, p.Backoff.Min)
+		errs.Addf("backoff.max", p.Backoff.Max, "must not be below backoff.min (%v)", p.Backoff.Min)
 	}
-	return nil
+	return errs.Err()
 }
 
 // StepKind says what a worker does next.

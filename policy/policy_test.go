@@ -1,9 +1,13 @@
 package policy
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/internal/conferr"
 )
 
 const us = time.Microsecond
@@ -117,6 +121,34 @@ func TestValidateNamesKeyAndValue(t *testing.T) {
 	}
 	if err := Default().Validate("policy"); err != nil {
 		t.Errorf("default policy invalid: %v", err)
+	}
+}
+
+// Every mistake is reported, each as a FieldError with its full key.
+func TestValidateReportsAll(t *testing.T) {
+	p := Default()
+	p.Mode = "turbo"
+	p.Spin = 2 * time.Second
+	p.Backoff = Backoff{Min: 10 * us, Max: 5 * us}
+	err := p.Validate("policy")
+	if !errors.Is(err, conferr.ErrInvalid) {
+		t.Fatalf("%v: not a configuration error", err)
+	}
+	var l conferr.List
+	if !errors.As(err, &l) {
+		t.Fatalf("%v: not a List", err)
+	}
+	var keys []string
+	for _, e := range l {
+		var fe *conferr.FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("%v: not a FieldError", e)
+		}
+		keys = append(keys, fe.Key)
+	}
+	want := []string{"policy.mode", "policy.spin", "policy.backoff.max"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("keys %v, want %v (%v)", keys, want, err)
 	}
 }
 

@@ -19,6 +19,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/internal/conferr"
+	"github.com/kbridge/kbridge/internal/limits"
 )
 
 // Config describes the kernel interface.
@@ -51,42 +54,49 @@ func DefaultConfig() Config {
 	return Config{Name: "kb0", MTU: 1500, Up: true, Offload: true}
 }
 
-// Validate checks the configuration; errors name the key under prefix.
+// Validate checks the configuration and reports every problem at once. Each
+// error is a *conferr.FieldError naming the key under prefix (for example
+// "interface.mtu") and the value.
 func (c Config) Validate(prefix string) error {
-	if c.Name == "" || len(c.Name) > unix.IFNAMSIZ-1 {
-		return fmt.Errorf("%s.name: %q: must be 1 to %d characters", prefix, c.Name, unix.IFNAMSIZ-1)
+	errs := conferr.Collector{Prefix: prefix}
+	if c.Name == "" || len(c.Name) > limits.IfNameMax {
+		errs.Addf("name", c.Name, "must be 1 to %d characters", limits.IfNameMax)
 	}
-	if c.MTU < 68 || c.MTU > 65521 {
-		return fmt.Errorf("%s.mtu: %d: must be between 68 and 65521", prefix, c.MTU)
+	if c.MTU < limits.MinMTU || c.MTU > limits.MaxMTU {
+		// The maximum is what a worker's 64 KiB frame buffer holds, not
+		// the kernel's: a larger MTU would be accepted here and every
+		// full-size frame dropped at run time.
+		errs.Addf("mtu", c.MTU, "must be between %d and %d", limits.MinMTU, limits.MaxMTU)
 	}
 	if c.MAC != "" {
 		hw, err := net.ParseMAC(c.MAC)
-		if err != nil || len(hw) != 6 {
-			return fmt.Errorf("%s.mac: %q: not an Ethernet address", prefix, c.MAC)
-		}
-		if hw[0]&1 != 0 {
-			return fmt.Errorf("%s.mac: %q: a multicast address cannot be an interface's", prefix, c.MAC)
+		switch {
+		case err != nil || len(hw) != 6:
+			errs.Add("mac", c.MAC, "not an Ethernet address")
+		case hw[0]&1 != 0:
+			errs.Add("mac", c.MAC, "a multicast address cannot be an interface's")
 		}
 	}
 	for i, a := range c.Addresses {
 		if _, err := netlink.ParseAddr(a); err != nil {
-			return fmt.Errorf("%s.addresses[%d]: %q: want an address with prefix length, like 198.18.0.2/24", prefix, i, a)
+			errs.Add(conferr.Index("addresses", i), a, "want an address with prefix length, like 198.18.0.2/24")
 		}
 	}
 	for i, r := range c.Routes {
+		route := conferr.Index("routes", i)
 		if _, _, err := net.ParseCIDR(r.To); err != nil {
-			return fmt.Errorf("%s.routes[%d].to: %q: want a CIDR prefix", prefix, i, r.To)
+			errs.Add(conferr.Key(route, "to"), r.To, "want a CIDR prefix")
 		}
-		for key, v := range map[string]string{"via": r.Via, "src": r.Src} {
-			if v != "" && net.ParseIP(v) == nil {
-				return fmt.Errorf("%s.routes[%d].%s: %q: not an IP address", prefix, i, key, v)
+		for _, f := range []struct{ key, v string }{{"via", r.Via}, {"src", r.Src}} {
+			if f.v != "" && net.ParseIP(f.v) == nil {
+				errs.Add(conferr.Key(route, f.key), f.v, "not an IP address")
 			}
 		}
 	}
 	if c.TxQueue < 0 {
-		return fmt.Errorf("%s.txqueuelen: %d: must not be negative", prefix, c.TxQueue)
+		errs.Add("txqueuelen", c.TxQueue, "must not be negative")
 	}
-	return nil
+	return errs.Err()
 }
 
 func configure(cfg Config) error {

@@ -1,14 +1,17 @@
 package xdp
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/kbridge/kbridge/internal/conferr"
+	"github.com/kbridge/kbridge/internal/limits"
 )
 
 // ConfigKey is the key of this section in kbridge's YAML; field names in
@@ -168,93 +171,81 @@ func (c Config) WithDefaults() Config {
 }
 
 // Validate checks c after applying defaults and returns every problem found,
-// each naming the field and the value. The errors wrap ErrInvalidConfig.
-// It touches no system state.
+// each a *FieldError naming the field and the value. The errors match
+// ErrInvalidConfig. It touches no system state.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	var v validator
+	v := validator{Collector: conferr.Collector{Prefix: ConfigKey}}
 	v.ifname("nic", c.NIC)
 	v.ifname("exception", c.Exception)
 	v.ifname("exception_peer", c.ExceptionPeer)
 	if c.NIC != "" && (c.NIC == c.Exception || c.NIC == c.ExceptionPeer) {
-		v.fail("nic", c.NIC, "must differ from exception and exception_peer")
+		v.Add("nic", c.NIC, "must differ from exception and exception_peer")
 	}
 	if c.Exception == c.ExceptionPeer {
-		v.fail("exception_peer", c.ExceptionPeer, "must differ from exception")
+		v.Add("exception_peer", c.ExceptionPeer, "must differ from exception")
 	}
-	oneOf(&v, "mode", string(c.Mode), ModeAuto, ModeNative, ModeGeneric)
-	oneOf(&v, "loader", string(c.Loader), LoaderKbridge, LoaderPMD)
-	oneOf(&v, "xsk_fallback", string(c.XSKFallback), FallbackException, FallbackDrop, FallbackPass)
-	oneOf(&v, "napi", string(c.NAPI), NAPIGRO, NAPIXDP)
+	oneOf(&v, "mode", c.Mode, ModeAuto, ModeNative, ModeGeneric)
+	oneOf(&v, "loader", c.Loader, LoaderKbridge, LoaderPMD)
+	oneOf(&v, "xsk_fallback", c.XSKFallback, FallbackException, FallbackDrop, FallbackPass)
+	oneOf(&v, "napi", c.NAPI, NAPIGRO, NAPIXDP)
 
 	if !filepath.IsAbs(c.PinPath) || filepath.Clean(c.PinPath) != c.PinPath {
-		v.fail("pin_path", c.PinPath, "must be a clean absolute path on a bpf filesystem")
+		v.Add("pin_path", c.PinPath, "must be a clean absolute path on a bpf filesystem")
 	} else if c.Loader == LoaderPMD && c.PinPath != DefaultPinRoot {
-		v.fail("pin_path", c.PinPath, "with loader pmd it must be "+DefaultPinRoot+
+		v.Add("pin_path", c.PinPath, "with loader pmd it must be "+DefaultPinRoot+
 			": DPDK 22.11's libbpf looks for maps pinned by name only there")
 	}
 	if c.ObjectFile != "" && !filepath.IsAbs(c.ObjectFile) {
-		v.fail("object_file", c.ObjectFile, "must be an absolute path")
+		v.Add("object_file", c.ObjectFile, "must be an absolute path")
 	}
 	if c.MAC != "" {
 		if _, err := parseUnicastMAC(c.MAC); err != nil {
-			v.fail("mac", c.MAC, err.Error())
+			v.Add("mac", c.MAC, err.Error())
 		}
 	}
-	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
-		v.fail("mtu", fmt.Sprint(c.MTU), "out of range 68-65535 (0 means the NIC's MTU)")
+	// No user-space buffer holds kb0's frames, so the kernel's bound
+	// applies here, not limits.MaxMTU.
+	if c.MTU != 0 && (c.MTU < limits.MinMTU || c.MTU > limits.MaxKernelMTU) {
+		v.Addf("mtu", c.MTU, "out of range %d-%d (0 means the NIC's MTU)", limits.MinMTU, limits.MaxKernelMTU)
 	}
 	for i, a := range c.Addresses {
 		if _, err := netip.ParsePrefix(a); err != nil {
-			v.fail(fmt.Sprintf("addresses[%d]", i), a, "not an address with prefix length, e.g. 198.18.0.2/24")
+			v.Add(conferr.Index("addresses", i), a, "not an address with prefix length, e.g. 198.18.0.2/24")
 		}
 	}
 	if len(c.FastPath) > MaxRules {
-		v.fail("fast_path", fmt.Sprintf("%d rules", len(c.FastPath)), fmt.Sprintf("at most %d rules", MaxRules))
+		v.Add("fast_path", fmt.Sprintf("%d rules", len(c.FastPath)), fmt.Sprintf("at most %d rules", MaxRules))
 	}
 	for i, r := range c.FastPath {
 		if _, err := compileRule(r); err != nil {
-			fe := err.(*FieldError)
-			fe.Field = ruleField(i, fe.Field)
-			v.errs = append(v.errs, fe)
+			v.Include(conferr.Prefix(ruleKey(i), err))
 		}
 	}
-	return v.err()
+	return v.Err()
 }
 
-type validator struct{ errs []error }
-
-func (v *validator) fail(field, value, msg string) {
-	v.errs = append(v.errs, &FieldError{Field: ConfigKey + "." + field, Value: value, Msg: msg})
-}
-
-func (v *validator) err() error {
-	switch len(v.errs) {
-	case 0:
-		return nil
-	case 1:
-		return v.errs[0]
-	}
-	return errors.Join(v.errs...)
-}
+type validator struct{ conferr.Collector }
 
 func (v *validator) ifname(field, name string) {
 	if err := checkIfname(name); err != nil {
-		v.fail(field, name, err.Error())
+		var value any = name
+		if name == "" {
+			value = nil // "xdp.nic: required" says it all
+		}
+		v.Add(field, value, err.Error())
 	}
 }
 
-func oneOf[T ~string](v *validator, field, value string, allowed ...T) {
-	for _, a := range allowed {
-		if value == string(a) {
-			return
-		}
+func oneOf[T ~string](v *validator, field string, value T, allowed ...T) {
+	if slices.Contains(allowed, value) {
+		return
 	}
 	names := make([]string, len(allowed))
 	for i, a := range allowed {
 		names[i] = string(a)
 	}
-	v.fail(field, value, "must be one of "+strings.Join(names, ", "))
+	v.Add(field, value, "must be one of "+strings.Join(names, ", "))
 }
 
 // checkIfname applies the kernel's rules for interface names (dev_valid_name).
@@ -262,8 +253,8 @@ func checkIfname(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("required")
-	case len(name) > 15:
-		return fmt.Errorf("longer than 15 bytes")
+	case len(name) > limits.IfNameMax:
+		return fmt.Errorf("longer than %d bytes", limits.IfNameMax)
 	case name == "." || name == "..":
 		return fmt.Errorf("not a valid interface name")
 	case strings.ContainsAny(name, "/: \t\n"):

@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kbridge/kbridge/internal/conferr"
 )
 
 func TestValidateAcceptsMinimal(t *testing.T) {
@@ -43,6 +45,8 @@ func TestValidateAcceptsFullRules(t *testing.T) {
 // Each bad value is refused with a message naming the field and the value.
 func TestValidateRefuses(t *testing.T) {
 	rule := func(r Rule) Config { return Config{NIC: "eth0", FastPath: []Rule{{Proto: "udp", Ports: "1"}, r}} }
+	// Numbers print bare and strings quoted, as in every section of
+	// kbridge's configuration.
 	cases := []struct {
 		cfg  Config
 		want string
@@ -52,9 +56,9 @@ func TestValidateRefuses(t *testing.T) {
 		{rule(Rule{Proto: "tcp", Ports: "90-80"}), `xdp.fast_path[1].ports: "90-80": range is reversed: 90 > 80`},
 		{rule(Rule{Proto: "tcp", Ports: "http"}), `xdp.fast_path[1].ports: "http": not a port or port range like 5000-5010`},
 		{rule(Rule{Ports: "80"}), `xdp.fast_path[1].ports: "80": ports need proto: tcp or udp`},
-		{rule(Rule{Port: 80}), `xdp.fast_path[1].port: "80": port needs proto: tcp or udp`},
-		{rule(Rule{Proto: "udp", Port: 70000}), `xdp.fast_path[1].port: "70000": port out of range 1-65535`},
-		{rule(Rule{Proto: "udp", Port: 80, Ports: "81"}), `xdp.fast_path[1].port: "80": set port or ports, not both`},
+		{rule(Rule{Port: 80}), `xdp.fast_path[1].port: 80: port needs proto: tcp or udp`},
+		{rule(Rule{Proto: "udp", Port: 70000}), `xdp.fast_path[1].port: 70000: port out of range 1-65535`},
+		{rule(Rule{Proto: "udp", Port: 80, Ports: "81"}), `xdp.fast_path[1].port: 80: set port or ports, not both`},
 		{rule(Rule{Proto: "icmp"}), `xdp.fast_path[1].proto: "icmp": must be tcp or udp`},
 		{rule(Rule{Dst: "198.18.0.5/24"}), `xdp.fast_path[1].dst: "198.18.0.5/24": host bits set; did you mean 198.18.0.0/24?`},
 		{rule(Rule{Dst: "198.18.0.300"}), `xdp.fast_path[1].dst: "198.18.0.300": not an IPv4 or IPv6 address or prefix`},
@@ -70,7 +74,7 @@ func TestValidateRefuses(t *testing.T) {
 		{Config{NIC: "eth0", PinPath: "bpf/kbridge"}, `xdp.pin_path: "bpf/kbridge": must be a clean absolute path on a bpf filesystem`},
 		{Config{NIC: "eth0", Loader: LoaderPMD, PinPath: "/sys/fs/bpf/kbridge"}, `xdp.pin_path: "/sys/fs/bpf/kbridge": with loader pmd it must be /sys/fs/bpf: DPDK 22.11's libbpf looks for maps pinned by name only there`},
 		{Config{NIC: "eth0", MAC: "01:00:5e:00:00:01"}, `xdp.mac: "01:00:5e:00:00:01": multicast MAC cannot be an interface address`},
-		{Config{NIC: "eth0", MTU: 40}, `xdp.mtu: "40": out of range 68-65535 (0 means the NIC's MTU)`},
+		{Config{NIC: "eth0", MTU: 40}, `xdp.mtu: 40: out of range 68-65535 (0 means the NIC's MTU)`},
 		{Config{NIC: "eth0", Addresses: []string{"198.18.0.2"}}, `xdp.addresses[0]: "198.18.0.2": not an address with prefix length, e.g. 198.18.0.2/24`},
 		{Config{NIC: "eth0", FastPath: make([]Rule, MaxRules+1)}, `xdp.fast_path: "65 rules": at most 64 rules`},
 	}
@@ -83,9 +87,14 @@ func TestValidateRefuses(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%v: does not wrap ErrInvalidConfig", err)
 		}
-		var fe *FieldError
+		if !errors.Is(err, conferr.ErrInvalid) {
+			t.Errorf("%v: not a configuration error", err)
+		}
+		var fe *conferr.FieldError
 		if !errors.As(err, &fe) {
-			t.Errorf("%v: not a *FieldError", err)
+			t.Errorf("%v: not a *conferr.FieldError", err)
+		} else if !strings.HasPrefix(c.want, fe.Key+": ") {
+			t.Errorf("%v: first key %q", err, fe.Key)
 		}
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got  %s\nwant %s", err, c.want)
@@ -99,10 +108,9 @@ func TestValidateReportsAll(t *testing.T) {
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, want := range []string{"xdp.mode", "xdp.fast_path[0].proto"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%q missing from %v", want, err)
-		}
+	const want = `xdp.mode: "x": must be one of auto, native, generic; xdp.fast_path[0].proto: "sctp": must be tcp or udp`
+	if err.Error() != want {
+		t.Errorf("got  %v\nwant %s", err, want)
 	}
 }
 

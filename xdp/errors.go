@@ -2,15 +2,18 @@ package xdp
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/kbridge/kbridge/internal/conferr"
 )
 
 // Sentinel errors. Errors returned by this package wrap one of these (or an
 // errno from the kernel) with %w, so callers can test them with errors.Is.
 var (
 	// ErrInvalidConfig: the Config failed validation; the message names the
-	// field and the offending value.
-	ErrInvalidConfig = errors.New("invalid xdp configuration")
+	// field and the offending value. It is conferr.ErrInvalid, so that one
+	// errors.Is test recognises a bad value in any section of kbridge's
+	// configuration.
+	ErrInvalidConfig = conferr.ErrInvalid
 	// ErrNotSupported: the kernel or driver refused what was asked, e.g.
 	// native XDP on a driver without it when mode is "native".
 	ErrNotSupported = errors.New("not supported")
@@ -26,20 +29,9 @@ var (
 	ErrClosed = errors.New("xdp path closed")
 )
 
-// FieldError is one validation failure. Field is the YAML path under the
-// top-level configuration (for example "xdp.fast_path[1].ports").
-type FieldError struct {
-	Field string
-	Value string
-	Msg   string
-}
-
-func (e *FieldError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("%s: %s", e.Field, e.Msg)
-	}
-	return fmt.Sprintf("%s: %q: %s", e.Field, e.Value, e.Msg)
-}
-
-// Unwrap lets errors.Is(err, ErrInvalidConfig) hold for every FieldError.
-func (e *FieldError) Unwrap() error { return ErrInvalidConfig }
+// FieldError is one validation failure: kbridge's shared configuration
+// error, whose Key is the YAML path under the top-level configuration (for
+// example "xdp.fast_path[1].ports"). It matches ErrInvalidConfig under
+// errors.Is. The alias lets code outside kbridge's module, which cannot name
+// an internal package, use errors.As with it.
+type FieldError = conferr.FieldError

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/kbridge/kbridge/internal/conferr"
 )
 
 const (
@@ -15,14 +17,15 @@ const (
 )
 
 // compileRule turns one YAML rule into the program's kb_rule. The returned
-// error is a *FieldError whose Field is relative to the rule ("ports").
+// error is a *FieldError whose Key is relative to the rule ("ports"), for
+// conferr.Prefix to complete.
 func compileRule(r Rule) (steerKbRule, error) {
 	var k steerKbRule
-	bad := func(field, value, msg string) (steerKbRule, error) {
-		return steerKbRule{}, &FieldError{Field: field, Value: value, Msg: msg}
+	bad := func(field string, value any, msg string) (steerKbRule, error) {
+		return steerKbRule{}, conferr.New(field, value, msg)
 	}
 	if r == (Rule{}) {
-		return bad("", "", "empty rule would match every frame: set proto, port(s), dst or dst_mac")
+		return bad("", nil, "empty rule would match every frame: set proto, port(s), dst or dst_mac")
 	}
 
 	switch strings.ToLower(r.Proto) {
@@ -39,13 +42,13 @@ func compileRule(r Rule) (steerKbRule, error) {
 
 	switch {
 	case r.Port != 0 && r.Ports != "":
-		return bad("port", strconv.Itoa(r.Port), "set port or ports, not both")
+		return bad("port", r.Port, "set port or ports, not both")
 	case r.Port != 0:
 		if k.Proto == 0 {
-			return bad("port", strconv.Itoa(r.Port), "port needs proto: tcp or udp")
+			return bad("port", r.Port, "port needs proto: tcp or udp")
 		}
 		if r.Port < 1 || r.Port > 65535 {
-			return bad("port", strconv.Itoa(r.Port), "port out of range 1-65535")
+			return bad("port", r.Port, "port out of range 1-65535")
 		}
 		k.PortLo, k.PortHi = uint16(r.Port), uint16(r.Port)
 		k.Match |= steerKbMatchKB_MATCH_PORTS
@@ -165,8 +168,8 @@ func macToUint64(mac net.HardwareAddr) uint64 {
 // compileRules builds the whole kb_config value.
 func compileRules(rules []Rule, fb Fallback) (*steerKbConfig, error) {
 	if len(rules) > MaxRules {
-		return nil, &FieldError{Field: ConfigKey + ".fast_path", Value: fmt.Sprintf("%d rules", len(rules)),
-			Msg: fmt.Sprintf("at most %d rules", MaxRules)}
+		return nil, conferr.Errorf(conferr.Key(ConfigKey, "fast_path"), fmt.Sprintf("%d rules", len(rules)),
+			"at most %d rules", MaxRules)
 	}
 	cfg := &steerKbConfig{Nrules: uint32(len(rules))}
 	switch fb {
@@ -177,25 +180,19 @@ func compileRules(rules []Rule, fb Fallback) (*steerKbConfig, error) {
 	case FallbackPass:
 		cfg.Fallback = steerKbFallbackKB_FALLBACK_PASS
 	default:
-		return nil, &FieldError{Field: ConfigKey + ".xsk_fallback", Value: string(fb), Msg: "must be one of exception, drop, pass"}
+		return nil, conferr.New(conferr.Key(ConfigKey, "xsk_fallback"), fb, "must be one of exception, drop, pass")
 	}
 	for i, r := range rules {
 		k, err := compileRule(r)
 		if err != nil {
-			fe := err.(*FieldError)
-			fe.Field = ruleField(i, fe.Field)
-			return nil, fe
+			return nil, conferr.Prefix(ruleKey(i), err)
 		}
 		cfg.Rules[i] = k
 	}
 	return cfg, nil
 }
 
-// ruleField names a field of fast_path[i] the way the YAML spells it.
-func ruleField(i int, field string) string {
-	f := fmt.Sprintf("%s.fast_path[%d]", ConfigKey, i)
-	if field != "" {
-		f += "." + field
-	}
-	return f
+// ruleKey is the key of fast_path[i], the way the YAML spells it.
+func ruleKey(i int) string {
+	return conferr.Key(ConfigKey, conferr.Index("fast_path", i))
 }
