@@ -9,12 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/internal/limits"
 	"github.com/kbridge/kbridge/tap/vnet"
 )
 
 const (
-	ethHeaderLen = 14
-	vlanTagLen   = 4
+	ethHeaderLen = limits.EthHeaderLen
+	vlanTagLen   = limits.VLANTagLen
 	// maxRead is the largest frame a TAP hands over with TSO on: a 64 KiB
 	// IP packet, its Ethernet header and one VLAN tag, after the
 	// virtio-net header.

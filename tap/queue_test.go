@@ -2,7 +2,6 @@ package tap
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/bridge/bridgetest"
 	"github.com/kbridge/kbridge/tap/vnet"
+	"github.com/kbridge/kbridge/tap/vnet/vnettest"
 )
 
 const mtu = 1500
@@ -31,39 +31,13 @@ func newTestQueue(t *testing.T, merge bool) (*Queue, int) {
 	return q, fds[1]
 }
 
-// tcpFrame builds an Ethernet/IPv4/TCP frame with correct checksums.
+var flow = vnettest.DefaultFlow()
+
 func tcpFrame(seq uint32, id uint16, payload int, flags byte) []byte {
-	f := make([]byte, 14+20+20+payload)
-	copy(f[0:6], []byte{2, 0, 0, 0, 0, 1})
-	copy(f[6:12], []byte{2, 0, 0, 0, 0, 2})
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(40+payload))
-	binary.BigEndian.PutUint16(ip[4:], id)
-	ip[6] = 0x40
-	ip[8] = 64
-	ip[9] = unix.IPPROTO_TCP
-	copy(ip[12:16], []byte{198, 18, 0, 1})
-	copy(ip[16:20], []byte{198, 18, 0, 2})
-	binary.BigEndian.PutUint16(ip[10:], vnet.Checksum(ip[:20], 0))
-	tcp := ip[20:]
-	binary.BigEndian.PutUint16(tcp[0:], 5201)
-	binary.BigEndian.PutUint16(tcp[2:], 40000)
-	binary.BigEndian.PutUint32(tcp[4:], seq)
-	binary.BigEndian.PutUint32(tcp[8:], 7)
-	tcp[12] = 5 << 4
-	tcp[13] = flags
-	binary.BigEndian.PutUint16(tcp[14:], 65535)
-	for i := range payload {
-		tcp[20+i] = byte(int(seq) + i)
-	}
-	sum := vnet.PseudoHeaderSum(unix.IPPROTO_TCP, ip[12:16], ip[16:20], 20+payload)
-	binary.BigEndian.PutUint16(tcp[16:], vnet.Checksum(tcp, sum))
-	return f
+	return flow.Segment(seq, id, payload, flags)
 }
 
-const ack, psh = 0x10, 0x08
+const ack, psh = vnettest.ACK, vnettest.PSH
 
 func frame(n int, seed byte) []byte {
 	b := make([]byte, n)
@@ -298,23 +272,10 @@ func TestReadSplitsSuperFramesAcrossBursts(t *testing.T) {
 	in := bridgetest.NewIn(8, FrameLen(mtu))
 	var c bridge.Counters
 	const segs, mss = 20, 1448
-	var want [][]byte
-	super := tcpFrame(5000, 1, segs*mss, ack|psh)
-	seq := uint32(5000)
-	for k := range segs {
-		fl := byte(ack)
-		if k == segs-1 {
-			fl |= psh
-		}
-		want = append(want, tcpFrame(seq, uint16(1+k), mss, fl))
-		seq += mss
+	want := flow.Stream(5000, 1, segs, mss, psh)
+	if _, err := unix.Write(peer, flow.Super(5000, 1, segs, mss, psh)); err != nil {
+		t.Fatal(err)
 	}
-	// As the kernel hands it over: NEEDS_CSUM, the pseudo-header sum in
-	// the TCP checksum field.
-	ip := super[14:]
-	sum := vnet.PseudoHeaderSum(unix.IPPROTO_TCP, ip[12:16], ip[16:20], 20+segs*mss)
-	binary.BigEndian.PutUint16(ip[20+16:], vnet.Fold(sum))
-	send(t, peer, vnet.Hdr{Flags: vnet.FlagNeedsCsum, GSOType: vnet.GSOTCPv4, GSOSize: mss, HdrLen: 54, CsumStart: 34, CsumOffset: 16}, super)
 	lens := make([]int, 8)
 	var got [][]byte
 	for range 5 {
@@ -351,12 +312,7 @@ func TestQueueHotPathDoesNotAllocate(t *testing.T) {
 		seq += 1000
 	}
 	burst = append(burst, bridgetest.Frame(frame(60, 1)))
-	super := tcpFrame(1, 1, 10*1448, ack)
-	ip := super[14:]
-	binary.BigEndian.PutUint16(ip[36:], vnet.Fold(vnet.PseudoHeaderSum(unix.IPPROTO_TCP, ip[12:16], ip[16:20], 20+10*1448)))
-	wireSuper := make([]byte, vnet.HdrLen+len(super))
-	vnet.Hdr{Flags: vnet.FlagNeedsCsum, GSOType: vnet.GSOTCPv4, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}.Encode(wireSuper)
-	copy(wireSuper[vnet.HdrLen:], super)
+	wireSuper := flow.Super(1, 1, 10, 1448, 0)
 	buf := make([]byte, maxRead)
 	lens := make([]int, 32)
 	round := func() {

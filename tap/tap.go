@@ -18,7 +18,6 @@ import (
 	"net"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/internal/conferr"
 	"github.com/kbridge/kbridge/internal/limits"

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"regexp"
@@ -13,7 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/kbridge/kbridge/tap/vnet"
+	"github.com/kbridge/kbridge/tap/vnet/vnettest"
 	"github.com/kbridge/kbridge/tests/bedtest"
 )
 
@@ -140,24 +139,12 @@ func sendCorruptSYN(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	f := make([]byte, 14+20+20)
-	copy(f[0:6], mac)
-	copy(f[6:12], ifc.HardwareAddr)
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:]
-	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_TCP
-	binary.BigEndian.PutUint16(ip[2:], 40)
-	copy(ip[12:16], net.ParseIP(peerIP).To4())
-	copy(ip[16:20], net.ParseIP("198.18.0.2").To4())
-	binary.BigEndian.PutUint16(ip[10:], vnet.Checksum(ip[:20], 0))
-	tcp := ip[20:]
-	binary.BigEndian.PutUint16(tcp[0:], 40999)
-	binary.BigEndian.PutUint16(tcp[2:], 5201)
-	binary.BigEndian.PutUint32(tcp[4:], 12345)
-	tcp[12], tcp[13] = 5<<4, 0x02 // SYN
-	binary.BigEndian.PutUint16(tcp[14:], 1024)
-	sum := vnet.PseudoHeaderSum(unix.IPPROTO_TCP, ip[12:16], ip[16:20], 20)
-	binary.BigEndian.PutUint16(tcp[16:], vnet.Checksum(tcp, sum)^0x5a5a) // wrong on purpose
+	flow := vnettest.Flow{SrcPort: 40999, DstPort: 5201, Ack: 0, Window: 1024, Bad: true}
+	copy(flow.DstMAC[:], mac)
+	copy(flow.SrcMAC[:], ifc.HardwareAddr)
+	copy(flow.SrcIP[:], net.ParseIP(peerIP).To4())
+	copy(flow.DstIP[:], net.ParseIP("198.18.0.2").To4())
+	f := flow.Segment(12345, 1, 0, vnettest.SYN)
 	addr := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6}
 	copy(addr.Addr[:], mac)
 	if err := unix.Sendto(fd, f, 0, addr); err != nil {

@@ -7,10 +7,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
-	"github.com/kbridge/kbridge/bridge/bridgetest"
 	"github.com/kbridge/kbridge/policy"
 	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tap"
+	"github.com/kbridge/kbridge/tap/vnet"
+	"github.com/kbridge/kbridge/tap/vnet/vnettest"
 )
 
 // The worker over the real DPDK binding: no allocation per burst, and one
@@ -33,12 +35,20 @@ func TestHotPathOnRealRings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := bridgetest.NewKernel()
+	// The real kernel side (tap.Queue, offloads on) over a socket pair
+	// that keeps frame boundaries like a TAP fd; the test plays the kernel.
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Close()
-	w, err := bridge.NewWorker(bridge.WorkerConfig{MTU: 1500, CPU: -1, Policy: policy.Default()}, out, in, q, k.WorkerFd)
+	for _, fd := range fds {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+	}
+	peer := fds[1]
+	defer unix.Close(peer)
+	kq := tap.NewQueue(fds[0], tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: true})
+	defer kq.Close()
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, q, kq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +62,11 @@ func TestHotPathOnRealRings(t *testing.T) {
 	for i := range frames {
 		frames[i] = testFrame(200, uint32(i))
 	}
-	buf := make([]byte, 2048)
+	buf := make([]byte, 1<<17)
 	drainPeer := func() int {
 		n := 0
 		for {
-			if _, err := unix.Read(k.Peer, buf); err != nil {
+			if _, err := unix.Read(peer, buf); err != nil {
 				return n
 			}
 			n++
@@ -79,8 +89,9 @@ func TestHotPathOnRealRings(t *testing.T) {
 	}
 
 	// Kernel -> app: 32 frames waiting on the fd, one FromKernel call.
+	hdr := make([]byte, vnet.HdrLen) // a plain frame: all-zero header
 	for _, f := range frames {
-		if _, err := unix.Write(k.Peer, f); err != nil {
+		if _, err := unix.Writev(peer, [][]byte{hdr, f}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,6 +106,40 @@ func TestHotPathOnRealRings(t *testing.T) {
 		t.Fatalf("app collected %d, want %d", got, burst)
 	}
 
+	// Offloaded bursts: 32 segments of one TCP flow go down as one merged
+	// write, and a 32-segment super-frame comes up as 32 frames, each
+	// direction still one cgo call.
+	flow := vnettest.DefaultFlow()
+	segs := flow.Stream(1, 1, burst, 1400, 0)
+	if _, err := b.port.Inject(0, segs, ringtestOpts(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	c0 = runtime.NumCgoCall()
+	if n := w.ToKernel(); n != burst {
+		t.Fatalf("ToKernel moved %d TCP segments, want %d", n, burst)
+	}
+	if calls := runtime.NumCgoCall() - c0; calls != 1 {
+		t.Errorf("ToKernel made %d cgo calls for a merged burst, want 1", calls)
+	}
+	if got := drainPeer(); got != 1 {
+		t.Errorf("kernel side got %d writes for one flow's burst, want 1 merged write", got)
+	}
+	if _, err := unix.Write(peer, flow.Super(1, 1, burst, 1400, 0)); err != nil {
+		t.Fatal(err)
+	}
+	c0 = runtime.NumCgoCall()
+	if n := w.FromKernel(); n != burst {
+		t.Fatalf("FromKernel moved %d frames of a super-frame, want %d", n, burst)
+	}
+	if calls := runtime.NumCgoCall() - c0; calls != 1 {
+		t.Errorf("FromKernel made %d cgo calls for a split burst, want 1", calls)
+	}
+	b.port.Drain(0)
+	o := w.Counters().Offload.Snapshot()
+	if o.MergedWrites != 1 || o.MergedPackets != burst || o.SplitFrames != burst {
+		t.Errorf("offload counters %+v, want one merged write of %d and %d split frames", o, burst, burst)
+	}
+
 	// Allocations: none per round trip through the real binding, with a
 	// packet each way each round. The test's own side (inject, drain, the
 	// fake kernel's reads and writes) does not allocate either, so the
@@ -105,7 +150,7 @@ func TestHotPathOnRealRings(t *testing.T) {
 		b.port.InjectPreloaded(0, 1)
 		moved += w.ToKernel()
 		drainPeer()
-		_, _ = unix.Write(k.Peer, frames[1])
+		_, _ = unix.Writev(peer, [][]byte{hdr, frames[1]})
 		moved += w.FromKernel()
 		b.port.Drain(0)
 	})
