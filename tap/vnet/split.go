@@ -39,6 +39,9 @@ type Super struct {
 // Every error matches ErrBadHeader.
 func Parse(h Hdr, pkt []byte, mtu int) (Super, error) {
 	s := Super{length: len(pkt), n: 1}
+	if len(pkt) < ethLen {
+		return Super{}, errShort
+	}
 	if h.GSOType == GSONone {
 		if len(pkt) > mtu+ethLen+vlanLen {
 			return Super{}, errTooLong
@@ -49,6 +52,12 @@ func Parse(h Hdr, pkt []byte, mtu int) (Super, error) {
 		start, off := int(h.CsumStart), int(h.CsumOffset)
 		if start >= len(pkt) || start+off+2 > len(pkt) {
 			return Super{}, errCsumRange
+		}
+		if off&1 != 0 {
+			// A ones-complement sum stored across a word boundary does
+			// not check; Linux only ever uses even offsets (TCP 16,
+			// UDP 6).
+			return Super{}, errCsumOdd
 		}
 		s.mode = modeCsum
 		s.csumStart, s.csumOffset = start, off
