@@ -409,3 +409,14 @@ func BenchmarkCoalesce(b *testing.B) {
 		c.Coalesce(pkts)
 	}
 }
+
+func TestCoalesceNoShortLast(t *testing.T) {
+	pkts := packets(frames(stream(base(), 1000, 1000, 999, 1000)))
+	c := NewCoalescer(4, 0)
+	c.SetShortLast(false)
+	ws := c.Coalesce(pkts)
+	if got := groups(ws); !reflect.DeepEqual(got, [][]int{{0, 1}, {2}, {3}}) {
+		t.Fatalf("groups %v", got)
+	}
+	checkWrites(t, pkts, ws, testMTU, true)
+}
