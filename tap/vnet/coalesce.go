@@ -21,9 +21,9 @@ type Packet struct {
 // (payload ranges). For a frame written alone, Iov[0] is just the vnet header
 // and then the packet's segments whole.
 type Write struct {
-	Iov    [][]byte
-	First  int   // index of the first input packet in it
-	Pkts   []int // indices of the input packets it carries, in order (len 1 = alone)
+	Iov   [][]byte
+	First int   // index of the first input packet in it
+	Pkts  []int // indices of the input packets it carries, in order (len 1 = alone)
 	// Merged is set when the write carries several packets behind a header
 	// copy. An LRO packet written as a GSO frame carries one packet and
 	// has Merged false although Iov[0] holds a header copy.
