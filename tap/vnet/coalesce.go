@@ -192,7 +192,8 @@ func (c *Coalescer) Coalesce(pkts []Packet) []Write {
 		fi := c.findOpen(pkts, i)
 		if p.LROSize != 0 {
 			c.closeOpen(fi)
-			if ps.payload > int(p.LROSize) {
+			t := &ps.hdr
+			if ps.payload > int(p.LROSize) && t.l3+t.l4+ps.payload <= 0xffff {
 				nw = c.newWrite(nw, i, kindLRO, p)
 			} else {
 				nw = c.newWrite(nw, i, kindAlone, p)
@@ -278,8 +279,14 @@ func (c *Coalescer) classify(p *Packet, ps *pktState) {
 	ps.flow = true
 	ps.payload = t.ipLen - t.l3 - t.l4
 	if t.l2+t.ipLen != p.Len {
-		// Ethernet padding (or trailing junk): keyed, never merged.
+		// Ethernet padding (or trailing junk): keyed, never merged. An
+		// LRO frame is never padded: if its IP length is short, the NIC
+		// did not update it, and the frame length is the truth (the GSO
+		// header copy gets the length rewritten).
 		ps.payload = -1
+		if p.LROSize != 0 {
+			ps.payload = p.Len - t.hlen()
+		}
 	}
 	ps.seq = binary.BigEndian.Uint32(p.Segs[0][t.l2+t.l3+4:])
 	ps.psh = p.Segs[0][t.l2+t.l3+13]&tcpPSH != 0

@@ -420,3 +420,24 @@ func TestCoalesceNoShortLast(t *testing.T) {
 	}
 	checkWrites(t, pkts, ws, testMTU, true)
 }
+
+func TestCoalesceLROStaleLength(t *testing.T) {
+	// An LRO frame whose NIC left the first packet's IP length: the frame
+	// length wins.
+	s := base()
+	s.payload = payload(1000, 0)
+	f := build(s)
+	f = append(f, payload(2000, 5)...)
+	pkts := []Packet{{Segs: [][]byte{f}, Len: len(f), LROSize: 1000}}
+	ws := NewCoalescer(1, 0).Coalesce(pkts)
+	segs, err := split(t, flatten(ws[0]), testMTU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) != 3 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	for _, sg := range segs {
+		checkFrame(t, sg)
+	}
+}
