@@ -193,7 +193,7 @@ func (c *Coalescer) Coalesce(pkts []Packet) []Write {
 		if p.LROSize != 0 {
 			c.closeOpen(fi)
 			t := &ps.hdr
-			if ps.payload > int(p.LROSize) && t.l3+t.l4+ps.payload <= 0xffff {
+			if ps.payload > int(p.LROSize) && fitsIPLen(t, ps.payload) {
 				nw = c.newWrite(nw, i, kindLRO, p)
 			} else {
 				nw = c.newWrite(nw, i, kindAlone, p)
@@ -351,7 +351,7 @@ func (c *Coalescer) canAppend(pkts []Packet, w *wstate, i int) bool {
 		return false
 	}
 	payload := w.payload + ps.payload
-	if payload > maxPayload || t.l3+t.l4+payload > 0xffff {
+	if payload > maxPayload || !fitsIPLen(t, payload) {
 		return false
 	}
 	if w.iovs+len(pkts[i].Segs) > IOVMax-1 {
@@ -542,4 +542,14 @@ func (c *Coalescer) header(hb []byte, head *Packet, hs *pktState, tail *Packet, 
 	src, dst := addrs(ip, t.v6)
 	binary.BigEndian.PutUint16(tcp[16:], Fold(PseudoHeaderSum(protoTCP, src, dst, l4len)))
 	return hl
+}
+
+// fitsIPLen reports whether a TCP payload fits the 16-bit IP length field:
+// IPv4's total length counts its header, IPv6's payload length does not.
+func fitsIPLen(t *tcpHdr, payload int) bool {
+	n := t.l4 + payload
+	if !t.v6 {
+		n += t.l3
+	}
+	return n <= 0xffff
 }
