@@ -15,6 +15,7 @@ const (
 // it can live on the stack.
 type Super struct {
 	mode       superMode
+	dataValid  bool // the kernel set DATA_VALID
 	v6         bool
 	n          int
 	hlen       int // l2+l3+l4, computed from the frame
@@ -47,6 +48,7 @@ func Parse(h Hdr, pkt []byte, mtu int) (Super, error) {
 			return Super{}, errTooLong
 		}
 		if h.Flags&FlagNeedsCsum == 0 {
+			s.dataValid = h.Flags&FlagDataValid != 0
 			return s, nil
 		}
 		start, off := int(h.CsumStart), int(h.CsumOffset)
@@ -115,6 +117,12 @@ func Parse(h Hdr, pkt []byte, mtu int) (Super, error) {
 	}
 	return s, nil
 }
+
+// CsumGood reports whether the L4 checksums of the frames Segment produces
+// are known to be right: computed here (GSO, NEEDS_CSUM) or verified by the
+// kernel (DATA_VALID). The caller can then mark the mbufs
+// RTE_MBUF_F_RX_L4_CKSUM_GOOD and spare the app a software check.
+func (s *Super) CsumGood() bool { return s.mode != modePlain || s.dataValid }
 
 // N is the number of frames Segment produces.
 func (s *Super) N() int { return s.n }

@@ -179,6 +179,19 @@ func TestSplitPlain(t *testing.T) {
 	if err != nil || len(segs) != 1 || !bytes.Equal(segs[0], f) {
 		t.Fatalf("plain frame changed: %v", err)
 	}
+	for _, tc := range []struct {
+		h    Hdr
+		good bool
+	}{
+		{Hdr{}, false},
+		{Hdr{Flags: FlagDataValid}, true},
+		{Hdr{Flags: FlagNeedsCsum, CsumStart: 34, CsumOffset: 16}, true},
+	} {
+		s, err := Parse(tc.h, f, testMTU)
+		if err != nil || s.CsumGood() != tc.good {
+			t.Fatalf("%+v: CsumGood %v, err %v", tc.h, s.CsumGood(), err)
+		}
+	}
 }
 
 func TestSplitSmallerMTU(t *testing.T) {
