@@ -21,9 +21,12 @@ type Packet struct {
 // (payload ranges). For a frame written alone, Iov[0] is just the vnet header
 // and then the packet's segments whole.
 type Write struct {
-	Iov    [][]byte
-	First  int   // index of the first input packet in it
-	Pkts   []int // indices of the input packets it carries, in order (len 1 = alone)
+	Iov   [][]byte
+	First int   // index of the first input packet in it
+	Pkts  []int // indices of the input packets it carries, in order (len 1 = alone)
+	// Merged is set when the write carries several packets behind a header
+	// copy. An LRO packet written as a GSO frame carries one packet and
+	// has Merged false although Iov[0] holds a header copy.
 	Merged bool
 }
 
@@ -85,6 +88,7 @@ type wstate struct {
 // for concurrent use; use one per queue.
 type Coalescer struct {
 	maxSegs int
+	noShort bool // SetShortLast(false)
 	pkts    []pktState
 	ws      []wstate
 	open    []int // indices into ws of merge items that can still grow
@@ -127,18 +131,43 @@ func (c *Coalescer) grow(npkts, niov int) {
 	}
 }
 
+// SetShortLast says whether a merge may end with a packet shorter than the
+// others (the default, true). Linux 6.6.44 and 6.10.3 (e269d79c7d35, fixed by
+// 89add40066f9) refuse such GSO writes with EINVAL; a caller that probes such
+// a kernel turns it off, and the short tail packet is then written alone.
+func (c *Coalescer) SetShortLast(allow bool) { c.noShort = !allow }
+
 // Stats returns the cumulative counters.
 func (c *Coalescer) Stats() CoalesceStats { return c.stats }
 
 // Coalesce groups pkts (one burst, in arrival order) into writes. Per-flow
 // order is kept and writes are ordered by their first packet. The returned
-// slice and its contents are valid until the next call.
+// slice and its contents are valid until the next call. Packets the caller
+// already rejected are simply not passed in. Zero allocations after warm-up.
 //
-// A packet joins the open item of its flow (same MACs, VLAN tag, addresses
-// and ports) when it is the next in sequence and every header field the
-// kernel's segmentation would copy from the first packet is equal; otherwise
-// it closes that item and starts a new one. Packets that cannot be merged
-// close their flow's item, so a later packet of the flow never overtakes them.
+// A flow is the exact L2 header (MACs, one optional 802.1Q tag, ethertype),
+// the IP version, the addresses and the ports. A packet joins the open item
+// of its flow when it is IPv4 without options or fragmentation (or IPv6 with
+// TCP as next header), has flags ACK or ACK|PSH and some payload, its
+// sequence number follows the item's, and everything the kernel's
+// segmentation copies from the first packet to every segment is equal: ack
+// number, data offset, options, window, TOS/traffic class with ECN, IPv6
+// flow label, TTL/hop limit, DF. Its payload must not exceed the first's
+// (gso_size); a shorter one, a PSH, maxSegs packets, 64 KiB of payload, the
+// 65535-byte IP length or IOVMax iovecs end the item. The IPv4 IDs after the
+// first are not compared: the kernel renumbers the segments first+k, which is
+// what a sender with per-packet IDs produced anyway.
+//
+// Checksums (IPv4 header and TCP, over the whole mbuf chain) are checked
+// before a packet is merged unless CsumOK, because the kernel treats a
+// NEEDS_CSUM write as verified. A packet that fails is written alone with an
+// all-zero header, so that the kernel counts it in InCsumErrors, and closes
+// its flow's item.
+//
+// A packet that cannot be merged closes its flow's item so that a later
+// packet of the flow never overtakes it; an IP packet whose TCP flow cannot
+// be read from Segs[0] (IPv4 options, IPv6 extension headers, headers split
+// across segments) closes every open item for the same reason.
 func (c *Coalescer) Coalesce(pkts []Packet) []Write {
 	c.grow(len(pkts), 0)
 	c.open = c.open[:0]
@@ -163,7 +192,8 @@ func (c *Coalescer) Coalesce(pkts []Packet) []Write {
 		fi := c.findOpen(pkts, i)
 		if p.LROSize != 0 {
 			c.closeOpen(fi)
-			if ps.payload > int(p.LROSize) {
+			t := &ps.hdr
+			if ps.payload > int(p.LROSize) && fitsIPLen(t, ps.payload) {
 				nw = c.newWrite(nw, i, kindLRO, p)
 			} else {
 				nw = c.newWrite(nw, i, kindAlone, p)
@@ -249,8 +279,14 @@ func (c *Coalescer) classify(p *Packet, ps *pktState) {
 	ps.flow = true
 	ps.payload = t.ipLen - t.l3 - t.l4
 	if t.l2+t.ipLen != p.Len {
-		// Ethernet padding (or trailing junk): keyed, never merged.
+		// Ethernet padding (or trailing junk): keyed, never merged. An
+		// LRO frame is never padded: if its IP length is short, the NIC
+		// did not update it, and the frame length is the truth (the GSO
+		// header copy gets the length rewritten).
 		ps.payload = -1
+		if p.LROSize != 0 {
+			ps.payload = p.Len - t.hlen()
+		}
 	}
 	ps.seq = binary.BigEndian.Uint32(p.Segs[0][t.l2+t.l3+4:])
 	ps.psh = p.Segs[0][t.l2+t.l3+13]&tcpPSH != 0
@@ -311,8 +347,11 @@ func (c *Coalescer) canAppend(pkts []Packet, w *wstate, i int) bool {
 	if ps.seq != w.nextSeq || ps.payload > w.gsoSize || w.n >= c.maxSegs {
 		return false
 	}
+	if c.noShort && ps.payload < w.gsoSize {
+		return false
+	}
 	payload := w.payload + ps.payload
-	if payload > maxPayload || t.l3+t.l4+payload > 0xffff {
+	if payload > maxPayload || !fitsIPLen(t, payload) {
 		return false
 	}
 	if w.iovs+len(pkts[i].Segs) > IOVMax-1 {
@@ -503,4 +542,14 @@ func (c *Coalescer) header(hb []byte, head *Packet, hs *pktState, tail *Packet, 
 	src, dst := addrs(ip, t.v6)
 	binary.BigEndian.PutUint16(tcp[16:], Fold(PseudoHeaderSum(protoTCP, src, dst, l4len)))
 	return hl
+}
+
+// fitsIPLen reports whether a TCP payload fits the 16-bit IP length field:
+// IPv4's total length counts its header, IPv6's payload length does not.
+func fitsIPLen(t *tcpHdr, payload int) bool {
+	n := t.l4 + payload
+	if !t.v6 {
+		n += t.l3
+	}
+	return n <= 0xffff
 }

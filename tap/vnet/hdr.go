@@ -77,7 +77,9 @@ var (
 	errGSONoCsum    = &HeaderError{"GSO without NEEDS_CSUM"}
 	errGSOSize      = &HeaderError{"gso_size is 0"}
 	errCsumRange    = &HeaderError{"csum_start/csum_offset outside the frame"}
+	errCsumOdd      = &HeaderError{"odd csum_offset"}
 	errCsumMismatch = &HeaderError{"csum_start/csum_offset do not point at the TCP checksum"}
+	errShort        = &HeaderError{"frame shorter than an Ethernet header"}
 	errL2           = &HeaderError{"Ethernet header malformed or unsupported for GSO"}
 	errL3           = &HeaderError{"IP header malformed, fragmented, with extension headers, or not TCP"}
 	errL3Version    = &HeaderError{"IP version does not match gso_type"}

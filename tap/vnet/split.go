@@ -15,6 +15,7 @@ const (
 // it can live on the stack.
 type Super struct {
 	mode       superMode
+	dataValid  bool // the kernel set DATA_VALID
 	v6         bool
 	n          int
 	hlen       int // l2+l3+l4, computed from the frame
@@ -39,16 +40,26 @@ type Super struct {
 // Every error matches ErrBadHeader.
 func Parse(h Hdr, pkt []byte, mtu int) (Super, error) {
 	s := Super{length: len(pkt), n: 1}
+	if len(pkt) < ethLen {
+		return Super{}, errShort
+	}
 	if h.GSOType == GSONone {
 		if len(pkt) > mtu+ethLen+vlanLen {
 			return Super{}, errTooLong
 		}
 		if h.Flags&FlagNeedsCsum == 0 {
+			s.dataValid = h.Flags&FlagDataValid != 0
 			return s, nil
 		}
 		start, off := int(h.CsumStart), int(h.CsumOffset)
 		if start >= len(pkt) || start+off+2 > len(pkt) {
 			return Super{}, errCsumRange
+		}
+		if off&1 != 0 {
+			// A ones-complement sum stored across a word boundary does
+			// not check; Linux only ever uses even offsets (TCP 16,
+			// UDP 6).
+			return Super{}, errCsumOdd
 		}
 		s.mode = modeCsum
 		s.csumStart, s.csumOffset = start, off
@@ -106,6 +117,12 @@ func Parse(h Hdr, pkt []byte, mtu int) (Super, error) {
 	}
 	return s, nil
 }
+
+// CsumGood reports whether the L4 checksums of the frames Segment produces
+// are known to be right: computed here (GSO, NEEDS_CSUM) or verified by the
+// kernel (DATA_VALID). The caller can then mark the mbufs
+// RTE_MBUF_F_RX_L4_CKSUM_GOOD and spare the app a software check.
+func (s *Super) CsumGood() bool { return s.mode != modePlain || s.dataValid }
 
 // N is the number of frames Segment produces.
 func (s *Super) N() int { return s.n }
