@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,8 +37,17 @@ kb_port_open(const char *name, struct kb_port_info *info)
 	c = mz->addr;
 	if (c->magic != KBRIDGE_MAGIC)
 		return -EPROTO;
-	if (c->version != KBRIDGE_VERSION)
+	if (c->version < KBRIDGE_VERSION_MIN || c->version > KBRIDGE_VERSION)
 		return -EPROTONOSUPPORT;
+	/* A version-1 block ends before the version-2 fields. */
+	if (mz->len < (c->version >= 2 ? sizeof(*c) :
+		       offsetof(struct kbridge_ctl, app_offloads)))
+		return -EBADMSG;
+	info->version = c->version;
+	if (c->version >= 2) {
+		info->app_offloads = __atomic_load_n(&c->app_offloads, __ATOMIC_ACQUIRE);
+		info->app_max_segs = c->app_max_segs;
+	}
 	info->ctl = c;
 	info->pool = rte_mempool_lookup(c->mempool);
 	if (info->pool == NULL)

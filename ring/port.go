@@ -37,8 +37,10 @@ func OpenPort(name string) (*Port, error) {
 		return nil, fmt.Errorf("%w named %q: the DPDK app must call kbridge_port_create(\"%s\", ...)",
 			ErrNoPort, name, name)
 	case -C.EPROTO, -C.EPROTONOSUPPORT:
-		return nil, fmt.Errorf("ring: port %q: control block magic/version mismatch (kbridge speaks version %d): rebuild the app with this kbridge's kbridge.h",
-			name, C.KBRIDGE_VERSION)
+		return nil, fmt.Errorf("ring: port %q: control block magic/version mismatch (kbridge speaks versions %d to %d): rebuild the app with this kbridge's kbridge.h",
+			name, C.KBRIDGE_VERSION_MIN, C.KBRIDGE_VERSION)
+	case -C.EBADMSG:
+		return nil, fmt.Errorf("ring: port %q: control block shorter than its version says: rebuild the app with this kbridge's kbridge.h", name)
 	case -C.ESRCH:
 		return nil, fmt.Errorf("ring: port %q: mempool %q not found", name, C.GoString(&p.info.ctl.mempool[0]))
 	default:
@@ -60,6 +62,13 @@ func (p *Port) PoolSize() int { return int(C.kb_pool_size(p.info.pool)) }
 
 // DataRoom returns the bytes one mbuf of the app's pool holds after headroom.
 func (p *Port) DataRoom() int { return int(C.kb_pool_data_room(p.info.pool)) }
+
+// AppTSO reports whether the app's port takes TCP super-frames as one TSO
+// mbuf chain (KBRIDGE_APP_TSO, header version 2), and with how many
+// segments at most.
+func (p *Port) AppTSO() (ok bool, maxSegs int) {
+	return p.info.app_offloads&C.KBRIDGE_APP_TSO != 0, int(p.info.app_max_segs)
+}
 
 // AppPID returns the process ID of the app that created the port.
 func (p *Port) AppPID() int { return int(p.info.ctl.app_pid) }

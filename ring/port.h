@@ -13,6 +13,9 @@ struct kb_port_info {
 	struct rte_mempool *pool;
 	struct rte_ring *to_kernel[KBRIDGE_MAX_QUEUES];
 	struct rte_ring *from_kernel[KBRIDGE_MAX_QUEUES];
+	uint32_t version;      /* of the app's kbridge.h */
+	uint32_t app_offloads; /* KBRIDGE_APP_*; 0 for a version-1 app */
+	uint16_t app_max_segs;
 };
 
 int kb_eal_init(int argc, char **argv);

@@ -83,10 +83,10 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 	}
 	if cfg.Offload && cfg.Up {
 		if err := d.queues[0].probeShortLastSegment(); err != nil {
-			opt.Log.Warn("the kernel refuses coalesced writes whose last segment is short (kernels 6.6.44+, 6.10.3+ before the fix 89add40066f9): writing frame by frame towards the kernel",
+			opt.Log.Warn("this kernel refuses coalesced writes whose last segment is short (6.6.44+/6.10.3+ before 89add40066f9): merging only runs of equal segments",
 				"interface", cfg.Name, "err", err)
 			for _, q := range d.queues {
-				q.merge = false
+				q.co.SetShortLast(false)
 			}
 		}
 	}

@@ -52,7 +52,10 @@ extern "C" {
 #endif
 
 #define KBRIDGE_MAGIC 0x4b425247u /* "KBRG" */
-#define KBRIDGE_VERSION 1u
+/* Version 2 appends fields to the control block (see struct kbridge_ctl);
+ * kbridge still serves version-1 apps, which lack them. */
+#define KBRIDGE_VERSION 2u
+#define KBRIDGE_VERSION_MIN 1u
 #define KBRIDGE_MAX_QUEUES 16
 /* Port names fit an interface name (IFNAMSIZ - 1) and keep ring names short. */
 #define KBRIDGE_NAME_MAX 15
@@ -61,6 +64,12 @@ extern "C" {
 #define KBRIDGE_DYNFIELD_TSC "kbridge_enqueue_tsc"
 /* IPC action by which a kbridge worker hands its eventfd to the app. */
 #define KBRIDGE_MP_WAKEUP "kbridge_wakeup"
+
+/* What the app's port can take from kbridge (kbridge_ctl.app_offloads). */
+/* TCP super-frames as one mbuf chain with RTE_MBUF_F_TX_TCP_SEG, l2/l3/l4
+ * lengths, tso_segsz and the pseudo-header checksum: the port segments them.
+ * Without it kbridge hands over MTU-sized frames with finished checksums. */
+#define KBRIDGE_APP_TSO 0x1u
 
 /* Per-queue shared state. Each field has one writer, named in its comment. */
 struct kbridge_queue_ctl {
@@ -89,6 +98,17 @@ struct kbridge_ctl {
 	int32_t tsc_offset;
 	uint64_t tsc_hz;
 	struct kbridge_queue_ctl q[KBRIDGE_MAX_QUEUES];
+	/* ---- version 2 ---- */
+	/* Written by the app before it publishes the block, or through
+	 * kbridge_port_set_offloads() before kbridge starts: KBRIDGE_APP_*. */
+	uint32_t app_offloads;
+	/* The most segments one mbuf chain may have on the app's port
+	 * (rte_eth_desc_lim.nb_seg_max); kbridge splits what would need more. */
+	uint16_t app_max_segs;
+	uint16_t reserved2;
+	/* Room for the lifecycle state kbridge keeps here (ownership, what a
+	 * worker holds); zero until used. */
+	uint64_t reserved3[8];
 } __rte_cache_aligned;
 
 /* Parameters of the IPC message KBRIDGE_MP_WAKEUP (fds[0] is the eventfd). */
@@ -353,6 +373,19 @@ kbridge_to_kernel(struct kbridge_port *p, uint16_t q, struct rte_mbuf **pkts,
 			kbridge_kick_(p, q);
 	}
 	return (uint16_t)sent;
+}
+
+/*
+ * Declare what the app's port can take from kbridge (KBRIDGE_APP_TSO) and
+ * the most segments per mbuf chain it takes. Call it before kbridge starts:
+ * kbridge reads it once, when it opens the port.
+ */
+static inline void
+kbridge_port_set_offloads(struct kbridge_port *p, uint32_t offloads,
+			  uint16_t max_segs)
+{
+	p->ctl->app_max_segs = max_segs;
+	__atomic_store_n(&p->ctl->app_offloads, offloads, __ATOMIC_RELEASE);
 }
 
 /* Take up to `n` packets the kernel sent, from queue `q`. The caller owns them. */
