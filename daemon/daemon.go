@@ -93,21 +93,9 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 			break
 		}
 		d.workers = append(d.workers, w)
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			if err := w.Run(); err != nil {
-				d.fail(err)
-			}
-		}()
+		d.run(w)
 	}
-	go func() {
-		d.wg.Wait()
-		close(d.workersDone)
-		if !d.stopping.Load() {
-			d.finish(d.workersErr())
-		}
-	}()
+	go d.waitWorkers()
 	if err != nil {
 		return nil, errors.Join(err, d.Stop())
 	}
@@ -169,6 +157,27 @@ func (d *Ring) newWorker(q int) (*bridge.Worker, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// run runs w on its own goroutine.
+func (d *Ring) run(w *bridge.Worker) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := w.Run(); err != nil {
+			d.fail(err)
+		}
+	}()
+}
+
+// waitWorkers closes workersDone when every worker has returned, and Done
+// too, with the reason, unless Stop stopped them.
+func (d *Ring) waitWorkers() {
+	d.wg.Wait()
+	close(d.workersDone)
+	if !d.stopping.Load() {
+		d.finish(d.workersErr())
+	}
 }
 
 func (d *Ring) fail(err error) {
@@ -331,7 +340,9 @@ func (d *Ring) Stop() error {
 		errs = append(errs, d.errs...)
 		d.mu.Unlock()
 		d.stopErr = errors.Join(errs...)
-		d.log.Info("stopped", "pool_in_use", d.port.PoolInUse(), "queues", len(d.workers))
+		if d.port != nil {
+			d.log.Info("stopped", "pool_in_use", d.port.PoolInUse(), "queues", len(d.workers))
+		}
 	})
 	return d.stopErr
 }
