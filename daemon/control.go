@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,14 +30,16 @@ type Control struct {
 	log  *slog.Logger
 
 	status atomic.Pointer[func() any]
-	mu     sync.Mutex
 	srv    *http.Server
+	errc   chan error // a serving failure; closed once serving ended
+	mu     sync.Mutex
 	closed bool
 }
 
-// ListenControl creates the control socket at path, mode 0600 whatever the
-// umask: it binds a temporary name in the same directory, sets its mode
-// and renames it over path. It refuses a path that exists and is not a
+// ListenControl creates the control socket at path and serves it until
+// Close: GET /status answers 503 "starting" until SetStatus. The socket is
+// mode 0600 whatever the umask: it binds a temporary name in the same
+// directory, sets its mode and renames it over path. It refuses a path that exists and is not a
 // socket, and a socket another kbridge answers on. A socket nobody answers
 // on (a crashed daemon's) is replaced.
 func ListenControl(path string, log *slog.Logger) (*Control, error) {
@@ -70,10 +74,11 @@ func ListenControl(path string, log *slog.Logger) (*Control, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Control{path: path, l: l, log: log}
+	c := &Control{path: path, l: l, log: log, errc: make(chan error, 1)}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		c.ino = st.Ino
 	}
+	c.serve()
 	return c, nil
 }
 
@@ -128,8 +133,11 @@ func (c *Control) Path() string { return c.path }
 // SetStatus sets what GET /status serves; until then it answers 503.
 func (c *Control) SetStatus(status func() any) { c.status.Store(&status) }
 
-// Serve answers on the socket until Close. It returns nil after Close.
-func (c *Control) Serve() error {
+// Errors delivers an error if serving fails; it is closed once serving
+// ended, after Close.
+func (c *Control) Errors() <-chan error { return c.errc }
+
+func (c *Control) serve() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		f := c.status.Load()
@@ -140,25 +148,23 @@ func (c *Control) Serve() error {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode((*f)())
 	})
-	srv := &http.Server{
+	c.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       60 * time.Second,
 	}
-	c.mu.Lock()
-	if c.closed {
+	go func() {
+		defer close(c.errc)
+		err := c.srv.Serve(&credListener{UnixListener: c.l, log: c.log})
+		c.mu.Lock()
+		closed := c.closed
 		c.mu.Unlock()
-		return nil
-	}
-	c.srv = srv
-	c.mu.Unlock()
-	err := srv.Serve(&credListener{UnixListener: c.l, log: c.log})
-	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return fmt.Errorf("control socket %s: %w", c.path, err)
+		if !closed && !errors.Is(err, http.ErrServerClosed) {
+			c.errc <- fmt.Errorf("control socket %s: %w", c.path, err)
+		}
+	}()
 }
 
 // Close stops serving and removes the socket file, if it is still the one
@@ -170,12 +176,8 @@ func (c *Control) Close() error {
 		return nil
 	}
 	c.closed = true
-	srv := c.srv
 	c.mu.Unlock()
-	var err error
-	if srv != nil {
-		err = srv.Close()
-	}
+	err := c.srv.Close()
 	if lerr := c.l.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) && err == nil {
 		err = lerr
 	}
@@ -195,11 +197,13 @@ func ServeControl(ctx context.Context, path string, status func() any, log *slog
 		return err
 	}
 	c.SetStatus(status)
-	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
-	defer stop()
-	err = c.Serve()
-	_ = c.Close()
-	return err
+	select {
+	case <-ctx.Done():
+		return c.Close()
+	case err := <-c.Errors():
+		_ = c.Close()
+		return err
+	}
 }
 
 // credListener accepts only peers running as root or as this process's
@@ -276,7 +280,8 @@ func ReadStatusRaw(path string) (json.RawMessage, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("kbridge on %s: %s", path, resp.Status)
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return nil, fmt.Errorf("kbridge on %s: %s: %s", path, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	var raw json.RawMessage
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {

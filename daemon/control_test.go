@@ -38,17 +38,15 @@ func bufLogger() (*slog.Logger, *syncBuf) {
 	return slog.New(slog.NewTextHandler(b, nil)), b
 }
 
-func serveTestControl(t *testing.T, path string) (*Control, chan error) {
+func serveTestControl(t *testing.T, path string) (*Control, <-chan error) {
 	t.Helper()
 	c, err := ListenControl(path, quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.SetStatus(func() any { return Status{Port: "kbtest"} })
-	errc := make(chan error, 1)
-	go func() { errc <- c.Serve() }()
 	t.Cleanup(func() { _ = c.Close() })
-	return c, errc
+	return c, c.Errors()
 }
 
 func TestControlSocketIsMode0600WhateverTheUmask(t *testing.T) {
@@ -116,8 +114,8 @@ func TestControlReplacesAStaleSocketAndRemovesOnlyItsOwn(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-errc; err != nil {
-		t.Errorf("Serve after Close = %v", err)
+	if err, ok := <-errc; ok {
+		t.Errorf("a serving error after Close: %v", err)
 	}
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Errorf("the socket outlived Close: %v", err)
@@ -162,5 +160,21 @@ func TestPeerAllowed(t *testing.T) {
 		if got := peerAllowed(c.uid, c.self); got != c.ok {
 			t.Errorf("peerAllowed(%d, %d) = %v", c.uid, c.self, got)
 		}
+	}
+}
+
+func TestControlAnswersStartingBeforeTheStatusIsSet(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kbridge.sock")
+	c, err := ListenControl(path, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := ReadStatusRaw(path); err == nil || !strings.Contains(err.Error(), "kbridge is starting") {
+		t.Errorf("ReadStatusRaw before SetStatus = %v", err)
+	}
+	c.SetStatus(func() any { return Status{Port: "kbtest"} })
+	if st, err := ReadStatus(path); err != nil || st.Port != "kbtest" {
+		t.Errorf("ReadStatus = %+v, %v", st, err)
 	}
 }

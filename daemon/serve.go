@@ -71,8 +71,7 @@ func Serve(ctx context.Context, r Runner, opts Options) error {
 	defer cancel()
 
 	ctl.SetStatus(r.Status)
-	ctlErr := make(chan error, 1)
-	go func() { ctlErr <- ctl.Serve() }()
+	ctlErr := ctl.Errors()
 	metricsDone := make(chan struct{})
 	go func() {
 		defer close(metricsDone)
@@ -129,8 +128,8 @@ loop:
 			if r.Alive() {
 				notify("WATCHDOG=1")
 			}
-		case err := <-ctlErr:
-			if err != nil {
+		case err, ok := <-ctlErr:
+			if ok {
 				runErr = err
 				break loop
 			}
