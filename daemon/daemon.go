@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/config"
@@ -214,6 +215,10 @@ func (d *Ring) watchApp() {
 		return
 	}
 	gone, stop, err := watchPID(pid)
+	if errors.Is(err, unix.ESRCH) {
+		d.finish(fmt.Errorf("%s exited: kbridge stops with it", app))
+		return
+	}
 	if err != nil {
 		d.log.Warn("not watching the DPDK app", "app", app, "err", err)
 		return
@@ -240,7 +245,7 @@ func appName(pid int) string {
 // the app exited; Err says which) and once Stop has stopped it.
 func (d *Ring) Done() <-chan struct{} { return d.done }
 
-// Err says why Done closed; nil before, and after a Stop.
+// Err says why Done closed by itself; nil before, and if Stop closed it.
 func (d *Ring) Err() error {
 	select {
 	case <-d.done:
