@@ -47,11 +47,20 @@ func Start(cfg config.Config, log *slog.Logger, progress func(string)) (Runner, 
 	if progress == nil {
 		progress = func(string) {}
 	}
+	// No typed nil in the interface: a failed start returns a nil Runner.
 	switch cfg.Mode {
 	case config.ModeRing, "":
-		return StartRing(cfg, log, progress)
+		r, err := StartRing(cfg, log, progress)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
 	case config.ModeXDP:
-		return StartXDP(cfg, log)
+		x, err := StartXDP(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		return x, nil
 	}
 	return nil, &ConfigError{fmt.Errorf("mode: %q: must be ring or xdp", cfg.Mode)}
 }
