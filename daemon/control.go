@@ -5,48 +5,250 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// ServeControl serves GET /status (JSON) on the unix socket at path until ctx
-// ends. A stale socket of a dead daemon is replaced; a live one is an error.
-func (d *Daemon) ServeControl(ctx context.Context, path string) error {
-	return ServeControl(ctx, path, func() any { return d.Status() })
+// Control is the control socket: a unix socket of mode 0600 serving GET
+// /status as JSON to root and to the daemon's own user.
+type Control struct {
+	path string
+	l    *net.UnixListener
+	ino  uint64 // the socket file's inode: Close removes only that file
+	log  *slog.Logger
+
+	status atomic.Pointer[func() any]
+	srv    *http.Server
+	errc   chan error // a serving failure; closed once serving ended
+	mu     sync.Mutex
+	closed bool
 }
 
-// ServeControl serves what status returns as JSON on GET /status.
-func ServeControl(ctx context.Context, path string, status func() any) error {
+// ListenControl creates the control socket at path and serves it until
+// Close: GET /status answers 503 "starting" until SetStatus. The socket is
+// mode 0600 whatever the umask: it binds a temporary name in the same
+// directory, sets its mode and renames it over path. It refuses a path that exists and is not a
+// socket, and a socket another kbridge answers on. A socket nobody answers
+// on (a crashed daemon's) is replaced.
+func ListenControl(path string, log *slog.Logger) (*Control, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("control socket: %w", err)
+		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
-		c.Close()
-		return fmt.Errorf("control socket %s: another kbridge is listening there: stop it or set stats.socket", path)
+	if err := checkStale(path); err != nil {
+		return nil, err
 	}
-	_ = os.Remove(path)
-	l, err := net.Listen("unix", path)
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".kbridge-%d.sock", os.Getpid()))
+	_ = removeSocket(tmp)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
-		return fmt.Errorf("control socket: %w", err)
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(status())
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-		_ = os.Remove(path)
-	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("control socket: %w", err)
+	l.SetUnlinkOnClose(false)
+	fail := func(err error) (*Control, error) {
+		l.Close()
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fail(err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Control{path: path, l: l, log: log, errc: make(chan error, 1)}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		c.ino = st.Ino
+	}
+	c.serve()
+	return c, nil
+}
+
+// checkStale refuses a path that is not a socket or that a live daemon
+// answers on, and removes a dead daemon's socket.
+func checkStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("control socket %s: %w", path, err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("control socket %s: the path exists and is not a socket (%s): kbridge will not replace it; remove it or set stats.socket", path, fi.Mode().Type())
+	}
+	if ControlAnswers(path) {
+		return fmt.Errorf("control socket %s: another kbridge is serving %s: stop it or set stats.socket", path, path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("control socket %s: remove the stale socket: %w", path, err)
 	}
 	return nil
+}
+
+// ControlAnswers reports whether something accepts connections on the unix
+// socket at path: a running daemon.
+func ControlAnswers(path string) bool {
+	c, err := net.DialTimeout("unix", path, 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// removeSocket removes path if it is a socket.
+func removeSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("%s is not a socket", path)
+	}
+	return os.Remove(path)
+}
+
+// Path returns the socket's path.
+func (c *Control) Path() string { return c.path }
+
+// SetStatus sets what GET /status serves; until then it answers 503.
+func (c *Control) SetStatus(status func() any) { c.status.Store(&status) }
+
+// Errors delivers an error if serving fails; it is closed once serving
+// ended, after Close.
+func (c *Control) Errors() <-chan error { return c.errc }
+
+func (c *Control) serve() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		f := c.status.Load()
+		if f == nil {
+			http.Error(w, "kbridge is starting", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode((*f)())
+	})
+	c.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
+	go func() {
+		defer close(c.errc)
+		err := c.srv.Serve(&credListener{UnixListener: c.l, log: c.log})
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if !closed && !errors.Is(err, http.ErrServerClosed) {
+			c.errc <- fmt.Errorf("control socket %s: %w", c.path, err)
+		}
+	}()
+}
+
+// Close stops serving and removes the socket file, if it is still the one
+// ListenControl created.
+func (c *Control) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	err := c.srv.Close()
+	if lerr := c.l.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) && err == nil {
+		err = lerr
+	}
+	if fi, serr := os.Lstat(c.path); serr == nil && fi.Mode().Type() == fs.ModeSocket {
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Ino == c.ino {
+			_ = os.Remove(c.path)
+		}
+	}
+	return err
+}
+
+// ServeControl serves what status returns as JSON on GET /status at the
+// unix socket path until ctx ends, then removes the socket.
+func ServeControl(ctx context.Context, path string, status func() any, log *slog.Logger) error {
+	c, err := ListenControl(path, log)
+	if err != nil {
+		return err
+	}
+	c.SetStatus(status)
+	select {
+	case <-ctx.Done():
+		return c.Close()
+	case err := <-c.Errors():
+		_ = c.Close()
+		return err
+	}
+}
+
+// credListener accepts only peers running as root or as this process's
+// user (SO_PEERCRED); it logs and closes the others.
+type credListener struct {
+	*net.UnixListener
+	log *slog.Logger
+}
+
+func (l *credListener) Accept() (net.Conn, error) {
+	for {
+		conn, err := l.AcceptUnix()
+		if err != nil {
+			return nil, err
+		}
+		cred, err := peerCred(conn)
+		if err == nil && peerAllowed(cred.Uid, uint32(os.Geteuid())) {
+			return conn, nil
+		}
+		if err != nil {
+			l.log.Warn("control socket: refused a client whose credentials cannot be read", "err", err)
+		} else {
+			l.log.Warn("control socket: refused a client: only root and the daemon's user may connect",
+				"uid", cred.Uid, "pid", cred.Pid)
+		}
+		conn.Close()
+	}
+}
+
+// peerAllowed is the control socket's rule: root, or the daemon's user.
+func peerAllowed(uid, self uint32) bool { return uid == 0 || uid == self }
+
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, cerr
 }
 
 // ReadStatus asks the daemon listening on the control socket at path.
@@ -77,6 +279,10 @@ func ReadStatusRaw(path string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("no kbridge answers on %s: %w", path, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return nil, fmt.Errorf("kbridge on %s: %s: %s", path, resp.Status, strings.TrimSpace(string(msg)))
+	}
 	var raw json.RawMessage
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		return nil, fmt.Errorf("kbridge on %s: %w", path, err)

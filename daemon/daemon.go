@@ -1,6 +1,8 @@
-// Package daemon assembles a running kbridge from its configuration: it joins
-// the app's DPDK instance, opens the exception port, creates the TAP
-// interface, runs one bridge.Worker per queue and serves the control socket.
+// Package daemon runs kbridge: Start brings up the data path of the
+// configured mode (ring: the app's DPDK rings <-> a TAP interface, one
+// bridge.Worker per queue; xdp: an XDP program steering into a veth) as a
+// Runner, and Serve runs everything around it: the control socket, the
+// metrics, reloads, the systemd watchdog and the stop.
 package daemon
 
 import (
@@ -8,31 +10,49 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/config"
+	"github.com/kbridge/kbridge/internal/conferr"
 	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/tap"
 )
 
-// Daemon is a running bridge.
-type Daemon struct {
-	cfg     config.Config
+// Ring is the running ring path: the app's DPDK rings <-> the TAP
+// interface, one worker per queue. It is a Runner.
+type Ring struct {
+	cfg     config.Config // cfg.Policy is the policy in force; guarded by mu
 	port    *ring.Port
 	dev     *tap.Device
 	workers []*bridge.Worker
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	errs    []error
-	done    chan struct{}
 	log     *slog.Logger
+
+	workersDone chan struct{} // closed when every worker has returned
+	done        chan struct{} // closed when the path stopped by itself or was stopped
+	doneOnce    sync.Once
+	err         error    // why done closed; set before it closes
+	stopApp     func()   // ends the app watch
+	beats       []uint64 // the workers' beats at the last Alive; guarded by mu
+	stopping    atomic.Bool
+	stopOnce    sync.Once
+	stopErr     error
 }
 
-// Start joins the DPDK primary, opens the port, creates the TAP interface and
-// starts the workers. On error nothing is left behind but the EAL, which
-// cannot be left.
-func Start(cfg config.Config, log *slog.Logger, progress func(string)) (*Daemon, error) {
+var _ Runner = (*Ring)(nil)
+
+// StartRing joins the DPDK primary, opens the port, creates the TAP
+// interface, starts the workers and watches the app's process. On error
+// nothing is left behind but the EAL, which cannot be left.
+func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Ring, error) {
+	progress("joining the DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
 	deadline := time.Now().Add(cfg.DPDK.Wait)
 	if err := waitFor(deadline, log, progress, "the DPDK primary with --file-prefix="+cfg.DPDK.FilePrefix,
 		func() error { return ring.PrimaryAlive(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix) }); err != nil {
@@ -56,8 +76,8 @@ func Start(cfg config.Config, log *slog.Logger, progress func(string)) (*Daemon,
 	}
 	mtu := cfg.Interface.MTU
 	if frame, room := tap.FrameLen(mtu), port.DataRoom()*cfg.Workers.MaxSegments; frame > room {
-		return nil, fmt.Errorf("interface.mtu: %d: frames of that size need %d bytes, but %d segments of the app's %d-byte mbufs hold %d (raise workers.max_segments)",
-			mtu, frame, cfg.Workers.MaxSegments, port.DataRoom(), room)
+		return nil, &ConfigError{conferr.Errorf("interface.mtu", mtu, "frames of that size need %d bytes, but %d segments of the app's %d-byte mbufs hold %d (raise workers.max_segments)",
+			frame, cfg.Workers.MaxSegments, port.DataRoom(), room)}
 	}
 	dev, err := tap.Create(cfg.Interface, tap.Options{
 		Queues: port.NumQueues(), Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, Log: log,
@@ -65,28 +85,22 @@ func Start(cfg config.Config, log *slog.Logger, progress func(string)) (*Daemon,
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, port: port, dev: dev, done: make(chan struct{}), log: log}
+	d := &Ring{cfg: cfg, port: port, dev: dev, log: log,
+		workersDone: make(chan struct{}), done: make(chan struct{}), stopApp: func() {}}
 	for q := 0; q < port.NumQueues() && err == nil; q++ {
 		var w *bridge.Worker
 		if w, err = d.newWorker(q); err != nil {
 			break
 		}
 		d.workers = append(d.workers, w)
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			if err := w.Run(); err != nil {
-				d.fail(err)
-			}
-		}()
+		d.run(w)
 	}
-	go func() {
-		d.wg.Wait()
-		close(d.done)
-	}()
+	go d.waitWorkers()
 	if err != nil {
 		return nil, errors.Join(err, d.Stop())
 	}
+	d.beats = make([]uint64, len(d.workers))
+	d.watchApp()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "mode", cfg.Policy.Mode,
 		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", dev.Queue(0).Merging())
@@ -117,7 +131,7 @@ func waitFor(deadline time.Time, log *slog.Logger, progress func(string), what s
 	return fmt.Errorf("gave up after dpdk.wait: %w", err)
 }
 
-func (d *Daemon) newWorker(q int) (*bridge.Worker, error) {
+func (d *Ring) newWorker(q int) (*bridge.Worker, error) {
 	queue, err := d.port.Queue(q)
 	if err != nil {
 		return nil, err
@@ -143,38 +157,194 @@ func (d *Daemon) newWorker(q int) (*bridge.Worker, error) {
 	return w, nil
 }
 
-func (d *Daemon) fail(err error) {
+// run runs w on its own goroutine.
+func (d *Ring) run(w *bridge.Worker) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := w.Run(); err != nil {
+			d.fail(err)
+		}
+	}()
+}
+
+// waitWorkers closes workersDone when every worker has returned, and Done
+// too, with the reason, unless Stop stopped them.
+func (d *Ring) waitWorkers() {
+	d.wg.Wait()
+	close(d.workersDone)
+	if !d.stopping.Load() {
+		d.finish(d.workersErr())
+	}
+}
+
+func (d *Ring) fail(err error) {
 	d.mu.Lock()
 	d.errs = append(d.errs, err)
 	d.mu.Unlock()
 	d.log.Error("worker stopped", "err", err)
 }
 
-// Done is closed when every worker has returned.
-func (d *Daemon) Done() <-chan struct{} { return d.done }
-
-// Port returns the exception port.
-func (d *Daemon) Port() *ring.Port { return d.port }
-
-// Workers returns the workers, one per queue.
-func (d *Daemon) Workers() []*bridge.Worker { return d.workers }
-
-// Config returns the configuration in force.
-func (d *Daemon) Config() config.Config { return d.cfg }
-
-// Stop stops the workers, which free every mbuf they hold, then removes the
-// TAP interface.
-func (d *Daemon) Stop() error {
-	for _, w := range d.workers {
-		w.Stop()
+// workersErr says why the workers returned by themselves.
+func (d *Ring) workersErr() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.errs) == 0 {
+		return errors.New("every worker stopped")
 	}
-	<-d.done
-	var errs []error
-	if d.dev != nil {
-		errs = append(errs, d.dev.Close())
+	return fmt.Errorf("every worker stopped: %w", errors.Join(d.errs...))
+}
+
+// finish closes Done once, with err as the reason.
+func (d *Ring) finish(err error) {
+	d.doneOnce.Do(func() {
+		d.err = err
+		close(d.done)
+	})
+}
+
+// watchApp ends the path when the DPDK app's process exits.
+func (d *Ring) watchApp() {
+	pid := d.port.AppPID()
+	app := appName(pid)
+	if pid <= 0 {
+		d.log.Warn("the port does not say the DPDK app's pid: kbridge cannot notice the app exiting", "app_pid", pid)
+		return
+	}
+	gone, stop, err := watchPID(pid)
+	if errors.Is(err, unix.ESRCH) {
+		d.finish(fmt.Errorf("%s exited: kbridge stops with it", app))
+		return
+	}
+	if err != nil {
+		d.log.Warn("not watching the DPDK app", "app", app, "err", err)
+		return
+	}
+	d.stopApp = stop
+	go func() {
+		select {
+		case <-gone:
+			d.finish(fmt.Errorf("%s exited: kbridge stops with it", app))
+		case <-d.done:
+		}
+	}()
+}
+
+// appName names the DPDK app by its pid, or says the pid is unknown.
+func appName(pid int) string {
+	if pid <= 0 {
+		return "the DPDK app (pid unknown)"
+	}
+	return fmt.Sprintf("the DPDK app (pid %d)", pid)
+}
+
+// Done is closed when the path stops by itself (every worker returned, or
+// the app exited; Err says which) and once Stop has stopped it.
+func (d *Ring) Done() <-chan struct{} { return d.done }
+
+// Err says why Done closed by itself; nil before, and if Stop closed it.
+func (d *Ring) Err() error {
+	select {
+	case <-d.done:
+		return d.err
+	default:
+		return nil
+	}
+}
+
+// Alive reports whether every worker's loop advanced since the last call.
+// A worker that did not is poked, so that a parked one advances before the
+// next call; a stuck one does not, and neither does a stopped one.
+func (d *Ring) Alive() bool {
+	select {
+	case <-d.done:
+		return false
+	default:
 	}
 	d.mu.Lock()
-	errs = append(errs, d.errs...)
-	d.mu.Unlock()
-	return errors.Join(errs...)
+	defer d.mu.Unlock()
+	alive := true
+	for i, w := range d.workers {
+		b := w.Beats()
+		if b == d.beats[i] {
+			alive = false
+			w.Poke()
+		}
+		d.beats[i] = b
+	}
+	return alive
+}
+
+// Reload applies cfg's policy.* to the running workers, between bursts.
+// An invalid cfg, or one of another mode, changes nothing and returns a
+// *ConfigError. Otherwise the policy is applied; if keys that cannot change
+// live differ too, a *RestartError lists them.
+func (d *Ring) Reload(cfg config.Config) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := checkReload(d.cfg, cfg); err != nil {
+		return err
+	}
+	if cfg.Policy != d.cfg.Policy {
+		for _, w := range d.workers {
+			if err := w.SetPolicy(cfg.Policy); err != nil {
+				// Validate passed, so this cannot happen; the
+				// workers that switched are switched back.
+				for _, w := range d.workers {
+					_ = w.SetPolicy(d.cfg.Policy)
+				}
+				return &ConfigError{err}
+			}
+		}
+		d.cfg.Policy = cfg.Policy
+	}
+	return restartNeeded(d.cfg, cfg, "policy")
+}
+
+// Summary is the one-line STATUS= for systemd.
+func (d *Ring) Summary() string {
+	return "bridging " + d.cfg.Port + " <-> " + d.cfg.Interface.Name
+}
+
+// Collector exports the counters to Prometheus.
+func (d *Ring) Collector() prometheus.Collector { return newCollector(d) }
+
+// Port returns the exception port.
+func (d *Ring) Port() *ring.Port { return d.port }
+
+// Workers returns the workers, one per queue.
+func (d *Ring) Workers() []*bridge.Worker { return d.workers }
+
+// Config returns the configuration in force, with the live policy.
+func (d *Ring) Config() config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// Stop stops the workers, which free every mbuf they hold, then removes the
+// TAP interface. It returns what the workers failed with too. It may be
+// called more than once.
+func (d *Ring) Stop() error {
+	d.stopOnce.Do(func() {
+		d.stopping.Store(true)
+		d.stopApp()
+		for _, w := range d.workers {
+			w.Stop()
+		}
+		<-d.workersDone
+		d.finish(nil)
+		var errs []error
+		if d.dev != nil {
+			errs = append(errs, d.dev.Close())
+		}
+		d.mu.Lock()
+		errs = append(errs, d.errs...)
+		d.mu.Unlock()
+		d.stopErr = errors.Join(errs...)
+		if d.port != nil {
+			d.log.Info("stopped", "pool_in_use", d.port.PoolInUse(), "queues", len(d.workers))
+		}
+	})
+	return d.stopErr
 }

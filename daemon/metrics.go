@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -18,7 +19,7 @@ import (
 // collector exports the daemon's counters to Prometheus. It reads them when
 // scraped, so the workers pay nothing for it.
 type collector struct {
-	d                         *Daemon
+	d                         *Ring
 	packets, bytes, drops     *prometheus.Desc
 	parks, wakeups, timeouts  *prometheus.Desc
 	sleeps, spin, residence   *prometheus.Desc
@@ -27,7 +28,7 @@ type collector struct {
 	offload                   *prometheus.Desc
 }
 
-func newCollector(d *Daemon) *collector {
+func newCollector(d *Ring) *collector {
 	q := []string{"queue"}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("kbridge_"+name, help, append(q, labels...), nil)
@@ -62,7 +63,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.d.Status()
+	st := c.d.Snapshot()
 	ch <- prometheus.MustNewConstMetric(c.poolInUse, prometheus.GaugeValue, float64(st.PoolInUse))
 	for _, q := range st.Queues {
 		id := strconv.Itoa(q.Queue)
@@ -117,30 +118,61 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// ServeMetrics serves Prometheus metrics on addr (/metrics) until ctx ends.
-func (d *Daemon) ServeMetrics(ctx context.Context, addr string) error {
-	return ServeMetrics(ctx, addr, newCollector(d))
-}
+// metricsRetry is how often ServeMetrics tries again to listen.
+var metricsRetry = 5 * time.Second
 
-// ServeMetrics serves the collector's metrics on addr (/metrics).
-func ServeMetrics(ctx context.Context, addr string, c prometheus.Collector) error {
+// ServeMetrics serves the collector's metrics on addr (/metrics) until ctx
+// ends. An address it cannot listen on (busy, not there yet) is not fatal:
+// it logs the error and tries again every 5 s, logging again only when the
+// error changes. It returns only when ctx ends, or at once if the collector
+// cannot be registered.
+func ServeMetrics(ctx context.Context, addr string, c prometheus.Collector, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("stats.metrics: %q: %w", addr, err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("metrics: %w", err)
+	lastErr := ""
+	for {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			if lastErr != "" {
+				log.Info("metrics: listening now", "addr", addr)
+			}
+			lastErr = ""
+			err = serveHTTP(ctx, l, mux)
+			if err == nil {
+				return nil
+			}
+		}
+		if msg := err.Error(); msg != lastErr {
+			log.Error("metrics: not served; the bridge runs on, retrying every "+metricsRetry.String(),
+				"key", "stats.metrics", "addr", addr, "err", err)
+			lastErr = msg
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(metricsRetry):
+		}
 	}
-	return nil
+}
+
+// serveHTTP serves h on l until ctx ends (nil) or serving fails.
+func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	err := srv.Serve(l)
+	if ctx.Err() != nil || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
 }

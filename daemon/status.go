@@ -25,11 +25,16 @@ type Queue struct {
 	CPU     int              `json:"cpu"`
 }
 
-// Status reads every counter now.
-func (d *Daemon) Status() Status {
+// Status is what the control socket serves: a Snapshot.
+func (d *Ring) Status() any { return d.Snapshot() }
+
+// Snapshot reads every counter now. It is safe after the workers stopped:
+// a stopped worker's residence histogram then reads as zeros.
+func (d *Ring) Snapshot() Status {
+	cfg := d.Config()
 	s := Status{
-		Port:      d.cfg.Port,
-		Interface: d.cfg.Interface.Name,
+		Port:      cfg.Port,
+		Interface: cfg.Interface.Name,
 		AppPID:    d.port.AppPID(),
 		PoolInUse: d.port.PoolInUse(),
 		PoolSize:  d.port.PoolSize(),
@@ -43,7 +48,7 @@ func (d *Daemon) Status() Status {
 		snap.Mode = string(w.Policy().Mode)
 		snap.Residence = make([]uint64, ring.HistBuckets)
 		w.Residence(snap.Residence)
-		qs := Queue{Snapshot: snap, CanKick: w.CanKick(), CPU: d.cfg.WorkerCPU(q)}
+		qs := Queue{Snapshot: snap, CanKick: w.CanKick(), CPU: cfg.WorkerCPU(q)}
 		if rq, err := d.port.Queue(q); err == nil {
 			qs.App = rq.AppCounters()
 		}

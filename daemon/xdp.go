@@ -2,18 +2,29 @@ package daemon
 
 import (
 	"log/slog"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
 
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/xdp"
 )
 
 // XDP is a running XDP redirect path: no DPDK, no worker, only the kernel.
+// It is a Runner.
 type XDP struct {
-	cfg  config.Config
 	Path *xdp.Path
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	cfg      config.Config // the configuration in force, for Reload to compare with
+	done     chan struct{}
+	stopOnce sync.Once
+	stopErr  error
 }
+
+var _ Runner = (*XDP)(nil)
 
 // StartXDP attaches the steering program and creates the exception veth.
 func StartXDP(cfg config.Config, log *slog.Logger) (*XDP, error) {
@@ -25,7 +36,60 @@ func StartXDP(cfg config.Config, log *slog.Logger) (*XDP, error) {
 	}
 	log.Info("xdp path attached", "nic", x.NIC, "interface", x.Exception, "mode", p.Mode(),
 		"return_mode", p.ReturnMode(), "loader", p.Config().Loader, "fast_path_rules", len(x.FastPath))
-	return &XDP{cfg: cfg, Path: p}, nil
+	return &XDP{Path: p, log: log, cfg: cfg, done: make(chan struct{})}, nil
+}
+
+// Reload applies xdp.fast_path and xdp.xsk_fallback live. See Runner.
+func (x *XDP) Reload(cfg config.Config) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := checkReload(x.cfg, cfg); err != nil {
+		return err
+	}
+	xc := cfg.XDPConfig().WithDefaults()
+	if err := x.Path.SetRules(xc.FastPath, xc.XSKFallback); err != nil {
+		return err
+	}
+	x.cfg.XDP.FastPath, x.cfg.XDP.XSKFallback = cfg.XDP.FastPath, cfg.XDP.XSKFallback
+	return restartNeeded(x.cfg, cfg, "xdp.fast_path", "xdp.xsk_fallback")
+}
+
+// Alive reports whether the path still works: its counters can be read
+// and, unless the DPDK app loads the program (loader pmd), the NIC still
+// has an XDP program attached.
+func (x *XDP) Alive() bool {
+	if _, err := x.Path.Stats(); err != nil {
+		return false
+	}
+	c := x.Path.Config()
+	if c.Loader == xdp.LoaderPMD {
+		return true
+	}
+	l, err := netlink.LinkByName(c.NIC)
+	return err == nil && l.Attrs().Xdp != nil && l.Attrs().Xdp.Attached
+}
+
+// Done is closed once Stop has detached the path; the XDP path never stops
+// by itself.
+func (x *XDP) Done() <-chan struct{} { return x.done }
+
+// Err is nil: the XDP path never stops by itself.
+func (x *XDP) Err() error { return nil }
+
+// Summary is the one-line STATUS= for systemd.
+func (x *XDP) Summary() string {
+	c := x.Path.Config()
+	return "steering " + c.NIC + " -> " + c.Exception
+}
+
+// Stop detaches the path and removes what it created.
+func (x *XDP) Stop() error {
+	x.stopOnce.Do(func() {
+		x.stopErr = x.Path.Close()
+		close(x.done)
+		x.log.Info("stopped: xdp path detached")
+	})
+	return x.stopErr
 }
 
 // XDPStatus is what the control socket serves in mode xdp.
@@ -38,8 +102,11 @@ type XDPStatus struct {
 	Error      string                 `json:"error,omitempty"`
 }
 
-// Status reads the per-action counters, summed over CPUs.
-func (x *XDP) Status() XDPStatus {
+// Status is what the control socket serves: a Snapshot.
+func (x *XDP) Status() any { return x.Snapshot() }
+
+// Snapshot reads the per-action counters, summed over CPUs.
+func (x *XDP) Snapshot() XDPStatus {
 	c := x.Path.Config()
 	s := XDPStatus{Mode: config.ModeXDP, NIC: c.NIC, Interface: c.Exception, AttachMode: string(x.Path.Mode())}
 	if c.Loader == xdp.LoaderPMD {

@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +28,7 @@ func HistBound(i int) uint64 { return 1 << (i + C.KB_HIST_SHIFT) }
 // bridge.AppOut.
 type Out struct {
 	q    *Queue
+	mu   sync.Mutex // orders Residence (any goroutine) against Close
 	b    *C.struct_kb_out_burst
 	pkts []C.struct_kb_pkt
 	iov  []unix.Iovec
@@ -86,8 +88,14 @@ func (o *Out) Written(i int) { o.pkts[i].written = 1 }
 // Pending returns how many packets wait in the ring.
 func (o *Out) Pending() int { return o.q.Pending() }
 
-// Residence copies the residence-time histogram into dst.
+// Residence copies the residence-time histogram into dst. After Close it
+// leaves dst as it is.
 func (o *Out) Residence(dst []uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.b == nil {
+		return
+	}
 	for i := range dst {
 		if i < HistBuckets {
 			dst[i] = uint64(o.b.hist[i])
@@ -97,6 +105,8 @@ func (o *Out) Residence(dst []uint64) {
 
 // Close frees the current burst and the buffer.
 func (o *Out) Close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	C.kb_out_free(o.b)
 	o.b = nil
 }

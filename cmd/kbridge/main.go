@@ -3,8 +3,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+
+	"github.com/kbridge/kbridge/daemon"
 )
 
 // version is set by the Makefile (-ldflags -X main.version=...).
@@ -20,6 +23,7 @@ usage:
                                     check the host: ENA write-combining, HZ, hugepages,
                                     CPUs, IRQ affinity, XDP
   kbridge cleanup --config FILE     remove what a crashed daemon left behind
+                                    (refused while a daemon answers on the socket)
   kbridge version
 `
 
@@ -52,13 +56,15 @@ func main() {
 	}
 }
 
-// usageError marks errors in the command line or configuration (exit 2).
+// usageError marks errors in the command line or configuration (exit 2);
+// so does a *daemon.ConfigError.
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
 func exitCode(err error) int {
-	if _, ok := err.(usageError); ok {
+	var ue usageError
+	if errors.As(err, &ue) || daemon.IsConfigError(err) {
 		return 2
 	}
 	return 1

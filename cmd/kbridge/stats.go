@@ -10,7 +10,6 @@ import (
 
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/daemon"
-	"github.com/kbridge/kbridge/tap"
 )
 
 func statsCmd(args []string) error {
@@ -46,24 +45,4 @@ func statsCmd(args []string) error {
 	out.WriteByte('\n')
 	_, err = out.WriteTo(os.Stdout)
 	return err
-}
-
-func cleanupCmd(args []string) error {
-	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
-	path := fs.String("config", "/etc/kbridge/kbridge.yaml", "configuration `file`")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		return usageError{err}
-	}
-	if err := tap.Remove(cfg.Interface.Name); err != nil {
-		return err
-	}
-	if _, err := daemon.ReadStatus(cfg.Stats.Socket); err != nil {
-		_ = os.Remove(cfg.Stats.Socket)
-	}
-	fmt.Println("kbridge: cleaned up", cfg.Interface.Name)
-	return nil
 }

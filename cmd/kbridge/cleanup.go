@@ -1,0 +1,51 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/kbridge/kbridge/config"
+	"github.com/kbridge/kbridge/daemon"
+	"github.com/kbridge/kbridge/tap"
+)
+
+func cleanupCmd(args []string) error {
+	fset := flag.NewFlagSet("cleanup", flag.ContinueOnError)
+	path := fset.String("config", "/etc/kbridge/kbridge.yaml", "configuration `file`")
+	if err := fset.Parse(args); err != nil {
+		return usageError{err}
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return usageError{err}
+	}
+	return cleanup(cfg, os.Stdout, tap.Remove)
+}
+
+// cleanup removes the TAP interface and the control socket a crashed daemon
+// left behind. While a daemon answers on the control socket it removes
+// nothing: the interface is that daemon's.
+func cleanup(cfg config.Config, out io.Writer, removeTAP func(name string) error) error {
+	sock := cfg.Stats.Socket
+	if daemon.ControlAnswers(sock) {
+		return fmt.Errorf("cleanup refused: a running kbridge answers on %s; stop it first (it removes %s itself when it stops)",
+			sock, cfg.Interface.Name)
+	}
+	if err := removeTAP(cfg.Interface.Name); err != nil {
+		return err
+	}
+	if fi, err := os.Lstat(sock); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return fmt.Errorf("stats.socket: %s is not a socket: left in place", sock)
+		}
+		if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	fmt.Fprintln(out, "kbridge: cleaned up", cfg.Interface.Name)
+	return nil
+}

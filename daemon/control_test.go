@@ -1,0 +1,180 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// syncBuf is a log sink safe for the goroutines that write to it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func bufLogger() (*slog.Logger, *syncBuf) {
+	b := &syncBuf{}
+	return slog.New(slog.NewTextHandler(b, nil)), b
+}
+
+func serveTestControl(t *testing.T, path string) (*Control, <-chan error) {
+	t.Helper()
+	c, err := ListenControl(path, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetStatus(func() any { return Status{Port: "kbtest"} })
+	t.Cleanup(func() { _ = c.Close() })
+	return c, c.Errors()
+}
+
+func TestControlSocketIsMode0600WhateverTheUmask(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "run", "kbridge.sock")
+	serveTestControl(t, path)
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Errorf("control socket mode %v, want a socket of mode 0600", fi.Mode())
+	}
+	st, err := ReadStatus(path)
+	if err != nil || st.Port != "kbtest" {
+		t.Fatalf("ReadStatus = %+v, %v", st, err)
+	}
+	// No temporary name is left beside it.
+	ents, _ := os.ReadDir(filepath.Dir(path))
+	if len(ents) != 1 {
+		t.Errorf("the socket's directory holds %d entries, want 1", len(ents))
+	}
+}
+
+func TestControlRefusesAPathThatIsNotASocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kbridge.sock")
+	if err := os.WriteFile(path, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ListenControl(path, quiet())
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a socket") {
+		t.Fatalf("ListenControl on a regular file = %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "precious" {
+		t.Error("the file was replaced")
+	}
+}
+
+func TestControlRefusesASecondServer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kbridge.sock")
+	serveTestControl(t, path)
+	_, err := ListenControl(path, quiet())
+	if err == nil || !strings.Contains(err.Error(), "another kbridge is serving "+path) {
+		t.Fatalf("a second ListenControl = %v", err)
+	}
+	if _, err := ReadStatus(path); err != nil {
+		t.Errorf("the first server stopped answering: %v", err)
+	}
+}
+
+func TestControlReplacesAStaleSocketAndRemovesOnlyItsOwn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kbridge.sock")
+	// A crashed daemon's socket: bound, nobody listening any more.
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	c, errc := serveTestControl(t, path)
+	if _, err := ReadStatus(path); err != nil {
+		t.Fatalf("the stale socket was not replaced: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err, ok := <-errc; ok {
+		t.Errorf("a serving error after Close: %v", err)
+	}
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Errorf("the socket outlived Close: %v", err)
+	}
+
+	// A file that replaced the socket meanwhile is left alone.
+	c, _ = serveTestControl(t, path)
+	os.Remove(path)
+	os.WriteFile(path, []byte("x"), 0o644)
+	c.Close()
+	if _, err := os.Lstat(path); err != nil {
+		t.Errorf("Close removed a file that was not its socket: %v", err)
+	}
+}
+
+func TestServeControlStopsWithTheContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kbridge.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- ServeControl(ctx, path, func() any { return 1 }, quiet()) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ControlAnswers(path) {
+		if time.Now().After(deadline) {
+			t.Fatal("ServeControl never answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if ControlAnswers(path) {
+		t.Error("still answering after the context ended")
+	}
+}
+
+func TestPeerAllowed(t *testing.T) {
+	for _, c := range []struct {
+		uid, self uint32
+		ok        bool
+	}{{0, 1000, true}, {1000, 1000, true}, {1001, 1000, false}, {0, 0, true}, {1000, 0, false}} {
+		if got := peerAllowed(c.uid, c.self); got != c.ok {
+			t.Errorf("peerAllowed(%d, %d) = %v", c.uid, c.self, got)
+		}
+	}
+}
+
+func TestControlAnswersStartingBeforeTheStatusIsSet(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kbridge.sock")
+	c, err := ListenControl(path, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := ReadStatusRaw(path); err == nil || !strings.Contains(err.Error(), "kbridge is starting") {
+		t.Errorf("ReadStatusRaw before SetStatus = %v", err)
+	}
+	c.SetStatus(func() any { return Status{Port: "kbtest"} })
+	if st, err := ReadStatus(path); err != nil || st.Port != "kbtest" {
+		t.Errorf("ReadStatus = %+v, %v", st, err)
+	}
+}

@@ -1,0 +1,205 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/config"
+)
+
+// Options configures Serve.
+type Options struct {
+	// ConfigPath is re-read on SIGHUP and when the file changes, and
+	// what can change live is applied (Runner.Reload). Empty: no reloads.
+	ConfigPath string
+	// Control is the control socket, from ListenControl. Nil: Serve
+	// listens on Socket itself.
+	Control *Control
+	Socket  string
+	// Metrics is the Prometheus listen address; empty: none.
+	Metrics string
+	Log     *slog.Logger
+	// Notify speaks systemd's sd_notify; nil: Notify.
+	Notify func(state string)
+	// Watchdog is how often Serve asks Runner.Alive and, if alive, sends
+	// WATCHDOG=1. Zero: a third of $WATCHDOG_USEC when systemd asks this
+	// process for pings, else never.
+	Watchdog time.Duration
+	// Signals delivers SIGTERM and SIGINT (stop) and SIGHUP (reload).
+	// Nil: Serve subscribes to them itself.
+	Signals <-chan os.Signal
+	// Load reads the configuration file; nil: config.Load.
+	Load func(path string) (config.Config, error)
+}
+
+// Serve runs what surrounds the data path r until ctx ends, SIGTERM or
+// SIGINT comes, or r stops by itself: the control socket, the metrics (a
+// busy address is retried in the background, never fatal), reloads on
+// SIGHUP and file changes, and the systemd watchdog. Then it stops r. It
+// returns nil on a requested stop, else why the path stopped (r.Err(), or a
+// control socket error), joined with what Stop returned.
+func Serve(ctx context.Context, r Runner, opts Options) error {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	notify := opts.Notify
+	if notify == nil {
+		notify = Notify
+	}
+	load := opts.Load
+	if load == nil {
+		load = config.Load
+	}
+	ctl := opts.Control
+	if ctl == nil {
+		var err error
+		if ctl, err = ListenControl(opts.Socket, log); err != nil {
+			return errors.Join(err, r.Stop())
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	ctl.SetStatus(r.Status)
+	ctlErr := ctl.Errors()
+	metricsDone := make(chan struct{})
+	go func() {
+		defer close(metricsDone)
+		if opts.Metrics != "" {
+			if err := ServeMetrics(ctx, opts.Metrics, r.Collector(), log); err != nil {
+				log.Error("metrics: not served", "err", err)
+			}
+		}
+	}()
+
+	sigs := opts.Signals
+	if sigs == nil {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		defer signal.Stop(ch)
+		sigs = ch
+	}
+	var changed <-chan struct{}
+	if opts.ConfigPath != "" {
+		var err error
+		if changed, err = watchFile(ctx, opts.ConfigPath); err != nil {
+			log.Warn("not watching the configuration file; reload with SIGHUP", "err", err)
+		}
+	}
+	var dog <-chan time.Time
+	if every := opts.Watchdog; every > 0 || watchdogInterval() > 0 {
+		if every <= 0 {
+			every = watchdogInterval()
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		dog = t.C
+	}
+	notify("READY=1\nSTATUS=" + r.Summary())
+
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("stopping", "cause", context.Cause(ctx).Error())
+			break loop
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				reload(r, opts.ConfigPath, load, log)
+				continue
+			}
+			log.Info("stopping", "signal", sig.String())
+			break loop
+		case <-changed:
+			log.Info("configuration file changed", "file", opts.ConfigPath)
+			reload(r, opts.ConfigPath, load, log)
+		case <-dog:
+			if r.Alive() {
+				notify("WATCHDOG=1")
+			}
+		case err, ok := <-ctlErr:
+			if ok {
+				runErr = err
+				break loop
+			}
+			ctlErr = nil // closed from elsewhere: nothing more to hear
+		case <-r.Done():
+			runErr = r.Err()
+			if runErr == nil {
+				runErr = errors.New("the data path stopped")
+			}
+			log.Error("stopping", "err", runErr)
+			break loop
+		}
+	}
+	notify("STOPPING=1")
+	cancel()
+	_ = ctl.Close()
+	<-metricsDone
+	return errors.Join(runErr, r.Stop())
+}
+
+// reload re-reads the configuration and applies what can change live. An
+// invalid file is refused and nothing changes.
+func reload(r Runner, path string, load func(string) (config.Config, error), log *slog.Logger) {
+	if path == "" {
+		log.Warn("reload: no configuration file to re-read")
+		return
+	}
+	cfg, err := load(path)
+	if err == nil {
+		err = r.Reload(cfg)
+	}
+	var re *RestartError
+	switch {
+	case err == nil:
+		log.Info("reloaded", "file", path)
+	case errors.As(err, &re):
+		log.Warn("reloaded what can change live; restart kbridge for the rest",
+			"file", path, "need_restart", strings.Join(re.Keys, ", "))
+	default:
+		log.Error("reload refused, keeping the running configuration", "file", path, "err", err)
+	}
+}
+
+// watchdogInterval is a third of $WATCHDOG_USEC when systemd wants this
+// process to ping, else 0. A third: a poked worker has a whole tick to
+// answer and the ping still lands well inside WatchdogSec.
+func watchdogInterval() time.Duration {
+	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
+	if err != nil || usec <= 0 {
+		return 0
+	}
+	if pid := os.Getenv("WATCHDOG_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
+		return 0
+	}
+	return time.Duration(usec) * time.Microsecond / 3
+}
+
+// Notify speaks systemd's sd_notify protocol when NOTIFY_SOCKET is set.
+func Notify(state string) {
+	addr := os.Getenv("NOTIFY_SOCKET")
+	if addr == "" {
+		return
+	}
+	if addr[0] == '@' {
+		addr = "\x00" + addr[1:]
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	_ = unix.Sendto(fd, []byte(state), 0, &unix.SockaddrUnix{Name: addr})
+}
