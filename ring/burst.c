@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include <rte_cycles.h>
+#include <rte_ip.h>
+#include <rte_tcp.h>
 
 #include "burst.h"
 
@@ -213,6 +215,54 @@ kb_in_put(struct kb_in_burst *b)
 		b->ring_full = (uint16_t)(k - sent);
 		rte_pktmbuf_free_bulk(b->mbufs + sent, k - sent);
 	}
+}
+
+int
+kb_in_put_tso(struct kb_in_burst *b, uint8_t *data, uint32_t len,
+	      const struct kb_tso *t)
+{
+	uint32_t room = rte_pktmbuf_data_room_size(b->pool) - RTE_PKTMBUF_HEADROOM;
+	uint32_t segs = (len + room - 1) / room;
+	uint8_t *l3 = data + t->l2;
+	struct rte_tcp_hdr *tcp = (struct rte_tcp_hdr *)(l3 + t->l3);
+	struct rte_mbuf *m;
+	uint64_t ol;
+
+	b->queued = b->no_mbuf = b->ring_full = 0;
+	if ((t->max_segs != 0 && segs > t->max_segs) ||
+	    (uint32_t)t->l2 + t->l3 + t->l4 > room)
+		return -E2BIG;
+	/* The headers as DPDK's TSO wants them: IPv4 checksum left to the
+	 * port, TCP checksum field holding the pseudo-header sum without the
+	 * length (rte_ipv4_phdr_cksum leaves it out for TX_TCP_SEG). */
+	ol = RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_TCP_CKSUM;
+	if (t->ipv6) {
+		ol |= RTE_MBUF_F_TX_IPV6;
+		tcp->cksum = rte_ipv6_phdr_cksum((struct rte_ipv6_hdr *)l3, ol);
+	} else {
+		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)l3;
+
+		ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+		ip->hdr_checksum = 0;
+		tcp->cksum = rte_ipv4_phdr_cksum(ip, ol);
+	}
+	m = kb_in_copy(b->pool, data, len);
+	if (m == NULL) {
+		b->no_mbuf = 1;
+		return 0;
+	}
+	m->ol_flags |= ol;
+	m->l2_len = t->l2;
+	m->l3_len = t->l3;
+	m->l4_len = t->l4;
+	m->tso_segsz = t->mss;
+	if (rte_ring_enqueue(b->ring, m) != 0) {
+		rte_pktmbuf_free(m);
+		b->ring_full = 1;
+		return 0;
+	}
+	b->queued = 1;
+	return 1;
 }
 
 void

@@ -97,6 +97,23 @@ struct kb_in_burst *kb_in_new(struct rte_ring *ring, struct rte_mempool *pool,
 void kb_in_put(struct kb_in_burst *b);
 void kb_in_free(struct kb_in_burst *b);
 
+/* A TCP super-frame for an app that declared KBRIDGE_APP_TSO: header
+ * lengths, segment size, and the most segments its mbuf chain may have. */
+struct kb_tso {
+	uint16_t l2, l3, l4, mss;
+	uint16_t max_segs; /* 0: no limit */
+	uint8_t ipv6;
+	uint8_t pad;
+};
+
+/* Copies one TCP super-frame of len bytes into one mbuf chain marked for TSO
+ * (RTE_MBUF_F_TX_TCP_SEG, lengths, tso_segsz, the pseudo-header checksum
+ * DPDK's TSO wants) and enqueues it. Returns 1 when queued, 0 when dropped
+ * (counted in b->no_mbuf or b->ring_full), -E2BIG when the chain would have
+ * more segments than the app takes: the caller then splits the frame. */
+int kb_in_put_tso(struct kb_in_burst *b, uint8_t *data, uint32_t len,
+		  const struct kb_tso *t);
+
 unsigned int kb_ring_count(const struct rte_ring *r);
 
 #endif

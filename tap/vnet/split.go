@@ -190,3 +190,13 @@ func (s *Super) Segment(k int, pkt, dst []byte) int {
 	binary.BigEndian.PutUint16(tcp[16:], Checksum(tcp, acc))
 	return n
 }
+
+// TSO describes a GSO super-frame for a consumer that segments it itself (a
+// DPDK port with TSO): header lengths and segment size. ok is false for
+// anything but a TCP super-frame.
+func (s *Super) TSO() (l2, l3, l4, mss int, v6, ok bool) {
+	if s.mode != modeGSO {
+		return 0, 0, 0, 0, false, false
+	}
+	return s.l2, s.l3, s.l4, s.mss, s.v6, true
+}
