@@ -3,7 +3,7 @@
 // side on the namespace test bed (TESTBED.md), and writes a markdown report
 // and a latency CDF picture to results/.
 //
-//	sudo make bench                       # or: sudo go run ./tests/bench
+//	sudo make bench                       # or: cd tests/bench && sudo go run . -root ../..
 //	sudo bin/kbt-bench -forwarders direct,kbridge-adaptive,testpmd -quick
 package main
 
