@@ -48,7 +48,15 @@ func machineInfo(root string, ncpu int, cpus string, quick bool) Machine {
 	if cpus == "" {
 		m.Placement = "1 CPU: nothing pinned"
 	} else {
-		m.Placement = fmt.Sprintf("reference app's lcore and testpmd's lcores on CPU %d; kbridge, servers and clients (`taskset -c %s`) on CPU %s", app, cpus, cpus)
+		mainCPU := cpus
+		if i := strings.IndexAny(mainCPU, "-,"); i > 0 {
+			mainCPU = mainCPU[:i]
+		}
+		lcores := os.Getenv("KBT_TESTPMD_LCORES")
+		if lcores == "" {
+			lcores = fmt.Sprintf("0@%s,1@%d", mainCPU, app)
+		}
+		m.Placement = fmt.Sprintf("reference app's polling lcore and testpmd's forwarding lcore on CPU %d; testpmd `--lcores %s` (main lcore and EAL control threads off the forwarding CPU); kbridge, servers and clients (`taskset -c %s`) on CPU %s; per forwarder, as read from /proc during the run, below", app, lcores, cpus, cpus)
 	}
 	return m
 }

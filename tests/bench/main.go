@@ -26,13 +26,22 @@ func main() {
 }
 
 func mainErr() int {
-	fwList := flag.String("forwarders", "all", "comma-separated subset of: direct,kbridge-busy,kbridge-adaptive,kbridge-interrupt,kni-4ms,kni-1ms,testpmd")
+	fwList := flag.String("forwarders", "all", "comma-separated subset of: direct,kbridge-busy,kbridge-adaptive,kbridge-interrupt,kni-4ms,kni-1ms,testpmd,bed-ceiling")
 	quick := flag.Bool("quick", false, "shorten every workload (a smoke test, not a measurement)")
 	root := flag.String("root", ".", "repository root (holds tests/testbed and bin/)")
 	outDir := flag.String("out", "results", "directory for the report, the picture and raw outputs")
 	waitBed := flag.Duration("wait-bed", 15*time.Minute, "wait this long for a test bed someone else is using to go away")
 	force := flag.Bool("force", false, "take the test bed over even if someone else is using it (up.sh tears it down)")
+	serve := flag.String("serve-http", "", "serve the HTTP workload's keep-alive server on ADDR and nothing else (the bench starts it in kbt-peer)")
 	flag.Parse()
+
+	if *serve != "" {
+		if err := serveHTTP(*serve); err != nil {
+			fmt.Fprintln(os.Stderr, "kbt-bench -serve-http:", err)
+			return 1
+		}
+		return 0
+	}
 
 	start := time.Now()
 	logf := func(format string, a ...any) {
@@ -59,7 +68,7 @@ func mainErr() int {
 			return fail(fmt.Errorf("%s missing: run make build", f))
 		}
 	}
-	for _, tool := range []string{"sockperf", "iperf3", "nfs-ls", "taskset", "ip"} {
+	for _, tool := range []string{"sockperf", "iperf3", "nfs-ls", "nfs-cat", "taskset", "ip", "ss", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fail(fmt.Errorf("missing tool %s: run make deps", tool))
 		}

@@ -6,14 +6,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
-var allWorkloads = []string{wIdle, wPP, wCold, wNFS, wUp, wDown}
+var allWorkloads = []string{wIdle, wPP, wCold, wHTTP, wNFS, wNFSRead, wUp, wDown, wDown4}
 
 // Runner measures forwarders on a bed.
 type Runner struct {
@@ -30,13 +33,13 @@ type Runner struct {
 func (rn *Runner) runAll(ctx context.Context, fws []Forwarder, res map[string]*Result, waitBed time.Duration, force bool) {
 	var kb, tp []Forwarder
 	for _, f := range fws {
-		if f.Kind == "testpmd" {
+		if f.Kind == "testpmd" || f.Kind == "ceiling" {
 			tp = append(tp, f)
 		} else {
 			kb = append(kb, f)
 		}
 	}
-	if !hasKind(kb, "kbridge") && len(tp) > 0 {
+	if !hasKind(kb, "kbridge") && len(tp) > 0 && hasKind(tp, "testpmd") {
 		tp, kb = append(kb, tp...), nil // no kbridge: measure direct on testpmd's bed
 	}
 	for _, group := range [][]Forwarder{kb, tp} {
@@ -47,7 +50,8 @@ func (rn *Runner) runAll(ctx context.Context, fws []Forwarder, res map[string]*R
 	if ctx.Err() != nil {
 		for _, f := range fws {
 			for _, k := range allWorkloads {
-				if _, done := res[f.Name].Errs[k]; !done && !measured(res[f.Name], k) && !(f.Kind == "direct" && k == wIdle) {
+				if _, done := res[f.Name].Errs[k]; !done && f.Kind != "ceiling" && !measured(res[f.Name], k) &&
+					res[f.Name].Skipped[k] == "" && !(f.Kind == "direct" && k == wIdle) {
 					res[f.Name].Errs[k] = "interrupted"
 				}
 			}
@@ -71,7 +75,7 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 	// kbridge starts adaptive (parked when idle), so that direct, measured
 	// first on this bed, does not share CPU 0 with a spinning kbridge.
 	kind, policy := "kbridge", "policy:\n  mode: adaptive\n"
-	if hasKind(group, "testpmd") {
+	if hasKind(group, "testpmd") || hasKind(group, "ceiling") {
 		kind = "testpmd"
 	}
 	if !force {
@@ -98,9 +102,20 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		return
 	}
 	rn.log("test bed up in %.1fs (forwarder pid %d)", time.Since(t0).Seconds(), bed.fwdPID)
+	stopHTTP, err := rn.startHTTP(ctx)
+	if err != nil {
+		rn.log("HTTP server in kbt-peer: %v", err)
+	}
+	defer stopHTTP()
+	servers := rn.servers()
 	for _, f := range group {
 		if ctx.Err() != nil {
 			return
+		}
+		if f.Kind == "ceiling" {
+			res[f.Name].Place = Placement{Clients: "ping in kbt-peer: taskset -c " + or(bed.cpus, "(none)"), Servers: "-"}
+			rn.ceiling(ctx, f, res[f.Name])
+			continue
 		}
 		if f.Kind == "kbridge" {
 			if err := bed.setPolicy(ctx, f); err != nil {
@@ -109,6 +124,14 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 				continue
 			}
 			rn.log("%s: kbridge switched to %q", f.Name, strings.ReplaceAll(strings.TrimSpace(f.Policy), "\n", " "))
+		}
+		r := res[f.Name]
+		r.Place = Placement{Forwarder: "-", App: "-", Clients: "taskset -c " + or(bed.cpus, "(none)"), Servers: servers}
+		if f.Kind != "direct" {
+			r.Place.Forwarder = placementOf(bed.fwdPID)
+		}
+		if f.Kind == "kbridge" {
+			r.Place.App = placementOf(bed.appPID)
 		}
 		procs0, t1 := allProcs(), time.Now()
 		rn.measure(ctx, f, res[f.Name])
@@ -132,9 +155,12 @@ func (rn *Runner) measure(ctx context.Context, f Forwarder, r *Result) {
 		{wIdle, func(ctx context.Context) error { return rn.idle(ctx, f, r) }},
 		{wPP, func(ctx context.Context) error { return rn.pingPong(ctx, f, ns, ip, false, r) }},
 		{wCold, func(ctx context.Context) error { return rn.pingPong(ctx, f, ns, ip, true, r) }},
+		{wHTTP, func(ctx context.Context) error { return rn.http(ctx, f, ns, ip, r) }},
 		{wNFS, func(ctx context.Context) error { return rn.nfs(ctx, f, ns, ip, r) }},
+		{wNFSRead, func(ctx context.Context) error { return rn.nfsRead(ctx, f, ns, ip, r) }},
 		{wUp, func(ctx context.Context) error { return rn.iperf(ctx, ns, ip, false, r) }},
 		{wDown, func(ctx context.Context) error { return rn.iperf(ctx, ns, ip, true, r) }},
+		{wDown4, func(ctx context.Context) error { return rn.iperfP(ctx, ns, ip, true, 4, r) }},
 	}
 	for _, s := range steps {
 		if s.key == wIdle && f.Kind == "direct" {
@@ -154,6 +180,13 @@ func (rn *Runner) measure(ctx context.Context, f Forwarder, r *Result) {
 		err := rn.withCPU(ctx, f, s.key, r, s.fn)
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("interrupted")
+		}
+		var skip errSkipped
+		if errors.As(err, &skip) {
+			r.Skipped[s.key] = skip.why
+			delete(r.CPU, s.key)
+			rn.log("%s: %s: %s", f.Name, workloadNames[s.key], skip.why)
+			continue
 		}
 		if err != nil {
 			r.Errs[s.key] = err.Error()
@@ -210,6 +243,12 @@ func measured(r *Result, key string) bool {
 		return r.Up > 0
 	case wDown:
 		return r.Down > 0
+	case wDown4:
+		return r.Down4 > 0
+	case wNFSRead:
+		return r.NFSRead > 0
+	case wHTTP:
+		return r.HTTP.Requests > 0
 	}
 	return false
 }
@@ -229,4 +268,63 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, data, 0o644)
+}
+
+// startHTTP starts `kbt-bench -serve-http` in kbt-peer, pinned like the other
+// servers, and waits until it listens. The returned func stops it.
+func (rn *Runner) startHTTP(ctx context.Context) (func(), error) {
+	nop := func() {}
+	exe, err := os.Executable()
+	if err != nil {
+		return nop, err
+	}
+	logf, err := os.Create(filepath.Join(rn.rawDir, "http-server.log"))
+	if err != nil {
+		return nop, err
+	}
+	cmd := exec.Command("ip", rn.bed.pin("kbt-peer", exe, "-serve-http", "0.0.0.0:"+httpPort)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nop, err
+	}
+	rn.bed.httpPID = cmd.Process.Pid
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		rn.bed.httpPID = 0
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, _ := run(ctx, 5*time.Second, nil, "ip", "netns", "exec", "kbt-peer", "ss", "-Hltn", "sport = :"+httpPort)
+		if len(strings.TrimSpace(string(out))) > 0 {
+			return stop, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return nop, fmt.Errorf("not listening on :%s after 10s (see %s)", httpPort, logf.Name())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// servers lists the peer's servers with their CPUs, from the bed's pid files.
+func (rn *Runner) servers() string {
+	pids := map[string]int{}
+	for _, n := range []string{"sockperf", "iperf3", "ganesha"} {
+		if pid, err := readPID(n); err == nil {
+			pids[n] = pid
+		}
+	}
+	if rn.bed.httpPID != 0 {
+		pids["http"] = rn.bed.httpPID
+	}
+	return serverPlacement(pids)
 }
