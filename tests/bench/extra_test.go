@@ -137,3 +137,15 @@ func TestSkippedCell(t *testing.T) {
 		t.Errorf("dash = %q", got)
 	}
 }
+
+func TestCPUBusy(t *testing.T) {
+	before := parseProcStatCPUs("cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 100 0 100 700 100 0 0 0 0 0\ncpu1 0 0 0 1000 0 0 0 0 0 0\nintr 5\n")
+	after := parseProcStatCPUs("cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 300 0 200 800 100 50 50 100 40 0\ncpu1 500 0 0 1000 0 0 0 0 500 0\n")
+	// cpu0: 600 ticks, 100 idle, 100 steal; cpu1: 500 ticks of user (guest ignored), no idle.
+	if got, want := cpuBusyText(before, after), "CPU 0 83% busy (steal 17%), CPU 1 100% busy (steal 0%)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := cpuBusyText(before, before); got != "" {
+		t.Errorf("no time passed: %q", got)
+	}
+}

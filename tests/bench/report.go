@@ -299,7 +299,7 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 
 	w("\n### Placement\n\n")
 	w("Where each forwarder's pieces ran: the CPUs each thread may use (`Cpus_allowed_list` in /proc/PID/task/*/status, read while it was measured). ")
-	w("testpmd: `lcore-worker-1` is the forwarding lcore, `dpdk-testpmd` the main lcore, the rest EAL control threads; the reference app polls on its main thread; kbridge's Go threads carry its workers.\n\n")
+	w("testpmd: `rte-worker-1` (`lcore-worker-1` in other DPDK versions) is the forwarding lcore, `dpdk-testpmd` the main lcore, the rest EAL control threads; the reference app polls on its main thread (`kbridge-refapp`); kbridge's Go threads (`kbridge`) carry its workers, beside the EAL threads of a DPDK secondary process.\n\n")
 	w("| forwarder | forwarder process threads | reference app threads | clients | servers (kbt-peer) |\n|---|---|---|---|---|\n")
 	for _, n := range order {
 		p := res[n].Place
@@ -348,7 +348,7 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 		}
 	}
 	if len(foreign) > 0 {
-		w("\nLoad this benchmark does not control: processes outside the bed's namespaces above 5%% of a core, averaged over each forwarder's measurements (kernel threads may be working for the bed):\n\n%s\n", strings.Join(foreign, "\n"))
+		w("\nLoad this benchmark does not control: processes outside the bed's namespaces above 5%% of a core, averaged over each forwarder's measurements (kernel threads may be working for the bed; processes that started and ended within the window are not seen), then each CPU's use over the same window from /proc/stat (the bed's own work included; steal: time the hypervisor ran another guest):\n\n%s\n", strings.Join(foreign, "\n"))
 	}
 
 	w("\n## Targets (issues 8 and 11)\n\n")

@@ -133,9 +133,12 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		if f.Kind == "kbridge" {
 			r.Place.App = placementOf(bed.appPID)
 		}
-		procs0, t1 := allProcs(), time.Now()
+		procs0, cpus0, t1 := allProcs(), readCPUTimes(), time.Now()
 		rn.measure(ctx, f, res[f.Name])
 		res[f.Name].Foreign = strings.Join(busyList(procs0, outsideBed(allProcs()), rn.clkTck, time.Since(t1).Seconds(), 5), ", ")
+		if c := cpuBusyText(cpus0, readCPUTimes()); c != "" {
+			res[f.Name].Foreign += "; " + c
+		}
 		if f.Kind == "kbridge" {
 			if out, err := run(ctx, 5*time.Second, nil, filepath.Join(bed.root, "bin/kbridge"), "stats", "--socket", statsSock); err == nil {
 				_ = os.WriteFile(filepath.Join(rn.rawDir, f.Name+"-stats.json"), out, 0o644)
