@@ -63,6 +63,14 @@ bench: deps build
 	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
 	KBT_BENCH_COMMAND="make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench $(BENCH_FLAGS)
 
+# Issue 11's latency budget (root): a traced ping-pong per forwarder (direct,
+# kbridge-adaptive, testpmd) split into wakeup delays (perf sched), kbridge's
+# counters and residence, and the rest; writes results/latency-budget-<UTC>.md.
+.PHONY: latency-budget
+latency-budget: deps build
+	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
+	KBT_BENCH_COMMAND="make latency-budget$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench -budget $(BENCH_FLAGS)
+
 generate:
 	$(GO) generate ./xdp/
 

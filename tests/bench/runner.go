@@ -23,7 +23,8 @@ type Runner struct {
 	bed    *Bed
 	d      Durations
 	clkTck int
-	rawDir string // raw outputs (full logs, stats) kept for post-mortems
+	rawDir string             // raw outputs (full logs, stats) kept for post-mortems
+	budget map[string]*Budget // -budget: the traced ping-pong instead of the workloads
 	log    func(format string, a ...any)
 }
 
@@ -102,11 +103,13 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		return
 	}
 	rn.log("test bed up in %.1fs (forwarder pid %d)", time.Since(t0).Seconds(), bed.fwdPID)
-	stopHTTP, err := rn.startHTTP(ctx)
-	if err != nil {
-		rn.log("HTTP server in kbt-peer: %v", err)
+	if rn.budget == nil {
+		stopHTTP, err := rn.startHTTP(ctx)
+		if err != nil {
+			rn.log("HTTP server in kbt-peer: %v", err)
+		}
+		defer stopHTTP()
 	}
-	defer stopHTTP()
 	servers := rn.servers()
 	for _, f := range group {
 		if ctx.Err() != nil {
@@ -124,6 +127,10 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 				continue
 			}
 			rn.log("%s: kbridge switched to %q", f.Name, strings.ReplaceAll(strings.TrimSpace(f.Policy), "\n", " "))
+		}
+		if rn.budget != nil {
+			rn.budget[f.Name] = rn.measureBudget(ctx, f)
+			continue
 		}
 		r := res[f.Name]
 		r.Place = Placement{Forwarder: "-", App: "-", Clients: "taskset -c " + or(bed.cpus, "(none)"), Servers: servers}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParsePerfSchedLatency(t *testing.T) {
+	rows, err := parsePerfSchedLatency(fixture(t, "perf-sched-latency.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 6 { // the merged "cc1:(3)" row and TOTAL are skipped
+		t.Fatalf("%d rows: %+v", len(rows), rows)
+	}
+	if r := rows[5]; r.Comm != "kworker/0:1-eve" || r.TID != 77 || r.Switches != 20 || !near(r.AvgMs, 0.005) {
+		t.Errorf("kworker row: %+v", r)
+	}
+	if r := rows[0]; r.Comm != "kbridge-refapp" || !near(r.RuntimeMs, 108.184) || !near(r.MaxMs, 170.814) {
+		t.Errorf("first row: %+v", r)
+	}
+	kb := aggregate(rows, map[int]bool{5001: true, 5002: true})
+	// (15000 x 10 us + 5000 x 30 us) / 20000 = 15 us; worst 2 ms.
+	if kb.Switches != 20000 || !near(kb.AvgUs, 15) || !near(kb.MaxUs, 2000) {
+		t.Errorf("kbridge aggregate: %+v", kb)
+	}
+	if _, err := parsePerfSchedLatency("no samples\n"); err == nil {
+		t.Error("want an error without rows")
+	}
+}
+
+func TestRenderBudget(t *testing.T) {
+	rows, _ := parsePerfSchedLatency(fixture(t, "perf-sched-latency.txt"))
+	direct := &Budget{Name: "direct", Kind: "direct", RTT: Latency{P50: 20, P99: 60, N: 10000}, Mean: 25,
+		Client: aggregate(rows, map[int]bool{4001: true}), Server: aggregate(rows, map[int]bool{4002: true})}
+	kb := &Budget{Name: "kbridge-adaptive", Kind: "kbridge", RTT: Latency{P50: 50, P99: 200, N: 10000}, Mean: 60,
+		Client: aggregate(rows, map[int]bool{4001: true}), Server: aggregate(rows, map[int]bool{4002: true}),
+		Fwd:      aggregate(rows, map[int]bool{5001: true, 5002: true}),
+		Counters: &Counters{Kicks: 9000, Parks: 20000, Wakeups: 19000, Bounds: []uint64{16384, 65536}, Residence: []uint64{9000, 1000}}}
+	tp := &Budget{Name: "testpmd", Kind: "testpmd", Err: "test bed: up.sh: exit status 1"}
+	got := renderBudget(Machine{NCPU: 2, Started: "2026-01-02 03:04 UTC"}, []*Budget{direct, kb, tp})
+	for _, s := range []string{
+		"| | direct | kbridge-adaptive | testpmd |",
+		"| round trip p50 / p99 (us) | 20.0 / 60.0 | 50.0 / 200.0 | error: test bed: up.sh: exit status 1 |",
+		"| mean added over direct (us) | - | +35.0 |",
+		// client: 1 wakeup per round trip x 12 us; kbridge: 2 x 15 us
+		"| client wakeup delay per round trip (us) | 12.0 (1.00 wakeups x 12.0 us; worst 1250 us) |",
+		"| forwarder threads' wakeup delay per round trip (us) | - | 30.0 (2.00 wakeups x 15.0 us; worst 2000 us) |",
+		"| kbridge: app kicks / parks / wakeups per round trip | - | 0.90 / 2.00 / 1.90 |",
+		"| kbridge: residence app enqueue to TAP write, p50 / p99 | - | <16 us / <66 us |",
+		// direct: 25 - 12 - 20.02 = -7.0 (made-up figures); kbridge: 60 - 12 - 20.02 - 30 = -2.0
+		"| rest minus direct's rest: the forwarder's packet work (us) | - | +5.0 |",
+	} {
+		if !strings.Contains(got, s) {
+			t.Errorf("budget lacks %q:\n%s", s, got)
+		}
+	}
+}
+
+func TestBudgetForwarders(t *testing.T) {
+	fs, err := budgetForwarders("all")
+	if err != nil || names(fs) != "direct,kbridge-adaptive,testpmd" {
+		t.Errorf("default: %q %v", names(fs), err)
+	}
+	if _, err := budgetForwarders("bed-ceiling"); err == nil {
+		t.Error("bed-ceiling alone: want an error")
+	}
+}
