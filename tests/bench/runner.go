@@ -195,6 +195,7 @@ func (rn *Runner) measure(ctx context.Context, f Forwarder, r *Result) {
 		if errors.As(err, &skip) {
 			r.Skipped[s.key] = skip.why
 			delete(r.CPU, s.key)
+			delete(r.Counters, s.key)
 			rn.log("%s: %s: %s", f.Name, workloadNames[s.key], skip.why)
 			continue
 		}
