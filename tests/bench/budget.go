@@ -106,12 +106,18 @@ type Budget struct {
 	Mean           float64 // mean round trip, us
 	Client, Server schedAgg
 	Fwd            schedAgg // the forwarder process's threads (kbridge's or testpmd's)
+	App            schedAgg // the reference DPDK app's threads (kbridge beds): a preempted poller delays packets too
 	Counters       *Counters
 	Err            string
 }
 
 // wakeups returns the wakeup delay per round trip (us) of a set of threads.
 func (b *Budget) wakeups(a schedAgg) float64 { return perRT(a.Switches, b.RTT.N) * a.AvgUs }
+
+// rest is the mean round trip minus every wakeup or run-queue delay listed.
+func (b *Budget) rest() float64 {
+	return b.Mean - b.wakeups(b.Client) - b.wakeups(b.Server) - b.wakeups(b.Fwd) - b.wakeups(b.App)
+}
 
 // measureBudget runs the traced ping-pong against f.
 func (rn *Runner) measureBudget(ctx context.Context, f Forwarder) *Budget {
@@ -202,6 +208,9 @@ func (rn *Runner) budgetRun(ctx context.Context, f Forwarder, b *Budget) error {
 	if f.Kind != "direct" && rn.bed.fwdPID != 0 {
 		b.Fwd = aggregate(rows, tidsOf(rn.bed.fwdPID))
 	}
+	if f.Kind == "kbridge" && rn.bed.appPID != 0 {
+		b.App = aggregate(rows, tidsOf(rn.bed.appPID))
+	}
 	return nil
 }
 
@@ -229,9 +238,9 @@ func renderBudget(m Machine, bs []*Budget) string {
 	w("- command: `%s`\n- CPU placement (TESTBED.md): %s\n", or(m.Make, m.Command), m.Placement)
 	w("- load average (1/5/15 min) at start: %s; at end: %s\n- run time: %s\n\n", m.LoadStart, m.LoadEnd, m.Duration)
 	w("One `sockperf pp --tcp` run per forwarder, traced system-wide with `perf sched record` (the tracing itself adds a little to every wakeup). ")
-	w("Round trip = twice sockperf's one-way figure. Wakeup delay = time from a thread's wakeup to it running (`perf sched latency`), times how often it was woken per round trip. ")
+	w("Round trip = twice sockperf's one-way figure. Delay = time from a thread's wakeup, or its preemption, to it running again (`perf sched latency`), times how often that happened per round trip; for a busy-polling lcore (testpmd's, the reference app's) it is time the poller was kept off its CPU. ")
 	w("kbridge's counters are deltas of `kbridge stats` over the run; residence is app enqueue to TAP write, the kernel-bound half of kbridge's path, as histogram bucket bounds. ")
-	w("`rest` is the mean round trip minus the wakeup delays: both TCP stacks, the veths, AF_PACKET, the rings and poll loops, and the programs' own work. bpftrace is not used (%s).\n\n", bpftraceNote())
+	w("`rest` is the mean round trip minus these delays: both TCP stacks, the veths, AF_PACKET, the rings and poll loops, and the programs' own work. bpftrace is not used (%s).\n\n", bpftraceNote())
 
 	w("| | %s |\n|---|%s\n", strings.Join(names2(bs), " | "), strings.Repeat("---:|", len(bs)))
 	row := func(label string, f func(b *Budget) string) {
@@ -264,15 +273,21 @@ func renderBudget(m Machine, bs []*Budget) string {
 		if a.Switches == 0 {
 			return "0"
 		}
-		return fmt.Sprintf("%.1f (%.2f wakeups x %.1f us; worst %.0f us)", b.wakeups(a), perRT(a.Switches, b.RTT.N), a.AvgUs, a.MaxUs)
+		return fmt.Sprintf("%.1f (%.2f delays x %.1f us; worst %.0f us)", b.wakeups(a), perRT(a.Switches, b.RTT.N), a.AvgUs, a.MaxUs)
 	}
 	row("client wakeup delay per round trip (us)", func(b *Budget) string { return agg(b.Client, b) })
 	row("server wakeup delay per round trip (us)", func(b *Budget) string { return agg(b.Server, b) })
-	row("forwarder threads' wakeup delay per round trip (us)", func(b *Budget) string {
+	row("forwarder threads' delay per round trip (us)", func(b *Budget) string {
 		if b.Kind == "direct" {
 			return "-"
 		}
 		return agg(b.Fwd, b)
+	})
+	row("reference app's threads' delay per round trip (us)", func(b *Budget) string {
+		if b.Kind != "kbridge" {
+			return "-"
+		}
+		return agg(b.App, b)
 	})
 	row("kbridge: app kicks / parks / wakeups per round trip", func(b *Budget) string {
 		if b.Counters == nil {
@@ -294,15 +309,14 @@ func renderBudget(m Machine, bs []*Budget) string {
 		return b.Counters.dropsText()
 	})
 	row("rest: stacks, veths, AF_PACKET, rings, poll loops (us)", func(b *Budget) string {
-		return fmt.Sprintf("%.1f", b.Mean-b.wakeups(b.Client)-b.wakeups(b.Server)-b.wakeups(b.Fwd))
+		return fmt.Sprintf("%.1f", b.rest())
 	})
 	if direct != nil {
 		row("rest minus direct's rest: the forwarder's packet work (us)", func(b *Budget) string {
 			if b == direct {
 				return "-"
 			}
-			rest := func(x *Budget) float64 { return x.Mean - x.wakeups(x.Client) - x.wakeups(x.Server) - x.wakeups(x.Fwd) }
-			return fmt.Sprintf("%+.1f", rest(b)-rest(direct))
+			return fmt.Sprintf("%+.1f", b.rest()-direct.rest())
 		})
 	}
 	if m.RawDir != "" {

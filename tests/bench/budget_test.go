@@ -36,6 +36,7 @@ func TestRenderBudget(t *testing.T) {
 	kb := &Budget{Name: "kbridge-adaptive", Kind: "kbridge", RTT: Latency{P50: 50, P99: 200, N: 10000}, Mean: 60,
 		Client: aggregate(rows, map[int]bool{4001: true}), Server: aggregate(rows, map[int]bool{4002: true}),
 		Fwd:      aggregate(rows, map[int]bool{5001: true, 5002: true}),
+		App:      aggregate(rows, map[int]bool{10035: true}),
 		Counters: &Counters{Kicks: 9000, Parks: 20000, Wakeups: 19000, Bounds: []uint64{16384, 65536}, Residence: []uint64{9000, 1000}}}
 	tp := &Budget{Name: "testpmd", Kind: "testpmd", Err: "test bed: up.sh: exit status 1"}
 	got := renderBudget(Machine{NCPU: 2, Started: "2026-01-02 03:04 UTC"}, []*Budget{direct, kb, tp})
@@ -44,12 +45,14 @@ func TestRenderBudget(t *testing.T) {
 		"| round trip p50 / p99 (us) | 20.0 / 60.0 | 50.0 / 200.0 | error: test bed: up.sh: exit status 1 |",
 		"| mean added over direct (us) | - | +35.0 |",
 		// client: 1 wakeup per round trip x 12 us; kbridge: 2 x 15 us
-		"| client wakeup delay per round trip (us) | 12.0 (1.00 wakeups x 12.0 us; worst 1250 us) |",
-		"| forwarder threads' wakeup delay per round trip (us) | - | 30.0 (2.00 wakeups x 15.0 us; worst 2000 us) |",
+		"| client wakeup delay per round trip (us) | 12.0 (1.00 delays x 12.0 us; worst 1250 us) |",
+		"| forwarder threads' delay per round trip (us) | - | 30.0 (2.00 delays x 15.0 us; worst 2000 us) |",
 		"| kbridge: app kicks / parks / wakeups per round trip | - | 0.90 / 2.00 / 1.90 |",
 		"| kbridge: residence app enqueue to TAP write, p50 / p99 | - | <16 us / <66 us |",
-		// direct: 25 - 12 - 20.02 = -7.0 (made-up figures); kbridge: 60 - 12 - 20.02 - 30 = -2.0
-		"| rest minus direct's rest: the forwarder's packet work (us) | - | +5.0 |",
+		// the app's poller: 125 delays of 2.08 ms over 10000 round trips
+		"| reference app's threads' delay per round trip (us) | - | 26.0 (0.01 delays x 2080.0 us; worst 170814 us) |",
+		// direct: 25 - 12 - 20.02 = -7.0 (made-up figures); kbridge: 60 - 12 - 20.02 - 30 - 26 = -28.0
+		"| rest minus direct's rest: the forwarder's packet work (us) | - | -21.0 |",
 	} {
 		if !strings.Contains(got, s) {
 			t.Errorf("budget lacks %q:\n%s", s, got)
