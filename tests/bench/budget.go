@@ -107,6 +107,7 @@ type Budget struct {
 	Client, Server schedAgg
 	Fwd            schedAgg // the forwarder process's threads (kbridge's or testpmd's)
 	App            schedAgg // the reference DPDK app's threads (kbridge beds): a preempted poller delays packets too
+	RunSec, Traced float64  // sockperf's run and the traced window around it, seconds
 	Counters       *Counters
 	Err            string
 }
@@ -114,9 +115,33 @@ type Budget struct {
 // wakeups returns the wakeup delay per round trip (us) of a set of threads.
 func (b *Budget) wakeups(a schedAgg) float64 { return perRT(a.Switches, b.RTT.N) * a.AvgUs }
 
+// pollerShare scales the delays of a busy poller, which is preempted whether
+// or not traffic flows, from the traced window to sockperf's run.
+func (b *Budget) pollerShare() float64 {
+	if b.Traced <= 0 || b.RunSec <= 0 || b.RunSec > b.Traced {
+		return 1
+	}
+	return b.RunSec / b.Traced
+}
+
+// poller returns a poller's delays scaled to the run.
+func (b *Budget) poller(a schedAgg) schedAgg {
+	a.Switches = int(math.Round(float64(a.Switches) * b.pollerShare()))
+	return a
+}
+
 // rest is the mean round trip minus every wakeup or run-queue delay listed.
 func (b *Budget) rest() float64 {
-	return b.Mean - b.wakeups(b.Client) - b.wakeups(b.Server) - b.wakeups(b.Fwd) - b.wakeups(b.App)
+	return b.Mean - b.wakeups(b.Client) - b.wakeups(b.Server) - b.wakeups(b.fwd()) - b.wakeups(b.poller(b.App))
+}
+
+// fwd is the forwarder's delays: testpmd's threads are pollers (scaled to
+// the run); kbridge's sleep and wake with traffic (counted as traced).
+func (b *Budget) fwd() schedAgg {
+	if b.Kind == "testpmd" {
+		return b.poller(b.Fwd)
+	}
+	return b.Fwd
 }
 
 // measureBudget runs the traced ping-pong against f.
@@ -143,33 +168,40 @@ func (rn *Runner) budgetRun(ctx context.Context, f Forwarder, b *Budget) error {
 	}
 	data := filepath.Join(rn.rawDir, f.Name+"-perf-sched.data")
 	defer os.Remove(data) // tens of MB; the latency table is kept
+	// perf runs until sockperf is done: SIGTERM (the context's cancel) makes
+	// it write the data and exit.
 	perfDone := make(chan error, 1)
-	traceFor := rn.d.PP + 2*time.Second
+	pctx, stopPerf := context.WithCancel(ctx)
+	defer stopPerf()
+	tTrace := time.Now()
 	go func() {
-		_, err := run(ctx, traceFor+30*time.Second, nil, "perf", "sched", "record", "-a", "-o", data, "--",
-			"sleep", fmt.Sprint(int(traceFor.Seconds())))
+		_, err := run(pctx, rn.d.PP+2*time.Minute, nil, "perf", "sched", "record", "-a", "-o", data)
 		perfDone <- err
 	}()
 	if err := sleepCtx(ctx, 700*time.Millisecond); err != nil {
 		return err
 	}
+	tRun := time.Now()
 	full := filepath.Join(rn.rawDir, f.Name+"-budget-pp.csv")
 	sctx, cancel := context.WithTimeout(ctx, rn.d.PP+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(sctx, "ip", rn.bed.pin(ns, "sockperf", "pp", "--tcp", "-i", ip, "-p", "11111",
 		"-t", fmt.Sprint(int(rn.d.PP.Seconds())), "--full-log", full)...)
 	out, err := cmd.Output()
+	b.RunSec = time.Since(tRun).Seconds()
+	stopPerf()
+	perr := <-perfDone
+	b.Traced = time.Since(tTrace).Seconds()
 	clientPID := 0
 	if cmd.Process != nil {
 		clientPID = cmd.Process.Pid // ip netns exec and taskset exec: the same pid is sockperf's
 	}
 	_ = os.WriteFile(strings.TrimSuffix(full, ".csv")+".out", out, 0o644)
-	perr := <-perfDone
 	if err != nil {
 		return fmt.Errorf("sockperf: %v", err)
 	}
-	if perr != nil {
-		return fmt.Errorf("perf sched record: %v", perr)
+	if fi, err := os.Stat(data); err != nil || fi.Size() == 0 {
+		return fmt.Errorf("perf sched record wrote no data: %v", perr) // stopped by us, its own exit status is no error
 	}
 	text, err := os.ReadFile(full)
 	if err != nil {
@@ -238,7 +270,7 @@ func renderBudget(m Machine, bs []*Budget) string {
 	w("- command: `%s`\n- CPU placement (TESTBED.md): %s\n", or(m.Make, m.Command), m.Placement)
 	w("- load average (1/5/15 min) at start: %s; at end: %s\n- run time: %s\n\n", m.LoadStart, m.LoadEnd, m.Duration)
 	w("One `sockperf pp --tcp` run per forwarder, traced system-wide with `perf sched record` (the tracing itself adds a little to every wakeup). ")
-	w("Round trip = twice sockperf's one-way figure. Delay = time from a thread's wakeup, or its preemption, to it running again (`perf sched latency`), times how often that happened per round trip; for a busy-polling lcore (testpmd's, the reference app's) it is time the poller was kept off its CPU. ")
+	w("Round trip = twice sockperf's one-way figure. Delay = time from a thread's wakeup, or its preemption, to it running again (`perf sched latency`), times how often that happened per round trip; for a busy-polling lcore (testpmd's, the reference app's) it is time the poller was kept off its CPU, counted over the sockperf run only (the trace starts a little before it). ")
 	w("kbridge's counters are deltas of `kbridge stats` over the run; residence is app enqueue to TAP write, the kernel-bound half of kbridge's path, as histogram bucket bounds. ")
 	w("`rest` is the mean round trip minus these delays: both TCP stacks, the veths, AF_PACKET, the rings and poll loops, and the programs' own work. bpftrace is not used (%s).\n\n", bpftraceNote())
 
@@ -260,7 +292,9 @@ func renderBudget(m Machine, bs []*Budget) string {
 			direct = b
 		}
 	}
-	row("round trips measured", func(b *Budget) string { return fmt.Sprint(b.RTT.N) })
+	row("round trips measured (sockperf run / traced, s)", func(b *Budget) string {
+		return fmt.Sprintf("%d (%.1f / %.1f)", b.RTT.N, b.RunSec, b.Traced)
+	})
 	row("round trip p50 / p99 (us)", func(b *Budget) string { return fmt.Sprintf("%.1f / %.1f", b.RTT.P50, b.RTT.P99) })
 	row("round trip mean (us)", func(b *Budget) string { return fmt.Sprintf("%.1f", b.Mean) })
 	row("mean added over direct (us)", func(b *Budget) string {
@@ -281,13 +315,13 @@ func renderBudget(m Machine, bs []*Budget) string {
 		if b.Kind == "direct" {
 			return "-"
 		}
-		return agg(b.Fwd, b)
+		return agg(b.fwd(), b)
 	})
 	row("reference app's threads' delay per round trip (us)", func(b *Budget) string {
 		if b.Kind != "kbridge" {
 			return "-"
 		}
-		return agg(b.App, b)
+		return agg(b.poller(b.App), b)
 	})
 	row("kbridge: app kicks / parks / wakeups per round trip", func(b *Budget) string {
 		if b.Counters == nil {

@@ -38,6 +38,7 @@ func TestRenderBudget(t *testing.T) {
 		Fwd:      aggregate(rows, map[int]bool{5001: true, 5002: true}),
 		App:      aggregate(rows, map[int]bool{10035: true}),
 		Counters: &Counters{Kicks: 9000, Parks: 20000, Wakeups: 19000, Bounds: []uint64{16384, 65536}, Residence: []uint64{9000, 1000}}}
+	kb.RunSec, kb.Traced = 5, 5 // the app's preemptions all within the run
 	tp := &Budget{Name: "testpmd", Kind: "testpmd", Err: "test bed: up.sh: exit status 1"}
 	got := renderBudget(Machine{NCPU: 2, Started: "2026-01-02 03:04 UTC"}, []*Budget{direct, kb, tp})
 	for _, s := range []string{
@@ -67,5 +68,24 @@ func TestBudgetForwarders(t *testing.T) {
 	}
 	if _, err := budgetForwarders("bed-ceiling"); err == nil {
 		t.Error("bed-ceiling alone: want an error")
+	}
+}
+
+func TestPollerShare(t *testing.T) {
+	b := &Budget{Kind: "testpmd", RTT: Latency{N: 1000}, RunSec: 5, Traced: 6.25,
+		Fwd: schedAgg{Switches: 100, AvgUs: 400}, App: schedAgg{Switches: 50, AvgUs: 100}}
+	// testpmd's lcore: 100 preemptions traced, 80 of them in the run: 0.08 per round trip x 400 us.
+	if got := b.wakeups(b.fwd()); !near(got, 32) {
+		t.Errorf("testpmd poller delay per round trip = %v, want 32", got)
+	}
+	b.Kind = "kbridge" // kbridge's threads wake with traffic: not scaled
+	if got := b.wakeups(b.fwd()); !near(got, 40) {
+		t.Errorf("kbridge delay per round trip = %v, want 40", got)
+	}
+	if got := b.wakeups(b.poller(b.App)); !near(got, 4) { // 40 of 50 x 100 us / 1000
+		t.Errorf("app poller delay per round trip = %v, want 4", got)
+	}
+	if (&Budget{}).pollerShare() != 1 {
+		t.Error("no window: want share 1")
 	}
 }
