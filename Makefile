@@ -33,12 +33,18 @@ vet:
 # The test command: unit tests everywhere, then the root-only integration
 # tests on real DPDK, TAP devices and the namespace test bed. Packages run
 # one at a time (-p 1): several share the test bed, bpffs pins and CPU 1.
-test: deps build vet
+test: deps build vet bench-test
 	$(GO) test -p 1 -count=1 -timeout 40m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
 
 # Unit tests only: no root, no DPDK primary, no namespaces.
-unit-test:
+unit-test: bench-test
 	$(GO) test -count=1 -short ./...
+
+# tests/bench is its own Go module (the plotting dependency stays out of the
+# daemon's go.mod), so ./... above does not reach it: vet and unit-test it here.
+.PHONY: bench-test
+bench-test:
+	cd tests/bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 testbed-up: deps build
 	@bash tests/testbed/up.sh
@@ -54,8 +60,16 @@ demo: deps build
 # smoke test: make bench BENCH_FLAGS='-forwarders direct,kbridge-adaptive -quick'
 .PHONY: bench
 bench: deps build
-	$(GO) build -o $(BIN)/kbt-bench ./tests/bench
+	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
 	KBT_BENCH_COMMAND="make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench $(BENCH_FLAGS)
+
+# Issue 11's latency budget (root): a traced ping-pong per forwarder (direct,
+# kbridge-adaptive, testpmd) split into wakeup delays (perf sched), kbridge's
+# counters and residence, and the rest; writes results/latency-budget-<UTC>.md.
+.PHONY: latency-budget
+latency-budget: deps build
+	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
+	KBT_BENCH_COMMAND="make latency-budget$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench -budget $(BENCH_FLAGS)
 
 generate:
 	$(GO) generate ./xdp/

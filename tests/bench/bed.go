@@ -20,6 +20,7 @@ import (
 // Addresses and files of TESTBED.md.
 const (
 	peerIP     = "198.18.0.1" // kbt-peer, seen from kbt-dut through kb0
+	dutIP      = "198.18.0.2" // kb0 (the bed's ceiling: what testpmd's 5tswap answers as)
 	altIP      = "198.18.1.1" // kbt-peer, seen from kbt-direct
 	nsDUT      = "kbt-dut"
 	nsDirect   = "kbt-direct"
@@ -31,7 +32,7 @@ const (
 // Forwarder is one column of the comparison.
 type Forwarder struct {
 	Name   string
-	Kind   string // "direct", "kbridge" or "testpmd"
+	Kind   string // "direct", "kbridge", "testpmd" or "ceiling" (testpmd alone on kbt-nic)
 	Policy string // kbridge: the YAML policy block
 	Mode   string // kbridge: the mode `kbridge stats` shows once it applies
 }
@@ -45,6 +46,7 @@ var allForwarders = []Forwarder{
 	{Name: "kni-4ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 4ms\n"},
 	{Name: "kni-1ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 1ms\n"},
 	{Name: "testpmd", Kind: "testpmd"},
+	{Name: "bed-ceiling", Kind: "ceiling"},
 }
 
 // NS and IP a client of this forwarder uses.
@@ -139,6 +141,7 @@ type Bed struct {
 	cpus     string // client CPU list ("" = no pinning)
 	fwdPID   int    // kbridge or testpmd
 	appPID   int    // reference app (kbridge beds)
+	httpPID  int    // the bench's HTTP server in kbt-peer
 	kind     string // what is up: "", "kbridge", "testpmd"
 	progress func(format string, a ...any)
 }

@@ -39,7 +39,7 @@ policy:
 
 func TestSelectForwarders(t *testing.T) {
 	all, err := selectForwarders("all")
-	if err != nil || len(all) != 7 || all[0].Name != "direct" || all[6].Name != "testpmd" {
+	if err != nil || len(all) != 8 || all[0].Name != "direct" || all[6].Name != "testpmd" || all[7].Name != "bed-ceiling" {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	// Table order, whatever order the flag lists them in.

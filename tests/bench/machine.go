@@ -48,7 +48,15 @@ func machineInfo(root string, ncpu int, cpus string, quick bool) Machine {
 	if cpus == "" {
 		m.Placement = "1 CPU: nothing pinned"
 	} else {
-		m.Placement = fmt.Sprintf("reference app's lcore and testpmd's lcores on CPU %d; kbridge, servers and clients (`taskset -c %s`) on CPU %s", app, cpus, cpus)
+		mainCPU := cpus
+		if i := strings.IndexAny(mainCPU, "-,"); i > 0 {
+			mainCPU = mainCPU[:i]
+		}
+		lcores := os.Getenv("KBT_TESTPMD_LCORES")
+		if lcores == "" {
+			lcores = fmt.Sprintf("0@%s,1@%d", mainCPU, app)
+		}
+		m.Placement = fmt.Sprintf("reference app's polling lcore and testpmd's forwarding lcore on CPU %d; testpmd `--lcores %s` (main lcore and EAL control threads off the forwarding CPU); kbridge, servers and clients (`taskset -c %s`) on CPU %s; per forwarder, as read from /proc during the run, below", app, lcores, cpus, cpus)
 	}
 	return m
 }
@@ -161,4 +169,71 @@ func outsideBed(procs map[int]procStat) map[int]procStat {
 		out[pid] = p
 	}
 	return out
+}
+
+// cpuTimes are one CPU's counters from /proc/stat, in clock ticks.
+type cpuTimes struct{ Total, Idle, Steal uint64 }
+
+// parseProcStatCPUs reads the per-CPU lines of /proc/stat ("cpu0 user nice
+// system idle iowait irq softirq steal ..."); idle includes iowait.
+func parseProcStatCPUs(text string) map[int]cpuTimes {
+	out := map[int]cpuTimes{}
+	for _, l := range strings.Split(text, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		n, err := strconv.Atoi(f[0][3:])
+		if err != nil {
+			continue
+		}
+		var t cpuTimes
+		for i, v := range f[1:] {
+			x, _ := strconv.ParseUint(v, 10, 64)
+			if i >= 8 { // guest, guest_nice: already in user, nice
+				break
+			}
+			t.Total += x
+			switch i {
+			case 3, 4:
+				t.Idle += x
+			case 7:
+				t.Steal += x
+			}
+		}
+		out[n] = t
+	}
+	return out
+}
+
+func readCPUTimes() map[int]cpuTimes {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil
+	}
+	return parseProcStatCPUs(string(data))
+}
+
+// cpuBusyText renders each CPU's use between two snapshots: "CPU 0 95% busy
+// (steal 3%), CPU 1 100% busy (steal 0%)". Busy includes the bed's own work;
+// steal is time the hypervisor gave another guest.
+func cpuBusyText(before, after map[int]cpuTimes) string {
+	var cpus []int
+	for c := range after {
+		if _, ok := before[c]; ok {
+			cpus = append(cpus, c)
+		}
+	}
+	sort.Ints(cpus)
+	var parts []string
+	for _, c := range cpus {
+		a, b := after[c], before[c]
+		if a.Total <= b.Total {
+			continue
+		}
+		tot := float64(a.Total - b.Total)
+		parts = append(parts, fmt.Sprintf("CPU %d %.0f%% busy (steal %.0f%%)", c,
+			100*(tot-float64(a.Idle-b.Idle))/tot, 100*float64(a.Steal-b.Steal)/tot))
+	}
+	return strings.Join(parts, ", ")
 }

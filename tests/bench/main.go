@@ -3,7 +3,7 @@
 // side on the namespace test bed (TESTBED.md), and writes a markdown report
 // and a latency CDF picture to results/.
 //
-//	sudo make bench                       # or: sudo go run ./tests/bench
+//	sudo make bench                       # or: cd tests/bench && sudo go run . -root ../..
 //	sudo bin/kbt-bench -forwarders direct,kbridge-adaptive,testpmd -quick
 package main
 
@@ -26,13 +26,23 @@ func main() {
 }
 
 func mainErr() int {
-	fwList := flag.String("forwarders", "all", "comma-separated subset of: direct,kbridge-busy,kbridge-adaptive,kbridge-interrupt,kni-4ms,kni-1ms,testpmd")
+	fwList := flag.String("forwarders", "all", "comma-separated subset of: direct,kbridge-busy,kbridge-adaptive,kbridge-interrupt,kni-4ms,kni-1ms,testpmd,bed-ceiling")
 	quick := flag.Bool("quick", false, "shorten every workload (a smoke test, not a measurement)")
 	root := flag.String("root", ".", "repository root (holds tests/testbed and bin/)")
 	outDir := flag.String("out", "results", "directory for the report, the picture and raw outputs")
 	waitBed := flag.Duration("wait-bed", 15*time.Minute, "wait this long for a test bed someone else is using to go away")
 	force := flag.Bool("force", false, "take the test bed over even if someone else is using it (up.sh tears it down)")
+	budget := flag.Bool("budget", false, "the latency budget of issue 11 instead of the benchmark: a ping-pong per forwarder (default direct,kbridge-adaptive,testpmd), traced with perf sched, split into wakeup delays, kbridge's counters and residence, and the rest")
+	serve := flag.String("serve-http", "", "serve the HTTP workload's keep-alive server on ADDR and nothing else (the bench starts it in kbt-peer)")
 	flag.Parse()
+
+	if *serve != "" {
+		if err := serveHTTP(*serve); err != nil {
+			fmt.Fprintln(os.Stderr, "kbt-bench -serve-http:", err)
+			return 1
+		}
+		return 0
+	}
 
 	start := time.Now()
 	logf := func(format string, a ...any) {
@@ -41,6 +51,9 @@ func mainErr() int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench: error:", err); return 1 }
 
 	fws, err := selectForwarders(*fwList)
+	if *budget {
+		fws, err = budgetForwarders(*fwList)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -59,7 +72,11 @@ func mainErr() int {
 			return fail(fmt.Errorf("%s missing: run make build", f))
 		}
 	}
-	for _, tool := range []string{"sockperf", "iperf3", "nfs-ls", "taskset", "ip"} {
+	tools := []string{"sockperf", "iperf3", "nfs-ls", "nfs-cat", "taskset", "ip", "ss", "ping"}
+	if *budget {
+		tools = []string{"sockperf", "taskset", "ip", "perf"}
+	}
+	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fail(fmt.Errorf("missing tool %s: run make deps", tool))
 		}
@@ -97,6 +114,9 @@ func mainErr() int {
 		res[f.Name] = newResult(f.Name)
 		order = append(order, f.Name)
 	}
+	if *budget {
+		rn.budget = map[string]*Budget{}
+	}
 	rn.runAll(ctx, fws, res, *waitBed, *force)
 
 	m.LoadEnd = loadAvg()
@@ -106,6 +126,28 @@ func mainErr() int {
 	m.Duration = time.Since(start).Round(time.Second).String()
 	m.Interrupted = ctx.Err() != nil
 	m.RawDir = raw
+
+	if *budget {
+		var bs []*Budget
+		for _, n := range order {
+			if b := rn.budget[n]; b != nil {
+				bs = append(bs, b)
+			} else {
+				bs = append(bs, &Budget{Name: n, Err: or(firstErr(res[n]), "not measured")})
+			}
+		}
+		report := renderBudget(m, bs)
+		fmt.Print(report)
+		path := filepath.Join(*outDir, "latency-budget-"+stamp+".md")
+		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+			return fail(err)
+		}
+		logf("latency budget: %s", path)
+		if m.Interrupted {
+			return 130
+		}
+		return 0
+	}
 
 	var series []Series
 	for _, n := range order {
@@ -145,4 +187,15 @@ func names(fs []Forwarder) string {
 		n = append(n, f.Name)
 	}
 	return strings.Join(n, ",")
+}
+
+// firstErr is one of a result's errors (a bed that failed to come up fails
+// every workload with the same message).
+func firstErr(r *Result) string {
+	for _, k := range allWorkloads {
+		if e := r.Errs[k]; e != "" {
+			return e
+		}
+	}
+	return ""
 }

@@ -313,3 +313,19 @@ func (c Counters) dropsText() string {
 	sort.Strings(parts)
 	return fmt.Sprintf("%d (%s)", n, strings.Join(parts, ", "))
 }
+
+// kbDropsText renders kbridge's own drops of a delta (not the app's): "0", or
+// "12 (ring_full 10, no_mbuf 2)".
+func (c Counters) kbDropsText() string {
+	if c.Drops == 0 {
+		return "0"
+	}
+	var parts []string
+	for k, v := range c.DropBy {
+		if v != 0 && k != "app_to_kernel" {
+			parts = append(parts, fmt.Sprintf("%s %d", k, v))
+		}
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("%d (%s)", c.Drops, strings.Join(parts, ", "))
+}

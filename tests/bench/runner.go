@@ -6,21 +6,25 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
-var allWorkloads = []string{wIdle, wPP, wCold, wNFS, wUp, wDown}
+var allWorkloads = []string{wIdle, wPP, wCold, wHTTP, wNFS, wNFSRead, wUp, wDown, wDown4}
 
 // Runner measures forwarders on a bed.
 type Runner struct {
 	bed    *Bed
 	d      Durations
 	clkTck int
-	rawDir string // raw outputs (full logs, stats) kept for post-mortems
+	rawDir string             // raw outputs (full logs, stats) kept for post-mortems
+	budget map[string]*Budget // -budget: the traced ping-pong instead of the workloads
 	log    func(format string, a ...any)
 }
 
@@ -30,13 +34,13 @@ type Runner struct {
 func (rn *Runner) runAll(ctx context.Context, fws []Forwarder, res map[string]*Result, waitBed time.Duration, force bool) {
 	var kb, tp []Forwarder
 	for _, f := range fws {
-		if f.Kind == "testpmd" {
+		if f.Kind == "testpmd" || f.Kind == "ceiling" {
 			tp = append(tp, f)
 		} else {
 			kb = append(kb, f)
 		}
 	}
-	if !hasKind(kb, "kbridge") && len(tp) > 0 {
+	if !hasKind(kb, "kbridge") && len(tp) > 0 && hasKind(tp, "testpmd") {
 		tp, kb = append(kb, tp...), nil // no kbridge: measure direct on testpmd's bed
 	}
 	for _, group := range [][]Forwarder{kb, tp} {
@@ -47,7 +51,8 @@ func (rn *Runner) runAll(ctx context.Context, fws []Forwarder, res map[string]*R
 	if ctx.Err() != nil {
 		for _, f := range fws {
 			for _, k := range allWorkloads {
-				if _, done := res[f.Name].Errs[k]; !done && !measured(res[f.Name], k) && !(f.Kind == "direct" && k == wIdle) {
+				if _, done := res[f.Name].Errs[k]; !done && f.Kind != "ceiling" && !measured(res[f.Name], k) &&
+					res[f.Name].Skipped[k] == "" && !(f.Kind == "direct" && k == wIdle) {
 					res[f.Name].Errs[k] = "interrupted"
 				}
 			}
@@ -71,7 +76,7 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 	// kbridge starts adaptive (parked when idle), so that direct, measured
 	// first on this bed, does not share CPU 0 with a spinning kbridge.
 	kind, policy := "kbridge", "policy:\n  mode: adaptive\n"
-	if hasKind(group, "testpmd") {
+	if hasKind(group, "testpmd") || hasKind(group, "ceiling") {
 		kind = "testpmd"
 	}
 	if !force {
@@ -98,9 +103,22 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		return
 	}
 	rn.log("test bed up in %.1fs (forwarder pid %d)", time.Since(t0).Seconds(), bed.fwdPID)
+	if rn.budget == nil {
+		stopHTTP, err := rn.startHTTP(ctx)
+		if err != nil {
+			rn.log("HTTP server in kbt-peer: %v", err)
+		}
+		defer stopHTTP()
+	}
+	servers := rn.servers()
 	for _, f := range group {
 		if ctx.Err() != nil {
 			return
+		}
+		if f.Kind == "ceiling" {
+			res[f.Name].Place = Placement{Clients: "ping in kbt-peer: taskset -c " + or(bed.cpus, "(none)"), Servers: "-"}
+			rn.ceiling(ctx, f, res[f.Name])
+			continue
 		}
 		if f.Kind == "kbridge" {
 			if err := bed.setPolicy(ctx, f); err != nil {
@@ -110,9 +128,24 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 			}
 			rn.log("%s: kbridge switched to %q", f.Name, strings.ReplaceAll(strings.TrimSpace(f.Policy), "\n", " "))
 		}
-		procs0, t1 := allProcs(), time.Now()
+		if rn.budget != nil {
+			rn.budget[f.Name] = rn.measureBudget(ctx, f)
+			continue
+		}
+		r := res[f.Name]
+		r.Place = Placement{Forwarder: "-", App: "-", Clients: "taskset -c " + or(bed.cpus, "(none)"), Servers: servers}
+		if f.Kind != "direct" {
+			r.Place.Forwarder = placementOf(bed.fwdPID)
+		}
+		if f.Kind == "kbridge" {
+			r.Place.App = placementOf(bed.appPID)
+		}
+		procs0, cpus0, t1 := allProcs(), readCPUTimes(), time.Now()
 		rn.measure(ctx, f, res[f.Name])
 		res[f.Name].Foreign = strings.Join(busyList(procs0, outsideBed(allProcs()), rn.clkTck, time.Since(t1).Seconds(), 5), ", ")
+		if c := cpuBusyText(cpus0, readCPUTimes()); c != "" {
+			res[f.Name].Foreign += "; " + c
+		}
 		if f.Kind == "kbridge" {
 			if out, err := run(ctx, 5*time.Second, nil, filepath.Join(bed.root, "bin/kbridge"), "stats", "--socket", statsSock); err == nil {
 				_ = os.WriteFile(filepath.Join(rn.rawDir, f.Name+"-stats.json"), out, 0o644)
@@ -132,9 +165,12 @@ func (rn *Runner) measure(ctx context.Context, f Forwarder, r *Result) {
 		{wIdle, func(ctx context.Context) error { return rn.idle(ctx, f, r) }},
 		{wPP, func(ctx context.Context) error { return rn.pingPong(ctx, f, ns, ip, false, r) }},
 		{wCold, func(ctx context.Context) error { return rn.pingPong(ctx, f, ns, ip, true, r) }},
+		{wHTTP, func(ctx context.Context) error { return rn.http(ctx, f, ns, ip, r) }},
 		{wNFS, func(ctx context.Context) error { return rn.nfs(ctx, f, ns, ip, r) }},
+		{wNFSRead, func(ctx context.Context) error { return rn.nfsRead(ctx, f, ns, ip, r) }},
 		{wUp, func(ctx context.Context) error { return rn.iperf(ctx, ns, ip, false, r) }},
 		{wDown, func(ctx context.Context) error { return rn.iperf(ctx, ns, ip, true, r) }},
+		{wDown4, func(ctx context.Context) error { return rn.iperfP(ctx, ns, ip, true, 4, r) }},
 	}
 	for _, s := range steps {
 		if s.key == wIdle && f.Kind == "direct" {
@@ -154,6 +190,14 @@ func (rn *Runner) measure(ctx context.Context, f Forwarder, r *Result) {
 		err := rn.withCPU(ctx, f, s.key, r, s.fn)
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("interrupted")
+		}
+		var skip errSkipped
+		if errors.As(err, &skip) {
+			r.Skipped[s.key] = skip.why
+			delete(r.CPU, s.key)
+			delete(r.Counters, s.key)
+			rn.log("%s: %s: %s", f.Name, workloadNames[s.key], skip.why)
+			continue
 		}
 		if err != nil {
 			r.Errs[s.key] = err.Error()
@@ -210,6 +254,12 @@ func measured(r *Result, key string) bool {
 		return r.Up > 0
 	case wDown:
 		return r.Down > 0
+	case wDown4:
+		return r.Down4 > 0
+	case wNFSRead:
+		return r.NFSRead > 0
+	case wHTTP:
+		return r.HTTP.Requests > 0
 	}
 	return false
 }
@@ -229,4 +279,63 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, data, 0o644)
+}
+
+// startHTTP starts `kbt-bench -serve-http` in kbt-peer, pinned like the other
+// servers, and waits until it listens. The returned func stops it.
+func (rn *Runner) startHTTP(ctx context.Context) (func(), error) {
+	nop := func() {}
+	exe, err := os.Executable()
+	if err != nil {
+		return nop, err
+	}
+	logf, err := os.Create(filepath.Join(rn.rawDir, "http-server.log"))
+	if err != nil {
+		return nop, err
+	}
+	cmd := exec.Command("ip", rn.bed.pin("kbt-peer", exe, "-serve-http", "0.0.0.0:"+httpPort)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nop, err
+	}
+	rn.bed.httpPID = cmd.Process.Pid
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		rn.bed.httpPID = 0
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, _ := run(ctx, 5*time.Second, nil, "ip", "netns", "exec", "kbt-peer", "ss", "-Hltn", "sport = :"+httpPort)
+		if len(strings.TrimSpace(string(out))) > 0 {
+			return stop, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return nop, fmt.Errorf("not listening on :%s after 10s (see %s)", httpPort, logf.Name())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// servers lists the peer's servers with their CPUs, from the bed's pid files.
+func (rn *Runner) servers() string {
+	pids := map[string]int{}
+	for _, n := range []string{"sockperf", "iperf3", "ganesha"} {
+		if pid, err := readPID(n); err == nil {
+			pids[n] = pid
+		}
+	}
+	if rn.bed.httpPID != 0 {
+		pids["http"] = rn.bed.httpPID
+	}
+	return serverPlacement(pids)
 }

@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -22,22 +24,32 @@ const (
 	wCold = "cold"
 	wUp   = "up"
 	wDown = "down"
+	// issues 8 and 11
+	wNFSRead = "nfsread" // nfs-cat of big.bin
+	wDown4   = "down4"   // iperf3 -P 4 -R
+	wHTTP    = "http"    // wrk keep-alive round trips
 )
 
 var workloadNames = map[string]string{
 	wIdle: "idle", wNFS: "NFS ls -R", wPP: "ping-pong", wCold: "cold ping-pong",
 	wUp: "iperf3 to peer", wDown: "iperf3 from peer",
+	wNFSRead: "NFS read big.bin", wDown4: "iperf3 -P 4 from peer", wHTTP: "HTTP keep-alive",
 }
+
+// bigBytes is the size of the export's big.bin (TESTBED.md).
+const bigBytes = 256 << 20
 
 // Durations of one run; -quick shortens them all.
 type Durations struct {
-	Idle, PP, Cold, Iperf time.Duration
-	NFSRuns               int
+	Idle, PP, Cold, Iperf, HTTP time.Duration
+	NFSRuns, NFSReadRuns        int
 }
 
 var (
-	fullDurations  = Durations{Idle: 5 * time.Second, PP: 5 * time.Second, Cold: 10 * time.Second, Iperf: 5 * time.Second, NFSRuns: 3}
-	quickDurations = Durations{Idle: 2 * time.Second, PP: 2 * time.Second, Cold: 3 * time.Second, Iperf: 2 * time.Second, NFSRuns: 1}
+	fullDurations = Durations{Idle: 5 * time.Second, PP: 5 * time.Second, Cold: 10 * time.Second, Iperf: 5 * time.Second,
+		HTTP: 5 * time.Second, NFSRuns: 3, NFSReadRuns: 2}
+	quickDurations = Durations{Idle: 2 * time.Second, PP: 2 * time.Second, Cold: 3 * time.Second, Iperf: 2 * time.Second,
+		HTTP: 2 * time.Second, NFSRuns: 1, NFSReadRuns: 1}
 )
 
 // Result is everything measured for one forwarder.
@@ -47,6 +59,13 @@ type Result struct {
 	NFSRuns  int
 	PP, Cold Latency
 	Up, Down float64            // Gbit/s
+	Down4    float64            // Gbit/s, iperf3 -P 4 -R
+	NFSRead  float64            // MB/s, best of NFSReadRuns
+	ReadRuns int                // NFS read runs
+	HTTP     HTTPStats          // wrk
+	Skipped  map[string]string  // workload -> why it did not run (a missing tool)
+	Place    Placement          // where its threads ran
+	Ceiling  *Ceiling           // bed-ceiling only
 	CPU      map[string]float64 // workload -> % of one core used by the forwarder process
 	AppCPU   float64            // reference app's lcore at idle (kbridge beds), -1 if n/a
 	Counters map[string]Counters
@@ -57,7 +76,7 @@ type Result struct {
 
 func newResult(name string) *Result {
 	return &Result{Name: name, CPU: map[string]float64{}, Counters: map[string]Counters{},
-		Errs: map[string]string{}, AppCPU: -1}
+		Errs: map[string]string{}, Skipped: map[string]string{}, AppCPU: -1}
 }
 
 // procTicks returns utime+stime of a process (all its threads), 0 for pid 0.
@@ -168,10 +187,18 @@ func (rn *Runner) nfs(ctx context.Context, f Forwarder, ns, ip string, r *Result
 }
 
 func (rn *Runner) iperf(ctx context.Context, ns, ip string, reverse bool, r *Result) error {
+	return rn.iperfP(ctx, ns, ip, reverse, 1, r)
+}
+
+// iperfP runs iperf3 with `streams` parallel streams (-P).
+func (rn *Runner) iperfP(ctx context.Context, ns, ip string, reverse bool, streams int, r *Result) error {
 	args := []string{"iperf3", "-c", ip, "-p", "5201", "-J", "--connect-timeout", "5000",
 		"-t", fmt.Sprint(int(rn.d.Iperf.Seconds()))}
 	if reverse {
 		args = append(args, "-R")
+	}
+	if streams > 1 {
+		args = append(args, "-P", fmt.Sprint(streams))
 	}
 	out, err := run(ctx, rn.d.Iperf+30*time.Second, nil, "ip", rn.bed.pin(ns, args...)...)
 	gbps, perr := parseIperf3(out)
@@ -181,11 +208,71 @@ func (rn *Runner) iperf(ctx context.Context, ns, ip string, reverse bool, r *Res
 		}
 		return perr
 	}
-	if reverse {
+	switch {
+	case streams > 1:
+		r.Down4 = gbps
+	case reverse:
 		r.Down = gbps
-	} else {
+	default:
 		r.Up = gbps
 	}
+	return nil
+}
+
+// nfsRead reads big.bin with nfs-cat, best of NFSReadRuns (KNI: once), and
+// checks the byte count. The client and `wc -c` run on the client CPUs.
+func (rn *Runner) nfsRead(ctx context.Context, f Forwarder, ns, ip string, r *Result) error {
+	runs, timeout := rn.d.NFSReadRuns, 2*time.Minute
+	if strings.HasPrefix(f.Name, "kni-") {
+		runs, timeout = 1, 10*time.Minute
+	}
+	url := fmt.Sprintf("nfs://%s/export/big.bin?version=4", ip)
+	best := 0.0
+	for i := 0; i < runs; i++ {
+		t0 := time.Now()
+		out, err := run(ctx, timeout, nil, "ip", rn.bed.pin(ns, "sh", "-c", `nfs-cat "$1" | wc -c`, "sh", url)...)
+		sec := time.Since(t0).Seconds()
+		if err != nil {
+			return err
+		}
+		n, perr := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+		if perr != nil || n != bigBytes {
+			return fmt.Errorf("nfs-cat read %q bytes of big.bin, want %d", strings.TrimSpace(string(out)), bigBytes)
+		}
+		mbs := mbPerSec(n, sec)
+		rn.log("%s: NFS read %d/%d: %.2fs, %.0f MB/s", f.Name, i+1, runs, sec, mbs)
+		if mbs > best {
+			best = mbs
+		}
+	}
+	r.NFSRead, r.ReadRuns = best, runs
+	return nil
+}
+
+// errSkipped marks a workload that could not run for a reason the report
+// shows as is (a missing tool), not as an error.
+type errSkipped struct{ why string }
+
+func (e errSkipped) Error() string { return e.why }
+
+// http runs wrk against the bench's HTTP server in kbt-peer: one thread, one
+// keep-alive connection, back-to-back requests.
+func (rn *Runner) http(ctx context.Context, f Forwarder, ns, ip string, r *Result) error {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return errSkipped{"wrk not installed: apt-get install wrk"}
+	}
+	d := fmt.Sprintf("%ds", int(rn.d.HTTP.Seconds()))
+	out, err := run(ctx, rn.d.HTTP+30*time.Second, nil, "ip", rn.bed.pin(ns, "wrk", "-t1", "-c1", "-d"+d, "--latency",
+		fmt.Sprintf("http://%s:%s/", ip, httpPort))...)
+	_ = os.WriteFile(filepath.Join(rn.rawDir, f.Name+"-wrk.out"), out, 0o644)
+	if err != nil {
+		return err
+	}
+	h, err := parseWrk(string(out))
+	if err != nil {
+		return err
+	}
+	r.HTTP = h
 	return nil
 }
 
@@ -206,6 +293,12 @@ func (r *Result) summary(key string) string {
 		return fmt.Sprintf(": %.2f Gbit/s", r.Up)
 	case wDown:
 		return fmt.Sprintf(": %.2f Gbit/s", r.Down)
+	case wDown4:
+		return fmt.Sprintf(": %.2f Gbit/s", r.Down4)
+	case wNFSRead:
+		return fmt.Sprintf(": best %.0f MB/s", r.NFSRead)
+	case wHTTP:
+		return fmt.Sprintf(": p50 %.1f us, p99 %.1f us, %.0f req/s", r.HTTP.P50, r.HTTP.P99, r.HTTP.RPS)
 	}
 	return ""
 }
