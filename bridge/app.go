@@ -64,6 +64,27 @@ type AppIn interface {
 	Close()
 }
 
+// AppTSO is an AppIn whose app declared that its port segments TCP
+// super-frames itself (TSO). The kernel side then hands it a super-frame
+// whole instead of splitting it.
+type AppTSO interface {
+	// TakesTSO reports whether the app declared TSO.
+	TakesTSO() bool
+	// PutTSO queues frame, an Ethernet frame holding one TCP packet
+	// larger than the MTU, as one mbuf chain marked for TSO. It returns
+	// ErrTooManySegments when the chain would have more segments than the
+	// app's port takes: the caller then splits the frame itself.
+	PutTSO(frame []byte, t TSOFrame) (PutResult, error)
+}
+
+// TSOFrame describes a TCP super-frame: its header lengths and the segment
+// size the app's port cuts it into.
+type TSOFrame struct {
+	L2, L3, L4 int
+	MSS        int
+	IPv6       bool
+}
+
 // PutResult says what became of the frames given to AppIn.Put.
 type PutResult struct {
 	Queued   int // on the ring, now the app's

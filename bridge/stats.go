@@ -46,6 +46,7 @@ type OffloadCounters struct {
 	LROWrites     atomic.Uint64 // app LRO packets written as one GSO write
 	SplitReads    atomic.Uint64 // kernel super-frames split into MTU frames
 	SplitFrames   atomic.Uint64 // frames those splits made
+	TSOToApp      atomic.Uint64 // super-frames handed whole to an app that declared TSO
 	CsumCompleted atomic.Uint64 // kernel frames whose checksum kbridge finished
 	Fallbacks     atomic.Uint64 // merged writes the kernel refused, redone frame by frame
 }
@@ -57,6 +58,7 @@ type OffloadSnapshot struct {
 	LROWrites     uint64 `json:"lro_writes"`
 	SplitReads    uint64 `json:"split_reads"`
 	SplitFrames   uint64 `json:"split_frames"`
+	TSOToApp      uint64 `json:"tso_to_app"`
 	CsumCompleted uint64 `json:"csum_completed"`
 	Fallbacks     uint64 `json:"fallbacks"`
 }
@@ -69,6 +71,7 @@ func (c *OffloadCounters) Snapshot() OffloadSnapshot {
 		LROWrites:     c.LROWrites.Load(),
 		SplitReads:    c.SplitReads.Load(),
 		SplitFrames:   c.SplitFrames.Load(),
+		TSOToApp:      c.TSOToApp.Load(),
 		CsumCompleted: c.CsumCompleted.Load(),
 		Fallbacks:     c.Fallbacks.Load(),
 	}

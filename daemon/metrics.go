@@ -50,7 +50,7 @@ func newCollector(d *Ring) *collector {
 		canKick:    desc("wakeup_registered", "1 when the app holds the worker's eventfd."),
 		offload: desc("offload_total", "What the kernel side's offloads did, by event: merged_writes and merged_packets "+
 			"(TCP segments coalesced into one GSO write), lro_writes, split_reads and split_frames (kernel super-frames "+
-			"cut into MTU frames), csum_completed, fallbacks (merged writes the kernel refused, redone frame by frame).", "event"),
+			"cut into MTU frames), tso_to_app (super-frames handed whole to an app that declared TSO), csum_completed, fallbacks (merged writes the kernel refused, redone frame by frame).", "event"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
 	}
 }
@@ -86,7 +86,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		o := q.Offload
 		for event, v := range map[string]uint64{
 			"merged_writes": o.MergedWrites, "merged_packets": o.MergedPackets, "lro_writes": o.LROWrites,
-			"split_reads": o.SplitReads, "split_frames": o.SplitFrames, "csum_completed": o.CsumCompleted,
+			"split_reads": o.SplitReads, "split_frames": o.SplitFrames, "tso_to_app": o.TSOToApp, "csum_completed": o.CsumCompleted,
 			"fallbacks": o.Fallbacks,
 		} {
 			counter(c.offload, v, event)

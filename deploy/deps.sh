@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev
-      nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3
+      nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3 wrk linux-perf
       ethtool iproute2 iputils-ping procps psmisc curl
       clang llvm libbpf-dev bpftool systemd-container)
 missing=()

@@ -115,12 +115,17 @@ func (o *Out) Close() {
 // implements bridge.AppIn.
 type In struct {
 	b      *C.struct_kb_in_burst
+	tso    C.struct_kb_tso // max_segs set once: the app's; the rest per frame
+	takes  bool           // the app declared TSO
 	buf    []byte
 	lens   []uint32
 	stride int
 }
 
-var _ bridge.AppIn = (*In)(nil)
+var (
+	_ bridge.AppIn  = (*In)(nil)
+	_ bridge.AppTSO = (*In)(nil)
+)
 
 // In returns a burst writer for this queue's from_kernel ring with batch
 // slots of stride bytes (the largest frame it can carry).
@@ -132,11 +137,37 @@ func (q *Queue) In(batch, stride int) (*In, error) {
 	if b == nil {
 		return nil, errors.New("ring: out of memory for a burst buffer")
 	}
-	return &In{
+	in := &In{
 		b:      b,
 		buf:    unsafe.Slice((*byte)(unsafe.Pointer(b.buf)), batch*stride),
 		lens:   unsafe.Slice((*uint32)(unsafe.Pointer(b.lens)), batch),
 		stride: stride,
+	}
+	if ok, maxSegs := q.port.AppTSO(); ok {
+		in.takes = true
+		in.tso.max_segs = C.uint16_t(min(maxSegs, 0xffff))
+	}
+	return in, nil
+}
+
+// TakesTSO reports whether the app declared KBRIDGE_APP_TSO.
+func (in *In) TakesTSO() bool { return in.takes }
+
+// PutTSO queues one TCP super-frame as one TSO mbuf chain.
+func (in *In) PutTSO(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
+	in.tso.l2, in.tso.l3, in.tso.l4 = C.uint16_t(t.L2), C.uint16_t(t.L3), C.uint16_t(t.L4)
+	in.tso.mss = C.uint16_t(t.MSS)
+	in.tso.ipv6 = 0
+	if t.IPv6 {
+		in.tso.ipv6 = 1
+	}
+	if rc := C.kb_in_put_tso(in.b, (*C.uint8_t)(unsafe.Pointer(&frame[0])), C.uint32_t(len(frame)), &in.tso); rc == -C.E2BIG {
+		return bridge.PutResult{}, bridge.ErrTooManySegments
+	}
+	return bridge.PutResult{
+		Queued:   int(in.b.queued),
+		NoMbuf:   int(in.b.no_mbuf),
+		RingFull: int(in.b.ring_full),
 	}, nil
 }
 

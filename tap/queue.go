@@ -67,8 +67,9 @@ type Queue struct {
 	rbuf    []byte
 	rlen    int
 	super   vnet.Super
-	next    int // next segment of super to hand out
-	pending int // segments of super still to hand out
+	next    int  // next segment of super to hand out
+	pending int  // segments of super still to hand out
+	tso     bool // super goes to the app whole, once the slots before it are put
 }
 
 var _ bridge.Kernel = (*Queue)(nil)
@@ -281,7 +282,20 @@ func (q *Queue) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (filled, d
 	limit := min(len(lens), in.Cap())
 	var bytes uint64
 	var runt, oversize, bad uint64
-	for filled < limit {
+	tsoIn, _ := in.(bridge.AppTSO)
+	// Bounded work: a kernel that sends only frames kbridge drops must not
+	// keep the worker here.
+	for reads := 0; filled < limit && reads < 2*limit; {
+		if q.tso {
+			if filled > 0 {
+				break // the frames before it go to the app first
+			}
+			q.tso = false
+			if q.putTSO(tsoIn, c) {
+				continue
+			}
+			q.next, q.pending = 0, q.super.N() // the app's port cannot take it: split
+		}
 		if q.pending > 0 {
 			for q.pending > 0 && filled < limit {
 				n := q.super.Segment(q.next, q.rbuf[vnet.HdrLen:q.rlen], in.Slot(filled))
@@ -293,6 +307,7 @@ func (q *Queue) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (filled, d
 			}
 			continue
 		}
+		reads++
 		r, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(q.fd),
 			uintptr(unsafe.Pointer(&q.rbuf[0])), uintptr(len(q.rbuf)))
 		if errno != 0 {
@@ -326,13 +341,18 @@ func (q *Queue) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (filled, d
 			dropped++
 			continue
 		}
+		q.super, q.rlen = s, int(r)
+		if _, _, _, _, _, ok := s.TSO(); ok && tsoIn != nil && tsoIn.TakesTSO() {
+			q.tso = true
+			continue
+		}
 		if h.GSOType != vnet.GSONone {
 			c.Offload.SplitReads.Add(1)
 			c.Offload.SplitFrames.Add(uint64(s.N()))
 		} else {
 			c.Offload.CsumCompleted.Add(1)
 		}
-		q.super, q.rlen, q.next, q.pending = s, int(r), 0, s.N()
+		q.next, q.pending = 0, s.N()
 	}
 	c.FromKernelBytes.Add(bytes)
 	if runt+oversize+bad > 0 {
@@ -341,4 +361,23 @@ func (q *Queue) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (filled, d
 		c.Drops[bridge.DropBadVnetHdr].Add(bad)
 	}
 	return filled, dropped
+}
+
+// putTSO hands the super-frame in q.rbuf to an app that segments it itself.
+// It returns false when the app's port cannot take it whole.
+func (q *Queue) putTSO(in bridge.AppTSO, c *bridge.Counters) bool {
+	l2, l3, l4, mss, v6, _ := q.super.TSO()
+	frame := q.rbuf[vnet.HdrLen:q.rlen]
+	res, err := in.PutTSO(frame, bridge.TSOFrame{L2: l2, L3: l3, L4: l4, MSS: mss, IPv6: v6})
+	if err != nil {
+		return false
+	}
+	c.Offload.TSOToApp.Add(1)
+	c.FromKernelPackets.Add(uint64(res.Queued))
+	c.FromKernelBytes.Add(uint64(len(frame)))
+	if res.NoMbuf+res.RingFull > 0 {
+		c.Drops[bridge.DropNoMbuf].Add(uint64(res.NoMbuf))
+		c.Drops[bridge.DropRingFull].Add(uint64(res.RingFull))
+	}
+	return true
 }

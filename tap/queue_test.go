@@ -336,3 +336,40 @@ func TestQueueHotPathDoesNotAllocate(t *testing.T) {
 			c.Offload.MergedWrites.Load(), c.Offload.SplitFrames.Load())
 	}
 }
+
+// An app that declared TSO gets a super-frame whole, after the frames read
+// before it; one its port cannot take whole is split as for any app.
+func TestReadHandsSuperFramesToATSOApp(t *testing.T) {
+	q, peer := newTestQueue(t, true)
+	in := bridgetest.NewIn(8, FrameLen(mtu))
+	in.TSO = true
+	var c bridge.Counters
+	arp := frame(60, 1)
+	send(t, peer, vnet.Hdr{}, arp)
+	if _, err := unix.Write(peer, flow.Super(5000, 1, 20, 1448, psh)); err != nil {
+		t.Fatal(err)
+	}
+	lens := make([]int, 8)
+	n, _ := q.Read(in, lens, &c)
+	if n != 1 || !bytes.Equal(in.Slot(0)[:lens[0]], arp) || len(in.Supers) != 0 {
+		t.Fatalf("first Read: %d frames, %d super-frames: want the ARP frame alone first", n, len(in.Supers))
+	}
+	if n, _ = q.Read(in, lens, &c); n != 0 || len(in.Supers) != 1 {
+		t.Fatalf("second Read: %d frames, %d super-frames, want 0 and 1", n, len(in.Supers))
+	}
+	got := in.Supers[0]
+	if got.L2 != 14 || got.L3 != 20 || got.L4 != 20 || got.MSS != 1448 || got.IPv6 || len(got.Frame) != 14+40+20*1448 {
+		t.Errorf("super-frame handed over as %+v, %d bytes", got.TSOFrame, len(got.Frame))
+	}
+	if c.Offload.TSOToApp.Load() != 1 || c.FromKernelPackets.Load() != 1 {
+		t.Errorf("tso_to_app %d, from_kernel_packets %d, want 1 and 1", c.Offload.TSOToApp.Load(), c.FromKernelPackets.Load())
+	}
+
+	in.TSOMaxBytes = 10000 // a port that takes fewer segments: split
+	if _, err := unix.Write(peer, flow.Super(1, 1, 8, 1448, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ = q.Read(in, lens, &c); n != 8 || len(in.Supers) != 1 {
+		t.Errorf("a super-frame too large for the port: %d frames, %d super-frames, want 8 and 1", n, len(in.Supers))
+	}
+}

@@ -130,9 +130,38 @@ type In struct {
 	RingSpace int
 	Mbufs     int
 	Closed    bool
+	// TSO makes the fake an app that declared TSO; super-frames larger
+	// than TSOMaxBytes (when set) are refused as too many segments.
+	TSO         bool
+	TSOMaxBytes int
+	Supers      []Super // what PutTSO received
 }
 
-var _ bridge.AppIn = (*In)(nil)
+// Super is a super-frame the app took whole.
+type Super struct {
+	Frame []byte
+	bridge.TSOFrame
+}
+
+var (
+	_ bridge.AppIn  = (*In)(nil)
+	_ bridge.AppTSO = (*In)(nil)
+)
+
+// TakesTSO reports whether the fake plays a TSO app.
+func (in *In) TakesTSO() bool { return in.TSO }
+
+// PutTSO keeps a copy of the super-frame.
+func (in *In) PutTSO(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.TSOMaxBytes > 0 && len(frame) > in.TSOMaxBytes {
+		return bridge.PutResult{}, bridge.ErrTooManySegments
+	}
+	in.Supers = append(in.Supers, Super{append([]byte(nil), frame...), t})
+	in.Count++
+	return bridge.PutResult{Queued: 1}, nil
+}
 
 // NewIn returns a fake with batch slots of stride bytes and no limits.
 func NewIn(batch, stride int) *In {

@@ -190,3 +190,36 @@ kbt_drain(struct kbridge_port *p, uint16_t q)
 	}
 	return total;
 }
+
+int
+kbt_collect_one(struct kbridge_port *p, uint16_t q, uint8_t *out, uint32_t cap,
+		struct kbt_meta *meta)
+{
+	struct rte_mbuf *m;
+	uint32_t len;
+	const void *d;
+
+	if (kbridge_from_kernel(p, q, &m, 1) != 1)
+		return 0;
+	len = rte_pktmbuf_pkt_len(m);
+	meta->ol_flags = m->ol_flags;
+	meta->pkt_len = len;
+	meta->nb_segs = m->nb_segs;
+	meta->l2 = m->l2_len;
+	meta->l3 = m->l3_len;
+	meta->l4 = m->l4_len;
+	meta->tso_segsz = m->tso_segsz;
+	if (len > cap)
+		len = cap;
+	d = rte_pktmbuf_read(m, 0, len, out);
+	if (d != NULL && d != out)
+		memcpy(out, d, len);
+	rte_pktmbuf_free(m);
+	return 1;
+}
+
+void
+kbt_declare_tso(struct kbridge_port *p, uint16_t max_segs)
+{
+	kbridge_port_set_offloads(p, KBRIDGE_APP_TSO, max_segs);
+}

@@ -137,6 +137,38 @@ func (p *Port) Collect(q, max int) [][]byte {
 	return out
 }
 
+// Meta is what an app sees of one mbuf the kernel sent, beside its bytes.
+type Meta struct {
+	OlFlags    uint64
+	PktLen     int
+	NbSegs     int
+	L2, L3, L4 int
+	TSOSegSize int
+}
+
+// TxTCPSeg is RTE_MBUF_F_TX_TCP_SEG: the app's port is to segment the mbuf.
+const TxTCPSeg = uint64(C.RTE_MBUF_F_TX_TCP_SEG)
+
+// CollectOne takes one packet the kernel sent on queue q with its metadata.
+func (p *Port) CollectOne(q int) ([]byte, Meta, bool) {
+	buf := make([]byte, 1<<17)
+	var m C.struct_kbt_meta
+	if C.kbt_collect_one(p.p, C.uint16_t(q), (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.uint32_t(len(buf)), &m) == 0 {
+		return nil, Meta{}, false
+	}
+	return buf[:min(int(m.pkt_len), len(buf))], Meta{
+		OlFlags: uint64(m.ol_flags), PktLen: int(m.pkt_len), NbSegs: int(m.nb_segs),
+		L2: int(m.l2), L3: int(m.l3), L4: int(m.l4), TSOSegSize: int(m.tso_segsz),
+	}, true
+}
+
+// DeclareTSO says, as an app whose port does TSO would, that kbridge may
+// hand it TCP super-frames whole (KBRIDGE_APP_TSO), in chains of at most
+// maxSegs mbufs. Call it before kbridge opens the port.
+func (p *Port) DeclareTSO(maxSegs int) {
+	C.kbt_declare_tso(p.p, C.uint16_t(maxSegs))
+}
+
 // Preload keeps frame in C memory for InjectPreloaded.
 func Preload(frame []byte) {
 	C.kbt_preload((*C.uint8_t)(unsafe.Pointer(&frame[0])), C.uint32_t(len(frame)))

@@ -29,6 +29,15 @@ int kbt_drain(struct kbridge_port *p, uint16_t q);
 void kbt_port_free(struct kbridge_port *p);
 int kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5]);
 void kbt_release(struct rte_mbuf **held, unsigned int n);
+/* What an app sees of one mbuf from kbridge_from_kernel(). */
+struct kbt_meta {
+	uint64_t ol_flags;
+	uint32_t pkt_len;
+	uint16_t nb_segs, l2, l3, l4, tso_segsz;
+};
+int kbt_collect_one(struct kbridge_port *p, uint16_t q, uint8_t *out, uint32_t cap,
+		    struct kbt_meta *meta);
+void kbt_declare_tso(struct kbridge_port *p, uint16_t max_segs);
 static inline int rte_errno_get(void) { return rte_errno; }
 
 #endif

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"encoding/binary"
 	"runtime"
 	"testing"
 
@@ -159,5 +161,109 @@ func TestHotPathOnRealRings(t *testing.T) {
 	}
 	if moved != 2*501 {
 		t.Errorf("moved %d packets in 501 rounds, want %d", moved, 2*501)
+	}
+}
+
+// An app that declared TSO (kbridge.h version 2) gets a TCP super-frame from
+// the kernel as one mbuf chain its port segments: RTE_MBUF_F_TX_TCP_SEG,
+// the header lengths, tso_segsz, the IPv4 checksum left to the port and the
+// pseudo-header sum without the length in the TCP checksum, as DPDK's TSO
+// wants. A port that takes fewer segments gets MTU frames instead.
+func TestSuperFrameToATSOApp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		maxSegs int
+		whole   bool
+	}{{"whole", 64, true}, {"split when the chain is too long", 4, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBed(t, bedOpts{noStart: true})
+			b.port.DeclareTSO(tc.maxSegs)
+			port, err := ring.OpenPort(b.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, n := port.AppTSO(); !ok || n != tc.maxSegs {
+				t.Fatalf("AppTSO = %v, %d; want true, %d", ok, n, tc.maxSegs)
+			}
+			q, err := port.Queue(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := q.Out(32, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := q.In(32, tap.FrameLen(1500))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = unix.SetsockoptInt(fds[1], unix.SOL_SOCKET, unix.SO_SNDBUF, 1<<20)
+			defer unix.Close(fds[1])
+			kq := tap.NewQueue(fds[0], tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: true})
+			defer kq.Close()
+			w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, q, kq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { w.Stop(); _ = w.Run() }()
+
+			const segs, mss = 20, 1448
+			flow := vnettest.DefaultFlow()
+			if _, err := unix.Write(fds[1], flow.Super(1, 7, segs, mss, vnettest.PSH)); err != nil {
+				t.Fatal(err)
+			}
+			w.FromKernel()
+			w.FromKernel()
+			var got [][]byte
+			var metas []ringtest.Meta
+			for {
+				f, m, ok := b.port.CollectOne(0)
+				if !ok {
+					break
+				}
+				got, metas = append(got, f), append(metas, m)
+			}
+			if !tc.whole {
+				if len(got) != segs || metas[0].OlFlags&ringtest.TxTCPSeg != 0 {
+					t.Fatalf("got %d packets (first flags %#x), want %d MTU frames", len(got), metas[0].OlFlags, segs)
+				}
+				want := flow.Stream(1, 7, segs, mss, vnettest.PSH)
+				for k := range want {
+					if !bytes.Equal(got[k], want[k]) {
+						t.Errorf("frame %d differs from the segment the port would have cut", k)
+					}
+				}
+				return
+			}
+			if len(got) != 1 {
+				t.Fatalf("got %d packets, want 1 super-frame", len(got))
+			}
+			m := metas[0]
+			if m.OlFlags&ringtest.TxTCPSeg == 0 || m.TSOSegSize != mss || m.L2 != 14 || m.L3 != 20 || m.L4 != 20 ||
+				m.PktLen != 54+segs*mss || m.NbSegs < 2 {
+				t.Fatalf("super-frame mbuf %+v", m)
+			}
+			f := got[0]
+			ip, tcp := f[14:34], f[34:54]
+			if binary.BigEndian.Uint16(ip[10:]) != 0 {
+				t.Error("IPv4 header checksum not left to the port (0)")
+			}
+			// The pseudo-header sum without the L4 length, folded, not inverted.
+			phdr := vnet.Fold(vnet.PseudoHeaderSum(unix.IPPROTO_TCP, ip[12:16], ip[16:20], 0))
+			if got := binary.BigEndian.Uint16(tcp[16:]); got != phdr {
+				t.Errorf("TCP checksum field %#04x, want the pseudo-header sum %#04x", got, phdr)
+			}
+			want := flow.Segment(1, 7, segs*mss, vnettest.ACK|vnettest.PSH)
+			if !bytes.Equal(f[54:], want[54:]) {
+				t.Error("the super-frame's payload changed on the way")
+			}
+			if w.Counters().Offload.TSOToApp.Load() != 1 {
+				t.Errorf("tso_to_app = %d, want 1", w.Counters().Offload.TSOToApp.Load())
+			}
+		})
 	}
 }

@@ -138,14 +138,29 @@ is_own(const struct rte_mbuf *m, int own_port)
 	return udp->dst_port == rte_cpu_to_be_16((uint16_t)own_port);
 }
 
+/* The offloads a port needs to take TCP super-frames from kbridge whole. */
+#define TSO_OFFLOADS (RTE_ETH_TX_OFFLOAD_TCP_TSO | RTE_ETH_TX_OFFLOAD_TCP_CKSUM | \
+		      RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+
+/* Configures the port; *tso_segs is non-zero when the port segments TCP
+ * itself (TSO), with the most segments one mbuf chain may have. */
 static int
-port_init(uint16_t port, uint16_t queues, struct rte_mempool *mp)
+port_init(uint16_t port, uint16_t queues, struct rte_mempool *mp, uint16_t *tso_segs)
 {
+	struct rte_eth_dev_info info;
 	struct rte_eth_conf conf;
 	uint16_t q;
 	int ret;
 
 	memset(&conf, 0, sizeof(conf));
+	*tso_segs = 0;
+	ret = rte_eth_dev_info_get(port, &info);
+	if (ret < 0)
+		return ret;
+	if ((info.tx_offload_capa & TSO_OFFLOADS) == TSO_OFFLOADS) {
+		conf.txmode.offloads |= TSO_OFFLOADS;
+		*tso_segs = info.tx_desc_lim.nb_seg_max ? info.tx_desc_lim.nb_seg_max : 1;
+	}
 	ret = rte_eth_dev_configure(port, queues, queues, &conf);
 	if (ret < 0)
 		return ret;
@@ -196,6 +211,7 @@ main(int argc, char **argv)
 	struct kbridge_port *kp;
 	struct rte_mempool *mp;
 	uint16_t port = 0, q;
+	uint16_t tso_segs;
 	int ret;
 
 	ret = rte_eal_init(argc, argv);
@@ -218,7 +234,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "kbridge-refapp: mempool: %s\n", rte_strerror(rte_errno));
 		return 1;
 	}
-	ret = port_init(port, o.queues, mp);
+	ret = port_init(port, o.queues, mp, &tso_segs);
 	if (ret < 0) {
 		fprintf(stderr, "kbridge-refapp: port %u: %s\n", port, rte_strerror(-ret));
 		return 1;
@@ -228,6 +244,12 @@ main(int argc, char **argv)
 		fprintf(stderr, "kbridge-refapp: kbridge_port_create(%s): %s\n", o.port,
 			rte_strerror(rte_errno));
 		return 1;
+	}
+	if (tso_segs > 1) {
+		/* kbridge hands TCP super-frames over whole; the port cuts them. */
+		kbridge_port_set_offloads(kp, KBRIDGE_APP_TSO, tso_segs);
+		printf("kbridge-refapp: port %u does TSO (up to %u segments): kbridge hands over super-frames\n",
+		       port, tso_segs);
 	}
 
 	signal(SIGTERM, on_signal);
