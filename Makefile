@@ -9,7 +9,7 @@ DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk)
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') ring/burst.c ring/port.c $(wildcard ring/*.h ring/include/*.h) go.mod go.sum
 
-.PHONY: all deps build test unit-test testbed-up testbed-down demo install generate vet clean
+.PHONY: all deps build test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 
 all: build
 
@@ -33,12 +33,19 @@ vet:
 # The test command: unit tests everywhere, then the root-only integration
 # tests on real DPDK, TAP devices and the namespace test bed. Packages run
 # one at a time (-p 1): several share the test bed, bpffs pins and CPU 1.
-test: deps build vet bench-test
+test: deps build vet bench-test fuzz
 	$(GO) test -p 1 -count=1 -timeout 40m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
 
 # Unit tests only: no root, no DPDK primary, no namespaces.
 unit-test: bench-test
 	$(GO) test -count=1 -short ./...
+
+# The offload code's fuzz targets, a few seconds each: new corpus entries a
+# run finds stay in the Go cache, the committed seeds in tap/vnet/testdata.
+.PHONY: fuzz
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzCoalesce$$' -fuzztime 5s -fuzzminimizetime 2s ./tap/vnet/
+	$(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 5s -fuzzminimizetime 2s ./tap/vnet/
 
 # tests/bench is its own Go module (the plotting dependency stays out of the
 # daemon's go.mod), so ./... above does not reach it: vet and unit-test it here.
