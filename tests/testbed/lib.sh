@@ -74,7 +74,12 @@ kbt_cpus() {
 	# Prefix for commands that must stay off the app CPU.
 	KBT_PIN_OTHER=()
 	[ -n "$KBT_OTHER_CPUS" ] && KBT_PIN_OTHER=(taskset -c "$KBT_OTHER_CPUS")
-	KBT_PIN_APP=(taskset -c "$KBT_APP_CPU")
+	# The app itself is started on every CPU and pins only its lcore
+	# (-l APP_CPU): EAL then puts its control threads (interrupt, IPC) on the
+	# CPUs that are not lcores, as a production host places them. Started
+	# under taskset -c APP_CPU, those threads shared the polling lcore's CPU.
+	KBT_PIN_APP=()
+	[ -n "$KBT_OTHER_CPUS" ] && KBT_PIN_APP=(taskset -c "$KBT_OTHER_CPUS,$KBT_APP_CPU")
 	return 0
 }
 
