@@ -33,7 +33,7 @@ import (
 const DefaultRuntimeDir = "/var/run/dpdk"
 
 // ErrNoPrimary means no DPDK primary process with the given file prefix runs.
-var ErrNoPrimary = errors.New("no DPDK primary process is running")
+var ErrNoPrimary = errors.New("ring: no DPDK primary process is running")
 
 // EALConfig says how to join the app's DPDK instance.
 type EALConfig struct {

@@ -17,7 +17,7 @@ import (
 )
 
 // ErrNoPort means the app has not created the named exception port.
-var ErrNoPort = errors.New("no kbridge port")
+var ErrNoPort = errors.New("ring: no kbridge port")
 
 // Port is an exception port created by the app with kbridge_port_create().
 type Port struct {
