@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"net"
+	"os"
 	"regexp"
 	"runtime"
 	"strconv"
