@@ -40,6 +40,7 @@ type Ring struct {
 	doneOnce    sync.Once
 	err         error    // why done closed; set before it closes
 	stopApp     func()   // ends the app watch
+	stopKeep    func()   // ends the interface's keeper (kernel.go)
 	beats       []uint64 // the workers' beats at the last Alive; guarded by mu
 	stopping    atomic.Bool
 	stopOnce    sync.Once
@@ -86,7 +87,7 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 		return nil, err
 	}
 	d := &Ring{cfg: cfg, port: port, dev: dev, log: log,
-		workersDone: make(chan struct{}), done: make(chan struct{}), stopApp: func() {}}
+		workersDone: make(chan struct{}), done: make(chan struct{}), stopApp: func() {}, stopKeep: func() {}}
 	for q := 0; q < port.NumQueues() && err == nil; q++ {
 		var w *bridge.Worker
 		if w, err = d.newWorker(q); err != nil {
@@ -101,6 +102,7 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 	}
 	d.beats = make([]uint64, len(d.workers))
 	d.watchApp()
+	d.keepInterface()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "mode", cfg.Policy.Mode,
 		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", dev.Queue(0).Merging())
@@ -329,6 +331,9 @@ func (d *Ring) Stop() error {
 	d.stopOnce.Do(func() {
 		d.stopping.Store(true)
 		d.stopApp()
+		if d.stopKeep != nil {
+			d.stopKeep() // before the queues close: a repair dup3s onto their fds
+		}
 		for _, w := range d.workers {
 			w.Stop()
 		}

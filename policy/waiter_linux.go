@@ -17,6 +17,8 @@ import (
 type Waiter struct {
 	epfd   int
 	evfd   int
+	fd     int  // the watched fd
+	lost   bool // fd reported an error or hang-up and is out of the epoll set
 	events [2]unix.EpollEvent
 	drain  [8]byte
 }
@@ -32,7 +34,7 @@ func NewWaiter(fd int) (*Waiter, error) {
 		unix.Close(evfd)
 		return nil, fmt.Errorf("policy: epoll_create1: %w", err)
 	}
-	w := &Waiter{epfd: epfd, evfd: evfd}
+	w := &Waiter{epfd: epfd, evfd: evfd, fd: fd}
 	for _, f := range []int{fd, evfd} {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(f)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, f, &ev); err != nil {
@@ -54,7 +56,18 @@ func (w *Waiter) Kick() {
 
 // Park blocks until the watched fd is readable, the eventfd is kicked, or
 // timeout passes. It reports whether something woke it before the timeout.
+//
+// A watched fd that reports EPOLLERR or EPOLLHUP (a TAP whose interface was
+// deleted reports EPOLLERR for ever, level-triggered) wakes one park and is
+// then taken out of the set, so that later parks last until a kick or their
+// timeout instead of returning at once: a dead fd never makes a spin. Each
+// later park first checks, with a zero-timeout poll, whether the fd number
+// is healthy again (the daemon put a new interface's queue in its place
+// with dup3) and watches it again if so.
 func (w *Waiter) Park(timeout time.Duration) (bool, error) {
+	if w.lost {
+		w.rewatch()
+	}
 	ts := unix.NsecToTimespec(int64(timeout))
 	for {
 		// epoll_pwait2 takes a timespec: epoll_wait's millisecond timeout
@@ -72,14 +85,42 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 			return false, nil
 		}
 		for i := 0; i < int(n); i++ {
-			if w.events[i].Fd == int32(w.evfd) {
+			switch {
+			case w.events[i].Fd == int32(w.evfd):
 				_, _, _ = unix.RawSyscall(unix.SYS_READ, uintptr(w.evfd),
 					uintptr(unsafe.Pointer(&w.drain[0])), uintptr(len(w.drain)))
+			case w.events[i].Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0:
+				w.unwatch()
 			}
 		}
 		return true, nil
 	}
 }
+
+// unwatch takes the watched fd out of the epoll set. ENOENT is fine: the fd
+// number may already hold a new, unwatched file.
+func (w *Waiter) unwatch() {
+	_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+	w.lost = true
+}
+
+// rewatch puts the watched fd back in the epoll set once a zero-timeout
+// poll shows it without error or hang-up.
+func (w *Waiter) rewatch() {
+	p := [1]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(p[:], 0); err != nil || (n > 0 && p[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0) {
+		return
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(w.fd)}
+	err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, w.fd, &ev)
+	if err == nil || err == unix.EEXIST {
+		w.lost = false
+	}
+}
+
+// Lost reports whether the watched fd is out of the epoll set after an
+// error or hang-up (for tests and diagnostics; the worker's thread only).
+func (w *Waiter) Lost() bool { return w.lost }
 
 // Sleep sleeps d on the calling thread with the precision PrepareThread set.
 func (w *Waiter) Sleep(d time.Duration) {

@@ -35,6 +35,10 @@ type Options struct {
 type Device struct {
 	name   string
 	queues []*Queue
+	// cfg is what a deleted interface is made again with: the MAC is the
+	// one the kernel gave it when the configuration names none.
+	cfg   Config
+	index int // the interface's ifindex; the keeper's after Keep
 }
 
 // ErrNotSupported means the kernel's TUN driver lacks a feature kbridge
@@ -79,6 +83,9 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 		}))
 	}
 	if err := configure(cfg); err != nil {
+		return nil, err
+	}
+	if err := d.remember(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Offload && cfg.Up {

@@ -137,13 +137,21 @@ func pinUsers(dir string) (map[ebpf.ProgramID]string, error) {
 	}
 	for id := ebpf.ProgramID(0); ; {
 		next, err := ebpf.ProgramGetNextID(id)
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			break // ENOENT: no more programs
+		}
+		if err != nil {
+			// EPERM without CAP_SYS_ADMIN: the list is unknown, not
+			// empty, and live pins must not pass for stale ones.
+			return nil, fmt.Errorf("cannot tell whether the maps pinned in %s are in use: listing BPF programs: %w%s", dir, err, capHint(err))
 		}
 		id = next
 		prog, err := ebpf.NewProgramFromID(id)
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
 			continue // unloaded meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot tell whether the maps pinned in %s are in use: program id %d: %w%s", dir, id, err, capHint(err))
 		}
 		info, err := prog.Info()
 		prog.Close()
@@ -159,4 +167,13 @@ func pinUsers(dir string) (map[ebpf.ProgramID]string, error) {
 		}
 	}
 	return users, nil
+}
+
+// capHint explains an EPERM from the BPF ID calls, which need CAP_SYS_ADMIN.
+func capHint(err error) string {
+	if !errors.Is(err, unix.EPERM) {
+		return ""
+	}
+	return " (the BPF_*_GET_*_ID calls need CAP_SYS_ADMIN, which kbridge.service does not grant:" +
+		" if no kbridge or DPDK app uses these pins, remove them, or grant the capability in a drop-in)"
 }

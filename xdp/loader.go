@@ -16,7 +16,6 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,7 +26,6 @@ type Path struct {
 
 	cfg Config
 	log *slog.Logger
-	ns  netns.NsHandle
 	nl  *netlink.Handle
 
 	objs steerObjects
@@ -70,16 +68,15 @@ func Attach(cfg Config) (*Path, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("xdp: raise memlock limit: %w", err)
 	}
-	ns, err := netns.Get()
+	// A handle in the current namespace: NewHandleAt would setns(2) into
+	// it, which needs CAP_SYS_ADMIN even for the namespace we are in, and
+	// the systemd unit does not grant it. The sockets stay in the
+	// namespace they were created in.
+	nl, err := netlink.NewHandle()
 	if err != nil {
-		return nil, fmt.Errorf("xdp: current network namespace: %w", err)
-	}
-	nl, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		ns.Close()
 		return nil, fmt.Errorf("xdp: netlink: %w", err)
 	}
-	p := &Path{cfg: cfg, log: cfg.Logger, ns: ns, nl: nl}
+	p := &Path{cfg: cfg, log: cfg.Logger, nl: nl}
 	if err := p.setup(); err != nil {
 		if cerr := p.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("xdp: undo: %w", cerr))
@@ -191,6 +188,8 @@ func (p *Path) checkNICProgram(nic netlink.Link) (ebpf.ProgramID, error) {
 			name = info.Name
 		}
 		prog.Close()
+	} else if errors.Is(err, unix.EPERM) {
+		name = "? (reading a program by id needs CAP_SYS_ADMIN)"
 	}
 	if p.cfg.Loader == LoaderPMD && name == steerProgKbridgeSteer {
 		return ebpf.ProgramID(x.ProgId), nil
@@ -438,7 +437,6 @@ func (p *Path) Close() error {
 		os.Remove(p.createdObjDir) // only if empty; others may share it
 	}
 	p.nl.Close()
-	p.ns.Close()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("xdp: close: %w", err)
 	}
