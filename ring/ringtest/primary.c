@@ -190,3 +190,24 @@ kbt_drain(struct kbridge_port *p, uint16_t q)
 	}
 	return total;
 }
+
+/* rte_mempool_audit() panics when the pool is inconsistent. */
+void
+kbt_audit(struct rte_mempool *mp)
+{
+	rte_mempool_audit(mp);
+}
+
+/* The port's kbridge_ctl.owner (version 2): the serving kbridge's pid in
+ * the low 32 bits, 0 when none. */
+uint64_t
+kbt_owner(struct kbridge_port *p)
+{
+	return __atomic_load_n(&p->ctl->owner, __ATOMIC_SEQ_CST);
+}
+
+unsigned int
+kbt_ring_count(struct kbridge_port *p, uint16_t q, int to_kernel)
+{
+	return rte_ring_count(to_kernel ? p->to_kernel[q] : p->from_kernel[q]);
+}

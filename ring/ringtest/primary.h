@@ -29,6 +29,9 @@ int kbt_drain(struct kbridge_port *p, uint16_t q);
 void kbt_port_free(struct kbridge_port *p);
 int kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5]);
 void kbt_release(struct rte_mbuf **held, unsigned int n);
+void kbt_audit(struct rte_mempool *mp);
+uint64_t kbt_owner(struct kbridge_port *p);
+unsigned int kbt_ring_count(struct kbridge_port *p, uint16_t q, int to_kernel);
 static inline int rte_errno_get(void) { return rte_errno; }
 
 #endif
