@@ -211,3 +211,16 @@ kbt_ring_count(struct kbridge_port *p, uint16_t q, int to_kernel)
 {
 	return rte_ring_count(to_kernel ? p->to_kernel[q] : p->from_kernel[q]);
 }
+
+/* Overwrites control block fields, to play an older or a broken app: a
+ * negative value leaves the field as it is. */
+void
+kbt_set_ctl(struct kbridge_port *p, int64_t version, int64_t tsc_hz, int64_t nb_queues)
+{
+	if (version >= 0)
+		p->ctl->version = (uint32_t)version;
+	if (tsc_hz >= 0)
+		p->ctl->tsc_hz = (uint64_t)tsc_hz;
+	if (nb_queues >= 0)
+		p->ctl->nb_queues = (uint16_t)nb_queues;
+}

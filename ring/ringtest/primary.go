@@ -190,5 +190,11 @@ func (p *Port) InRings(q int) int {
 	return int(C.kbt_ring_count(p.p, C.uint16_t(q), 1) + C.kbt_ring_count(p.p, C.uint16_t(q), 0))
 }
 
+// SetCtl overwrites control block fields to play an older or a broken app;
+// a negative value leaves the field as it is.
+func (p *Port) SetCtl(version, tscHz, nbQueues int64) {
+	C.kbt_set_ctl(p.p, C.int64_t(version), C.int64_t(tscHz), C.int64_t(nbQueues))
+}
+
 // ErrNotRoot is returned when a test needs root.
 var ErrNotRoot = errors.New("ringtest: needs root")

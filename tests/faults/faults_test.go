@@ -170,3 +170,62 @@ func TestAppFreesPortUnderKbridge(t *testing.T) {
 	p.pool.Audit()
 	t.Logf("kbridge_port_free took %v", took)
 }
+
+// A version-1 app has no owner field: kbridge serves it as before and says
+// that ownership cannot be enforced.
+func TestVersion1AppWithoutOwnership(t *testing.T) {
+	p := newPort(t)
+	p.port.SetCtl(1, -1, -1)
+	k := newKbridge(t, p)
+	k.ready()
+	if !strings.Contains(k.out.String(), "one kbridge per port cannot be enforced") {
+		t.Errorf("kbridge did not warn that ownership cannot be enforced:\n%s", k.out)
+	}
+	if got := p.port.OwnerPID(); got != 0 {
+		t.Errorf("owner pid %d written into a version-1 block", got)
+	}
+	if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+		return k.status().ToKernelPackets >= 4
+	})
+	k.stop(true)
+	p.port.SetCtl(2, -1, -1)
+}
+
+// An insane control block is refused with a clear error, or its TSC rate
+// turns residence times off with a warning instead of a SIGFPE.
+func TestControlBlockValidation(t *testing.T) {
+	t.Run("queues", func(t *testing.T) {
+		p := newPort(t)
+		p.port.SetCtl(-1, -1, 17)
+		t.Cleanup(func() { p.port.SetCtl(-1, -1, 1) })
+		k := newKbridge(t, p)
+		if !k.exitedWithin(15 * time.Second) {
+			t.Fatalf("kbridge runs on a block with 17 queues:\n%s", k.out)
+		}
+		if out := k.out.String(); k.exitCode() <= 0 || !strings.Contains(out, "invalid control block: the control block says 17 queues; 1 to 16 are possible") {
+			t.Errorf("exit %v, want a non-zero exit naming the queue count:\n%s", k.err, out)
+		}
+		if got := p.port.OwnerPID(); got != 0 {
+			t.Errorf("a refused kbridge left owner pid %d", got)
+		}
+	})
+	t.Run("tsc", func(t *testing.T) {
+		p := newPort(t)
+		p.port.SetCtl(-1, 999, -1)
+		k := newKbridge(t, p)
+		k.ready()
+		if !strings.Contains(k.out.String(), "a TSC of 999 Hz: residence times are off") {
+			t.Errorf("no warning about the TSC rate:\n%s", k.out)
+		}
+		if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+			t.Fatalf("inject: queued %d: %v", q, err)
+		}
+		waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+			return k.status().ToKernelPackets >= 4
+		})
+		k.stop(true)
+	})
+}
