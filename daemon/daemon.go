@@ -75,8 +75,12 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 	}); err != nil {
 		return nil, err
 	}
+	if err := claimPort(port, log); err != nil {
+		return nil, err
+	}
 	mtu := cfg.Interface.MTU
 	if frame, room := tap.FrameLen(mtu), port.DataRoom()*cfg.Workers.MaxSegments; frame > room {
+		port.Release()
 		return nil, &ConfigError{conferr.Errorf("interface.mtu", mtu, "frames of that size need %d bytes, but %d segments of the app's %d-byte mbufs hold %d (raise workers.max_segments)",
 			frame, cfg.Workers.MaxSegments, port.DataRoom(), room)}
 	}
@@ -84,10 +88,12 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 		Queues: port.NumQueues(), Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, Log: log,
 	})
 	if err != nil {
+		port.Release()
 		return nil, err
 	}
 	d := &Ring{cfg: cfg, port: port, dev: dev, log: log,
 		workersDone: make(chan struct{}), done: make(chan struct{}), stopApp: func() {}, stopKeep: func() {}}
+	d.watchClosing()
 	for q := 0; q < port.NumQueues() && err == nil; q++ {
 		var w *bridge.Worker
 		if w, err = d.newWorker(q); err != nil {
@@ -349,6 +355,7 @@ func (d *Ring) Stop() error {
 		d.stopErr = errors.Join(errs...)
 		if d.port != nil {
 			d.log.Info("stopped", "pool_in_use", d.port.PoolInUse(), "queues", len(d.workers))
+			d.port.Release()
 		}
 	})
 	return d.stopErr

@@ -1,12 +1,52 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rte_cycles.h>
 #include <rte_ip.h>
 #include <rte_tcp.h>
 
 #include "burst.h"
+
+volatile int kb_test_hold;
+
+static void kb_test_hold_now(int dir, uint32_t n);
+
+/* Records that the burst holds m[0..n): pointers first, then n. */
+static inline void
+kb_held_note(struct kbridge_held_q *rec, struct rte_mbuf *const *m, uint16_t n)
+{
+	if (rec == NULL || n == 0)
+		return;
+	memcpy(rec->m, m, (size_t)n * sizeof(*m));
+	__atomic_store_n(&rec->n, n, __ATOMIC_RELEASE);
+	if (unlikely(kb_test_hold & KB_TEST_HOLD_OUT))
+		kb_test_hold_now(KB_TEST_HOLD_OUT, n);
+}
+
+/* Records one more mbuf, m, as the k-th held (k counts from 1). */
+static inline void
+kb_held_add(struct kbridge_held_q *rec, uint16_t k, struct rte_mbuf *m)
+{
+	if (rec == NULL)
+		return;
+	rec->m[k - 1] = m;
+	__atomic_store_n(&rec->n, k, __ATOMIC_RELEASE);
+}
+
+/* Forgets the record before its mbufs are freed or handed over. */
+static inline void
+kb_held_clear(struct kbridge_held_q *rec)
+{
+	if (rec == NULL)
+		return;
+	if (unlikely(kb_test_hold & KB_TEST_HOLD_IN) && rec->n > 0)
+		kb_test_hold_now(KB_TEST_HOLD_IN, rec->n);
+	__atomic_store_n(&rec->n, 0, __ATOMIC_RELEASE);
+}
 
 struct kb_out_burst *
 kb_out_new(struct rte_ring *ring, int32_t tsc_offset, uint64_t tsc_hz,
@@ -64,6 +104,7 @@ kb_out_release(struct kb_out_burst *b)
 			b->hist[kb_hist_bucket(d * 1000 / (b->tsc_hz / 1000000))]++;
 		}
 	}
+	kb_held_clear(b->held);
 	rte_pktmbuf_free_bulk(b->mbufs, b->n);
 	b->n = 0;
 }
@@ -76,6 +117,7 @@ kb_out_next(struct kb_out_burst *b)
 	kb_out_release(b);
 	b->n = (uint16_t)rte_ring_dequeue_burst(b->ring, (void **)b->mbufs,
 						 b->cap, NULL);
+	kb_held_note(b->held, b->mbufs, b->n);
 	for (i = 0; i < b->n; i++) {
 		struct rte_mbuf *m = b->mbufs[i];
 		struct kb_pkt *p = &b->pkts[i];
@@ -205,10 +247,12 @@ kb_in_put(struct kb_in_burst *b)
 			continue;
 		}
 		b->mbufs[k++] = m;
+		kb_held_add(b->held, k, m);
 	}
 	b->n = 0;
 	if (k == 0)
 		return;
+	kb_held_clear(b->held);
 	sent = rte_ring_enqueue_burst(b->ring, (void **)b->mbufs, k, NULL);
 	b->queued = (uint16_t)sent;
 	if (sent < k) {
@@ -256,6 +300,9 @@ kb_in_put_tso(struct kb_in_burst *b, uint8_t *data, uint32_t len,
 	m->l3_len = t->l3;
 	m->l4_len = t->l4;
 	m->tso_segsz = t->mss;
+	/* Held until the enqueue: a kbridge killed here leaves it on record. */
+	kb_held_add(b->held, 1, m);
+	kb_held_clear(b->held);
 	if (rte_ring_enqueue(b->ring, m) != 0) {
 		rte_pktmbuf_free(m);
 		b->ring_full = 1;
@@ -280,4 +327,36 @@ unsigned int
 kb_ring_count(const struct rte_ring *r)
 {
 	return rte_ring_count(r);
+}
+
+int
+kb_out_set_held(struct kb_out_burst *b, struct kbridge_held_q *rec)
+{
+	if (b->cap > KBRIDGE_HELD_MAX)
+		return -EINVAL;
+	b->held = rec;
+	return 0;
+}
+
+int
+kb_in_set_held(struct kb_in_burst *b, struct kbridge_held_q *rec)
+{
+	if (b->cap > KBRIDGE_HELD_MAX)
+		return -EINVAL;
+	b->held = rec;
+	return 0;
+}
+
+static void
+kb_test_hold_now(int dir, uint32_t n)
+{
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 10 * 1000 * 1000 };
+	int i;
+
+	__atomic_fetch_and(&kb_test_hold, ~dir, __ATOMIC_SEQ_CST);
+	fprintf(stderr, "kbridge: test hold: the worker holds %u mbufs (%s)\n", n,
+		dir == KB_TEST_HOLD_OUT ? "out" : "in");
+	fflush(stderr);
+	for (i = 0; i < 6000; i++)
+		nanosleep(&ts, NULL);
 }

@@ -42,12 +42,19 @@ func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
 	if batch <= 0 || batch > 1024 || maxSegs <= 0 || maxSegs > 64 {
 		return nil, fmt.Errorf("ring: burst of %d packets x %d segments out of range", batch, maxSegs)
 	}
-	ctl := q.port.info.ctl
-	b := C.kb_out_new(q.port.info.to_kernel[q.id], ctl.tsc_offset, ctl.tsc_hz,
+	info := &q.port.info
+	b := C.kb_out_new(info.to_kernel[q.id], info.tsc_offset, info.tsc_hz,
 		C.uint16_t(batch), C.uint16_t(maxSegs))
 	if b == nil {
 		return nil, errors.New("ring: out of memory for a burst buffer")
 	}
+	if h := q.port.held; h != nil {
+		if C.kb_out_set_held(b, &h.out[q.id]) != 0 {
+			C.kb_out_free(b)
+			return nil, fmt.Errorf("ring: burst of %d packets is larger than the held-mbuf record (%d)", batch, C.KBRIDGE_HELD_MAX)
+		}
+	}
+	testHoldOnce.Do(setTestHold)
 	// unix.Iovec and struct iovec share their layout: the C side fills what
 	// Go hands to writev(2) unchanged.
 	return &Out{
@@ -137,6 +144,13 @@ func (q *Queue) In(batch, stride int) (*In, error) {
 	if b == nil {
 		return nil, errors.New("ring: out of memory for a burst buffer")
 	}
+	if h := q.port.held; h != nil {
+		if C.kb_in_set_held(b, &h.in[q.id]) != 0 {
+			C.kb_in_free(b)
+			return nil, fmt.Errorf("ring: burst of %d frames is larger than the held-mbuf record (%d)", batch, C.KBRIDGE_HELD_MAX)
+		}
+	}
+	testHoldOnce.Do(setTestHold)
 	in := &In{
 		b:      b,
 		buf:    unsafe.Slice((*byte)(unsafe.Pointer(b.buf)), batch*stride),

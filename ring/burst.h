@@ -62,6 +62,9 @@ struct kb_out_burst {
 	struct kb_pkt *pkts;
 	struct iovec *iov;
 	uint64_t hist[KB_HIST_BUCKETS];
+	/* The shared record of the burst held (kbridge.h's kbridge_held), or
+	 * NULL when the port has none (a version-1 app). */
+	struct kbridge_held_q *held;
 };
 
 /* A reusable burst buffer for the kernel -> app direction: frames read from
@@ -80,6 +83,9 @@ struct kb_in_burst {
 	uint16_t no_mbuf;
 	uint16_t ring_full;
 	uint16_t pad;
+	/* The shared record of the mbufs allocated and not yet enqueued, or
+	 * NULL (see struct kb_out_burst). */
+	struct kbridge_held_q *held;
 };
 
 struct kb_out_burst *kb_out_new(struct rte_ring *ring, int32_t tsc_offset,
@@ -115,5 +121,18 @@ int kb_in_put_tso(struct kb_in_burst *b, uint8_t *data, uint32_t len,
 		  const struct kb_tso *t);
 
 unsigned int kb_ring_count(const struct rte_ring *r);
+
+/* Record what the burst holds in rec (shared memory, kbridge_held) from now
+ * on. 0, or -EINVAL when the burst is larger than a record. */
+int kb_out_set_held(struct kb_out_burst *b, struct kbridge_held_q *rec);
+int kb_in_set_held(struct kb_in_burst *b, struct kbridge_held_q *rec);
+
+/* Test hook (KBRIDGE_TEST_HOLD): the next non-empty burst of a direction
+ * whose bit is set (KB_TEST_HOLD_OUT: after dequeue; KB_TEST_HOLD_IN:
+ * after allocation, before enqueue) is held for up to 60 s, once, after a
+ * line on stderr says so. */
+#define KB_TEST_HOLD_OUT 0x1
+#define KB_TEST_HOLD_IN 0x2
+extern volatile int kb_test_hold;
 
 #endif

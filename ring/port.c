@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -16,6 +21,50 @@ kb_eal_init(int argc, char **argv)
 	int ret = rte_eal_init(argc, argv);
 
 	return ret < 0 ? -rte_errno : ret;
+}
+
+/* Checks what the app wrote into the control block before kbridge relies on
+ * it: an error in info->why (returns -1), or what is turned off in
+ * info->warn. */
+static int
+kb_port_check(const struct kbridge_ctl *c, struct kb_port_info *info)
+{
+	uint64_t hz = c->tsc_hz;
+	int32_t off = c->tsc_offset;
+
+	if (c->nb_queues < 1 || c->nb_queues > KBRIDGE_MAX_QUEUES) {
+		snprintf(info->why, sizeof(info->why),
+			 "the control block says %u queues; 1 to %d are possible",
+			 c->nb_queues, KBRIDGE_MAX_QUEUES);
+		return -1;
+	}
+	if (c->ring_size < 2 || !rte_is_power_of_2(c->ring_size)) {
+		snprintf(info->why, sizeof(info->why),
+			 "the control block says rings of %u slots, not a power of two",
+			 c->ring_size);
+		return -1;
+	}
+	info->nb_queues = c->nb_queues;
+	/* 1 MHz to 100 GHz: the residence arithmetic divides by hz/1e6. */
+	info->tsc_hz = hz;
+	if (hz < 1000000ull || hz > 100000000000ull) {
+		info->tsc_hz = 0;
+		snprintf(info->warn, sizeof(info->warn),
+			 "the control block says a TSC of %" PRIu64 " Hz: residence times are off",
+			 hz);
+	}
+	info->tsc_offset = off;
+	if (off != -1 && (off < (int32_t)offsetof(struct rte_mbuf, dynfield1) ||
+			  off > (int32_t)(sizeof(struct rte_mbuf) - sizeof(uint64_t)) ||
+			  off % (int32_t)sizeof(uint64_t) != 0)) {
+		info->tsc_offset = -1;
+		snprintf(info->warn, sizeof(info->warn),
+			 "the control block says the enqueue TSC is at mbuf offset %d, outside the dynamic fields: residence times are off",
+			 off);
+	}
+	if (info->tsc_hz == 0)
+		info->tsc_offset = -1;
+	return 0;
 }
 
 int
@@ -43,6 +92,8 @@ kb_port_open(const char *name, struct kb_port_info *info)
 	if (mz->len < (c->version >= 2 ? sizeof(*c) :
 		       offsetof(struct kbridge_ctl, app_offloads)))
 		return -EBADMSG;
+	if (kb_port_check(c, info) < 0)
+		return -EINVAL;
 	info->version = c->version;
 	if (c->version >= 2) {
 		info->app_offloads = __atomic_load_n(&c->app_offloads, __ATOMIC_ACQUIRE);
@@ -59,6 +110,14 @@ kb_port_open(const char *name, struct kb_port_info *info)
 		info->from_kernel[q] = rte_ring_lookup(rname);
 		if (info->to_kernel[q] == NULL || info->from_kernel[q] == NULL)
 			return -ENXIO;
+		if (rte_ring_get_size(info->to_kernel[q]) != c->ring_size ||
+		    rte_ring_get_size(info->from_kernel[q]) != c->ring_size) {
+			snprintf(info->why, sizeof(info->why),
+				 "queue %u's rings have %u and %u slots, the control block says %u",
+				 q, rte_ring_get_size(info->to_kernel[q]),
+				 rte_ring_get_size(info->from_kernel[q]), c->ring_size);
+			return -EINVAL;
+		}
 	}
 	return 0;
 }
@@ -125,4 +184,145 @@ void
 kb_unpark(struct kbridge_queue_ctl *qc)
 {
 	__atomic_store_n(&qc->need_wakeup, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- Ownership and what a worker holds (kbridge.h version 2) ---- */
+
+uint64_t
+kb_pid_start(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	size_t n;
+	FILE *f;
+	int field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The command name (field 2) may hold spaces and parentheses: count
+	 * from the last ')'. It ends field 2; starttime is field 22. */
+	p = strrchr(buf, ')');
+	if (p == NULL)
+		return 0;
+	for (field = 2; field < 22 && p != NULL; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL || sscanf(p + 1, "%llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+uint64_t
+kb_self_owner(void)
+{
+	return (uint64_t)(uint32_t)getpid() |
+	       (kb_pid_start((int)getpid()) & 0xffffffffull) << 32;
+}
+
+int
+kb_owner_alive(uint64_t v)
+{
+	int pid = (int)(uint32_t)v;
+	uint64_t start;
+
+	if (v == 0 || pid <= 0)
+		return 0;
+	if (kill(pid, 0) < 0 && errno != EPERM)
+		return 0;
+	start = kb_pid_start(pid);
+	/* Unreadable: the pid exists, so count it as alive. */
+	return start == 0 || (start & 0xffffffffull) == v >> 32;
+}
+
+int
+kb_port_claim(struct kbridge_ctl *c, uint32_t version, uint64_t me, uint64_t *prev)
+{
+	uint64_t old;
+
+	*prev = 0;
+	if (version < 2)
+		return -ENOTSUP;
+	for (;;) {
+		old = __atomic_load_n(&c->owner, __ATOMIC_SEQ_CST);
+		if (old == me)
+			break;
+		if (old != 0 && kb_owner_alive(old)) {
+			*prev = old;
+			return -EBUSY;
+		}
+		if (__atomic_compare_exchange_n(&c->owner, &old, me, 0,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+			*prev = old;
+			break;
+		}
+	}
+	/* CAS owner, full fence, load closing: paired with the app's store of
+	 * closing, fence, load of owner in kbridge_port_free(). */
+	if (__atomic_load_n(&c->closing, __ATOMIC_SEQ_CST) != 0) {
+		kb_port_release(c, me);
+		return -ESHUTDOWN;
+	}
+	return 0;
+}
+
+void
+kb_port_release(struct kbridge_ctl *c, uint64_t me)
+{
+	uint64_t v = me;
+
+	__atomic_compare_exchange_n(&c->owner, &v, 0, 0, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+}
+
+uint32_t
+kb_port_closing(const struct kbridge_ctl *c)
+{
+	return __atomic_load_n(&c->closing, __ATOMIC_ACQUIRE);
+}
+
+struct kbridge_held *
+kb_held_open(const char *name, int *created)
+{
+	char mzname[RTE_MEMZONE_NAMESIZE];
+	const struct rte_memzone *mz;
+	struct kbridge_held *h;
+
+	*created = 0;
+	snprintf(mzname, sizeof(mzname), KBRIDGE_MZ_PREFIX "%s" KBRIDGE_HELD_SUFFIX, name);
+	mz = rte_memzone_lookup(mzname);
+	if (mz != NULL && mz->len >= sizeof(*h) &&
+	    ((struct kbridge_held *)mz->addr)->magic == KBRIDGE_HELD_MAGIC)
+		return mz->addr;
+	if (mz != NULL) {
+		/* Not ours to trust: start it afresh. */
+		memset(mz->addr, 0, sizeof(*h) <= mz->len ? sizeof(*h) : mz->len);
+		if (mz->len < sizeof(*h))
+			return NULL;
+	} else {
+		mz = rte_memzone_reserve(mzname, sizeof(*h), SOCKET_ID_ANY, 0);
+		if (mz == NULL)
+			return NULL;
+		memset(mz->addr, 0, sizeof(*h));
+		*created = 1;
+	}
+	h = mz->addr;
+	__atomic_store_n(&h->magic, KBRIDGE_HELD_MAGIC, __ATOMIC_RELEASE);
+	return h;
+}
+
+unsigned int
+kb_held_free(struct kbridge_held_q *rec)
+{
+	uint32_t n = __atomic_load_n(&rec->n, __ATOMIC_ACQUIRE);
+
+	if (n > KBRIDGE_HELD_MAX)
+		n = 0; /* torn or foreign: naming nothing is the safe reading */
+	__atomic_store_n(&rec->n, 0, __ATOMIC_RELEASE);
+	if (n > 0)
+		rte_pktmbuf_free_bulk(rec->m, n);
+	return n;
 }

@@ -10,6 +10,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -23,6 +24,18 @@ var ErrNoPort = errors.New("ring: no kbridge port")
 type Port struct {
 	name string
 	info C.struct_kb_port_info
+	// Read at open: the control block and the pool may vanish once the
+	// port is released (kbridge_port_free), these stay readable.
+	appPID   int
+	poolSize int
+
+	// mu orders reads of the app's shared memory (ctl, pool, rings)
+	// outside the workers against Release: once released, the app may
+	// free it at any moment, and nothing here reads it again.
+	mu       sync.RWMutex
+	released bool
+	owner    uint64                 // this process's owner value once claimed
+	held     *C.struct_kbridge_held // the record of what workers hold, or nil
 }
 
 // OpenPort finds the exception port the app created under name.
@@ -32,7 +45,12 @@ func OpenPort(name string) (*Port, error) {
 	defer C.free(unsafe.Pointer(cname))
 	switch rc := C.kb_port_open(cname, &p.info); rc {
 	case 0:
+		p.appPID = int(p.info.ctl.app_pid)
+		p.poolSize = int(C.kb_pool_size(p.info.pool))
 		return p, nil
+	case -C.EINVAL:
+		return nil, fmt.Errorf("ring: port %q: invalid control block: %s: rebuild the app with this kbridge's kbridge.h",
+			name, C.GoString(&p.info.why[0]))
 	case -C.ENOENT:
 		return nil, fmt.Errorf("%w named %q: the DPDK app must call kbridge_port_create(\"%s\", ...)",
 			ErrNoPort, name, name)
@@ -52,16 +70,35 @@ func OpenPort(name string) (*Port, error) {
 func (p *Port) Name() string { return p.name }
 
 // NumQueues returns how many queue pairs the app created.
-func (p *Port) NumQueues() int { return int(p.info.ctl.nb_queues) }
+func (p *Port) NumQueues() int { return int(p.info.nb_queues) }
 
-// PoolInUse returns how many mbufs of the app's mempool are allocated.
-func (p *Port) PoolInUse() int { return int(C.kb_pool_in_use(p.info.pool)) }
+// Warning says what OpenPort turned off because the control block said
+// something insane (the TSC rate, the timestamp field), or "".
+func (p *Port) Warning() string { return C.GoString(&p.info.warn[0]) }
+
+// PoolInUse returns how many mbufs of the app's mempool are allocated; 0
+// once the port is released (the app may have freed the pool).
+func (p *Port) PoolInUse() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.released {
+		return 0
+	}
+	return int(C.kb_pool_in_use(p.info.pool))
+}
 
 // PoolSize returns the number of mbufs in the app's mempool.
-func (p *Port) PoolSize() int { return int(C.kb_pool_size(p.info.pool)) }
+func (p *Port) PoolSize() int { return p.poolSize }
 
 // DataRoom returns the bytes one mbuf of the app's pool holds after headroom.
-func (p *Port) DataRoom() int { return int(C.kb_pool_data_room(p.info.pool)) }
+func (p *Port) DataRoom() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.released {
+		return 0
+	}
+	return int(C.kb_pool_data_room(p.info.pool))
+}
 
 // AppTSO reports whether the app's port takes TCP super-frames as one TSO
 // mbuf chain (KBRIDGE_APP_TSO, header version 2), and with how many
@@ -71,7 +108,7 @@ func (p *Port) AppTSO() (ok bool, maxSegs int) {
 }
 
 // AppPID returns the process ID of the app that created the port.
-func (p *Port) AppPID() int { return int(p.info.ctl.app_pid) }
+func (p *Port) AppPID() int { return p.appPID }
 
 // Queue returns queue pair i.
 func (p *Port) Queue(i int) (*Queue, error) {
@@ -116,6 +153,11 @@ func (q *Queue) Unpark() { C.kb_unpark(q.qc) }
 
 // Pending returns how many packets wait in the to_kernel ring.
 func (q *Queue) Pending() int {
+	q.port.mu.RLock()
+	defer q.port.mu.RUnlock()
+	if q.port.released {
+		return 0
+	}
 	return int(C.kb_ring_count(q.port.info.to_kernel[q.id]))
 }
 
@@ -129,6 +171,11 @@ type AppCounters struct {
 
 // AppCounters reads the app's counters for this queue.
 func (q *Queue) AppCounters() AppCounters {
+	q.port.mu.RLock()
+	defer q.port.mu.RUnlock()
+	if q.port.released {
+		return AppCounters{}
+	}
 	ld := func(p *C.uint64_t) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(p))) }
 	return AppCounters{
 		ToKernel:        ld(&q.qc.to_kernel_pkts),

@@ -16,7 +16,35 @@ struct kb_port_info {
 	uint32_t version;      /* of the app's kbridge.h */
 	uint32_t app_offloads; /* KBRIDGE_APP_*; 0 for a version-1 app */
 	uint16_t app_max_segs;
+	/* Set by kb_port_open's validation. */
+	uint64_t tsc_hz;       /* ctl->tsc_hz when sane, else 0: residence off */
+	int32_t tsc_offset;    /* ctl->tsc_offset when sane, else -1 */
+	uint16_t nb_queues;    /* ctl->nb_queues, checked */
+	uint16_t pad;
+	char why[192];         /* what is wrong, when kb_port_open fails */
+	char warn[192];        /* what was turned off, when it succeeds */
 };
+
+/* Ownership (kbridge_ctl.owner, version-2 apps). */
+/* This process's owner value: pid | low 32 bits of its start time << 32. */
+uint64_t kb_self_owner(void);
+/* Start time (clock ticks since boot) of pid, or 0 when it does not run. */
+uint64_t kb_pid_start(int pid);
+/* Whether the owner named by v runs: its pid exists and started at the
+ * recorded time. */
+int kb_owner_alive(uint64_t v);
+/* Claims the port for me. 0: claimed (*prev is the dead owner taken over,
+ * or 0); -EBUSY: *prev runs and owns it; -ESHUTDOWN: the app is freeing the
+ * port; -ENOTSUP: a version-1 block, which has no owner field. */
+int kb_port_claim(struct kbridge_ctl *c, uint32_t version, uint64_t me, uint64_t *prev);
+/* Clears owner if it is still me. */
+void kb_port_release(struct kbridge_ctl *c, uint64_t me);
+uint32_t kb_port_closing(const struct kbridge_ctl *c);
+/* Finds or creates the held-mbuf record of port name (kbridge.h's struct
+ * kbridge_held). *created is set when it did not exist. NULL: no memory. */
+struct kbridge_held *kb_held_open(const char *name, int *created);
+/* Frees what rec names and clears it; returns the number of mbufs. */
+unsigned int kb_held_free(struct kbridge_held_q *rec);
 
 int kb_eal_init(int argc, char **argv);
 int kb_port_open(const char *name, struct kb_port_info *info);

@@ -31,9 +31,11 @@
 #define KBRIDGE_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <rte_common.h>
@@ -106,9 +108,18 @@ struct kbridge_ctl {
 	 * (rte_eth_desc_lim.nb_seg_max); kbridge splits what would need more. */
 	uint16_t app_max_segs;
 	uint16_t reserved2;
-	/* Room for the lifecycle state kbridge keeps here (ownership, what a
-	 * worker holds); zero until used. */
-	uint64_t reserved3[8];
+	/* ---- version 2: lifecycle (in what was reserved3[0..1]) ---- */
+	/* The kbridge serving the port, claimed and released by kbridge with
+	 * compare-and-swap: its pid in the low 32 bits, the low 32 bits of its
+	 * start time (field 22 of /proc/<pid>/stat, clock ticks since boot) in
+	 * the high 32 bits, so a reused pid is told apart. 0: none. */
+	volatile uint64_t owner;
+	/* Written by the app: non-zero once kbridge_port_free() began. kbridge
+	 * then stops touching the rings and clears owner: its acknowledgement. */
+	volatile uint32_t closing;
+	uint32_t reserved4;
+	/* Room for more lifecycle state; zero until used. */
+	uint64_t reserved3[6];
 } __rte_cache_aligned;
 
 /* Parameters of the IPC message KBRIDGE_MP_WAKEUP (fds[0] is the eventfd). */
@@ -198,8 +209,114 @@ kbridge_drain_ring_(struct rte_ring *r)
 }
 
 /*
- * Free a port: the rings are drained (their mbufs freed), then the rings, the
- * memzone and the handle. Stop the kbridge daemon first.
+ * What kbridge holds (version 2). kbridge records, per queue, the mbufs its
+ * worker holds between two ring operations, in memzone
+ * "kbridge_<name>_held", which kbridge creates: the burst it dequeued from
+ * to_kernel and has not freed yet, and the mbufs it allocated for
+ * from_kernel and has not enqueued yet. A kbridge that takes over from a
+ * killed one frees them; kbridge_port_free() frees them when no live kbridge
+ * holds the port, then frees the memzone. A record never names an mbuf that
+ * was freed or handed over: n is cleared before its mbufs are freed or
+ * enqueued, and set only after they were dequeued or allocated.
+ */
+#define KBRIDGE_HELD_SUFFIX "_held"
+#define KBRIDGE_HELD_MAGIC 0x4b42484cu /* "KBHL" */
+#define KBRIDGE_HELD_MAX 1024          /* the largest burst kbridge takes */
+/* How long kbridge_port_free() waits for a live kbridge to let go. */
+#define KBRIDGE_FREE_WAIT_MS 2000
+
+struct kbridge_held_q {
+	volatile uint32_t n; /* m[0..n) are held */
+	uint32_t pad;
+	struct rte_mbuf *m[KBRIDGE_HELD_MAX];
+};
+
+struct kbridge_held {
+	uint32_t magic;
+	uint32_t pad;
+	struct kbridge_held_q out[KBRIDGE_MAX_QUEUES]; /* dequeued from to_kernel */
+	struct kbridge_held_q in[KBRIDGE_MAX_QUEUES];  /* allocated for from_kernel */
+};
+
+/* Whether the kbridge named by a kbridge_ctl.owner value still runs. */
+static inline int
+kbridge_owner_alive_(uint64_t owner)
+{
+	pid_t pid = (pid_t)(uint32_t)owner;
+
+	if (owner == 0 || pid <= 0)
+		return 0;
+	return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+/*
+ * Tells kbridge that the port goes away (kbridge_ctl.closing) and waits, at
+ * most KBRIDGE_FREE_WAIT_MS, until no live kbridge owns it: kbridge stops
+ * touching the rings, frees what it holds and clears owner. Returns 1 when
+ * no live kbridge owns the port, 0 when the wait timed out.
+ */
+static inline int
+kbridge_port_detach_(struct kbridge_port *p)
+{
+	struct kbridge_ctl *c = p->ctl;
+	uint64_t owner;
+	int waited;
+
+	/* Store closing, full fence, load owner: paired with kbridge's claim
+	 * (CAS owner, then load closing), one of the two sees the other. */
+	__atomic_store_n(&c->closing, 1, __ATOMIC_SEQ_CST);
+	for (waited = 0;; waited += 10) {
+		owner = __atomic_load_n(&c->owner, __ATOMIC_SEQ_CST);
+		if (!kbridge_owner_alive_(owner))
+			return 1;
+		if (waited >= KBRIDGE_FREE_WAIT_MS) {
+			fprintf(stderr,
+				"kbridge.h: port %s: kbridge pid %u did not let go within %d ms; freeing the port anyway\n",
+				c->name, (unsigned int)(uint32_t)owner, KBRIDGE_FREE_WAIT_MS);
+			return 0;
+		}
+		rte_delay_us_sleep(10000);
+	}
+}
+
+/* Frees what a dead (or departed) kbridge held, when free_mbufs says no
+ * live kbridge owns the port, and the record's memzone. */
+static inline void
+kbridge_held_free_(struct kbridge_port *p, int free_mbufs)
+{
+	char mzname[RTE_MEMZONE_NAMESIZE];
+	const struct rte_memzone *mz;
+	struct kbridge_held *h;
+	int q;
+
+	snprintf(mzname, sizeof(mzname), KBRIDGE_MZ_PREFIX "%s" KBRIDGE_HELD_SUFFIX,
+		 p->ctl->name);
+	mz = rte_memzone_lookup(mzname);
+	if (mz == NULL)
+		return;
+	if (!free_mbufs)
+		return; /* a live kbridge may still write it: leave it */
+	h = mz->addr;
+	if (mz->len >= sizeof(*h) && h->magic == KBRIDGE_HELD_MAGIC) {
+		for (q = 0; q < KBRIDGE_MAX_QUEUES; q++) {
+			uint32_t n = h->out[q].n;
+
+			if (n > 0 && n <= KBRIDGE_HELD_MAX)
+				rte_pktmbuf_free_bulk(h->out[q].m, n);
+			h->out[q].n = 0;
+			n = h->in[q].n;
+			if (n > 0 && n <= KBRIDGE_HELD_MAX)
+				rte_pktmbuf_free_bulk(h->in[q].m, n);
+			h->in[q].n = 0;
+		}
+	}
+	rte_memzone_free(mz);
+}
+
+/*
+ * Free a port: kbridge is told and given KBRIDGE_FREE_WAIT_MS to let go (it
+ * then exits, saying why), then the rings are drained (their mbufs freed), and
+ * the rings, the memzones and the handle freed. Better: stop kbridge first.
  */
 static inline void
 kbridge_port_free(struct kbridge_port *p)
@@ -211,6 +328,8 @@ kbridge_port_free(struct kbridge_port *p)
 	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
 		if (kbridge_ports_[i] == p)
 			kbridge_ports_[i] = NULL;
+	if (p->ctl != NULL)
+		kbridge_held_free_(p, kbridge_port_detach_(p));
 	for (i = 0; i < KBRIDGE_MAX_QUEUES; i++) {
 		kbridge_drain_ring_(p->to_kernel[i]);
 		kbridge_drain_ring_(p->from_kernel[i]);

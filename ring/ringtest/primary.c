@@ -222,4 +222,36 @@ void
 kbt_declare_tso(struct kbridge_port *p, uint16_t max_segs)
 {
 	kbridge_port_set_offloads(p, KBRIDGE_APP_TSO, max_segs);
+/* rte_mempool_audit() panics when the pool is inconsistent. */
+void
+kbt_audit(struct rte_mempool *mp)
+{
+	rte_mempool_audit(mp);
+}
+
+/* The port's kbridge_ctl.owner (version 2): the serving kbridge's pid in
+ * the low 32 bits, 0 when none. */
+uint64_t
+kbt_owner(struct kbridge_port *p)
+{
+	return __atomic_load_n(&p->ctl->owner, __ATOMIC_SEQ_CST);
+}
+
+unsigned int
+kbt_ring_count(struct kbridge_port *p, uint16_t q, int to_kernel)
+{
+	return rte_ring_count(to_kernel ? p->to_kernel[q] : p->from_kernel[q]);
+}
+
+/* Overwrites control block fields, to play an older or a broken app: a
+ * negative value leaves the field as it is. */
+void
+kbt_set_ctl(struct kbridge_port *p, int64_t version, int64_t tsc_hz, int64_t nb_queues)
+{
+	if (version >= 0)
+		p->ctl->version = (uint32_t)version;
+	if (tsc_hz >= 0)
+		p->ctl->tsc_hz = (uint64_t)tsc_hz;
+	if (nb_queues >= 0)
+		p->ctl->nb_queues = (uint16_t)nb_queues;
 }

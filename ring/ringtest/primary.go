@@ -209,5 +209,24 @@ func (p *Port) Free() {
 	p.p = nil
 }
 
+// Audit runs rte_mempool_audit on the pool, which panics (aborting the
+// test process) when the pool is inconsistent.
+func (p *Pool) Audit() { C.kbt_audit(p.mp) }
+
+// OwnerPID returns the pid of the kbridge the control block says serves the
+// port (kbridge_ctl.owner), 0 when none.
+func (p *Port) OwnerPID() int { return int(uint32(C.kbt_owner(p.p))) }
+
+// InRings returns how many mbufs wait in queue q's two rings.
+func (p *Port) InRings(q int) int {
+	return int(C.kbt_ring_count(p.p, C.uint16_t(q), 1) + C.kbt_ring_count(p.p, C.uint16_t(q), 0))
+}
+
+// SetCtl overwrites control block fields to play an older or a broken app;
+// a negative value leaves the field as it is.
+func (p *Port) SetCtl(version, tscHz, nbQueues int64) {
+	C.kbt_set_ctl(p.p, C.int64_t(version), C.int64_t(tscHz), C.int64_t(nbQueues))
+}
+
 // ErrNotRoot is returned when a test needs root.
 var ErrNotRoot = errors.New("ringtest: needs root")

@@ -279,7 +279,8 @@ func TestWaitsForTheAppsPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(port.Free)
+	// kbridge first: kbridge_port_free() under a running kbridge ends it.
+	t.Cleanup(func() { b.stop(true); port.Free() })
 	waitUntil(t, "kbridge to attach", func() bool { _, err := daemon.ReadStatus(b.sock); return err == nil })
 	ps := b.packetSocket()
 	if _, err := port.Inject(0, [][]byte{testFrame(100, 1)}, ringtestOpts(0, 0)); err != nil {

@@ -298,6 +298,10 @@ main(int argc, char **argv)
 	kbridge_port_free(kp);
 	rte_eth_dev_stop(port);
 	rte_eth_dev_close(port);
+	/* kbridge_port_free() had kbridge let go before it drained the rings:
+	 * the pool must be whole. rte_mempool_audit() panics when it is not. */
+	rte_mempool_audit(mp);
+	printf("kbridge-refapp: mempool audit ok pool_in_use=%u\n", rte_mempool_in_use_count(mp));
 	printf("kbridge-refapp: stopped pool_in_use=%u\n", rte_mempool_in_use_count(mp));
 	rte_mempool_free(mp);
 	rte_eal_cleanup();

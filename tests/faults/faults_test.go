@@ -1,0 +1,231 @@
+package faults
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A second kbridge on a served port refuses, exits non-zero and names the
+// owner; the first keeps moving traffic. After a clean stop the owner is
+// cleared and the port can be served again.
+func TestSecondKbridgeRefuses(t *testing.T) {
+	p := newPort(t)
+	first := newKbridge(t, p)
+	first.ready()
+	if got := p.port.OwnerPID(); got != first.pid() {
+		t.Fatalf("control block owner pid %d, want the running kbridge's %d", got, first.pid())
+	}
+
+	second := newKbridge(t, p)
+	if !second.exitedWithin(15 * time.Second) {
+		t.Fatalf("the second kbridge still runs after 15s:\n%s", second.out)
+	}
+	if code := second.exitCode(); code <= 0 {
+		t.Errorf("the second kbridge exited with %v, want a non-zero status", second.err)
+	}
+	want := fmt.Sprintf("port %s is served by kbridge pid %d (started ", p.name, first.pid())
+	if out := second.out.String(); !strings.Contains(out, want) || !strings.Contains(out, "stop it first") {
+		t.Errorf("the second kbridge did not name the owner (want %q):\n%s", want, out)
+	}
+	if _, err := (netlinkLink{second.ifname}).get(); err == nil {
+		t.Errorf("the refused kbridge created its interface %s", second.ifname)
+	}
+	if got := p.port.OwnerPID(); got != first.pid() {
+		t.Errorf("after the refusal the owner pid is %d, want %d", got, first.pid())
+	}
+
+	// The first still moves traffic.
+	before := first.status().ToKernelPackets
+	if q, err := p.port.Inject(0, frames(16), optsNone); err != nil || q != 16 {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	waitUntil(t, "the first kbridge to move the frames", 5*time.Second, func() bool {
+		return first.status().ToKernelPackets >= before+16
+	})
+
+	first.stop(true)
+	if got := p.port.OwnerPID(); got != 0 {
+		t.Errorf("owner pid %d after a clean stop, want 0 (released)", got)
+	}
+	third := newKbridge(t, p)
+	third.ready()
+	if strings.Contains(third.out.String(), "taking the port over") {
+		t.Errorf("a released port was taken over as if its owner had died:\n%s", third.out)
+	}
+	third.stop(true)
+}
+
+// kbridge killed (SIGKILL) while its worker holds a burst dequeued from
+// to_kernel: the next kbridge takes the port over, frees the burst, and the
+// pool's in-use count comes back to what sits in the rings.
+func TestKillWithBurstInFlight(t *testing.T) {
+	p := newPort(t)
+	victim := newKbridge(t, p, "KBRIDGE_TEST_HOLD=out")
+	victim.ready()
+	const n = 8
+	if q, err := p.port.Inject(0, frames(n), optsNone); err != nil || q != n {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	victim.waitLog(fmt.Sprintf("the worker holds %d mbufs (out)", n), 10*time.Second)
+	if r, u := p.port.InRings(0), p.pool.InUse(); r != 0 || u != n {
+		t.Fatalf("before the kill: %d mbufs in the rings and %d in use, want 0 and %d (held by the worker)", r, u, n)
+	}
+	victim.kill()
+	if got := p.port.OwnerPID(); got != victim.pid() {
+		t.Fatalf("owner pid %d after the kill, want the dead kbridge's %d", got, victim.pid())
+	}
+	if u := p.pool.InUse(); u != n {
+		t.Fatalf("%d mbufs in use after the kill, want the %d the dead worker held", u, n)
+	}
+
+	next := newKbridge(t, p)
+	next.ready()
+	out := next.out.String()
+	if !strings.Contains(out, "taking the port over from a kbridge that is gone") ||
+		!strings.Contains(out, fmt.Sprintf("previous_pid=%d", victim.pid())) {
+		t.Errorf("the new kbridge did not say it took over from pid %d:\n%s", victim.pid(), out)
+	}
+	if !strings.Contains(out, fmt.Sprintf("to_kernel=%d from_kernel=0", n)) {
+		t.Errorf("the new kbridge did not say it freed the %d held mbufs:\n%s", n, out)
+	}
+	if got := p.port.OwnerPID(); got != next.pid() {
+		t.Errorf("owner pid %d, want the new kbridge's %d", got, next.pid())
+	}
+	waitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
+		return p.pool.InUse() == p.port.InRings(0)
+	})
+	// The new kbridge moves traffic.
+	if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	waitUntil(t, "the new kbridge to move the frames", 5*time.Second, func() bool {
+		return next.status().ToKernelPackets >= 4
+	})
+	next.stop(true)
+	if u, r := p.pool.InUse(), p.port.InRings(0); u != r {
+		t.Errorf("after stop %d mbufs in use, want the %d in the rings", u, r)
+	}
+	p.pool.Audit()
+}
+
+// The same, from the kernel's side: kbridge killed between allocating mbufs
+// for frames the kernel sent and enqueueing them to from_kernel.
+func TestKillWithAllocatedInFlight(t *testing.T) {
+	p := newPort(t)
+	victim := newKbridge(t, p, "KBRIDGE_TEST_HOLD=in")
+	victim.ready()
+	victim.send(3)
+	victim.waitLog("mbufs (in)", 10*time.Second)
+	held := p.pool.InUse()
+	if held == 0 || p.port.InRings(0) != 0 {
+		t.Fatalf("before the kill: %d in use, %d in the rings; want mbufs held by the worker and none queued", held, p.port.InRings(0))
+	}
+	victim.kill()
+
+	next := newKbridge(t, p)
+	next.ready()
+	if out := next.out.String(); !strings.Contains(out, fmt.Sprintf("to_kernel=0 from_kernel=%d", held)) {
+		t.Errorf("the new kbridge did not say it freed the %d held mbufs:\n%s", held, out)
+	}
+	waitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
+		return p.pool.InUse() == p.port.InRings(0)
+	})
+	next.stop(true)
+	p.pool.Audit()
+}
+
+// The app frees the port (kbridge_port_free) under a running kbridge: the
+// free waits for kbridge to let go, kbridge exits non-zero naming the cause,
+// and the pool is whole.
+func TestAppFreesPortUnderKbridge(t *testing.T) {
+	p := newPort(t)
+	k := newKbridge(t, p)
+	k.ready()
+	if q, err := p.port.Inject(0, frames(32), optsNone); err != nil || q != 32 {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+		return k.status().ToKernelPackets >= 32
+	})
+	k.send(5) // some frames towards the app, left in from_kernel
+
+	took := p.free()
+	if took >= 2*time.Second {
+		t.Errorf("kbridge_port_free waited %v: kbridge did not let go (the wait is 2s)", took)
+	}
+	if !k.exitedWithin(5 * time.Second) {
+		t.Fatalf("kbridge still runs 5s after the app freed its port:\n%s", k.out)
+	}
+	if code := k.exitCode(); code <= 0 {
+		t.Errorf("kbridge exited with %v, want a non-zero status", k.err)
+	}
+	if out := k.out.String(); !strings.Contains(out, "the DPDK app is freeing port "+p.name) {
+		t.Errorf("kbridge did not name the cause:\n%s", out)
+	}
+	if u := p.pool.InUse(); u != 0 {
+		t.Errorf("%d mbufs in use after the port was freed", u)
+	}
+	p.pool.Audit()
+	t.Logf("kbridge_port_free took %v", took)
+}
+
+// A version-1 app has no owner field: kbridge serves it as before and says
+// that ownership cannot be enforced.
+func TestVersion1AppWithoutOwnership(t *testing.T) {
+	p := newPort(t)
+	p.port.SetCtl(1, -1, -1)
+	k := newKbridge(t, p)
+	k.ready()
+	if !strings.Contains(k.out.String(), "one kbridge per port cannot be enforced") {
+		t.Errorf("kbridge did not warn that ownership cannot be enforced:\n%s", k.out)
+	}
+	if got := p.port.OwnerPID(); got != 0 {
+		t.Errorf("owner pid %d written into a version-1 block", got)
+	}
+	if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+		return k.status().ToKernelPackets >= 4
+	})
+	k.stop(true)
+	p.port.SetCtl(2, -1, -1)
+}
+
+// An insane control block is refused with a clear error, or its TSC rate
+// turns residence times off with a warning instead of a SIGFPE.
+func TestControlBlockValidation(t *testing.T) {
+	t.Run("queues", func(t *testing.T) {
+		p := newPort(t)
+		p.port.SetCtl(-1, -1, 17)
+		t.Cleanup(func() { p.port.SetCtl(-1, -1, 1) })
+		k := newKbridge(t, p)
+		if !k.exitedWithin(15 * time.Second) {
+			t.Fatalf("kbridge runs on a block with 17 queues:\n%s", k.out)
+		}
+		if out := k.out.String(); k.exitCode() <= 0 || !strings.Contains(out, "invalid control block: the control block says 17 queues; 1 to 16 are possible") {
+			t.Errorf("exit %v, want a non-zero exit naming the queue count:\n%s", k.err, out)
+		}
+		if got := p.port.OwnerPID(); got != 0 {
+			t.Errorf("a refused kbridge left owner pid %d", got)
+		}
+	})
+	t.Run("tsc", func(t *testing.T) {
+		p := newPort(t)
+		p.port.SetCtl(-1, 999, -1)
+		k := newKbridge(t, p)
+		k.ready()
+		if !strings.Contains(k.out.String(), "a TSC of 999 Hz: residence times are off") {
+			t.Errorf("no warning about the TSC rate:\n%s", k.out)
+		}
+		if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+			t.Fatalf("inject: queued %d: %v", q, err)
+		}
+		waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+			return k.status().ToKernelPackets >= 4
+		})
+		k.stop(true)
+	})
+}
