@@ -222,6 +222,8 @@ void
 kbt_declare_tso(struct kbridge_port *p, uint16_t max_segs)
 {
 	kbridge_port_set_offloads(p, KBRIDGE_APP_TSO, max_segs);
+}
+
 /* rte_mempool_audit() panics when the pool is inconsistent. */
 void
 kbt_audit(struct rte_mempool *mp)
