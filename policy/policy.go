@@ -18,7 +18,7 @@ import (
 // Mode names a polling policy.
 type Mode string
 
-// The modes. See DESIGN.md section 3.
+// The modes. See docs/ARCHITECTURE.md, "The policy ladder".
 const (
 	// Busy never parks: lowest latency, one full core.
 	Busy Mode = "busy"
