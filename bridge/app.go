@@ -1,13 +1,21 @@
-// Package bridge is kbridge's engine: one worker per queue pair moves bursts
+// Package bridge is kbridge's engine: one Worker per queue pair moves bursts
 // between the app's side and the kernel's side, counts what it drops and
-// waits through a policy.Waiter when both sides are idle.
+// waits through a policy.Waiter when both sides are idle. app.go has the
+// app's side as interfaces: AppOut (bursts toward the kernel, a Packet each),
+// AppIn (frame slots toward the app), AppTSO (super-frames handed whole to an
+// app that declared TSO) and Waker (the need-wakeup handshake: PrepareToPark,
+// Unpark, RegisterEventfd). kernel.go has the kernel's side, Kernel (Fd,
+// Write, Read). worker.go has the Worker: Run follows the policy.Ladder;
+// SetPolicy switches policies live between bursts; Beats and Poke feed the
+// watchdog; Stop makes Run free what it holds. stats.go has the Counters
+// (packets, bytes, drops by reason, parks, wakeups, offload events) and
+// their Snapshot.
 //
-// The engine sees both sides through small interfaces. The app's side is
-// AppOut, AppIn and Waker (implemented over DPDK rings by package ring, and
-// by fakes in bridgetest); the kernel's side is Kernel (implemented over a
-// TAP device with virtio-net headers by package tap). The worker makes no
-// syscall on either side itself and knows no frame rule: it moves bursts and
-// decides when to wait.
+// Package ring implements the app's side over DPDK rings, bridgetest fakes it
+// in Go memory, and package tap implements Kernel over a TAP device with
+// virtio-net headers. The worker makes no syscall on either side itself and
+// knows no frame rule: it moves bursts and decides when to wait. See
+// docs/ARCHITECTURE.md, "The engine".
 package bridge
 
 import (

@@ -427,7 +427,7 @@ func (c Config) WorkerCPUs() []int {
 }
 
 // DefaultWorkerCPUs leaves the highest online CPU to the DPDK app
-// (TESTBED.md's placement) and returns the others, given the online CPUs
+// (the test bed's placement, tests/testbed/README.md) and returns the others, given the online CPUs
 // in ascending order; a one-CPU machine shares its CPU.
 func DefaultWorkerCPUs(online []int) []int {
 	switch len(online) {

@@ -1,8 +1,17 @@
 // Package daemon runs kbridge: Start brings up the data path of the
-// configured mode (ring: the app's DPDK rings <-> a TAP interface, one
-// bridge.Worker per queue; xdp: an XDP program steering into a veth) as a
-// Runner, and Serve runs everything around it: the control socket, the
-// metrics, reloads, the systemd watchdog and the stop.
+// configured mode as a Runner (runner.go), and Serve (serve.go) runs
+// everything around it until a signal, a fault or the path's own end: the
+// control socket, the metrics, reloads on SIGHUP and file changes, systemd's
+// READY/STATUS/WATCHDOG notifications and the stop. daemon.go has Ring, the
+// ring mode (the app's DPDK rings <-> a TAP interface, one bridge.Worker per
+// queue, the app watched through a pidfd), and xdp.go has XDP, the XDP
+// redirect mode. control.go has the control socket (ListenControl: mode
+// 0600, root or the daemon's user only, a live or foreign path refused;
+// ReadStatus for `kbridge stats`), status.go what it serves, and metrics.go
+// the Prometheus collector and ServeMetrics, which retries a busy address
+// instead of failing. Reload errors are a *ConfigError (nothing changed) or a
+// *RestartError (live keys applied, the named ones need a restart). See
+// docs/ARCHITECTURE.md, "The lifecycle" and "Faults".
 package daemon
 
 import (

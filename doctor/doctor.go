@@ -1,6 +1,13 @@
 // Package doctor checks that a host is set up for kbridge before anyone
-// blames the bridge: ENA write-combining and LLQ header size, the kernel
-// timer, hugepages, CPU placement, NIC IRQ affinity and XDP programs.
+// blames the bridge: ENA write-combining and LLQ header size (ena.go, pci.go),
+// the kernel timer against the polling policy (timer.go), hugepages,
+// hugetlbfs and the DPDK runtime directory (hugepages.go), worker CPUs
+// against the app's lcores and CPU isolation (cpus.go, dpdkproc.go,
+// cpulist.go), NIC IRQ affinity with PlanIRQ and FixIRQ for --fix (irq.go),
+// and attached XDP programs (xdp.go, xdp_netlink.go). Run returns one Result
+// per check (pass, warn or fail, the evidence read and a one-line fix),
+// Render prints them as text or JSON, and ExitCode turns them into the
+// command's exit status. See docs/DOCTOR.md.
 //
 // Every check reads files under Options.Root only (XDP goes through an
 // XDPInspector), so each one is tested against fixture trees and the same

@@ -1,5 +1,14 @@
 // Package policy decides how a kbridge worker waits when it has nothing to
-// move, and carries that wait out precisely.
+// move, and carries that wait out precisely. policy.go has the modes (Busy,
+// Adaptive, Interrupt, Fixed), Policy with its Default and Validate (errors
+// name the policy.* key), and Ladder, the pure state machine that turns
+// "did the last poll move packets, and when" into a Step: Poll, Yield
+// (sched_yield), Sleep or Park. It has no clock of its own, so tests drive it
+// with a fake one. waiter_linux.go has the Waiter, which parks in
+// epoll_pwait2 on {the TAP fd, an eventfd} with a nanosecond timeout and
+// sleeps with clock_nanosleep, and PrepareThread, which locks the worker to
+// its OS thread, sets a 1 ns timer slack and pins it. See
+// docs/ARCHITECTURE.md, "The policy ladder".
 //
 // KNI's kernel thread slept one jiffy between polls (4 ms at HZ=250); not
 // sleeping at all burned a core. kbridge's default, adaptive, spins while
@@ -18,7 +27,7 @@ import (
 // Mode names a polling policy.
 type Mode string
 
-// The modes. See DESIGN.md section 3.
+// The modes. See docs/ARCHITECTURE.md, "The policy ladder".
 const (
 	// Busy never parks: lowest latency, one full core.
 	Busy Mode = "busy"

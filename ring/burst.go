@@ -123,7 +123,7 @@ func (o *Out) Close() {
 type In struct {
 	b      *C.struct_kb_in_burst
 	tso    C.struct_kb_tso // max_segs set once: the app's; the rest per frame
-	takes  bool           // the app declared TSO
+	takes  bool            // the app declared TSO
 	buf    []byte
 	lens   []uint32
 	stride int

@@ -11,7 +11,7 @@ trap 'bash "$here/testbed/down.sh" >/dev/null' EXIT
 say "bringing the test bed up (namespaces, NFS server, reference DPDK app, kbridge)"
 bash "$here/testbed/up.sh" >/dev/null
 
-# Clients run off the app's lcore, as TESTBED.md places them.
+# Clients run off the app's lcore, as tests/testbed/README.md places them.
 client=(taskset -c "${KBT_OTHER_CPUS:-0}")
 
 nfs_ls() { # ns ip -> "entries seconds"

@@ -1,5 +1,11 @@
-// Package bridgetest has fakes of the app's side of a queue, in Go memory,
-// for testing package bridge without DPDK or root.
+// Package bridgetest has fakes of both sides of a queue, in Go memory, for
+// testing package bridge (and tap's Kernel) without DPDK or root: Out is an
+// AppOut fed with Packet values (chains, wrong claimed lengths, NIC offload
+// hints), In is an AppIn and AppTSO that records what the kernel side put
+// (Received, and Super for TSO super-frames), Waker plays the need-wakeup
+// handshake, counting parks, kicks and eventfds, or refusing the eventfd
+// like an app without IPC, and Kernel is a plain kernel side over a
+// SOCK_SEQPACKET pair, which keeps frame boundaries like a TAP fd.
 package bridgetest
 
 import (

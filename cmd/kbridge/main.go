@@ -1,5 +1,11 @@
 // Command kbridge moves a DPDK application's exception traffic to and from
-// the Linux kernel: the replacement for KNI. See README.md.
+// the Linux kernel: the replacement for KNI. It is plumbing only: flags,
+// configuration and exit codes (2 for a bad command line or configuration,
+// 1 otherwise), with one file per subcommand: run.go (claim the control
+// socket, daemon.Start, daemon.Serve), stats.go and watch.go (the daemon's
+// counters as JSON, or live rates), doctor.go (package doctor's host
+// checks), cleanup.go (remove what a crashed daemon left, refused while one
+// answers). See README.md for use and docs/ARCHITECTURE.md for the design.
 package main
 
 import (

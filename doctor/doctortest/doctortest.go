@@ -1,5 +1,6 @@
 // Package doctortest provides fakes for testing code built on doctor
-// without a live host.
+// without a live host: FakeXDP answers doctor.XDPInspector from a map of
+// interface names to XDP states.
 package doctortest
 
 import (

@@ -44,8 +44,8 @@ const (
 	// VLANTagLen is one 802.1Q tag.
 	VLANTagLen = 4
 	// VnetHeaderLen is struct virtio_net_hdr, which precedes every frame
-	// once the TAP carries offloads (IFF_VNET_HDR). Reserved now so that
-	// turning offloads on does not shrink the MTUs configs accept.
+	// the TAP reads or writes: the TAP is always opened with IFF_VNET_HDR,
+	// with interface.offload on or off.
 	VnetHeaderLen = 10
 	// FrameSlack is room past the largest legal frame, so that a frame
 	// that is too long is seen as such instead of being cut to fit.

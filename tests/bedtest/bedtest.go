@@ -1,5 +1,5 @@
 // Package bedtest has the helpers the end-to-end tests share to drive the
-// namespace test bed of TESTBED.md: run commands in its namespaces, find the
+// namespace test bed of tests/testbed/README.md: run commands in its namespaces, find the
 // processes it started by their PID files, and check that tearing it down
 // left nothing behind.
 package bedtest
@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The bed's fixed names (TESTBED.md, tests/testbed/lib.sh).
+// The bed's fixed names (tests/testbed/README.md and lib.sh).
 const (
 	RunDir      = "/run/kbt"
 	PeerIP      = "198.18.0.1"

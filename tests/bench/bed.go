@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Addresses and files of TESTBED.md.
+// Addresses and files of the test bed (tests/testbed/README.md).
 const (
 	peerIP     = "198.18.0.1" // kbt-peer, seen from kbt-dut through kb0
 	dutIP      = "198.18.0.2" // kb0 (the bed's ceiling: what testpmd's 5tswap answers as)

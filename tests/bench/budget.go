@@ -267,7 +267,7 @@ func renderBudget(m Machine, bs []*Budget) string {
 		w("**Interrupted: the figures below are incomplete.**\n\n")
 	}
 	w("- machine: %d CPUs, %s; kernel %s, HZ=%s; DPDK %s; kbridge %s\n", m.NCPU, m.Model, m.Kernel, m.HZ, m.DPDK, m.Kbridge)
-	w("- command: `%s`\n- CPU placement (TESTBED.md): %s\n", or(m.Make, m.Command), m.Placement)
+	w("- command: `%s`\n- CPU placement (tests/testbed/README.md): %s\n", or(m.Make, m.Command), m.Placement)
 	w("- load average (1/5/15 min) at start: %s; at end: %s\n- run time: %s\n\n", m.LoadStart, m.LoadEnd, m.Duration)
 	w("One `sockperf pp --tcp` run per forwarder, traced system-wide with `perf sched record` (the tracing itself adds a little to every wakeup). ")
 	w("Round trip = twice sockperf's one-way figure. Delay = time from a thread's wakeup, or its preemption, to it running again (`perf sched latency`), times how often that happened per round trip; for a busy-polling lcore (testpmd's, the reference app's) it is time the poller was kept off its CPU, counted over the sockperf run only (the trace starts a little before it). ")

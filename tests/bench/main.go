@@ -1,6 +1,6 @@
 // Command kbt-bench is `make bench`: it measures kbridge in each polling mode,
 // the KNI emulation, testpmd's TAP PMD path and the direct veth floor side by
-// side on the namespace test bed (TESTBED.md), and writes a markdown report
+// side on the namespace test bed (tests/testbed/README.md), and writes a markdown report
 // and a latency CDF picture to results/.
 //
 //	sudo make bench                       # or: cd tests/bench && sudo go run . -root ../..

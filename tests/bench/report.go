@@ -194,7 +194,7 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 		cmd += "; quick: shortened workloads, a smoke test"
 	}
 	w("- command: %s\n", cmd)
-	w("- CPU placement (TESTBED.md): %s\n", m.Placement)
+	w("- CPU placement (tests/testbed/README.md): %s\n", m.Placement)
 	w("- load average (1/5/15 min) at start: %s; at end: %s\n", m.LoadStart, m.LoadEnd)
 	if m.BusyStart != "" || m.BusyEnd != "" {
 		w("- other processes above 10%% of a core (2 s sample, not the benchmark's) at start: %s; at end: %s\n", or(m.BusyStart, "?"), or(m.BusyEnd, "?"))

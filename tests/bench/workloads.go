@@ -36,7 +36,7 @@ var workloadNames = map[string]string{
 	wNFSRead: "NFS read big.bin", wDown4: "iperf3 -P 4 from peer", wHTTP: "HTTP keep-alive",
 }
 
-// bigBytes is the size of the export's big.bin (TESTBED.md).
+// bigBytes is the size of the export's big.bin (tests/testbed/README.md).
 const bigBytes = 256 << 20
 
 // Durations of one run; -quick shortens them all.

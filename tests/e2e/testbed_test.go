@@ -1,4 +1,4 @@
-// Package e2e brings the whole test bed of TESTBED.md up (namespaces, the
+// Package e2e brings the whole test bed of tests/testbed/README.md up (namespaces, the
 // NFS, sockperf and iperf3 servers, the reference DPDK app and kbridge) and
 // checks what a user would: ping, TCP both ways and NFS over kb0, a clean
 // stop that leaks no mbuf, and a tear-down that leaves nothing behind.

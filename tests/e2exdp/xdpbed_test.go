@@ -203,7 +203,7 @@ func TestXDPBed(t *testing.T) {
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid))
 			m := regexp.MustCompile(`(?m)^Cpus_allowed_list:\s*(\S+)`).FindSubmatch(b)
 			if m == nil || string(m[1]) != c.want {
-				t.Errorf("pid %d runs on CPUs %q, want %s (TESTBED.md's placement)", c.pid, m, c.want)
+				t.Errorf("pid %d runs on CPUs %q, want %s (the placement of tests/testbed/README.md)", c.pid, m, c.want)
 			}
 		}
 		link := sh(t, "ip", "-n", "kbt-dut", "-d", "link", "show", nic)

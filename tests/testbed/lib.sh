@@ -1,7 +1,7 @@
 # Shared helpers for the kbridge test bed scripts. Sourced, not executed.
 # shellcheck shell=bash disable=SC2034
 
-# ---- names and addresses (TESTBED.md) --------------------------------------
+# ---- names and addresses (README.md) ----------------------------------------
 KBT_NS_PEER=kbt-peer
 KBT_NS_DUT=kbt-dut
 KBT_NS_DIRECT=kbt-direct

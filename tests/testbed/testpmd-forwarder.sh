@@ -9,7 +9,7 @@
 #          kb0; prints "testpmd forwarder up".
 #   KBT_TESTPMD_LCORES overrides the --lcores map. Default "0@OTHER,1@APP": the
 #          forwarding lcore 1 alone on the app CPU, the main lcore 0 on the first of
-#          the other CPUs (TESTBED.md, CPU placement); "0@APP,1@APP" on 1 CPU.
+#          the other CPUs (README.md, CPU placement); "0@APP,1@APP" on 1 CPU.
 #   KBT_TESTPMD_FWD=5tswap|txonly: the test bed's own ceiling instead of a
 #          forwarder: testpmd on kbt-nic alone (no kb0, no kernel side in kbt-dut).
 #          5tswap bounces every frame back to the peer with MACs, IPs and L4 ports

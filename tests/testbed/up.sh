@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make testbed-up: build the namespace test bed of TESTBED.md, start the peer's
+# make testbed-up: build the namespace test bed of README.md, start the peer's
 # services, the reference DPDK app and kbridge, wait until 198.18.0.1 answers a
 # ping through kb0, then print exactly one line on stdout: "testbed up".
 # Progress goes to stderr.

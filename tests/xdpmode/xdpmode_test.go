@@ -45,8 +45,9 @@ func setup(t *testing.T) {
 	for _, c := range [][]string{{remote, "kbq-wire"}, {dut, "kbq-nic"}, {dut, "lo"}, {remote, "lo"}} {
 		run(t, "ip", "-n", c[0], "link", "set", c[1], "up")
 	}
-	// The veth facts of DESIGN.md section 5: the remote end needs NAPI for
-	// redirected frames, and TCP needs its tx checksum offload off.
+	// The veth facts of docs/XDP.md ("What Attach does"): the remote end
+	// needs NAPI for redirected frames, and TCP needs its tx checksum
+	// offload off.
 	run(t, "ip", "netns", "exec", remote, "ethtool", "-K", "kbq-wire", "gro", "on", "tx", "off")
 }
 
