@@ -195,11 +195,17 @@ func (d *Ring) waitWorkers() {
 	}
 }
 
+// fail records why a worker stopped and ends the path at once: a queue
+// that no longer moves is not a partial success to keep running (only
+// systemd's watchdog would notice it otherwise).
 func (d *Ring) fail(err error) {
 	d.mu.Lock()
 	d.errs = append(d.errs, err)
 	d.mu.Unlock()
 	d.log.Error("worker stopped", "err", err)
+	if !d.stopping.Load() {
+		d.finish(fmt.Errorf("a worker stopped: %w", err))
+	}
 }
 
 // workersErr says why the workers returned by themselves.

@@ -335,6 +335,11 @@ func (q *Queue) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (filled, d
 			filled++
 			continue
 		}
+		if h.GSOType == vnet.GSONone && len(frame) > q.frameLimit(frame) {
+			oversize++ // a partial checksum does not make it fit
+			dropped++
+			continue
+		}
 		s, err := vnet.Parse(h, frame, q.mtu)
 		if err != nil {
 			bad++
