@@ -37,7 +37,7 @@ var (
 	kfOnce       sync.Once
 	kfSkipReason string
 	kfBin        string
-	kfPrefix     = fmt.Sprintf("kbkf%d", os.Getpid())
+	kfPrefix     string // TestMain's file prefix
 	kfSeq        int
 	kfSeqMu      sync.Mutex
 )
@@ -52,32 +52,13 @@ func kfNeedRoot(t *testing.T) {
 	}
 }
 
+// kfSetup reuses the DPDK primary TestMain started (one process can be only
+// one primary): these tests need what the others need.
 func kfSetup() string {
-	switch {
-	case testing.Short():
-		return "fault tests skipped in -short mode"
-	case os.Geteuid() != 0:
-		return "fault tests need root (DPDK, TAP devices, namespaces): run them as root"
+	if skipReason != "" {
+		return skipReason
 	}
-	b, _ := os.ReadFile("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
-	var free int
-	fmt.Sscan(string(b), &free)
-	if free < 64 {
-		return fmt.Sprintf("only %d free 2 MB hugepages: run `make deps` first", free)
-	}
-	// A package has no hook at its end without a TestMain, which other
-	// files of this package may want: the runtime directories of earlier
-	// runs (whose process is gone) are removed here instead.
-	old, _ := filepath.Glob("/var/run/dpdk/kbkf*")
-	for _, d := range old {
-		var pid int
-		if _, err := fmt.Sscanf(filepath.Base(d), "kbkf%d", &pid); err == nil && unix.Kill(pid, 0) == unix.ESRCH {
-			_ = os.RemoveAll(d)
-		}
-	}
-	if err := ringtest.InitPrimary(kfPrefix, 256); err != nil {
-		return err.Error()
-	}
+	kfPrefix = prefix
 	return ""
 }
 
