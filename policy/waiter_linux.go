@@ -11,13 +11,13 @@ import (
 )
 
 // Waiter carries out a worker's sleeps and parks on its locked OS thread:
-// epoll on {the TAP fd, an eventfd} for parks, clock_nanosleep with 1 ns
+// epoll on {the TAP fd, an eventfd, fds added with Watch} for parks, clock_nanosleep with 1 ns
 // timer slack for sleeps. It is the gVisor fdbased pattern: a non-blocking fd
 // and an eventfd to stop.
 type Waiter struct {
 	epfd   int
 	evfd   int
-	events [2]unix.EpollEvent
+	events [4]unix.EpollEvent
 	drain  [8]byte
 }
 
@@ -41,6 +41,26 @@ func NewWaiter(fd int) (*Waiter, error) {
 		}
 	}
 	return w, nil
+}
+
+// Watch adds fd (readable) to what Park waits on. A Waker whose app kicks
+// through a descriptor of its own (vhost-user's kick eventfd) uses it; the
+// waker drains that descriptor itself.
+func (w *Waiter) Watch(fd int) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("policy: epoll_ctl add fd %d: %w", fd, err)
+	}
+	return nil
+}
+
+// Unwatch removes fd added by Watch. Call it before closing fd: epoll keeps
+// watching a file that is still open through another descriptor.
+func (w *Waiter) Unwatch(fd int) error {
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil); err != nil {
+		return fmt.Errorf("policy: epoll_ctl del fd %d: %w", fd, err)
+	}
+	return nil
 }
 
 // EventFD returns the eventfd that wakes a parked worker when written.
