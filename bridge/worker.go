@@ -63,6 +63,9 @@ func NewWorker(cfg WorkerConfig, out AppOut, in AppIn, waker Waker, kernel Kerne
 	}
 	p := cfg.Policy
 	w.policy.Store(&p)
+	if fw, ok := waker.(FdWaker); ok {
+		fw.BindWatcher(waiter)
+	}
 	// An app that cannot kick still works: parks are then bounded by the
 	// backoff ceiling instead of the park timeout.
 	w.canKick = waker.RegisterEventfd(waiter.EventFD()) == nil

@@ -34,8 +34,9 @@ import (
 
 // Config is kbridge's whole configuration.
 type Config struct {
-	// Mode is "ring" (DPDK rings <-> TAP, the default) or "xdp" (an XDP
-	// program on the NIC steers exception traffic into kb0; see xdp).
+	// Mode is "ring" (DPDK rings <-> TAP, the default), "xdp" (an XDP
+	// program on the NIC steers exception traffic into kb0; see xdp) or
+	// "vhost" (the app's virtio-user port <-> TAP; see Vhost).
 	Mode string `mapstructure:"mode" json:"mode"`
 	DPDK DPDK   `mapstructure:"dpdk" json:"dpdk"`
 	// Port is the name the DPDK app gave kbridge_port_create().
@@ -47,6 +48,9 @@ type Config struct {
 	// XDP configures mode xdp. Its exception interface and addresses
 	// default to interface.name and interface.addresses.
 	XDP xdp.Config `mapstructure:"xdp" json:"xdp"`
+	// Vhost configures mode vhost: kbridge as the vhost-user backend of
+	// the app's virtio-user port.
+	Vhost Vhost `mapstructure:"vhost" json:"vhost"`
 }
 
 // The modes.
@@ -99,6 +103,7 @@ func Default() Config {
 		Workers:   Workers{Batch: 32, MaxSegments: 16},
 		Policy:    policy.Default(),
 		Stats:     Stats{Socket: "/run/kbridge/kbridge.sock", Metrics: "127.0.0.1:9478"},
+		Vhost:     DefaultVhost(),
 	}
 }
 
@@ -362,9 +367,11 @@ func (c Config) Validate() error {
 	case ModeRing:
 	case ModeXDP:
 		errs.Include(c.XDPConfig().Validate())
+	case ModeVhost:
 	default:
-		errs.Add("mode", c.Mode, "must be ring (DPDK rings <-> TAP) or xdp (XDP redirect)")
+		errs.Add("mode", c.Mode, "must be ring (DPDK rings <-> TAP), xdp (XDP redirect) or vhost (vhost-user backend of the app's virtio-user port)")
 	}
+	c.validateVhost(&errs)
 	if c.DPDK.FilePrefix == "" || strings.ContainsAny(c.DPDK.FilePrefix, "/ ") {
 		errs.Add("dpdk.file_prefix", c.DPDK.FilePrefix, "must be the DPDK app's --file-prefix (no '/' or spaces)")
 	}

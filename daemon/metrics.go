@@ -19,7 +19,7 @@ import (
 // collector exports the daemon's counters to Prometheus. It reads them when
 // scraped, so the workers pay nothing for it.
 type collector struct {
-	d                         *Ring
+	d                         snapshotter
 	packets, bytes, drops     *prometheus.Desc
 	parks, wakeups, timeouts  *prometheus.Desc
 	sleeps, spin, residence   *prometheus.Desc
@@ -28,7 +28,11 @@ type collector struct {
 	offload                   *prometheus.Desc
 }
 
-func newCollector(d *Ring) *collector {
+// snapshotter is a runner whose counters have the ring Status shape (*Ring,
+// *Vhost).
+type snapshotter interface{ Snapshot() Status }
+
+func newCollector(d snapshotter) *collector {
 	q := []string{"queue"}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("kbridge_"+name, help, append(q, labels...), nil)

@@ -13,7 +13,7 @@ import (
 )
 
 // Runner is a running data path, whatever the mode: ring (*Ring), xdp
-// (*XDP), and whatever comes next. Serve runs everything around it.
+// (*XDP), vhost (*Vhost), and whatever comes next. Serve runs everything around it.
 type Runner interface {
 	// Reload applies what of cfg can change live (ring: policy.*; xdp:
 	// xdp.fast_path and xdp.xsk_fallback). An invalid cfg, or one of
@@ -61,8 +61,14 @@ func Start(cfg config.Config, log *slog.Logger, progress func(string)) (Runner, 
 			return nil, err
 		}
 		return x, nil
+	case config.ModeVhost:
+		v, err := StartVhost(cfg, log, progress)
+		if err != nil {
+			return nil, err
+		}
+		return v, nil
 	}
-	return nil, &ConfigError{fmt.Errorf("mode: %q: must be ring or xdp", cfg.Mode)}
+	return nil, &ConfigError{fmt.Errorf("mode: %q: must be ring, xdp or vhost", cfg.Mode)}
 }
 
 // ConfigError is an error in the configuration: kbridge run exits 2 on it.

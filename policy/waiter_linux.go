@@ -11,15 +11,15 @@ import (
 )
 
 // Waiter carries out a worker's sleeps and parks on its locked OS thread:
-// epoll on {the TAP fd, an eventfd} for parks, clock_nanosleep with 1 ns
-// timer slack for sleeps. It is the gVisor fdbased pattern: a non-blocking fd
+// epoll on {the TAP fd, an eventfd, fds added with Watch} for parks,
+// clock_nanosleep with 1 ns timer slack for sleeps. It is the gVisor fdbased pattern: a non-blocking fd
 // and an eventfd to stop.
 type Waiter struct {
 	epfd   int
 	evfd   int
 	fd     int  // the watched fd
 	lost   bool // fd reported an error or hang-up and is out of the epoll set
-	events [2]unix.EpollEvent
+	events [4]unix.EpollEvent
 	drain  [8]byte
 }
 
@@ -43,6 +43,26 @@ func NewWaiter(fd int) (*Waiter, error) {
 		}
 	}
 	return w, nil
+}
+
+// Watch adds fd (readable) to what Park waits on. A Waker whose app kicks
+// through a descriptor of its own (vhost-user's kick eventfd) uses it; the
+// waker drains that descriptor itself.
+func (w *Waiter) Watch(fd int) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("policy: epoll_ctl add fd %d: %w", fd, err)
+	}
+	return nil
+}
+
+// Unwatch removes fd added by Watch. Call it before closing fd: epoll keeps
+// watching a file that is still open through another descriptor.
+func (w *Waiter) Unwatch(fd int) error {
+	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil); err != nil {
+		return fmt.Errorf("policy: epoll_ctl del fd %d: %w", fd, err)
+	}
+	return nil
 }
 
 // EventFD returns the eventfd that wakes a parked worker when written.
@@ -89,8 +109,8 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 			case w.events[i].Fd == int32(w.evfd):
 				_, _, _ = unix.RawSyscall(unix.SYS_READ, uintptr(w.evfd),
 					uintptr(unsafe.Pointer(&w.drain[0])), uintptr(len(w.drain)))
-			case w.events[i].Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0:
-				w.unwatch()
+			case w.events[i].Fd == int32(w.fd) && w.events[i].Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0:
+				w.unwatch() // fds added with Watch are their waker's to handle
 			}
 		}
 		return true, nil

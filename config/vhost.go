@@ -1,0 +1,66 @@
+package config
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/kbridge/kbridge/internal/conferr"
+)
+
+// ModeVhost: kbridge is the vhost-user backend of the app's virtio-user port
+// (see package vhost); the kernel side is the TAP, as in mode ring.
+const ModeVhost = "vhost"
+
+// Vhost configures mode vhost.
+type Vhost struct {
+	// Socket is the vhost-user socket. Empty: /run/kbridge/<interface.name>.sock.
+	Socket string `mapstructure:"socket" json:"socket"`
+	// Client makes kbridge connect to the socket, for an app whose
+	// virtio-user port runs with server=1 (it then reconnects to a
+	// restarted kbridge by itself).
+	Client bool `mapstructure:"client" json:"client"`
+	// Queues is the number of queue pairs (the app's queues=N).
+	Queues int `mapstructure:"queues" json:"queues"`
+	// EALArgs are extra arguments for kbridge's own EAL (a primary, run
+	// --in-memory unless these give a --file-prefix).
+	EALArgs []string `mapstructure:"eal_args" json:"eal_args,omitempty"`
+	// PoolSize is the number of mbufs in kbridge's own pool.
+	PoolSize int `mapstructure:"pool_size" json:"pool_size"`
+}
+
+// sunPathMax is the longest socket path sockaddr_un holds, its NUL aside.
+const sunPathMax = 107
+
+// DefaultVhost returns the vhost section an empty file gets.
+func DefaultVhost() Vhost { return Vhost{Queues: 1, PoolSize: 8192} }
+
+// VhostSocket returns the socket path in force.
+func (c Config) VhostSocket() string {
+	if c.Vhost.Socket != "" {
+		return c.Vhost.Socket
+	}
+	return "/run/kbridge/" + c.Interface.Name + ".sock"
+}
+
+// validateVhost checks the vhost section.
+func (c Config) validateVhost(errs *conferr.Collector) {
+	v := c.Vhost
+	if s := v.Socket; s != "" && (!filepath.IsAbs(s) || len(s) > sunPathMax || strings.HasSuffix(s, "/")) {
+		errs.Addf("vhost.socket", s, "must be an absolute file path of at most %d bytes (a unix socket), or empty for /run/kbridge/<interface.name>.sock", sunPathMax)
+	} else if s == "" && len(c.VhostSocket()) > sunPathMax {
+		errs.Addf("vhost.socket", s, "the default %s is longer than %d bytes: set a shorter path", c.VhostSocket(), sunPathMax)
+	}
+	if v.Queues < 1 || v.Queues > 16 {
+		errs.Add("vhost.queues", v.Queues, "must be between 1 and 16 (the app's virtio-user queues=N)")
+	}
+	if v.PoolSize < 1024 || v.PoolSize > 1<<20 {
+		errs.Add("vhost.pool_size", v.PoolSize, "must be between 1024 and 1048576 mbufs")
+	}
+	for i, a := range v.EALArgs {
+		for _, owned := range []string{"--proc-type", "-l", "--lcores", "-c", "--vdev", "-a", "--allow", "-b", "--block"} {
+			if a == owned || strings.HasPrefix(a, owned+"=") {
+				errs.Addf(conferr.Index("vhost.eal_args", i), a, "kbridge sets %s itself (its EAL is a primary with no devices)", owned)
+			}
+		}
+	}
+}

@@ -1,0 +1,299 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/config"
+	"github.com/kbridge/kbridge/tap"
+	"github.com/kbridge/kbridge/vhost"
+)
+
+// Vhost is the running vhost path: kbridge is the vhost-user backend of the
+// app's virtio-user port, one worker per queue pair between its vrings and
+// the TAP interface. A frontend may come, go and come back: the path runs
+// on (and Done stays open) until Stop or until every worker has died.
+type Vhost struct {
+	cfg     config.Config // cfg.Policy is the policy in force; guarded by mu
+	backend *vhost.Backend
+	dev     *tap.Device
+	queues  []*vhost.Queue
+	workers []*bridge.Worker
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	errs    []error
+	log     *slog.Logger
+
+	workersDone chan struct{}
+	done        chan struct{}
+	doneOnce    sync.Once
+	err         error
+	beats       []uint64 // guarded by mu
+	stopping    atomic.Bool
+	stopOnce    sync.Once
+	stopErr     error
+}
+
+var _ Runner = (*Vhost)(nil)
+
+// vhostDataRoom is the data room of kbridge's mbufs: a frame of the MTU in
+// one mbuf, and a 64 KiB TSO packet from the app in maxSegs of them.
+func vhostDataRoom(mtu, maxSegs int) int {
+	const tsoMax = 1<<16 + 18 // IP packet, Ethernet header, one VLAN tag
+	room := max(2048, tap.FrameLen(mtu), (tsoMax+maxSegs-1)/maxSegs)
+	room = (room + 511) &^ 511
+	return min(room, 0xffff-128) // uint16 with RTE_PKTMBUF_HEADROOM
+}
+
+// StartVhost starts kbridge's own EAL and mbuf pool, creates the TAP
+// interface, starts one worker per queue pair and serves the vhost-user
+// socket. On error nothing is left behind but the EAL, which cannot be left.
+func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vhost, error) {
+	if progress == nil {
+		progress = func(string) {}
+	}
+	progress("starting kbridge's EAL (mode vhost)")
+	if err := vhost.InitEAL(vhost.EALConfig{CPU: cfg.WorkerCPU(0), Args: cfg.Vhost.EALArgs}); err != nil {
+		return nil, err
+	}
+	room := vhostDataRoom(cfg.Interface.MTU, cfg.Workers.MaxSegments)
+	if err := vhost.CreatePool(cfg.Vhost.PoolSize, room); err != nil {
+		return nil, err
+	}
+	nq := cfg.Vhost.Queues
+	dev, err := tap.Create(cfg.Interface, tap.Options{
+		Queues: nq, Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d := &Vhost{cfg: cfg, dev: dev, log: log, workersDone: make(chan struct{}), done: make(chan struct{})}
+	for q := 0; q < nq && err == nil; q++ {
+		var w *bridge.Worker
+		if w, err = d.newWorker(q); err != nil {
+			break
+		}
+		d.workers = append(d.workers, w)
+		d.run(w)
+	}
+	go d.waitWorkers()
+	if err == nil {
+		d.backend, err = vhost.Start(vhost.Config{Path: cfg.VhostSocket(), Client: cfg.Vhost.Client, Queues: nq, Log: log})
+	}
+	if err != nil {
+		return nil, errors.Join(err, d.Stop())
+	}
+	d.beats = make([]uint64, len(d.workers))
+	log.Info("bridge running", "mode", config.ModeVhost, "socket", cfg.VhostSocket(), "client", cfg.Vhost.Client,
+		"interface", cfg.Interface.Name, "queues", nq, "policy", cfg.Policy.Mode, "mbuf_room", room,
+		"pool", cfg.Vhost.PoolSize, "offload", cfg.Interface.Offload, "coalescing", dev.Queue(0).Merging())
+	return d, nil
+}
+
+func (d *Vhost) newWorker(q int) (*bridge.Worker, error) {
+	out, err := vhost.NewQueue(q, d.cfg.Workers.Batch, d.cfg.Workers.MaxSegments)
+	if err != nil {
+		return nil, err
+	}
+	in, err := vhost.NewIn(q, d.cfg.Workers.Batch, tap.FrameLen(d.cfg.Interface.MTU))
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: d.cfg.WorkerCPU(q), Policy: d.cfg.Policy},
+		out, in, out, d.dev.Queue(q))
+	if err != nil {
+		out.Close()
+		in.Close()
+		return nil, err
+	}
+	d.queues = append(d.queues, out)
+	return w, nil
+}
+
+func (d *Vhost) run(w *bridge.Worker) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := w.Run(); err != nil {
+			d.mu.Lock()
+			d.errs = append(d.errs, err)
+			d.mu.Unlock()
+			d.log.Error("worker stopped", "err", err)
+		}
+	}()
+}
+
+func (d *Vhost) waitWorkers() {
+	d.wg.Wait()
+	close(d.workersDone)
+	if !d.stopping.Load() {
+		d.mu.Lock()
+		err := fmt.Errorf("every worker stopped: %w", errors.Join(d.errs...))
+		d.mu.Unlock()
+		d.finish(err)
+	}
+}
+
+func (d *Vhost) finish(err error) {
+	d.doneOnce.Do(func() {
+		d.err = err
+		close(d.done)
+	})
+}
+
+// Done is closed when every worker returned by itself, and once Stop ran.
+func (d *Vhost) Done() <-chan struct{} { return d.done }
+
+// Err says why Done closed by itself; nil before, and if Stop closed it.
+func (d *Vhost) Err() error {
+	select {
+	case <-d.done:
+		return d.err
+	default:
+		return nil
+	}
+}
+
+// Alive reports whether every worker's loop advanced since the last call,
+// poking those that did not (as Ring.Alive).
+func (d *Vhost) Alive() bool {
+	select {
+	case <-d.done:
+		return false
+	default:
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	alive := true
+	for i, w := range d.workers {
+		b := w.Beats()
+		if b == d.beats[i] {
+			alive = false
+			w.Poke()
+		}
+		d.beats[i] = b
+	}
+	return alive
+}
+
+// Reload applies policy.* live, as Ring.Reload.
+func (d *Vhost) Reload(cfg config.Config) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := checkReload(d.cfg, cfg); err != nil {
+		return err
+	}
+	if cfg.Policy != d.cfg.Policy {
+		for _, w := range d.workers {
+			if err := w.SetPolicy(cfg.Policy); err != nil {
+				for _, w := range d.workers {
+					_ = w.SetPolicy(d.cfg.Policy)
+				}
+				return &ConfigError{err}
+			}
+		}
+		d.cfg.Policy = cfg.Policy
+	}
+	return restartNeeded(d.cfg, cfg, "policy")
+}
+
+// Summary is the one-line STATUS= for systemd.
+func (d *Vhost) Summary() string {
+	return "vhost-user " + d.cfg.VhostSocket() + " <-> " + d.cfg.Interface.Name
+}
+
+// Collector exports the counters to Prometheus, as in mode ring.
+func (d *Vhost) Collector() prometheus.Collector { return newCollector(d) }
+
+// Config returns the configuration in force, with the live policy.
+func (d *Vhost) Config() config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// Workers returns the workers, one per queue pair.
+func (d *Vhost) Workers() []*bridge.Worker { return d.workers }
+
+// Backend returns the vhost-user backend (nil once a start failed).
+func (d *Vhost) Backend() *vhost.Backend { return d.backend }
+
+// VhostStatus is what the control socket serves in mode vhost: the ring
+// shape (Port is the socket, the pool kbridge's own) and the frontend.
+type VhostStatus struct {
+	Status
+	Mode        string   `json:"mode"`
+	Socket      string   `json:"socket"`
+	Client      bool     `json:"client"`
+	Connected   bool     `json:"connected"`
+	Features    []string `json:"features"`
+	Connects    uint64   `json:"connects"`
+	Disconnects uint64   `json:"disconnects"`
+}
+
+// Status is what the control socket serves.
+func (d *Vhost) Status() any {
+	s := VhostStatus{Status: d.Snapshot(), Mode: config.ModeVhost, Socket: d.cfg.VhostSocket(), Client: d.cfg.Vhost.Client}
+	if d.backend != nil {
+		var f uint64
+		s.Connected, f = d.backend.Connected()
+		s.Features = vhost.FeatureNames(f)
+		s.Connects, s.Disconnects = d.backend.Connects()
+	}
+	return s
+}
+
+// Snapshot reads every counter now, in the ring Status shape.
+func (d *Vhost) Snapshot() Status {
+	cfg := d.Config()
+	s := Status{
+		Port:      cfg.VhostSocket(),
+		Interface: cfg.Interface.Name,
+		PoolInUse: vhost.PoolInUse(),
+		PoolSize:  vhost.PoolSize(),
+	}
+	for q, w := range d.workers {
+		snap := w.Counters().Snapshot()
+		snap.Queue = q
+		snap.Mode = string(w.Policy().Mode)
+		if q < len(d.queues) {
+			snap.Offload.CsumCompleted += d.queues[q].CsumCompleted()
+		}
+		s.Queues = append(s.Queues, Queue{Snapshot: snap, CanKick: w.CanKick(), CPU: cfg.WorkerCPU(q)})
+	}
+	return s
+}
+
+// Stop closes the socket first (librte_vhost destroys the device; the
+// workers see it go between bursts), then stops the workers, which free
+// every mbuf they hold, and removes the TAP interface and the socket file.
+func (d *Vhost) Stop() error {
+	d.stopOnce.Do(func() {
+		d.stopping.Store(true)
+		var errs []error
+		if d.backend != nil {
+			errs = append(errs, d.backend.Stop())
+		}
+		for _, w := range d.workers {
+			w.Stop()
+		}
+		<-d.workersDone
+		d.finish(nil)
+		if d.dev != nil {
+			errs = append(errs, d.dev.Close())
+		}
+		d.mu.Lock()
+		errs = append(errs, d.errs...)
+		d.mu.Unlock()
+		d.stopErr = errors.Join(errs...)
+		d.log.Info("stopped", "pool_in_use", vhost.PoolInUse(), "queues", len(d.workers))
+	})
+	return d.stopErr
+}

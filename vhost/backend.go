@@ -1,0 +1,203 @@
+package vhost
+
+/*
+#include <stdlib.h>
+#include "vhost.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxQueues is the most queue pairs a backend serves.
+const MaxQueues = C.KB_VH_MAX_QUEUES
+
+// Backend is the vhost-user socket kbridge serves (or connects to, as a
+// client). There is one per process: librte_vhost's callbacks reach it
+// through C globals.
+type Backend struct {
+	path     string
+	client   bool
+	queues   int
+	log      *slog.Logger
+	notify   int // eventfd the callbacks write
+	events   chan Event
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+// Event is a frontend connecting or leaving.
+type Event struct {
+	Connected bool
+	Features  uint64
+	At        time.Time
+}
+
+// Config says where and how to serve.
+type Config struct {
+	Path   string
+	Client bool // connect to a frontend running virtio-user with server=1
+	Queues int
+	Log    *slog.Logger
+}
+
+var started bool
+
+// Start registers the socket with librte_vhost, offering kbridge's features,
+// and starts serving it. The EAL and the pool must exist.
+func Start(cfg Config) (*Backend, error) {
+	if started {
+		return nil, errors.New("vhost: one backend per process")
+	}
+	if cfg.Queues < 1 || cfg.Queues > MaxQueues {
+		return nil, fmt.Errorf("vhost: %d queue pairs: must be 1 to %d", cfg.Queues, MaxQueues)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if !cfg.Client {
+		if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
+			return nil, fmt.Errorf("vhost: %w", err)
+		}
+		if err := removeStale(cfg.Path); err != nil {
+			return nil, err
+		}
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("vhost: eventfd: %w", err)
+	}
+	cpath := C.CString(cfg.Path)
+	defer C.free(unsafe.Pointer(cpath))
+	client := 0
+	if cfg.Client {
+		client = 1
+	}
+	if rc := C.kb_vh_start(cpath, C.int(client), C.int(cfg.Queues), C.int(evfd)); rc < 0 {
+		unix.Close(evfd)
+		return nil, fmt.Errorf("vhost: serve %s: %w (see DPDK's VHOST_CONFIG lines above)", cfg.Path, unix.Errno(-rc))
+	}
+	started = true
+	b := &Backend{path: cfg.Path, client: cfg.Client, queues: cfg.Queues, log: cfg.Log,
+		notify: evfd, events: make(chan Event, 16), done: make(chan struct{})}
+	role := "server"
+	if cfg.Client {
+		role = "client"
+	}
+	cfg.Log.Info("vhost-user backend listening", "socket", cfg.Path, "role", role, "queues", cfg.Queues,
+		"offered", featureString(uint64(C.kb_vh_offered(cpath))))
+	go b.watch()
+	return b, nil
+}
+
+// removeStale removes a socket file nobody listens on any more (a kbridge
+// that was killed); one that answers belongs to a running backend.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("vhost: %w", err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("vhost: %s exists and is not a socket", path)
+	}
+	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+		c.Close()
+		return fmt.Errorf("vhost: %s is served by another process", path)
+	}
+	return os.Remove(path)
+}
+
+// watch turns the callbacks' notifications into log lines and Events.
+func (b *Backend) watch() {
+	defer close(b.done)
+	var buf [8]byte
+	connected := false
+	for {
+		if _, err := unix.Read(b.notify, buf[:]); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		if C.kb_vh_stopping != 0 {
+			return
+		}
+		vid := int(C.kb_vh.vid)
+		f := uint64(C.kb_vh.features)
+		switch {
+		case vid >= 0 && !connected:
+			connected = true
+			o := OffloadsOf(f)
+			b.log.Info("vhost-user frontend connected", "socket", b.path, "vid", vid,
+				"features", featureString(f), "app_csum", o.AppCsum, "app_tso", o.AppTSO,
+				"kernel_csum", o.KernelCsum, "kernel_tso4", o.KernelTSO4, "kernel_tso6", o.KernelTSO6,
+				"mrg_rxbuf", o.Mergeable)
+			b.send(Event{Connected: true, Features: f, At: time.Now()})
+		case vid < 0 && connected:
+			connected = false
+			b.log.Info("vhost-user frontend gone", "socket", b.path)
+			b.send(Event{At: time.Now()})
+		}
+	}
+}
+
+func (b *Backend) send(e Event) {
+	select {
+	case b.events <- e:
+	default:
+	}
+}
+
+// Events delivers connects and disconnects (dropped when nobody reads).
+func (b *Backend) Events() <-chan Event { return b.events }
+
+// Path returns the socket's path.
+func (b *Backend) Path() string { return b.path }
+
+// Connected reports whether a frontend is connected, and its features.
+func (b *Backend) Connected() (bool, uint64) {
+	return int(C.kb_vh.vid) >= 0, uint64(C.kb_vh.features)
+}
+
+// Connects counts frontends that connected; Disconnects, that left.
+func (b *Backend) Connects() (connects, disconnects uint64) {
+	return uint64(C.kb_vh.connects), uint64(C.kb_vh.disconnects)
+}
+
+// Stop unregisters the socket (librte_vhost destroys the device, after the
+// workers, which must have stopped) and removes the socket file.
+func (b *Backend) Stop() error {
+	var err error
+	b.stopOnce.Do(func() {
+		cpath := C.CString(b.path)
+		defer C.free(unsafe.Pointer(cpath))
+		if C.kb_vh_stop(cpath) < 0 {
+			err = fmt.Errorf("vhost: unregister %s failed", b.path)
+		}
+		C.kb_vh_stopping = 1
+		one := [8]byte{1}
+		_, _ = unix.Write(b.notify, one[:])
+		<-b.done
+		unix.Close(b.notify)
+		if !b.client {
+			if rerr := os.Remove(b.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	})
+	return err
+}

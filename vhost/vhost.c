@@ -1,0 +1,601 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ip.h>
+#include <rte_net.h>
+#include <rte_pause.h>
+#include <rte_tcp.h>
+#include <rte_udp.h>
+#include <rte_vhost.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_net.h>
+#include <linux/virtio_ring.h>
+
+#include "vhost.h"
+
+struct kb_vh_backend kb_vh = { .vid = -1, .notify_fd = -1 };
+volatile int kb_vh_stopping;
+
+/* What kbridge offers on top of librte_vhost's defaults, and what it takes
+ * away: no packed ring and no event index (kb_vh_prepare_park reads the
+ * split ring's avail index, and suppresses kicks with VRING_USED_F_NO_NOTIFY),
+ * no UFO or ECN (the kernel side has no use for them). */
+#define KB_VH_WANT                                                          \
+	((1ULL << VIRTIO_F_VERSION_1) | (1ULL << VIRTIO_NET_F_MRG_RXBUF) |   \
+	 (1ULL << VIRTIO_NET_F_CSUM) | (1ULL << VIRTIO_NET_F_GUEST_CSUM) |   \
+	 (1ULL << VIRTIO_NET_F_HOST_TSO4) | (1ULL << VIRTIO_NET_F_HOST_TSO6) | \
+	 (1ULL << VIRTIO_NET_F_GUEST_TSO4) |                                 \
+	 (1ULL << VIRTIO_NET_F_GUEST_TSO6) | (1ULL << VIRTIO_NET_F_MQ))
+#define KB_VH_DROP                                                          \
+	((1ULL << VIRTIO_F_RING_PACKED) | (1ULL << VIRTIO_RING_F_EVENT_IDX) | \
+	 (1ULL << VIRTIO_NET_F_HOST_UFO) | (1ULL << VIRTIO_NET_F_GUEST_UFO) | \
+	 (1ULL << VIRTIO_NET_F_HOST_ECN) | (1ULL << VIRTIO_NET_F_GUEST_ECN))
+
+int
+kb_vh_eal_init(int argc, char **argv)
+{
+	int rc = rte_eal_init(argc, argv);
+
+	return rc < 0 ? -rte_errno : rc;
+}
+
+int
+kb_vh_pool_create(unsigned int n, uint16_t data_room)
+{
+	kb_vh.pool = rte_pktmbuf_pool_create("kbridge_vhost", n, 256, 0,
+					     RTE_PKTMBUF_HEADROOM + data_room,
+					     SOCKET_ID_ANY);
+	return kb_vh.pool == NULL ? -rte_errno : 0;
+}
+
+unsigned int
+kb_vh_pool_in_use(void)
+{
+	return kb_vh.pool ? rte_mempool_in_use_count(kb_vh.pool) : 0;
+}
+
+unsigned int
+kb_vh_pool_size(void)
+{
+	return kb_vh.pool ? kb_vh.pool->size : 0;
+}
+
+static void
+kb_vh_notify(void)
+{
+	uint64_t one = 1;
+
+	if (kb_vh.notify_fd >= 0 && write(kb_vh.notify_fd, &one, sizeof(one)) < 0) {
+		/* An eventfd only fails when its count would overflow. */
+	}
+}
+
+/* Bumps every queue's generation and wakes its worker, so that it re-reads
+ * its kick eventfd. */
+static void
+kb_vh_changed(void)
+{
+	uint64_t one = 1;
+	int i;
+
+	for (i = 0; i < kb_vh.nb_queues; i++) {
+		struct kb_vq *q = &kb_vh.q[i];
+		int fd;
+
+		__atomic_add_fetch(&q->gen, 1, __ATOMIC_SEQ_CST);
+		fd = __atomic_load_n(&q->evfd, __ATOMIC_SEQ_CST);
+		if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
+			/* as above */
+		}
+	}
+	kb_vh_notify();
+}
+
+static int
+kb_vh_new_device(int vid)
+{
+	uint64_t features = 0;
+	uint16_t vrings = rte_vhost_get_vring_num(vid);
+	int i;
+
+	if (kb_vh.vid >= 0) {
+		/* One frontend at a time: a second one gets refused. */
+		return -1;
+	}
+	rte_vhost_get_negotiated_features(vid, &features);
+	kb_vh.features = features;
+	for (i = 0; i < kb_vh.nb_queues; i++) {
+		struct kb_vq *q = &kb_vh.q[i];
+
+		q->vid = vid;
+		if (2 * i + 1 < vrings) {
+			/* Polled from now on: no kicks until a worker parks. */
+			rte_vhost_enable_guest_notification(vid, 2 * i + 1, 0);
+			rte_vhost_enable_guest_notification(vid, 2 * i, 0);
+			__atomic_store_n(&q->allow, 1, __ATOMIC_SEQ_CST);
+		}
+	}
+	kb_vh.vid = vid;
+	kb_vh.connects++;
+	kb_vh_changed();
+	return 0;
+}
+
+static void
+kb_vh_destroy_device(int vid)
+{
+	int i;
+
+	if (vid != kb_vh.vid)
+		return;
+	for (i = 0; i < kb_vh.nb_queues; i++) {
+		struct kb_vq *q = &kb_vh.q[i];
+
+		__atomic_store_n(&q->allow, 0, __ATOMIC_SEQ_CST);
+		while (__atomic_load_n(&q->busy, __ATOMIC_SEQ_CST))
+			rte_pause();
+		q->vid = -1;
+	}
+	kb_vh.vid = -1;
+	kb_vh.features = 0;
+	kb_vh.disconnects++;
+	kb_vh_changed();
+}
+
+static int
+kb_vh_vring_state_changed(int vid, uint16_t queue_id, int enable)
+{
+	(void)queue_id;
+	(void)enable;
+	if (vid == kb_vh.vid)
+		kb_vh_changed();
+	return 0;
+}
+
+static const struct rte_vhost_device_ops kb_vh_ops = {
+	.new_device = kb_vh_new_device,
+	.destroy_device = kb_vh_destroy_device,
+	.vring_state_changed = kb_vh_vring_state_changed,
+};
+
+int
+kb_vh_start(const char *path, int client, int nb_queues, int notify_fd)
+{
+	uint64_t flags = RTE_VHOST_USER_NET_COMPLIANT_OL_FLAGS;
+	int i;
+
+	if (nb_queues < 1 || nb_queues > KB_VH_MAX_QUEUES)
+		return -EINVAL;
+	kb_vh.nb_queues = nb_queues;
+	kb_vh.notify_fd = notify_fd;
+	for (i = 0; i < KB_VH_MAX_QUEUES; i++) {
+		kb_vh.q[i].id = (uint16_t)i;
+		kb_vh.q[i].vid = -1;
+		kb_vh.q[i].evfd = -1;
+	}
+	if (client)
+		flags |= RTE_VHOST_USER_CLIENT;
+	if (rte_vhost_driver_register(path, flags) != 0)
+		return -EIO;
+	if (rte_vhost_driver_enable_features(path, KB_VH_WANT) != 0 ||
+	    rte_vhost_driver_disable_features(path, KB_VH_DROP) != 0 ||
+	    rte_vhost_driver_callback_register(path, &kb_vh_ops) != 0 ||
+	    rte_vhost_driver_start(path) != 0) {
+		rte_vhost_driver_unregister(path);
+		return -EIO;
+	}
+	return 0;
+}
+
+int
+kb_vh_stop(const char *path)
+{
+	return rte_vhost_driver_unregister(path) == 0 ? 0 : -EIO;
+}
+
+uint64_t
+kb_vh_offered(const char *path)
+{
+	uint64_t f = 0;
+
+	rte_vhost_driver_get_features(path, &f);
+	return f;
+}
+
+/* The destroy_device handshake, worker side. */
+static inline int
+kb_vq_enter(struct kb_vq *q)
+{
+	__atomic_store_n(&q->busy, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&q->allow, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&q->busy, 0, __ATOMIC_RELEASE);
+		return 0;
+	}
+	return 1;
+}
+
+static inline void
+kb_vq_leave(struct kb_vq *q)
+{
+	__atomic_store_n(&q->busy, 0, __ATOMIC_RELEASE);
+}
+
+struct kb_vh_out *
+kb_vh_out_new(int q, uint16_t cap, uint16_t max_segs)
+{
+	struct kb_vh_out *b = calloc(1, sizeof(*b));
+
+	if (b == NULL)
+		return NULL;
+	b->q = &kb_vh.q[q];
+	b->cap = cap;
+	b->max_segs = max_segs;
+	b->mbufs = calloc(cap, sizeof(*b->mbufs));
+	b->pkts = calloc(cap, sizeof(*b->pkts));
+	b->iov = calloc((size_t)cap * max_segs, sizeof(*b->iov));
+	if (b->mbufs == NULL || b->pkts == NULL || b->iov == NULL) {
+		kb_vh_out_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void
+kb_vh_out_release(struct kb_vh_out *b)
+{
+	if (b->n == 0)
+		return;
+	rte_pktmbuf_free_bulk(b->mbufs, b->n);
+	b->n = 0;
+}
+
+/* Completes the L4 checksum of a packet the app sent with NEEDS_CSUM
+ * (librte_vhost hands it over as RX_L4_CKSUM_NONE: data good, checksum
+ * field holding the pseudo-header sum only). Returns 1 when done. */
+static int
+kb_vh_complete_csum(struct rte_mbuf *m)
+{
+	struct rte_net_hdr_lens hl;
+	uint32_t ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK |
+					   RTE_PTYPE_L3_MASK | RTE_PTYPE_L4_MASK);
+	uint32_t l4off = hl.l2_len + hl.l3_len, at;
+	uint16_t sum;
+	void *l3;
+
+	if (rte_pktmbuf_data_len(m) < l4off + sizeof(struct rte_tcp_hdr))
+		return 0;
+	l3 = rte_pktmbuf_mtod_offset(m, void *, hl.l2_len);
+	switch (ptype & RTE_PTYPE_L4_MASK) {
+	case RTE_PTYPE_L4_TCP:
+		at = l4off + offsetof(struct rte_tcp_hdr, cksum);
+		break;
+	case RTE_PTYPE_L4_UDP:
+		at = l4off + offsetof(struct rte_udp_hdr, dgram_cksum);
+		break;
+	default:
+		return 0;
+	}
+	if (!RTE_ETH_IS_IPV4_HDR(ptype) && !RTE_ETH_IS_IPV6_HDR(ptype))
+		return 0;
+	sum = 0;
+	memcpy(rte_pktmbuf_mtod_offset(m, uint8_t *, at), &sum, sizeof(sum));
+	if (RTE_ETH_IS_IPV4_HDR(ptype))
+		sum = rte_ipv4_udptcp_cksum_mbuf(m, l3, l4off);
+	else
+		sum = rte_ipv6_udptcp_cksum_mbuf(m, l3, l4off);
+	memcpy(rte_pktmbuf_mtod_offset(m, uint8_t *, at), &sum, sizeof(sum));
+	return 1;
+}
+
+uint16_t
+kb_vh_out_next(struct kb_vh_out *b)
+{
+	struct kb_vq *q = b->q;
+	uint16_t i, seg = 0;
+
+	kb_vh_out_release(b);
+	if (!kb_vq_enter(q))
+		return 0;
+	b->n = rte_vhost_dequeue_burst(q->vid, 2 * q->id + 1, kb_vh.pool,
+				       b->mbufs, b->cap);
+	kb_vq_leave(q);
+	for (i = 0; i < b->n; i++) {
+		struct rte_mbuf *m = b->mbufs[i];
+		struct kb_vh_pkt *p = &b->pkts[i];
+		uint64_t l4 = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+		uint32_t sum = 0;
+		uint16_t k = 0;
+
+		p->pkt_len = rte_pktmbuf_pkt_len(m);
+		p->first_seg = seg;
+		p->verdict = KB_VH_OK;
+		p->offload = 0;
+		p->tso_segsz = 0;
+		if ((m->ol_flags & RTE_MBUF_F_RX_LRO) && m->tso_segsz != 0) {
+			/* The kernel side writes it as GSO with NEEDS_CSUM:
+			 * the checksum field is rewritten anyway. */
+			p->offload |= KB_VH_LRO;
+			p->tso_segsz = m->tso_segsz;
+		} else if (l4 == RTE_MBUF_F_RX_L4_CKSUM_NONE) {
+			if (kb_vh_complete_csum(m)) {
+				p->offload |= KB_VH_L4_CSUM_GOOD;
+				b->csum_sw++;
+			}
+		}
+		if (l4 == RTE_MBUF_F_RX_L4_CKSUM_GOOD)
+			p->offload |= KB_VH_L4_CSUM_GOOD;
+		for (; m != NULL; m = m->next) {
+			if (k == b->max_segs) {
+				p->verdict = KB_VH_TOO_MANY_SEGS;
+				break;
+			}
+			if ((uint32_t)m->data_off + m->data_len > m->buf_len) {
+				p->verdict = KB_VH_MALFORMED;
+				break;
+			}
+			b->iov[seg + k].iov_base = rte_pktmbuf_mtod(m, void *);
+			b->iov[seg + k].iov_len = m->data_len;
+			sum += m->data_len;
+			k++;
+		}
+		if (p->verdict == KB_VH_OK && sum != p->pkt_len)
+			p->verdict = KB_VH_MALFORMED;
+		p->nb_iov = k;
+		seg += b->max_segs;
+	}
+	return b->n;
+}
+
+void
+kb_vh_out_free(struct kb_vh_out *b)
+{
+	if (b == NULL)
+		return;
+	if (b->mbufs != NULL)
+		kb_vh_out_release(b);
+	free(b->mbufs);
+	free(b->pkts);
+	free(b->iov);
+	free(b);
+}
+
+struct kb_vh_in *
+kb_vh_in_new(int q, uint16_t cap, uint32_t stride)
+{
+	struct kb_vh_in *b = calloc(1, sizeof(*b));
+
+	if (b == NULL)
+		return NULL;
+	b->q = &kb_vh.q[q];
+	b->cap = cap;
+	b->stride = stride;
+	b->buf = aligned_alloc(64, (size_t)cap * stride);
+	b->lens = calloc(cap, sizeof(*b->lens));
+	b->mbufs = calloc(cap, sizeof(*b->mbufs));
+	if (b->buf == NULL || b->lens == NULL || b->mbufs == NULL) {
+		kb_vh_in_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+/* Copies one frame into a fresh mbuf chain; NULL when the pool runs dry. */
+static struct rte_mbuf *
+kb_vh_copy(const uint8_t *data, uint32_t len)
+{
+	struct rte_mbuf *head = NULL, *tail = NULL;
+	uint32_t off = 0;
+
+	do {
+		struct rte_mbuf *m = rte_pktmbuf_alloc(kb_vh.pool);
+		uint32_t room, chunk;
+
+		if (m == NULL) {
+			rte_pktmbuf_free(head);
+			return NULL;
+		}
+		room = rte_pktmbuf_tailroom(m);
+		chunk = len - off < room ? len - off : room;
+		memcpy(rte_pktmbuf_mtod(m, void *), data + off, chunk);
+		m->data_len = (uint16_t)chunk;
+		off += chunk;
+		if (head == NULL) {
+			head = m;
+		} else {
+			tail->next = m;
+			head->nb_segs++;
+		}
+		tail = m;
+	} while (off < len);
+	head->pkt_len = len;
+	return head;
+}
+
+/* Enqueues mbufs[0..k) into the guest's RX vring. librte_vhost copies them
+ * into the guest's buffers: every one is freed here, sent or not. */
+static uint16_t
+kb_vh_enqueue(struct kb_vq *q, struct rte_mbuf **mbufs, uint16_t k)
+{
+	uint16_t sent = 0;
+
+	if (kb_vq_enter(q)) {
+		sent = rte_vhost_enqueue_burst(q->vid, 2 * q->id, mbufs, k);
+		kb_vq_leave(q);
+	}
+	rte_pktmbuf_free_bulk(mbufs, k);
+	return sent;
+}
+
+void
+kb_vh_in_put(struct kb_vh_in *b)
+{
+	uint16_t i, k = 0, sent;
+
+	b->queued = b->no_mbuf = b->ring_full = 0;
+	for (i = 0; i < b->n; i++) {
+		struct rte_mbuf *m = kb_vh_copy(b->buf + (size_t)i * b->stride,
+						b->lens[i]);
+		if (m == NULL) {
+			b->no_mbuf++;
+			continue;
+		}
+		b->mbufs[k++] = m;
+	}
+	b->n = 0;
+	if (k == 0)
+		return;
+	sent = kb_vh_enqueue(b->q, b->mbufs, k);
+	b->queued = sent;
+	b->ring_full = (uint16_t)(k - sent);
+}
+
+int
+kb_vh_takes_tso(void)
+{
+	uint64_t f = __atomic_load_n(&kb_vh.features, __ATOMIC_RELAXED);
+
+	return (f & ((1ULL << VIRTIO_NET_F_GUEST_TSO4) |
+		     (1ULL << VIRTIO_NET_F_GUEST_TSO6))) != 0;
+}
+
+int
+kb_vh_in_put_tso(struct kb_vh_in *b, uint8_t *data, uint32_t len,
+		 const struct kb_vh_tso *t)
+{
+	uint64_t f = __atomic_load_n(&kb_vh.features, __ATOMIC_RELAXED);
+	uint8_t *l3 = data + t->l2;
+	struct rte_tcp_hdr *tcp = (struct rte_tcp_hdr *)(l3 + t->l3);
+	struct rte_mbuf *m;
+	uint64_t ol;
+
+	b->queued = b->no_mbuf = b->ring_full = 0;
+	if (!(f & (1ULL << (t->ipv6 ? VIRTIO_NET_F_GUEST_TSO6 : VIRTIO_NET_F_GUEST_TSO4))))
+		return -E2BIG;
+	/* What virtio_enqueue_offload (lib/vhost/virtio_net.c) turns into a
+	 * GSO virtio-net header: NEEDS_CSUM at l2+l3, gso_type from TX_IPV4,
+	 * gso_size tso_segsz, hdr_len l2+l3+l4; it computes the IPv4 header
+	 * checksum itself for TX_IP_CKSUM. The TCP checksum field holds the
+	 * pseudo-header sum, as NEEDS_CSUM wants. */
+	ol = RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_TCP_CKSUM;
+	if (t->ipv6) {
+		ol |= RTE_MBUF_F_TX_IPV6;
+		tcp->cksum = rte_ipv6_phdr_cksum((struct rte_ipv6_hdr *)l3, ol);
+	} else {
+		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)l3;
+
+		ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+		ip->hdr_checksum = 0;
+		tcp->cksum = rte_ipv4_phdr_cksum(ip, ol);
+	}
+	m = kb_vh_copy(data, len);
+	if (m == NULL) {
+		b->no_mbuf = 1;
+		return 0;
+	}
+	m->ol_flags |= ol;
+	m->l2_len = t->l2;
+	m->l3_len = t->l3;
+	m->l4_len = t->l4;
+	m->tso_segsz = t->mss;
+	if (kb_vh_enqueue(b->q, &m, 1) == 0) {
+		b->ring_full = 1;
+		return 0;
+	}
+	b->queued = 1;
+	return 1;
+}
+
+void
+kb_vh_in_free(struct kb_vh_in *b)
+{
+	if (b == NULL)
+		return;
+	free(b->buf);
+	free(b->lens);
+	free(b->mbufs);
+	free(b);
+}
+
+int
+kb_vh_sync(int qi, uint64_t *gen)
+{
+	struct kb_vq *q = &kb_vh.q[qi];
+	uint64_t g = __atomic_load_n(&q->gen, __ATOMIC_SEQ_CST);
+	struct rte_vhost_vring vr;
+	int fd = -1;
+
+	if (g == *gen)
+		return -2;
+	*gen = g;
+	if (!kb_vq_enter(q))
+		return -1;
+	if (rte_vhost_get_vhost_vring(q->vid, 2 * q->id + 1, &vr) == 0 &&
+	    vr.kickfd >= 0) {
+		fd = fcntl(vr.kickfd, F_DUPFD_CLOEXEC, 0);
+		/* Drained in kb_vh_unpark: it must never block. The frontend
+		 * creates it non-blocking anyway. */
+		if (fd >= 0)
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	}
+	kb_vq_leave(q);
+	return fd;
+}
+
+int
+kb_vh_prepare_park(int qi)
+{
+	struct kb_vq *q = &kb_vh.q[qi];
+	int n = 0;
+
+	if (!kb_vq_enter(q))
+		return 0;
+	rte_vhost_enable_guest_notification(q->vid, 2 * q->id + 1, 1);
+	/* The frontend publishes its avail index, fences, then reads
+	 * VRING_USED_F_NO_NOTIFY; kbridge clears the flag, fences, then reads
+	 * the avail index: one of the two sees the other. */
+	rte_atomic_thread_fence(__ATOMIC_SEQ_CST);
+	n = rte_vhost_avail_entries(q->vid, 2 * q->id + 1);
+	q->kicks_enabled++;
+	kb_vq_leave(q);
+	return n;
+}
+
+void
+kb_vh_unpark(int qi, int kickfd)
+{
+	struct kb_vq *q = &kb_vh.q[qi];
+	uint64_t v;
+
+	if (kb_vq_enter(q)) {
+		rte_vhost_enable_guest_notification(q->vid, 2 * q->id + 1, 0);
+		kb_vq_leave(q);
+	}
+	if (kickfd >= 0 && read(kickfd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing to drain */
+	}
+}
+
+int
+kb_vh_pending(int qi)
+{
+	struct kb_vq *q = &kb_vh.q[qi];
+	int n = 0;
+
+	if (kb_vq_enter(q)) {
+		n = rte_vhost_avail_entries(q->vid, 2 * q->id + 1);
+		kb_vq_leave(q);
+	}
+	return n;
+}
+
+void
+kb_vh_set_evfd(int qi, int fd)
+{
+	__atomic_store_n(&kb_vh.q[qi].evfd, fd, __ATOMIC_SEQ_CST);
+}
