@@ -321,7 +321,14 @@ func (d *Ring) Reload(cfg config.Config) error {
 		}
 		d.cfg.Policy = cfg.Policy
 	}
-	return restartNeeded(d.cfg, cfg, "policy")
+	if on := cfg.Interface.Offload; on != d.cfg.Interface.Offload {
+		if err := d.dev.SetOffload(on); err != nil {
+			return err
+		}
+		d.cfg.Interface.Offload = on
+		d.log.Info("interface offloads switched", "offload", on)
+	}
+	return restartNeeded(d.cfg, cfg, "policy", "interface.offload")
 }
 
 // Summary is the one-line STATUS= for systemd.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -37,8 +38,9 @@ type Device struct {
 	queues []*Queue
 	// cfg is what a deleted interface is made again with: the MAC is the
 	// one the kernel gave it when the configuration names none.
-	cfg   Config
-	index int // the interface's ifindex; the keeper's after Keep
+	cfg     Config
+	index   int         // the interface's ifindex; the keeper's after Keep
+	offload atomic.Bool // cfg.Offload as switched live by SetOffload
 }
 
 // ErrNotSupported means the kernel's TUN driver lacks a feature kbridge
@@ -60,6 +62,7 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 			cfg.Name, l.Type())
 	}
 	d = &Device{name: cfg.Name}
+	d.offload.Store(cfg.Offload)
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -151,6 +154,27 @@ func setOffloads(fd int, on bool) error {
 	}
 	if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, flags); err != nil {
 		return fmt.Errorf("TUNSETOFFLOAD %#x: %w", flags, err)
+	}
+	return nil
+}
+
+// SetOffload switches the offloads live: TUNSETOFFLOAD for what the kernel
+// hands kbridge (super-frames the kernel already queued are still split) and
+// coalescing for what kbridge writes, from each worker's next burst.
+func (d *Device) SetOffload(on bool) error {
+	if len(d.queues) == 0 {
+		return errors.New("tap: device closed")
+	}
+	flags := 0
+	if on {
+		flags = offloads
+	}
+	if err := unix.IoctlSetInt(d.queues[0].fd, unix.TUNSETOFFLOAD, flags); err != nil {
+		return fmt.Errorf("tap: %s: TUNSETOFFLOAD %#x: %w", d.name, flags, err)
+	}
+	d.offload.Store(on)
+	for _, q := range d.queues {
+		q.merge.Store(on)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ type Queue struct {
 	fd       int
 	maxFrame int
 	mtu      int
-	merge    bool
+	merge    atomic.Bool // coalesce writes; the worker reads it once per burst
 	log      *slog.Logger
 	closed   atomic.Bool
 
@@ -87,7 +87,6 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 		fd:       fd,
 		mtu:      cfg.MTU,
 		maxFrame: cfg.MTU + ethHeaderLen,
-		merge:    cfg.Merge,
 		log:      cfg.Log,
 		co:       vnet.NewCoalescer(cfg.Batch, 0), // up to 64 packets a write
 		pkts:     make([]vnet.Packet, cfg.Batch),
@@ -97,6 +96,7 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 		iov:      make([]unix.Iovec, 0, maxWriteIov),
 		rbuf:     make([]byte, maxRead),
 	}
+	q.merge.Store(cfg.Merge)
 	vnet.Hdr{Flags: vnet.FlagDataValid}.Encode(q.valid[:])
 	for i := range q.pkts {
 		q.pkts[i].Segs = q.segStore[i*cfg.MaxSegs : i*cfg.MaxSegs : (i+1)*cfg.MaxSegs]
@@ -108,7 +108,7 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 func (q *Queue) Fd() int { return q.fd }
 
 // Merging reports whether writes are coalesced.
-func (q *Queue) Merging() bool { return q.merge }
+func (q *Queue) Merging() bool { return q.merge.Load() }
 
 // Close closes the descriptor.
 func (q *Queue) Close() error {
@@ -123,10 +123,11 @@ func (q *Queue) Close() error {
 func (q *Queue) Write(out bridge.AppOut, n int, c *bridge.Counters) {
 	var drops [len(bridge.DropNames)]uint64
 	var pkts, bytes uint64
+	merge := q.merge.Load()
 	k := 0
 	for i := 0; i < n && k < len(q.pkts); i++ {
 		p, err := out.Packet(i)
-		if reason, ok := q.verdict(p, err); !ok {
+		if reason, ok := q.verdict(p, err, merge); !ok {
 			drops[reason]++
 			continue
 		}
@@ -148,7 +149,7 @@ func (q *Queue) Write(out bridge.AppOut, n int, c *bridge.Counters) {
 			bytes += uint64(q.pkts[j].Len)
 		}
 	}
-	if !q.merge {
+	if !merge {
 		for j := 0; j < k; j++ {
 			if q.writeAlone(j) == 0 {
 				written(j)
@@ -198,10 +199,9 @@ func (q *Queue) Write(out bridge.AppOut, n int, c *bridge.Counters) {
 }
 
 func (q *Queue) fallBack(errno unix.Errno) {
-	if !q.merge {
+	if !q.merge.Swap(false) {
 		return
 	}
-	q.merge = false
 	q.log.Warn("the kernel refused a coalesced write: writing frame by frame from now on", "err", errno)
 }
 
@@ -245,7 +245,7 @@ func iovec(b []byte) unix.Iovec {
 }
 
 // verdict decides whether a packet from the app can be written.
-func (q *Queue) verdict(p bridge.Packet, err error) (int, bool) {
+func (q *Queue) verdict(p bridge.Packet, err error, merge bool) (int, bool) {
 	switch {
 	case errors.Is(err, bridge.ErrTooManySegments):
 		return bridge.DropTooManySegs, false
@@ -254,7 +254,7 @@ func (q *Queue) verdict(p bridge.Packet, err error) (int, bool) {
 	case p.Len < ethHeaderLen || len(p.Segs) == 0:
 		return bridge.DropRunt, false
 	}
-	if p.LROSegSize != 0 && q.merge && p.Len <= 1<<16 {
+	if p.LROSegSize != 0 && merge && p.Len <= 1<<16 {
 		return 0, true // written as one GSO frame of LROSegSize segments
 	}
 	var first []byte

@@ -257,7 +257,7 @@ func (d *Device) recreate() (err error) {
 		}
 		fds = append(fds, fd)
 		if q == 0 {
-			if err := setOffloads(fd, cfg.Offload); err != nil {
+			if err := setOffloads(fd, d.offload.Load()); err != nil {
 				return err
 			}
 		}

@@ -35,6 +35,10 @@ type Forwarder struct {
 	Kind   string // "direct", "kbridge", "testpmd" or "ceiling" (testpmd alone on kbt-nic)
 	Policy string // kbridge: the YAML policy block
 	Mode   string // kbridge: the mode `kbridge stats` shows once it applies
+	// Plain turns kbridge's kernel-side offloads off (interface.offload:
+	// false, switched live): a plain TAP, one frame per syscall, as
+	// kbridge was before the offloaded kernel side.
+	Plain bool
 }
 
 // allForwarders in the order they are measured and shown.
@@ -42,6 +46,7 @@ var allForwarders = []Forwarder{
 	{Name: "direct", Kind: "direct"},
 	{Name: "kbridge-busy", Kind: "kbridge", Mode: "busy", Policy: "policy:\n  mode: busy\n"},
 	{Name: "kbridge-adaptive", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n"},
+	{Name: "kbridge-plain", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", Plain: true},
 	{Name: "kbridge-interrupt", Kind: "kbridge", Mode: "interrupt", Policy: "policy:\n  mode: interrupt\n"},
 	{Name: "kni-4ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 4ms\n"},
 	{Name: "kni-1ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 1ms\n"},
@@ -105,6 +110,12 @@ func withPolicy(base, block string) string {
 		}
 	}
 	return strings.Join(keep, "\n") + "\n" + block
+}
+
+// withoutOffload adds interface.offload: false to a config with an
+// interface: block.
+func withoutOffload(cfg string) string {
+	return strings.Replace(cfg, "\ninterface:\n", "\ninterface:\n  offload: false\n", 1)
 }
 
 // run executes a command with a bounded time and returns its stdout. On
@@ -230,7 +241,11 @@ func (b *Bed) setPolicy(ctx context.Context, f Forwarder) error {
 		return err
 	}
 	off := fi.Size()
-	if err := writeAtomic(b.cfgPath, withPolicy(b.baseCfg, f.Policy)); err != nil {
+	cfg := withPolicy(b.baseCfg, f.Policy)
+	if f.Plain {
+		cfg = withoutOffload(cfg)
+	}
+	if err := writeAtomic(b.cfgPath, cfg); err != nil {
 		return err
 	}
 	if err := syscall.Kill(b.fwdPID, syscall.SIGHUP); err != nil {
@@ -246,6 +261,9 @@ func (b *Bed) setPolicy(ctx context.Context, f Forwarder) error {
 			return fmt.Errorf("kbridge refused the new policy: %s", lastLine(logged))
 		}
 		applied := strings.Contains(logged, "msg=reloaded") || strings.Contains(logged, "policy unchanged")
+		if f.Plain && !strings.Contains(logged, "interface offloads switched") {
+			applied = false
+		}
 		if applied {
 			if mode, _, err := b.stats(ctx); err == nil && mode == f.Mode {
 				return nil

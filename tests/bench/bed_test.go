@@ -39,7 +39,7 @@ policy:
 
 func TestSelectForwarders(t *testing.T) {
 	all, err := selectForwarders("all")
-	if err != nil || len(all) != 8 || all[0].Name != "direct" || all[6].Name != "testpmd" || all[7].Name != "bed-ceiling" {
+	if err != nil || len(all) != 9 || all[0].Name != "direct" || all[7].Name != "testpmd" || all[8].Name != "bed-ceiling" {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	// Table order, whatever order the flag lists them in.
@@ -79,5 +79,12 @@ func TestPin(t *testing.T) {
 	b := &Bed{cpus: "0"}
 	if got := strings.Join(b.pin("kbt-dut", "sockperf", "pp"), " "); got != "netns exec kbt-dut taskset -c 0 sockperf pp" {
 		t.Errorf("pin: %q", got)
+	}
+}
+
+func TestWithoutOffload(t *testing.T) {
+	got := withoutOffload("dpdk:\n  file_prefix: kbt\ninterface:\n  name: kb0\n")
+	if want := "dpdk:\n  file_prefix: kbt\ninterface:\n  offload: false\n  name: kb0\n"; got != want {
+		t.Errorf("withoutOffload = %q, want %q", got, want)
 	}
 }

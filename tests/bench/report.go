@@ -154,6 +154,22 @@ func evalTargets(res map[string]*Result) []Target {
 	}
 	ts = append(ts, t)
 	lat("11", "HTTP keep-alive p99: kbridge-adaptive vs testpmd", "<= testpmd", wHTTP, "testpmd", func(r *Result) float64 { return r.HTTP.P99 }, 0)
+	// CPU per Gbit/s: the offloaded kernel side against the same kbridge
+	// with its offloads off (kbridge-plain, one frame per syscall).
+	for _, d := range []struct {
+		dir, key string
+		gbps     func(r *Result) float64
+	}{{"to peer", wUp, up}, {"from peer", wDown, down}} {
+		pick := func(r *Result) float64 { return cpuPerGbit(r.CPU[d.key], d.gbps(r)) }
+		ratio("8", "CPU per Gbit/s "+d.dir+": kbridge-adaptive / kbridge-plain (offloads off)", "<= 0.5x", "kbridge-plain", d.key,
+			func(r *Result) float64 {
+				if v := pick(r); !math.IsNaN(v) {
+					return v
+				}
+				return 0
+			}, 0.5, false, nil)
+	}
+
 	return ts
 }
 

@@ -71,6 +71,8 @@ func TestEvalTargets(t *testing.T) {
 		{"11", "1.10x (testpmd 1.20x)", "met (by 0.05x)"},                 // NFS ls -R
 		{"11", "0.40% (testpmd 100%)", "met (by 0.60 points)"},            // idle CPU
 		{"11", "150.0 us vs testpmd 140.0 us", "missed by 10.0 us (+7%)"}, // HTTP p99
+		{"8", "-", "n/a (kbridge-plain not measured)"},                    // CPU per Gbit/s to peer
+		{"8", "-", "n/a (kbridge-plain not measured)"},                    // from peer
 	}
 	if len(ts) != len(want) {
 		t.Fatalf("%d targets, want %d", len(ts), len(want))

@@ -1,0 +1,56 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// interface.offload switches live on SIGHUP: TSO and checksum offload leave
+// the TAP's features and come back, and kbridge says so in its log.
+func TestOffloadSwitchesLive(t *testing.T) {
+	b := newBed(t, bedOpts{})
+	tso := func() string {
+		out, err := exec.Command("ip", "netns", "exec", nsName, "ethtool", "-k", b.ifname).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ethtool -k %s: %v: %s", b.ifname, err, out)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, "tcp-segmentation-offload:") {
+				return strings.Fields(l)[1]
+			}
+		}
+		t.Fatalf("no tcp-segmentation-offload line:\n%s", out)
+		return ""
+	}
+	if got := tso(); got != "on" {
+		t.Fatalf("TSO %s on %s at start, want on (interface.offload defaults to true)", got, b.ifname)
+	}
+	cfg, err := os.ReadFile(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"off", "on"} {
+		text := strings.Replace(string(cfg), "  mtu: 1500\n", "  mtu: 1500\n  offload: "+map[string]string{"off": "false", "on": "true"}[want]+"\n", 1)
+		if err := os.WriteFile(b.cfg, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for tso() != want && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := tso(); got != want {
+			t.Fatalf("TSO %s after reloading with offload %s\n%s", got, want, b.out)
+		}
+	}
+	if !strings.Contains(b.out.String(), "interface offloads switched") {
+		t.Errorf("kbridge did not log the switch:\n%s", b.out)
+	}
+	b.stop(true)
+}
