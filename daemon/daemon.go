@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,25 +34,14 @@ import (
 // Ring is the running ring path: the app's DPDK rings <-> the TAP
 // interface, one worker per queue. It is a Runner.
 type Ring struct {
-	cfg     config.Config // cfg.Policy is the policy in force; guarded by mu
-	port    *ring.Port
-	dev     *tap.Device
-	workers []*bridge.Worker
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	errs    []error
-	log     *slog.Logger
-
-	workersDone chan struct{} // closed when every worker has returned
-	done        chan struct{} // closed when the path stopped by itself or was stopped
-	doneOnce    sync.Once
-	err         error    // why done closed; set before it closes
-	stopApp     func()   // ends the app watch
-	stopKeep    func()   // ends the interface's keeper (kernel.go)
-	beats       []uint64 // the workers' beats at the last Alive; guarded by mu
-	stopping    atomic.Bool
-	stopOnce    sync.Once
-	stopErr     error
+	crew
+	cfg      config.Config // cfg.Policy is the policy in force; guarded by mu
+	port     *ring.Port
+	dev      *tap.Device
+	stopApp  func() // ends the app watch
+	stopKeep func() // ends the interface's keeper (kernel.go)
+	stopOnce sync.Once
+	stopErr  error
 }
 
 var _ Runner = (*Ring)(nil)
@@ -100,8 +88,7 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 		port.Release()
 		return nil, err
 	}
-	d := &Ring{cfg: cfg, port: port, dev: dev, log: log,
-		workersDone: make(chan struct{}), done: make(chan struct{}), stopApp: func() {}, stopKeep: func() {}}
+	d := &Ring{crew: newCrew(log), cfg: cfg, port: port, dev: dev, stopApp: func() {}, stopKeep: func() {}}
 	d.watchClosing()
 	for q := 0; q < port.NumQueues() && err == nil; q++ {
 		var w *bridge.Worker
@@ -175,56 +162,8 @@ func (d *Ring) newWorker(q int) (*bridge.Worker, error) {
 }
 
 // run runs w on its own goroutine.
-func (d *Ring) run(w *bridge.Worker) {
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		if err := w.Run(); err != nil {
-			d.fail(err)
-		}
-	}()
-}
-
-// waitWorkers closes workersDone when every worker has returned, and Done
-// too, with the reason, unless Stop stopped them.
-func (d *Ring) waitWorkers() {
-	d.wg.Wait()
-	close(d.workersDone)
-	if !d.stopping.Load() {
-		d.finish(d.workersErr())
-	}
-}
-
-// fail records why a worker stopped and ends the path at once: a queue
-// that no longer moves is not a partial success to keep running (only
-// systemd's watchdog would notice it otherwise).
-func (d *Ring) fail(err error) {
-	d.mu.Lock()
-	d.errs = append(d.errs, err)
-	d.mu.Unlock()
-	d.log.Error("worker stopped", "err", err)
-	if !d.stopping.Load() {
-		d.finish(fmt.Errorf("a worker stopped: %w", err))
-	}
-}
-
-// workersErr says why the workers returned by themselves.
-func (d *Ring) workersErr() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.errs) == 0 {
-		return errors.New("every worker stopped")
-	}
-	return fmt.Errorf("every worker stopped: %w", errors.Join(d.errs...))
-}
 
 // finish closes Done once, with err as the reason.
-func (d *Ring) finish(err error) {
-	d.doneOnce.Do(func() {
-		d.err = err
-		close(d.done)
-	})
-}
 
 // watchApp ends the path when the DPDK app's process exits.
 func (d *Ring) watchApp() {
@@ -265,39 +204,6 @@ func appName(pid int) string {
 // the app exited; Err says which) and once Stop has stopped it.
 func (d *Ring) Done() <-chan struct{} { return d.done }
 
-// Err says why Done closed by itself; nil before, and if Stop closed it.
-func (d *Ring) Err() error {
-	select {
-	case <-d.done:
-		return d.err
-	default:
-		return nil
-	}
-}
-
-// Alive reports whether every worker's loop advanced since the last call.
-// A worker that did not is poked, so that a parked one advances before the
-// next call; a stuck one does not, and neither does a stopped one.
-func (d *Ring) Alive() bool {
-	select {
-	case <-d.done:
-		return false
-	default:
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	alive := true
-	for i, w := range d.workers {
-		b := w.Beats()
-		if b == d.beats[i] {
-			alive = false
-			w.Poke()
-		}
-		d.beats[i] = b
-	}
-	return alive
-}
-
 // Reload applies cfg's policy.* to the running workers, between bursts.
 // An invalid cfg, or one of another mode, changes nothing and returns a
 // *ConfigError. Otherwise the policy is applied; if keys that cannot change
@@ -309,15 +215,8 @@ func (d *Ring) Reload(cfg config.Config) error {
 		return err
 	}
 	if cfg.Policy != d.cfg.Policy {
-		for _, w := range d.workers {
-			if err := w.SetPolicy(cfg.Policy); err != nil {
-				// Validate passed, so this cannot happen; the
-				// workers that switched are switched back.
-				for _, w := range d.workers {
-					_ = w.SetPolicy(d.cfg.Policy)
-				}
-				return &ConfigError{err}
-			}
+		if err := d.setPolicy(d.cfg.Policy, cfg.Policy); err != nil {
+			return err
 		}
 		d.cfg.Policy = cfg.Policy
 	}

@@ -2,10 +2,8 @@ package daemon
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,24 +18,13 @@ import (
 // the TAP interface. A frontend may come, go and come back: the path runs
 // on (and Done stays open) until Stop or until every worker has died.
 type Vhost struct {
-	cfg     config.Config // cfg.Policy is the policy in force; guarded by mu
-	backend *vhost.Backend
-	dev     *tap.Device
-	queues  []*vhost.Queue
-	workers []*bridge.Worker
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	errs    []error
-	log     *slog.Logger
-
-	workersDone chan struct{}
-	done        chan struct{}
-	doneOnce    sync.Once
-	err         error
-	beats       []uint64 // guarded by mu
-	stopping    atomic.Bool
-	stopOnce    sync.Once
-	stopErr     error
+	crew
+	cfg      config.Config // cfg.Policy is the policy in force; guarded by mu
+	backend  *vhost.Backend
+	dev      *tap.Device
+	queues   []*vhost.Queue
+	stopOnce sync.Once
+	stopErr  error
 }
 
 var _ Runner = (*Vhost)(nil)
@@ -73,7 +60,7 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 	if err != nil {
 		return nil, err
 	}
-	d := &Vhost{cfg: cfg, dev: dev, log: log, workersDone: make(chan struct{}), done: make(chan struct{})}
+	d := &Vhost{crew: newCrew(log), cfg: cfg, dev: dev}
 	for q := 0; q < nq && err == nil; q++ {
 		var w *bridge.Worker
 		if w, err = d.newWorker(q); err != nil {
@@ -117,72 +104,6 @@ func (d *Vhost) newWorker(q int) (*bridge.Worker, error) {
 	return w, nil
 }
 
-func (d *Vhost) run(w *bridge.Worker) {
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		if err := w.Run(); err != nil {
-			d.mu.Lock()
-			d.errs = append(d.errs, err)
-			d.mu.Unlock()
-			d.log.Error("worker stopped", "err", err)
-		}
-	}()
-}
-
-func (d *Vhost) waitWorkers() {
-	d.wg.Wait()
-	close(d.workersDone)
-	if !d.stopping.Load() {
-		d.mu.Lock()
-		err := fmt.Errorf("every worker stopped: %w", errors.Join(d.errs...))
-		d.mu.Unlock()
-		d.finish(err)
-	}
-}
-
-func (d *Vhost) finish(err error) {
-	d.doneOnce.Do(func() {
-		d.err = err
-		close(d.done)
-	})
-}
-
-// Done is closed when every worker returned by itself, and once Stop ran.
-func (d *Vhost) Done() <-chan struct{} { return d.done }
-
-// Err says why Done closed by itself; nil before, and if Stop closed it.
-func (d *Vhost) Err() error {
-	select {
-	case <-d.done:
-		return d.err
-	default:
-		return nil
-	}
-}
-
-// Alive reports whether every worker's loop advanced since the last call,
-// poking those that did not (as Ring.Alive).
-func (d *Vhost) Alive() bool {
-	select {
-	case <-d.done:
-		return false
-	default:
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	alive := true
-	for i, w := range d.workers {
-		b := w.Beats()
-		if b == d.beats[i] {
-			alive = false
-			w.Poke()
-		}
-		d.beats[i] = b
-	}
-	return alive
-}
-
 // Reload applies policy.* live, as Ring.Reload.
 func (d *Vhost) Reload(cfg config.Config) error {
 	d.mu.Lock()
@@ -191,13 +112,8 @@ func (d *Vhost) Reload(cfg config.Config) error {
 		return err
 	}
 	if cfg.Policy != d.cfg.Policy {
-		for _, w := range d.workers {
-			if err := w.SetPolicy(cfg.Policy); err != nil {
-				for _, w := range d.workers {
-					_ = w.SetPolicy(d.cfg.Policy)
-				}
-				return &ConfigError{err}
-			}
+		if err := d.setPolicy(d.cfg.Policy, cfg.Policy); err != nil {
+			return err
 		}
 		d.cfg.Policy = cfg.Policy
 	}
