@@ -121,12 +121,9 @@ kb_out_next(struct kb_out_burst *b)
 	for (i = 0; i < b->n; i++) {
 		struct rte_mbuf *m = b->mbufs[i];
 		struct kb_pkt *p = &b->pkts[i];
-		uint32_t sum = 0;
-		uint16_t k = 0;
 
 		p->pkt_len = rte_pktmbuf_pkt_len(m);
 		p->first_seg = seg;
-		p->verdict = KB_PKT_OK;
 		p->written = 0;
 		p->enq_tsc = b->tsc_offset >= 0 ?
 			*RTE_MBUF_DYNFIELD(m, b->tsc_offset, uint64_t *) : 0;
@@ -139,26 +136,7 @@ kb_out_next(struct kb_out_burst *b)
 			p->offload |= KB_PKT_LRO;
 			p->tso_segsz = m->tso_segsz;
 		}
-		/* The walk is bounded by max_segs, so a cyclic chain ends as
-		 * TOO_MANY_SEGS instead of looping. */
-		for (; m != NULL; m = m->next) {
-			if (k == b->max_segs) {
-				p->verdict = KB_PKT_TOO_MANY_SEGS;
-				break;
-			}
-			if (RTE_MBUF_HAS_EXTBUF(m) ||
-			    (uint32_t)m->data_off + m->data_len > m->buf_len) {
-				p->verdict = KB_PKT_MALFORMED;
-				break;
-			}
-			b->iov[seg + k].iov_base = rte_pktmbuf_mtod(m, void *);
-			b->iov[seg + k].iov_len = m->data_len;
-			sum += m->data_len;
-			k++;
-		}
-		if (p->verdict == KB_PKT_OK && sum != p->pkt_len)
-			p->verdict = KB_PKT_MALFORMED;
-		p->nb_iov = k;
+		p->verdict = kb_mbuf_iov(m, &b->iov[seg], b->max_segs, 0, &p->nb_iov);
 		seg += b->max_segs;
 	}
 	return b->n;
@@ -199,37 +177,6 @@ kb_in_new(struct rte_ring *ring, struct rte_mempool *pool, uint16_t cap,
 	return b;
 }
 
-/* Copies one frame into a fresh mbuf chain; NULL when the pool runs dry. */
-static struct rte_mbuf *
-kb_in_copy(struct rte_mempool *pool, const uint8_t *data, uint32_t len)
-{
-	struct rte_mbuf *head = NULL, *tail = NULL;
-	uint32_t off = 0;
-
-	do {
-		struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
-		uint32_t room, chunk;
-
-		if (m == NULL) {
-			rte_pktmbuf_free(head);
-			return NULL;
-		}
-		room = rte_pktmbuf_tailroom(m);
-		chunk = len - off < room ? len - off : room;
-		memcpy(rte_pktmbuf_mtod(m, void *), data + off, chunk);
-		m->data_len = (uint16_t)chunk;
-		off += chunk;
-		if (head == NULL) {
-			head = m;
-		} else {
-			tail->next = m;
-			head->nb_segs++;
-		}
-		tail = m;
-	} while (off < len);
-	head->pkt_len = len;
-	return head;
-}
 
 void
 kb_in_put(struct kb_in_burst *b)
@@ -239,7 +186,7 @@ kb_in_put(struct kb_in_burst *b)
 
 	b->queued = b->no_mbuf = b->ring_full = 0;
 	for (i = 0; i < b->n; i++) {
-		struct rte_mbuf *m = kb_in_copy(b->pool,
+		struct rte_mbuf *m = kb_mbuf_copy(b->pool,
 						b->buf + (size_t)i * b->stride,
 						b->lens[i]);
 		if (m == NULL) {
@@ -290,7 +237,7 @@ kb_in_put_tso(struct kb_in_burst *b, uint8_t *data, uint32_t len,
 		ip->hdr_checksum = 0;
 		tcp->cksum = rte_ipv4_phdr_cksum(ip, ol);
 	}
-	m = kb_in_copy(b->pool, data, len);
+	m = kb_mbuf_copy(b->pool, data, len);
 	if (m == NULL) {
 		b->no_mbuf = 1;
 		return 0;

@@ -14,6 +14,7 @@
 #include <rte_ring.h>
 
 #include "include/kbridge.h"
+#include "mbuf.h"
 
 /* Residence-time histogram: bucket i counts packets that stayed less than
  * 2^(i+KB_HIST_SHIFT) ns between the app's enqueue and the TAP write; the
@@ -21,14 +22,6 @@
 #define KB_HIST_BUCKETS 24
 #define KB_HIST_SHIFT 8
 
-/* Why a packet from the app cannot be written whole. Go counts and drops it. */
-enum kb_pkt_verdict {
-	KB_PKT_OK = 0,
-	KB_PKT_TOO_MANY_SEGS = 1, /* more segments than the iovec budget */
-	KB_PKT_MALFORMED = 2,     /* pkt_len disagrees with the segment chain, a
-				   * segment overruns its buffer, or it has an
-				   * external buffer kbridge cannot vouch for */
-};
 
 /* What the app's NIC did for a packet (struct kb_pkt.offload). */
 #define KB_PKT_L4_CSUM_GOOD 0x1 /* RTE_MBUF_F_RX_L4_CKSUM_GOOD */

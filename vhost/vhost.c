@@ -309,12 +309,9 @@ kb_vh_out_next(struct kb_vh_out *b)
 		struct rte_mbuf *m = b->mbufs[i];
 		struct kb_vh_pkt *p = &b->pkts[i];
 		uint64_t l4 = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
-		uint32_t sum = 0;
-		uint16_t k = 0;
 
 		p->pkt_len = rte_pktmbuf_pkt_len(m);
 		p->first_seg = seg;
-		p->verdict = KB_VH_OK;
 		p->offload = 0;
 		p->tso_segsz = 0;
 		if ((m->ol_flags & RTE_MBUF_F_RX_LRO) && m->tso_segsz != 0) {
@@ -330,23 +327,9 @@ kb_vh_out_next(struct kb_vh_out *b)
 		}
 		if (l4 == RTE_MBUF_F_RX_L4_CKSUM_GOOD)
 			p->offload |= KB_VH_L4_CSUM_GOOD;
-		for (; m != NULL; m = m->next) {
-			if (k == b->max_segs) {
-				p->verdict = KB_VH_TOO_MANY_SEGS;
-				break;
-			}
-			if ((uint32_t)m->data_off + m->data_len > m->buf_len) {
-				p->verdict = KB_VH_MALFORMED;
-				break;
-			}
-			b->iov[seg + k].iov_base = rte_pktmbuf_mtod(m, void *);
-			b->iov[seg + k].iov_len = m->data_len;
-			sum += m->data_len;
-			k++;
-		}
-		if (p->verdict == KB_VH_OK && sum != p->pkt_len)
-			p->verdict = KB_VH_MALFORMED;
-		p->nb_iov = k;
+		/* librte_vhost may hand over external buffers: they are its
+		 * own, and valid for as long as the mbuf. */
+		p->verdict = kb_mbuf_iov(m, &b->iov[seg], b->max_segs, 1, &p->nb_iov);
 		seg += b->max_segs;
 	}
 	return b->n;
@@ -385,37 +368,6 @@ kb_vh_in_new(int q, uint16_t cap, uint32_t stride)
 	return b;
 }
 
-/* Copies one frame into a fresh mbuf chain; NULL when the pool runs dry. */
-static struct rte_mbuf *
-kb_vh_copy(const uint8_t *data, uint32_t len)
-{
-	struct rte_mbuf *head = NULL, *tail = NULL;
-	uint32_t off = 0;
-
-	do {
-		struct rte_mbuf *m = rte_pktmbuf_alloc(kb_vh.pool);
-		uint32_t room, chunk;
-
-		if (m == NULL) {
-			rte_pktmbuf_free(head);
-			return NULL;
-		}
-		room = rte_pktmbuf_tailroom(m);
-		chunk = len - off < room ? len - off : room;
-		memcpy(rte_pktmbuf_mtod(m, void *), data + off, chunk);
-		m->data_len = (uint16_t)chunk;
-		off += chunk;
-		if (head == NULL) {
-			head = m;
-		} else {
-			tail->next = m;
-			head->nb_segs++;
-		}
-		tail = m;
-	} while (off < len);
-	head->pkt_len = len;
-	return head;
-}
 
 /* Enqueues mbufs[0..k) into the guest's RX vring. librte_vhost copies them
  * into the guest's buffers: every one is freed here, sent or not. */
@@ -439,7 +391,7 @@ kb_vh_in_put(struct kb_vh_in *b)
 
 	b->queued = b->no_mbuf = b->ring_full = 0;
 	for (i = 0; i < b->n; i++) {
-		struct rte_mbuf *m = kb_vh_copy(b->buf + (size_t)i * b->stride,
+		struct rte_mbuf *m = kb_mbuf_copy(kb_vh.pool, b->buf + (size_t)i * b->stride,
 						b->lens[i]);
 		if (m == NULL) {
 			b->no_mbuf++;
@@ -493,7 +445,7 @@ kb_vh_in_put_tso(struct kb_vh_in *b, uint8_t *data, uint32_t len,
 		ip->hdr_checksum = 0;
 		tcp->cksum = rte_ipv4_phdr_cksum(ip, ol);
 	}
-	m = kb_vh_copy(data, len);
+	m = kb_mbuf_copy(kb_vh.pool, data, len);
 	if (m == NULL) {
 		b->no_mbuf = 1;
 		return 0;

@@ -14,14 +14,15 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "mbuf.h"
+
 #define KB_VH_MAX_QUEUES 16
 
-/* Why a packet from the app cannot be written whole (as ring's verdicts). */
-enum kb_vh_verdict {
-	KB_VH_OK = 0,
-	KB_VH_TOO_MANY_SEGS = 1,
-	KB_VH_MALFORMED = 2,
-};
+/* Why a packet from the app cannot be written whole: ring's verdicts
+ * (enum kb_pkt_verdict), from the same chain walk. */
+#define KB_VH_OK KB_PKT_OK
+#define KB_VH_TOO_MANY_SEGS KB_PKT_TOO_MANY_SEGS
+#define KB_VH_MALFORMED KB_PKT_MALFORMED
 
 #define KB_VH_L4_CSUM_GOOD 0x1 /* RTE_MBUF_F_RX_L4_CKSUM_GOOD, or completed here */
 #define KB_VH_LRO 0x2          /* RTE_MBUF_F_RX_LRO: tso_segsz is valid */
