@@ -294,7 +294,10 @@ func (q *Queue) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (filled, d
 			if q.putTSO(tsoIn, c) {
 				continue
 			}
-			q.next, q.pending = 0, q.super.N() // the app's port cannot take it: split
+			// The app's port cannot take it whole: split it.
+			c.Offload.SplitReads.Add(1)
+			c.Offload.SplitFrames.Add(uint64(q.super.N()))
+			q.next, q.pending = 0, q.super.N()
 		}
 		if q.pending > 0 {
 			for q.pending > 0 && filled < limit {
