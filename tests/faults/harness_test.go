@@ -7,15 +7,12 @@
 package faults
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,97 +20,38 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tests/dpdkbed"
 )
 
-const testEthTyp = 0x88b5 // IEEE local experimental: the kernel ignores it
+const testEthTyp = dpdkbed.EthType
 
+// env is this test binary's DPDK primary, namespace and kbridge binary
+// (tests/dpdkbed); the names below are its parts, as the tests use them.
 var (
+	env        *dpdkbed.Env
 	skipReason string
 	kbridgeBin string
-	// Unique per run: other DPDK tests may run beside these.
-	prefix = fmt.Sprintf("kbft%d", os.Getpid())
-	nsName = fmt.Sprintf("kbft%d", os.Getpid())
-	seq    int
-	seqMu  sync.Mutex
+	prefix     string
+	nsName     string
 )
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := func() int {
-		if reason := setup(); reason != "" {
-			skipReason = reason
-			fmt.Fprintln(os.Stderr, "faults: skipped:", reason)
-			return m.Run()
-		}
-		defer teardown()
-		return m.Run()
-	}()
+	env = dpdkbed.Setup("kbft")
+	skipReason, kbridgeBin, prefix, nsName = env.Skip, env.Bin, env.Prefix, env.NS
+	if skipReason != "" {
+		fmt.Fprintln(os.Stderr, "faults: skipped:", skipReason)
+	}
+	code := m.Run()
+	env.Teardown()
 	os.Exit(code)
 }
 
-func setup() string {
-	switch {
-	case testing.Short():
-		return "fault tests skipped in -short mode"
-	case os.Geteuid() != 0:
-		return "fault tests need root (DPDK, TAP devices, namespaces): run them as root (make test)"
-	}
-	if free := hugepagesFree(); free < 64 {
-		return fmt.Sprintf("only %d free 2 MB hugepages: run `make deps` (tests/testbed/hugepages.sh) first, or retry when other DPDK tests are done", free)
-	}
-	dir, err := os.MkdirTemp("", "kbft-bin")
-	if err != nil {
-		return "tempdir: " + err.Error()
-	}
-	kbridgeBin = filepath.Join(dir, "kbridge")
-	build := exec.Command("go", "build", "-o", kbridgeBin, "github.com/kbridge/kbridge/cmd/kbridge")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building kbridge: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	if out, err := exec.Command("ip", "netns", "add", nsName).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "ip netns add: %v: %s\n", err, out)
-		os.Exit(1)
-	}
-	_ = exec.Command("ip", "-n", nsName, "link", "set", "lo", "up").Run()
-	for _, k := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
-		_ = exec.Command("ip", "netns", "exec", nsName, "sysctl", "-qw", k+"=1").Run()
-	}
-	if err := ringtest.InitPrimary(prefix, 256); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		_ = exec.Command("ip", "netns", "del", nsName).Run()
-		os.Exit(1)
-	}
-	return ""
-}
-
-func teardown() {
-	_ = exec.Command("ip", "netns", "del", nsName).Run()
-	_ = os.RemoveAll(filepath.Dir(kbridgeBin))
-	_ = os.RemoveAll(filepath.Join("/var/run/dpdk", prefix))
-}
-
-func hugepagesFree() int {
-	b, err := os.ReadFile("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
-	if err != nil {
-		return 0
-	}
-	var n int
-	fmt.Sscan(string(b), &n)
-	return n
-}
-
-func needRoot(t *testing.T) {
-	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
-}
+func needRoot(t *testing.T) { t.Helper(); env.NeedRoot(t) }
 
 // port is an exception port this test process created, as an app would.
 type port struct {
@@ -127,10 +65,7 @@ type port struct {
 func newPort(t *testing.T) *port {
 	t.Helper()
 	needRoot(t)
-	seqMu.Lock()
-	seq++
-	n := seq
-	seqMu.Unlock()
+	n := env.Next()
 	p := &port{t: t, name: fmt.Sprintf("kbft%d", n)}
 	var err error
 	if p.pool, err = ringtest.NewPool(fmt.Sprintf("kbft_pool%d", n), 2047); err != nil {
@@ -172,16 +107,19 @@ type kbridge struct {
 	done   bool
 }
 
-var kbSeq int
+var (
+	kbSeq   int
+	kbSeqMu sync.Mutex
+)
 
 // newKbridge writes a configuration for port p with its own interface and
 // control socket, and starts kbridge with env added to its environment.
 func newKbridge(t *testing.T, p *port, env ...string) *kbridge {
 	t.Helper()
-	seqMu.Lock()
+	kbSeqMu.Lock()
 	kbSeq++
 	n := kbSeq
-	seqMu.Unlock()
+	kbSeqMu.Unlock()
 	k := &kbridge{t: t, ifname: fmt.Sprintf("kbft%dk%d", n, os.Getpid()%1000)}
 	dir := t.TempDir()
 	k.sock = filepath.Join(dir, "kbridge.sock")
@@ -330,38 +268,12 @@ func (k *kbridge) send(n int) {
 	}
 }
 
-// inNS runs f on a thread inside the test namespace.
-func inNS(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// Not unlocked: the thread's namespace is changed, so it must die.
-		ns, err := netns.GetFromName(nsName)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- err
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
+func inNS(f func() error) error { return dpdkbed.InNS(nsName, f) }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-// testFrame builds an Ethernet frame of n bytes of the test ethertype.
-func testFrame(n int, seq uint32) []byte {
-	f := make([]byte, max(n, 18))
-	copy(f[0:6], []byte{0x02, 0, 0, 0, 0, 0x01})
-	copy(f[6:12], []byte{0x02, 0, 0, 0, 0, 0x02})
-	binary.BigEndian.PutUint16(f[12:14], testEthTyp)
-	binary.BigEndian.PutUint32(f[14:18], seq)
-	return f[:n]
-}
+var (
+	htons     = dpdkbed.Htons
+	testFrame = dpdkbed.TestFrame
+)
 
 func frames(n int) [][]byte {
 	var fs [][]byte
@@ -382,21 +294,4 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the writer (exec's copier) and the
-// test reading it at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = dpdkbed.SyncBuffer

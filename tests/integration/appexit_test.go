@@ -21,7 +21,7 @@ func TestStopsWhenTheAppExits(t *testing.T) {
 	if _, err := os.Stat(refapp); err != nil {
 		t.Skip("bin/kbridge-refapp missing: run make build (make test does)")
 	}
-	appPrefix := prefix + "app"
+	appPrefix := env.Prefix + "app"
 	var appOut bytes.Buffer
 	app := exec.Command(refapp, "-l", "0", "--file-prefix", appPrefix, "--proc-type", "primary",
 		"--no-pci", "--vdev", "net_ring0", "-m", "64", "--", "--port", "kbitapp")
@@ -52,7 +52,7 @@ func TestStopsWhenTheAppExits(t *testing.T) {
 		t.Fatal(err)
 	}
 	var kbOut bytes.Buffer
-	kb := exec.Command("ip", "netns", "exec", nsName, kbridgeBin, "run", "--config", cfg)
+	kb := exec.Command("ip", "netns", "exec", env.NS, env.Bin, "run", "--config", cfg)
 	kb.Stdout, kb.Stderr = &kbOut, &kbOut
 	if err := kb.Start(); err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestStopsWhenTheAppExits(t *testing.T) {
 	if !strings.Contains(kbOut.String(), "exited: kbridge stops with it") {
 		t.Errorf("kbridge did not say why it stopped:\n%s", &kbOut)
 	}
-	if out, _ := exec.Command("ip", "-n", nsName, "link", "show", "kbitapp").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+	if out, _ := exec.Command("ip", "-n", env.NS, "link", "show", "kbitapp").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
 		t.Errorf("TAP left behind: %s", out)
 	}
 }

@@ -21,7 +21,7 @@ import (
 // cgo call per burst in each direction, whatever the number of packets.
 func TestHotPathOnRealRings(t *testing.T) {
 	b := newBed(t, bedOpts{noStart: true})
-	port, err := ring.OpenPort(b.name)
+	port, err := ring.OpenPort(b.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestHotPathOnRealRings(t *testing.T) {
 	}
 
 	// App -> kernel: a burst of 32 in the ring, one ToKernel call.
-	if _, err := b.port.Inject(0, frames, ringtestOpts(0, 0)); err != nil {
+	if _, err := b.Port.Inject(0, frames, ringtestOpts(0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	c0 := runtime.NumCgoCall()
@@ -104,7 +104,7 @@ func TestHotPathOnRealRings(t *testing.T) {
 	if calls := runtime.NumCgoCall() - c0; calls != 1 {
 		t.Errorf("FromKernel made %d cgo calls for a burst of %d, want 1", calls, burst)
 	}
-	if got := len(onlyTest(b.port.Collect(0, 64))); got != burst {
+	if got := len(onlyTest(b.Port.Collect(0, 64))); got != burst {
 		t.Fatalf("app collected %d, want %d", got, burst)
 	}
 
@@ -113,7 +113,7 @@ func TestHotPathOnRealRings(t *testing.T) {
 	// direction still one cgo call.
 	flow := vnettest.DefaultFlow()
 	segs := flow.Stream(1, 1, burst, 1400, 0)
-	if _, err := b.port.Inject(0, segs, ringtestOpts(0, 0)); err != nil {
+	if _, err := b.Port.Inject(0, segs, ringtestOpts(0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	c0 = runtime.NumCgoCall()
@@ -136,7 +136,7 @@ func TestHotPathOnRealRings(t *testing.T) {
 	if calls := runtime.NumCgoCall() - c0; calls != 1 {
 		t.Errorf("FromKernel made %d cgo calls for a split burst, want 1", calls)
 	}
-	b.port.Drain(0)
+	b.Port.Drain(0)
 	o := w.Counters().Offload.Snapshot()
 	if o.MergedWrites != 1 || o.MergedPackets != burst || o.SplitFrames != burst {
 		t.Errorf("offload counters %+v, want one merged write of %d and %d split frames", o, burst, burst)
@@ -149,12 +149,12 @@ func TestHotPathOnRealRings(t *testing.T) {
 	ringtest.Preload(frames[0])
 	var moved int
 	allocs := testing.AllocsPerRun(500, func() {
-		b.port.InjectPreloaded(0, 1)
+		b.Port.InjectPreloaded(0, 1)
 		moved += w.ToKernel()
 		drainPeer()
 		_, _ = unix.Writev(peer, [][]byte{hdr, frames[1]})
 		moved += w.FromKernel()
-		b.port.Drain(0)
+		b.Port.Drain(0)
 	})
 	if allocs != 0 {
 		t.Errorf("%.2f allocations per round trip on real rings, want 0", allocs)
@@ -177,8 +177,8 @@ func TestSuperFrameToATSOApp(t *testing.T) {
 	}{{"whole", 64, true}, {"split when the chain is too long", 4, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBed(t, bedOpts{noStart: true})
-			b.port.DeclareTSO(tc.maxSegs)
-			port, err := ring.OpenPort(b.name)
+			b.Port.DeclareTSO(tc.maxSegs)
+			port, err := ring.OpenPort(b.Name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -221,7 +221,7 @@ func TestSuperFrameToATSOApp(t *testing.T) {
 			var got [][]byte
 			var metas []ringtest.Meta
 			for {
-				f, m, ok := b.port.CollectOne(0)
+				f, m, ok := b.Port.CollectOne(0)
 				if !ok {
 					break
 				}

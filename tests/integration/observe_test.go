@@ -18,23 +18,23 @@ import (
 func TestMetricsAndStatsShowLiveNumbers(t *testing.T) {
 	const addr = "127.0.0.1:9478"
 	b := newBed(t, bedOpts{})
-	b.stop(true)
-	b.setMetrics(t, addr)
-	b.start()
-	ps := b.packetSocket()
+	b.Stop(true)
+	setMetrics(t, b, addr)
+	b.Start()
+	ps := b.PacketSocket()
 	const n = 50
 	var frames [][]byte
 	for i := range n {
 		frames = append(frames, testFrame(300, uint32(i)))
 	}
-	if _, err := b.port.Inject(0, frames, ringtestOpts(0, 0)); err != nil {
+	if _, err := b.Port.Inject(0, frames, ringtestOpts(0, 0)); err != nil {
 		t.Fatal(err)
 	}
-	if got := onlyTest(ps.receive(n, 5*time.Second)); len(got) != n {
+	if got := onlyTest(ps.Receive(n, 5*time.Second)); len(got) != n {
 		t.Fatalf("kernel got %d of %d frames", len(got), n)
 	}
-	_, _ = b.port.Inject(0, [][]byte{testFrame(9, 999)}, ringtestOpts(0, 0)) // a runt
-	waitUntil(t, "the runt to be counted", func() bool { return b.status().Drops["runt"] == 1 })
+	_, _ = b.Port.Inject(0, [][]byte{testFrame(9, 999)}, ringtestOpts(0, 0)) // a runt
+	waitUntil(t, "the runt to be counted", func() bool { return b.Status().Drops["runt"] == 1 })
 
 	body := scrape(t, addr)
 	if v := metric(t, body, `kbridge_packets_total{direction="to_kernel",queue="0"}`); v != n {
@@ -55,7 +55,7 @@ func TestMetricsAndStatsShowLiveNumbers(t *testing.T) {
 	for _, name := range []string{"kbridge_parks_total", "kbridge_wakeups_total", "kbridge_spin_seconds_total", "kbridge_app_kicks_total"} {
 		metric(t, body, name+`{queue="0"}`)
 	}
-	out := kbridgeStats(t, b.sock)
+	out := kbridgeStats(t, b.Sock)
 	for _, want := range []string{`"to_kernel_packets": 50`, `"runt": 1`, `"mode": "adaptive"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kbridge stats lacks %s:\n%s", want, out)
@@ -63,14 +63,14 @@ func TestMetricsAndStatsShowLiveNumbers(t *testing.T) {
 	}
 }
 
-func (b *bed) setMetrics(t *testing.T, addr string) {
+func setMetrics(t *testing.T, b *bed, addr string) {
 	t.Helper()
-	cur, err := os.ReadFile(b.cfg)
+	cur, err := os.ReadFile(b.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := strings.Replace(string(cur), `metrics: ""`, "metrics: "+addr, 1)
-	if err := os.WriteFile(b.cfg, []byte(s), 0o644); err != nil {
+	if err := os.WriteFile(b.Cfg, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -116,7 +116,7 @@ func metric(t *testing.T, body, name string) float64 {
 }
 
 func kbridgeStats(t *testing.T, sock string) string {
-	out, err := exec.Command(kbridgeBin, "stats", "--socket", sock).CombinedOutput()
+	out, err := exec.Command(env.Bin, "stats", "--socket", sock).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kbridge stats: %v\n%s", err, out)
 	}

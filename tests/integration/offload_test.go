@@ -14,9 +14,9 @@ import (
 func TestOffloadSwitchesLive(t *testing.T) {
 	b := newBed(t, bedOpts{})
 	tso := func() string {
-		out, err := exec.Command("ip", "netns", "exec", nsName, "ethtool", "-k", b.ifname).CombinedOutput()
+		out, err := exec.Command("ip", "netns", "exec", env.NS, "ethtool", "-k", b.Ifname).CombinedOutput()
 		if err != nil {
-			t.Fatalf("ethtool -k %s: %v: %s", b.ifname, err, out)
+			t.Fatalf("ethtool -k %s: %v: %s", b.Ifname, err, out)
 		}
 		for _, l := range strings.Split(string(out), "\n") {
 			if strings.HasPrefix(l, "tcp-segmentation-offload:") {
@@ -27,18 +27,18 @@ func TestOffloadSwitchesLive(t *testing.T) {
 		return ""
 	}
 	if got := tso(); got != "on" {
-		t.Fatalf("TSO %s on %s at start, want on (interface.offload defaults to true)", got, b.ifname)
+		t.Fatalf("TSO %s on %s at start, want on (interface.offload defaults to true)", got, b.Ifname)
 	}
-	cfg, err := os.ReadFile(b.cfg)
+	cfg, err := os.ReadFile(b.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"off", "on"} {
 		text := strings.Replace(string(cfg), "  mtu: 1500\n", "  mtu: 1500\n  offload: "+map[string]string{"off": "false", "on": "true"}[want]+"\n", 1)
-		if err := os.WriteFile(b.cfg, []byte(text), 0o644); err != nil {
+		if err := os.WriteFile(b.Cfg, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := b.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(5 * time.Second)
@@ -46,11 +46,11 @@ func TestOffloadSwitchesLive(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if got := tso(); got != want {
-			t.Fatalf("TSO %s after reloading with offload %s\n%s", got, want, b.out)
+			t.Fatalf("TSO %s after reloading with offload %s\n%s", got, want, b.Out)
 		}
 	}
-	if !strings.Contains(b.out.String(), "interface offloads switched") {
-		t.Errorf("kbridge did not log the switch:\n%s", b.out)
+	if !strings.Contains(b.Out.String(), "interface offloads switched") {
+		t.Errorf("kbridge did not log the switch:\n%s", b.Out)
 	}
-	b.stop(true)
+	b.Stop(true)
 }

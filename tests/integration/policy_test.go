@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-func (b *bed) rewrite(t *testing.T, policyYAML string) {
+func rewrite(t *testing.T, b *bed, policyYAML string) {
 	t.Helper()
-	cur, err := os.ReadFile(b.cfg)
+	cur, err := os.ReadFile(b.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,11 +21,11 @@ func (b *bed) rewrite(t *testing.T, policyYAML string) {
 		base = base[:i]
 	}
 	// Write a new file and rename it over the old one, as config managers do.
-	tmp := b.cfg + ".new"
+	tmp := b.Cfg + ".new"
 	if err := os.WriteFile(tmp, []byte(base+policyYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(tmp, b.cfg); err != nil {
+	if err := os.Rename(tmp, b.Cfg); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -34,7 +34,7 @@ func (b *bed) rewrite(t *testing.T, policyYAML string) {
 // app sends a steady stream: every packet arrives, none is dropped.
 func TestLivePolicySwitchUnderTrafficLosesNothing(t *testing.T) {
 	b := newBed(t, bedOpts{})
-	ps := b.packetSocket()
+	ps := b.PacketSocket()
 	modes := []string{
 		"policy:\n  mode: busy\n",
 		"policy:\n  mode: interrupt\n",
@@ -48,12 +48,12 @@ func TestLivePolicySwitchUnderTrafficLosesNothing(t *testing.T) {
 	done := make(chan [][]byte)
 	const perStep = 400
 	total := perStep * len(modes)
-	go func() { done <- onlyTest(ps.receive(total, 60*time.Second)) }()
+	go func() { done <- onlyTest(ps.Receive(total, 60*time.Second)) }()
 	for i, m := range modes {
-		b.rewrite(t, m)
+		rewrite(t, b, m)
 		if i%2 == 0 {
 			// Even steps: SIGHUP. Odd steps: the file watch alone.
-			if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			if err := b.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -63,12 +63,12 @@ func TestLivePolicySwitchUnderTrafficLosesNothing(t *testing.T) {
 				burst = append(burst, testFrame(200, uint32(sent)))
 				sent++
 			}
-			if q, err := b.port.Inject(0, burst, ringtestOpts(0, 0)); err != nil || q != len(burst) {
+			if q, err := b.Port.Inject(0, burst, ringtestOpts(0, 0)); err != nil || q != len(burst) {
 				t.Fatalf("inject: %d, %v", q, err)
 			}
 			time.Sleep(200 * time.Microsecond)
 		}
-		waitUntil(t, "mode "+wantMode[i], func() bool { return b.status().Mode == wantMode[i] })
+		waitUntil(t, "mode "+wantMode[i], func() bool { return b.Status().Mode == wantMode[i] })
 	}
 	got := <-done
 	if len(got) != total {
@@ -79,12 +79,12 @@ func TestLivePolicySwitchUnderTrafficLosesNothing(t *testing.T) {
 			t.Fatalf("frame %d carries sequence %d: reordered or lost", i, seq)
 		}
 	}
-	q := b.status()
-	if q.TotalDrops() != 0 || b.port.Counters(0).ToKernelDropped != 0 {
-		t.Errorf("drops while switching: %v, app %+v", q.Drops, b.port.Counters(0))
+	q := b.Status()
+	if q.TotalDrops() != 0 || b.Port.Counters(0).ToKernelDropped != 0 {
+		t.Errorf("drops while switching: %v, app %+v", q.Drops, b.Port.Counters(0))
 	}
-	if !strings.Contains(b.out.String(), "reload refused") {
-		t.Errorf("the invalid file was not refused in the log:\n%s", b.out)
+	if !strings.Contains(b.Out.String(), "reload refused") {
+		t.Errorf("the invalid file was not refused in the log:\n%s", b.Out)
 	}
 }
 
@@ -92,7 +92,7 @@ func TestLivePolicySwitchUnderTrafficLosesNothing(t *testing.T) {
 // off the app's lcore.
 func TestWorkersArePinned(t *testing.T) {
 	b := newBed(t, bedOpts{yaml: "workers:\n  cpus: [0]\n"})
-	pid := b.cmd.Process.Pid
+	pid := b.Cmd.Process.Pid
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		t.Fatal(err)
