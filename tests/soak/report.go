@@ -80,7 +80,7 @@ func (s *soak) report(startUTC time.Time) string {
 	fmt.Fprintf(&b, "- ran %v; load average at the end: %s\n", time.Since(s.started).Round(time.Second), loadAvg())
 	b.WriteString("- workloads, concurrently, clients pinned with `taskset -c " + s.otherCPUs + "` in kbt-dut: `nfs-ls -R` (6001 entries checked), `nfs-cat big.bin` (sha256 checked), `iperf3 -t 5` alternating directions, `sockperf pp --tcp -t 5`; a policy reload every minute (adaptive -> interrupt -> busy -> adaptive ..., SIGHUP); a kbridge restart at 45% of the run and an app restart (kbridge restarted after it) at 60%\n")
 	b.WriteString("- pool drift: the app's (pool_in_use - in_rings) from SIGUSR1 after a quiet moment, minus the baseline (at the start, and again after the app restart: a new pool)\n")
-	b.WriteString("- drops and park timeouts are deltas of `kbridge stats` over the window, summed across kbridge restarts; `ring_full` and the app's `to_kernel_dropped` are the rings' backpressure under iperf3 (everything but the app's lcore shares one CPU), not losses of the bridge; park timeouts are parks that ended after `policy.park_timeout` (100 ms) with nothing to do, as idle adaptive and interrupt workers do\n\n")
+	b.WriteString("- drops and park timeouts are deltas of `kbridge stats` over the window, summed across kbridge restarts; `ring_full` and the app's `to_kernel_dropped` are overload drops at full rings under iperf3 (kbridge's worker shares one CPU with every client and server), which TCP recovers: counted, not leaks or corruption; park timeouts are parks that ended after `policy.park_timeout` (100 ms) with nothing to do, as idle adaptive and interrupt workers do\n\n")
 	b.WriteString(tableHead + "\n")
 	var nfsOK, nfsFail, rOK, rMis, rFail int
 	for _, w := range s.windows {
