@@ -257,3 +257,18 @@ kbt_set_ctl(struct kbridge_port *p, int64_t version, int64_t tsc_hz, int64_t nb_
 	if (nb_queues >= 0)
 		p->ctl->nb_queues = (uint16_t)nb_queues;
 }
+
+/* The app's eventfd for queue q (the worker's, received over IPC), -1 when
+ * none: tests compare it with the eventfds a kbridge process holds. */
+int
+kbt_app_eventfd(struct kbridge_port *p, uint16_t q)
+{
+	return __atomic_load_n(&p->eventfd[q], __ATOMIC_ACQUIRE);
+}
+
+/* Clears have_eventfd, so that a test sees the next kbridge set it again. */
+void
+kbt_clear_have_eventfd(struct kbridge_port *p, uint16_t q)
+{
+	p->ctl->q[q].have_eventfd = 0;
+}

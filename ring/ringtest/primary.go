@@ -230,3 +230,11 @@ func (p *Port) SetCtl(version, tscHz, nbQueues int64) {
 
 // ErrNotRoot is returned when a test needs root.
 var ErrNotRoot = errors.New("ringtest: needs root")
+
+// AppEventfd returns the app's descriptor of the eventfd that wakes queue
+// q's worker (received from kbridge over DPDK IPC), -1 when it has none.
+func (p *Port) AppEventfd(q int) int { return int(C.kbt_app_eventfd(p.p, C.uint16_t(q))) }
+
+// ClearHaveEventfd resets the control block's have_eventfd of queue q, so
+// that a test can see the next kbridge hand its eventfd over again.
+func (p *Port) ClearHaveEventfd(q int) { C.kbt_clear_have_eventfd(p.p, C.uint16_t(q)) }

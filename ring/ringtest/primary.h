@@ -43,5 +43,7 @@ uint64_t kbt_owner(struct kbridge_port *p);
 unsigned int kbt_ring_count(struct kbridge_port *p, uint16_t q, int to_kernel);
 void kbt_set_ctl(struct kbridge_port *p, int64_t version, int64_t tsc_hz, int64_t nb_queues);
 static inline int rte_errno_get(void) { return rte_errno; }
+int kbt_app_eventfd(struct kbridge_port *p, uint16_t q);
+void kbt_clear_have_eventfd(struct kbridge_port *p, uint16_t q);
 
 #endif

@@ -1,0 +1,160 @@
+package faults
+
+// kbridge restarted while the app keeps running. Every identifier here
+// starts with rs.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kbridge/kbridge/ring/ringtest"
+)
+
+// kbridge stopped (SIGTERM) and started again on the same port while the
+// app runs: the app receives the new kbridge's eventfd (have_eventfd set
+// again, the app's descriptor is one the new process holds, not the old
+// one), frames the app queued meanwhile are delivered, and in interrupt
+// mode with a one-minute park timeout every frame after the restart wakes
+// the worker through a kick: a stale eventfd would leave it parked.
+func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
+	b := kfNewBed(t, "", "policy:\n  mode: interrupt\n  park_timeout: 1m\n")
+	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
+		return b.port.Counters(0).HaveEventfd
+	})
+	pid1 := b.cmd.Process.Pid
+	fd1 := b.port.AppEventfd(0)
+	id1 := rsEventfdID(t, os.Getpid(), fd1)
+	if !rsHoldsEventfd(t, pid1, id1) {
+		t.Fatalf("the app's eventfd (fd %d, eventfd-id %d) is not one kbridge pid %d holds", fd1, id1, pid1)
+	}
+	rsPingPong(t, b, 0, 100)
+	st1, app1 := b.status(), b.port.Counters(0)
+	if app1.Kicks == 0 || st1.Wakeups == 0 || st1.Timeouts != 0 {
+		t.Fatalf("before the restart: app kicks %d, wakeups %d, timeouts %d; want kicks and wakeups, no timeout",
+			app1.Kicks, st1.Wakeups, st1.Timeouts)
+	}
+	t.Logf("first kbridge (pid %d): app fd %d eventfd-id %d, %d kicks, %d wakeups", pid1, fd1, id1, app1.Kicks, st1.Wakeups)
+
+	b.stop()
+	b.port.ClearHaveEventfd(0)
+	// The app keeps running and sends while no kbridge serves the port.
+	const gap = 5
+	for i := 0; i < gap; i++ {
+		if q, err := b.port.Inject(0, [][]byte{kfFrame(64, uint32(1000+i))}, ringtest.InjectOpts{}); err != nil || q != 1 {
+			t.Fatalf("inject while kbridge is down: queued %d: %v", q, err)
+		}
+	}
+
+	b.start()
+	pid2 := b.cmd.Process.Pid
+	kfWaitUntil(t, 10*time.Second, "the app to get the new worker's eventfd", func() bool {
+		return b.port.Counters(0).HaveEventfd
+	})
+	fd2 := b.port.AppEventfd(0)
+	id2 := rsEventfdID(t, os.Getpid(), fd2)
+	if id2 == id1 {
+		t.Fatalf("the app still writes to the first kbridge's eventfd (eventfd-id %d)", id1)
+	}
+	if !rsHoldsEventfd(t, pid2, id2) {
+		t.Fatalf("the app's eventfd (fd %d, eventfd-id %d) is not one the new kbridge pid %d holds", fd2, id2, pid2)
+	}
+	t.Logf("second kbridge (pid %d): app fd %d eventfd-id %d", pid2, fd2, id2)
+
+	// What the app queued meanwhile crosses once the new kbridge runs.
+	kfWaitUntil(t, 10*time.Second, "the new kbridge to move the frames queued while it was down", func() bool {
+		return b.status().ToKernelPackets >= gap
+	})
+	kfWaitUntil(t, 10*time.Second, "the new worker to park", func() bool { return b.status().Parks > 0 })
+
+	app2 := b.port.Counters(0)
+	rsPingPong(t, b, 2000, 200)
+	st3, app3 := b.status(), b.port.Counters(0)
+	t.Logf("after the restart: %d kicks, %d wakeups, %d parks, %d park timeouts",
+		app3.Kicks-app2.Kicks, st3.Wakeups, st3.Parks, st3.Timeouts)
+	if app3.Kicks == app2.Kicks {
+		t.Errorf("the app never kicked after the restart: %+v", app3)
+	}
+	if st3.Wakeups == 0 {
+		t.Errorf("the new worker never woke from a park: %+v", st3)
+	}
+	if st3.Timeouts != 0 {
+		t.Errorf("%d parks of the new worker ended by the one-minute timeout", st3.Timeouts)
+	}
+	if d := st3.TotalDrops(); d != 0 {
+		t.Errorf("the new kbridge dropped %d frames: %v", d, st3.Drops)
+	}
+}
+
+// rsPingPong sends n frames one at a time, each only after the previous one
+// arrived on the TAP side, each within 5 s: the worker parks in between, so
+// each must be kicked awake (the park timeout is a minute).
+func rsPingPong(t *testing.T, b *kfBed, seq0 uint32, n int) {
+	t.Helper()
+	ps := b.packetSocket()
+	for i := 0; i < n; i++ {
+		f := kfFrame(64, seq0+uint32(i))
+		if q, err := b.port.Inject(0, [][]byte{f}, ringtest.InjectOpts{}); err != nil || q != 1 {
+			t.Fatalf("inject frame %d: queued %d: %v", i, q, err)
+		}
+		got := ps.receive(1, 5*time.Second)
+		if len(got) != 1 {
+			st := b.status()
+			t.Fatalf("frame %d of %d did not arrive within 5s: the worker was not woken (stale eventfd?): "+
+				"parks=%d wakeups=%d timeouts=%d app=%+v\n%s", i, n, st.Parks, st.Wakeups, st.Timeouts, b.port.Counters(0), b.out)
+		}
+		if !bytes.Equal(got[0], f) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+}
+
+// rsEventfdID reads the eventfd-id of pid's descriptor fd from fdinfo.
+func rsEventfdID(t *testing.T, pid, fd int) int {
+	t.Helper()
+	if fd < 0 {
+		t.Fatalf("pid %d has no eventfd (fd %d)", pid, fd)
+	}
+	id, ok := rsFdinfoEventfdID(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, fd))
+	if !ok {
+		t.Fatalf("fd %d of pid %d is not an eventfd (or the kernel shows no eventfd-id)", fd, pid)
+	}
+	return id
+}
+
+// rsHoldsEventfd reports whether pid holds an eventfd with the given id.
+func rsHoldsEventfd(t *testing.T, pid, id int) bool {
+	t.Helper()
+	infos, err := filepath.Glob(fmt.Sprintf("/proc/%d/fdinfo/*", pid))
+	if err != nil || len(infos) == 0 {
+		t.Fatalf("reading pid %d's descriptors: %v", pid, err)
+	}
+	for _, p := range infos {
+		if got, ok := rsFdinfoEventfdID(p); ok && got == id {
+			return true
+		}
+	}
+	return false
+}
+
+func rsFdinfoEventfdID(path string) (int, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "eventfd-id:"); ok {
+			var id int
+			if _, err := fmt.Sscan(strings.TrimSpace(v), &id); err == nil {
+				return id, true
+			}
+		}
+	}
+	return 0, false
+}
