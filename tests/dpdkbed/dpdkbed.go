@@ -326,7 +326,7 @@ func (b *Bed) SetUp(up bool) {
 // PacketSocket is an AF_PACKET socket on the bed's interface: it sees what
 // kbridge writes to the TAP and sends what the kernel transmits on it.
 type PacketSocket struct {
-	fd      int
+	Fd      int // the socket, for tests that tune it
 	ifindex int
 }
 
@@ -344,14 +344,14 @@ func (b *Bed) PacketSocket() *PacketSocket {
 		if err != nil {
 			return err
 		}
-		ps.fd = fd
+		ps.Fd = fd
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
 		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: Htons(EthType), Ifindex: ps.ifindex})
 	})
 	if err != nil {
 		b.T.Fatal(err)
 	}
-	b.T.Cleanup(func() { unix.Close(ps.fd) })
+	b.T.Cleanup(func() { unix.Close(ps.Fd) })
 	return &ps
 }
 
@@ -367,8 +367,8 @@ func (ps *PacketSocket) Receive(want int, timeout time.Duration) [][]byte {
 			break
 		}
 		tv := unix.NsecToTimeval(int64(min(left, 100*time.Millisecond)))
-		_ = unix.SetsockoptTimeval(ps.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-		n, from, err := unix.Recvfrom(ps.fd, buf, 0)
+		_ = unix.SetsockoptTimeval(ps.Fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		n, from, err := unix.Recvfrom(ps.Fd, buf, 0)
 		if err != nil {
 			continue
 		}
@@ -388,7 +388,7 @@ func (ps *PacketSocket) Send(t *testing.T, frames [][]byte) {
 		to := &unix.SockaddrLinklayer{Ifindex: ps.ifindex, Protocol: Htons(EthType), Halen: 6}
 		copy(to.Addr[:], f[:6])
 		for {
-			err := unix.Sendto(ps.fd, f, 0, to)
+			err := unix.Sendto(ps.Fd, f, 0, to)
 			if errors.Is(err, unix.ENOBUFS) {
 				time.Sleep(time.Millisecond)
 				continue

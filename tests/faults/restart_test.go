@@ -25,38 +25,38 @@ import (
 func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 	b := kfNewBed(t, "", "policy:\n  mode: interrupt\n  park_timeout: 1m\n")
 	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
-		return b.port.Counters(0).HaveEventfd
+		return b.Port.Counters(0).HaveEventfd
 	})
-	pid1 := b.cmd.Process.Pid
-	fd1 := b.port.AppEventfd(0)
+	pid1 := b.Cmd.Process.Pid
+	fd1 := b.Port.AppEventfd(0)
 	id1 := rsEventfdID(t, os.Getpid(), fd1)
 	if !rsHoldsEventfd(t, pid1, id1) {
 		t.Fatalf("the app's eventfd (fd %d, eventfd-id %d) is not one kbridge pid %d holds", fd1, id1, pid1)
 	}
 	rsPingPong(t, b, 0, 100)
-	st1, app1 := b.status(), b.port.Counters(0)
+	st1, app1 := b.Status(), b.Port.Counters(0)
 	if app1.Kicks == 0 || st1.Wakeups == 0 || st1.Timeouts != 0 {
 		t.Fatalf("before the restart: app kicks %d, wakeups %d, timeouts %d; want kicks and wakeups, no timeout",
 			app1.Kicks, st1.Wakeups, st1.Timeouts)
 	}
 	t.Logf("first kbridge (pid %d): app fd %d eventfd-id %d, %d kicks, %d wakeups", pid1, fd1, id1, app1.Kicks, st1.Wakeups)
 
-	b.stop()
-	b.port.ClearHaveEventfd(0)
+	b.Stop(true)
+	b.Port.ClearHaveEventfd(0)
 	// The app keeps running and sends while no kbridge serves the port.
 	const gap = 5
 	for i := 0; i < gap; i++ {
-		if q, err := b.port.Inject(0, [][]byte{kfFrame(64, uint32(1000+i))}, ringtest.InjectOpts{}); err != nil || q != 1 {
+		if q, err := b.Port.Inject(0, [][]byte{kfFrame(64, uint32(1000+i))}, ringtest.InjectOpts{}); err != nil || q != 1 {
 			t.Fatalf("inject while kbridge is down: queued %d: %v", q, err)
 		}
 	}
 
-	b.start()
-	pid2 := b.cmd.Process.Pid
+	b.Start()
+	pid2 := b.Cmd.Process.Pid
 	kfWaitUntil(t, 10*time.Second, "the app to get the new worker's eventfd", func() bool {
-		return b.port.Counters(0).HaveEventfd
+		return b.Port.Counters(0).HaveEventfd
 	})
-	fd2 := b.port.AppEventfd(0)
+	fd2 := b.Port.AppEventfd(0)
 	id2 := rsEventfdID(t, os.Getpid(), fd2)
 	if id2 == id1 {
 		t.Fatalf("the app still writes to the first kbridge's eventfd (eventfd-id %d)", id1)
@@ -68,13 +68,13 @@ func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 
 	// What the app queued meanwhile crosses once the new kbridge runs.
 	kfWaitUntil(t, 10*time.Second, "the new kbridge to move the frames queued while it was down", func() bool {
-		return b.status().ToKernelPackets >= gap
+		return b.Status().ToKernelPackets >= gap
 	})
-	kfWaitUntil(t, 10*time.Second, "the new worker to park", func() bool { return b.status().Parks > 0 })
+	kfWaitUntil(t, 10*time.Second, "the new worker to park", func() bool { return b.Status().Parks > 0 })
 
-	app2 := b.port.Counters(0)
+	app2 := b.Port.Counters(0)
 	rsPingPong(t, b, 2000, 200)
-	st3, app3 := b.status(), b.port.Counters(0)
+	st3, app3 := b.Status(), b.Port.Counters(0)
 	t.Logf("after the restart: %d kicks, %d wakeups, %d parks, %d park timeouts",
 		app3.Kicks-app2.Kicks, st3.Wakeups, st3.Parks, st3.Timeouts)
 	if app3.Kicks == app2.Kicks {
@@ -96,17 +96,17 @@ func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 // each must be kicked awake (the park timeout is a minute).
 func rsPingPong(t *testing.T, b *kfBed, seq0 uint32, n int) {
 	t.Helper()
-	ps := b.packetSocket()
+	ps := b.PacketSocket()
 	for i := 0; i < n; i++ {
 		f := kfFrame(64, seq0+uint32(i))
-		if q, err := b.port.Inject(0, [][]byte{f}, ringtest.InjectOpts{}); err != nil || q != 1 {
+		if q, err := b.Port.Inject(0, [][]byte{f}, ringtest.InjectOpts{}); err != nil || q != 1 {
 			t.Fatalf("inject frame %d: queued %d: %v", i, q, err)
 		}
-		got := ps.receive(1, 5*time.Second)
+		got := ps.Receive(1, 5*time.Second)
 		if len(got) != 1 {
-			st := b.status()
+			st := b.Status()
 			t.Fatalf("frame %d of %d did not arrive within 5s: the worker was not woken (stale eventfd?): "+
-				"parks=%d wakeups=%d timeouts=%d app=%+v\n%s", i, n, st.Parks, st.Wakeups, st.Timeouts, b.port.Counters(0), b.out)
+				"parks=%d wakeups=%d timeouts=%d app=%+v\n%s", i, n, st.Parks, st.Wakeups, st.Timeouts, b.Port.Counters(0), b.Out)
 		}
 		if !bytes.Equal(got[0], f) {
 			t.Fatalf("frame %d differs", i)

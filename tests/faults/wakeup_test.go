@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tests/dpdkbed"
 )
 
 // wkPackets is how many single-packet bursts the stress test sends: the
@@ -50,21 +51,21 @@ func TestWakeupStress(t *testing.T) {
 		}
 	}
 	b := kfNewBed(t, "", "policy:\n  mode: interrupt\n  park_timeout: 1m\n")
-	ps := b.packetSocket()
+	ps := b.PacketSocket()
 	// Room for far more than the largest window: a slow reader must not
 	// make the socket drop what kbridge delivered.
-	if err := unix.SetsockoptInt(ps.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20); err != nil {
+	if err := unix.SetsockoptInt(ps.Fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20); err != nil {
 		t.Fatal(err)
 	}
 	tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
-	if err := unix.SetsockoptTimeval(ps.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+	if err := unix.SetsockoptTimeval(ps.Fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		t.Fatal(err)
 	}
 	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
-		return b.port.Counters(0).HaveEventfd
+		return b.Port.Counters(0).HaveEventfd
 	})
-	kfWaitUntil(t, 10*time.Second, "the worker to park", func() bool { return b.status().Parks > 0 })
-	before, app0 := b.status(), b.port.Counters(0)
+	kfWaitUntil(t, 10*time.Second, "the worker to park", func() bool { return b.Status().Parks > 0 })
+	before, app0 := b.Status(), b.Port.Counters(0)
 
 	var (
 		sent, got  int
@@ -76,28 +77,28 @@ func TestWakeupStress(t *testing.T) {
 	for got < n {
 		window := wkWindows[(sent/wkBlock)%len(wkWindows)]
 		for sent < n && sent-got < window {
-			q, err := b.port.Inject(0, [][]byte{wkFrame(uint32(sent))}, ringtest.InjectOpts{})
+			q, err := b.Port.Inject(0, [][]byte{wkFrame(uint32(sent))}, ringtest.InjectOpts{})
 			if err != nil || q != 1 {
-				t.Fatalf("packet %d: kbridge_to_kernel queued %d: %v (counters %+v)", sent, q, err, b.port.Counters(0))
+				t.Fatalf("packet %d: kbridge_to_kernel queued %d: %v (counters %+v)", sent, q, err, b.Port.Counters(0))
 			}
 			sent++
 		}
-		m, from, err := unix.Recvfrom(ps.fd, buf, 0)
+		m, from, err := unix.Recvfrom(ps.Fd, buf, 0)
 		if err != nil {
 			if time.Since(lastGot) > wkStall {
-				st := b.status()
+				st := b.Status()
 				t.Fatalf("no packet for %v with %d in flight after %d of %d: a lost wakeup? "+
 					"parks=%d wakeups=%d timeouts=%d to_kernel=%d drops=%v app=%+v in_rings=%d\n%s",
 					wkStall, sent-got, got, n, st.Parks-before.Parks, st.Wakeups-before.Wakeups,
 					st.Timeouts, st.ToKernelPackets-before.ToKernelPackets, st.Drops,
-					b.port.Counters(0), b.port.InRings(0), b.out)
+					b.Port.Counters(0), b.Port.InRings(0), b.Out)
 			}
 			continue
 		}
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue
 		}
-		if m < 18 || binary.BigEndian.Uint16(buf[12:14]) != kfEthType {
+		if m < 18 || binary.BigEndian.Uint16(buf[12:14]) != dpdkbed.EthType {
 			continue
 		}
 		if !bytes.Equal(buf[:m], wkFrame(uint32(got))) {
@@ -113,7 +114,7 @@ func TestWakeupStress(t *testing.T) {
 	}
 	took := time.Since(start)
 
-	st, app := b.status(), b.port.Counters(0)
+	st, app := b.Status(), b.Port.Counters(0)
 	moved := st.ToKernelPackets - before.ToKernelPackets
 	parks, wakeups := st.Parks-before.Parks, st.Wakeups-before.Wakeups
 	kicks := app.Kicks - app0.Kicks
@@ -140,11 +141,11 @@ func TestWakeupStress(t *testing.T) {
 	// Nothing extra arrives afterwards (no duplicate).
 	time.Sleep(100 * time.Millisecond)
 	for {
-		m, _, err := unix.Recvfrom(ps.fd, buf, unix.MSG_DONTWAIT)
+		m, _, err := unix.Recvfrom(ps.Fd, buf, unix.MSG_DONTWAIT)
 		if err != nil {
 			break
 		}
-		if m >= 18 && binary.BigEndian.Uint16(buf[12:14]) == kfEthType {
+		if m >= 18 && binary.BigEndian.Uint16(buf[12:14]) == dpdkbed.EthType {
 			t.Errorf("an extra packet (seq %d) after all %d arrived", binary.BigEndian.Uint32(buf[14:18]), n)
 			break
 		}
