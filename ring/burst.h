@@ -79,6 +79,7 @@ struct kb_in_burst {
 	/* The shared record of the mbufs allocated and not yet enqueued, or
 	 * NULL (see struct kb_out_burst). */
 	struct kbridge_held_q *held;
+	uint32_t room; /* data room of one of the pool's mbufs */
 };
 
 struct kb_out_burst *kb_out_new(struct rte_ring *ring, int32_t tsc_offset,
