@@ -89,6 +89,9 @@ func vhostChecks(t *testing.T, root string) {
 			}
 		}
 		tp, _ := os.ReadFile(filepath.Join(runDir, vhostApp+".log"))
+		if strings.Contains(string(tp), "Fail to configure") {
+			t.Errorf("testpmd failed to configure a port:\n%s", tp)
+		}
 		for _, o := range []string{"TCP_CKSUM", "UDP_CKSUM", "TCP_TSO"} {
 			if !strings.Contains(string(tp), o) {
 				t.Errorf("testpmd's log does not show %s configured on port 1:\n%s", o, tp)

@@ -403,6 +403,12 @@ if [ "$MODE" = vhost ]; then
 	fi
 	wait_for "testpmd to start forwarding" 40 "$APP_PID $KBRIDGE_PID" "$LOGS" \
 		grep -q 'Press enter to exit' "$KBT_RUN/testpmd-vhost.log"
+	# A port testpmd could not configure (an offload the virtio-user port lacks,
+	# such as ipv4_cksum) stays stopped; testpmd forwards anyway.
+	if grep -Eq 'Fail to (configure|start) port|Not all ports were started' "$KBT_RUN/testpmd-vhost.log"; then
+		log_tail "$KBT_RUN/testpmd-vhost.log" 40
+		die "testpmd did not start all its ports (KBT_VHOST_OFFLOADS=${OFFLOADS:-})"
+	fi
 	wait_for "kbridge to log the frontend" 10 "$APP_PID $KBRIDGE_PID" "$LOGS" \
 		grep -q 'vhost-user frontend connected' "$KBT_RUN/kbridge.log"
 	wait_for "$KBT_PEER_IP to answer a ping through kb0 (testpmd -> virtio-user -> kbridge)" 20 \
