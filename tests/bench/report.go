@@ -299,7 +299,7 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 
 	w("\n### Placement\n\n")
 	w("Where each forwarder's pieces ran: the CPUs each thread may use (`Cpus_allowed_list` in /proc/PID/task/*/status, read while it was measured). ")
-	w("testpmd: `rte-worker-1` (`lcore-worker-1` in other DPDK versions) is the forwarding lcore, `dpdk-testpmd` the main lcore, the rest EAL control threads; the reference app polls on its main thread (`kbridge-refapp`); kbridge's Go threads (`kbridge`) carry its workers, beside the EAL threads of a DPDK secondary process. kbridge-vhost: the app is testpmd (KBT_MODE=vhost, io forwarding between kbt-nic and its virtio-user port, same `--lcores` as the testpmd row), and kbridge runs its own EAL (a primary, `--in-memory`) with the vhost-user threads of librte_vhost (`vhost-events`, `vhost-reconn`).\n\n")
+	w("testpmd: `rte-worker-1` (`lcore-worker-1` in other DPDK versions) is the forwarding lcore, `dpdk-testpmd` the main lcore, the rest EAL control threads; the reference app polls on its main thread (`kbridge-refapp`); kbridge's Go threads (`kbridge`) carry its workers, beside the EAL threads of a DPDK secondary process. kbridge-vhost: the app is testpmd (KBT_MODE=vhost, io forwarding between kbt-nic and its virtio-user port, same `--lcores` as the testpmd row), and kbridge runs its own EAL (a primary, `--in-memory`) with the vhost-user thread of librte_vhost (`vhost-events`; `vhost-reconn` too when kbridge is the client).\n\n")
 	w("| forwarder | forwarder process threads | app threads (reference app; testpmd for kbridge-vhost) | clients | servers (kbt-peer) |\n|---|---|---|---|---|\n")
 	for _, n := range order {
 		p := res[n].Place
