@@ -23,7 +23,13 @@ const (
 	TreeEntries = 2000*3 + 1 // 2000 directories, two files each, big.bin
 	// ClientCPU is where clients run: off the app's lcore, the highest CPU.
 	ClientCPU = "0"
+	// LockFile serialises the bed's scripts and users (lib.sh's KBT_LOCKFILE).
+	LockFile = "/run/kbt.lock"
 )
+
+// LockedEnv is the environment of up.sh and down.sh run by a test that holds
+// LockFile (ClaimBed): they must not wait for the lock themselves.
+var LockedEnv = []string{"KBT_LOCK_HELD=1"}
 
 // Namespaces and Links are what the bed creates.
 var (
@@ -119,5 +125,52 @@ func CheckNothingLeft(t *testing.T, extraLinks ...string) {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && Alive(pid) {
 			t.Errorf("process %d (%s) still alive after testbed-down", pid, filepath.Base(p))
 		}
+	}
+}
+
+// ClaimBed waits until no one else's test bed is up, then holds
+// /run/kbt.lock for the whole test, so that another user's up.sh waits for
+// this test instead of tearing its bed down (the protocol of kbt_claim_bed in
+// tests/testbed/lib.sh).
+func ClaimBed(t *testing.T, root string) {
+	// Wait as long as the test binary's -timeout allows, less what the test
+	// itself needs; KBT_BED_WAIT overrides.
+	wait := 10 * time.Minute
+	if d, ok := t.Deadline(); ok {
+		wait = time.Until(d) - 2*time.Minute
+	}
+	if v, err := time.ParseDuration(os.Getenv("KBT_BED_WAIT")); err == nil {
+		wait = v
+	}
+	deadline := time.Now().Add(wait)
+	users := func() string {
+		out, _ := exec.Command("bash", "-c", ". "+filepath.Join(root, "tests/testbed/lib.sh")+" && kbt_bed_users").Output()
+		return strings.Join(strings.Fields(string(out)), " ")
+	}
+	said := false
+	for {
+		f, err := os.OpenFile(LockFile, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		who := "(another script holds " + LockFile + ")"
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			if who = users(); who == "" {
+				t.Cleanup(func() { f.Close() })
+				if said {
+					t.Logf("the test bed is free now")
+				}
+				return
+			}
+		}
+		f.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("the test bed is still in use after %v: %s (a crashed run? tests/testbed/down.sh removes it; KBT_BED_WAIT sets the wait)", wait, who)
+		}
+		if !said {
+			t.Logf("the test bed is in use by someone else: %s; waiting up to %v", who, wait)
+			said = true
+		}
+		time.Sleep(5 * time.Second)
 	}
 }

@@ -27,12 +27,14 @@ const (
 	runDir     = "/run/kbt"
 	statsSock  = runDir + "/kbridge.sock"
 	nfsEntries = 6001
+	// vhostAppName is the vhost bed's app, testpmd, in /run/kbt (NAME.pid, NAME.log).
+	vhostAppName = "testpmd-vhost"
 )
 
 // Forwarder is one column of the comparison.
 type Forwarder struct {
 	Name   string
-	Kind   string // "direct", "kbridge", "testpmd" or "ceiling" (testpmd alone on kbt-nic)
+	Kind   string // "direct", "kbridge", "vhost" (kbridge in mode vhost under testpmd), "testpmd" or "ceiling" (testpmd alone on kbt-nic)
 	Policy string // kbridge: the YAML policy block
 	Mode   string // kbridge: the mode `kbridge stats` shows once it applies
 	// Plain turns kbridge's kernel-side offloads off (interface.offload:
@@ -50,8 +52,53 @@ var allForwarders = []Forwarder{
 	{Name: "kbridge-interrupt", Kind: "kbridge", Mode: "interrupt", Policy: "policy:\n  mode: interrupt\n"},
 	{Name: "kni-4ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 4ms\n"},
 	{Name: "kni-1ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 1ms\n"},
+	{Name: "kbridge-vhost", Kind: "vhost", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n"},
 	{Name: "testpmd", Kind: "testpmd"},
 	{Name: "bed-ceiling", Kind: "ceiling"},
+}
+
+// bedKind is the bed a forwarder is measured on: "kbridge" (the ring bed,
+// direct too), "vhost" (KBT_MODE=vhost) or "testpmd" (no bridge, testpmd or
+// the ceiling in its place).
+func (f Forwarder) bedKind() string {
+	switch f.Kind {
+	case "testpmd", "ceiling":
+		return "testpmd"
+	case "vhost":
+		return "vhost"
+	}
+	return "kbridge"
+}
+
+// hasKbridge reports whether kbridge runs on this forwarder's bed and
+// `kbridge stats` has its counters.
+func (f Forwarder) hasKbridge() bool { return f.Kind == "kbridge" || f.Kind == "vhost" }
+
+// groupForwarders splits the forwarders into one group per bed, in the order
+// the beds are brought up: the ring bed, the vhost bed, testpmd's bed. direct
+// is measured on the first bed that is up anyway: the ring bed, else
+// testpmd's, else the vhost bed.
+func groupForwarders(fws []Forwarder) [][]Forwarder {
+	byBed := map[string][]Forwarder{}
+	for _, f := range fws {
+		byBed[f.bedKind()] = append(byBed[f.bedKind()], f)
+	}
+	kb, vh, tp := byBed["kbridge"], byBed["vhost"], byBed["testpmd"]
+	if !hasKind(kb, "kbridge") && len(kb) > 0 {
+		switch {
+		case hasKind(tp, "testpmd"):
+			tp, kb = append(kb, tp...), nil
+		case len(vh) > 0:
+			vh, kb = append(kb, vh...), nil
+		}
+	}
+	var groups [][]Forwarder
+	for _, g := range [][]Forwarder{kb, vh, tp} {
+		if len(g) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	return groups
 }
 
 // NS and IP a client of this forwarder uses.
@@ -149,11 +196,12 @@ type Bed struct {
 	root     string // repository root
 	cfgPath  string // kbridge's configuration (a private copy)
 	baseCfg  string
+	vhostCfg string // tests/testbed/kbridge-vhost.yaml, the vhost bed's base
 	cpus     string // client CPU list ("" = no pinning)
 	fwdPID   int    // kbridge or testpmd
-	appPID   int    // reference app (kbridge beds)
+	appPID   int    // the DPDK app: the reference app (ring bed) or testpmd (vhost bed)
 	httpPID  int    // the bench's HTTP server in kbt-peer
-	kind     string // what is up: "", "kbridge", "testpmd"
+	kind     string // what is up: "", "kbridge", "vhost", "testpmd"
 	progress func(format string, a ...any)
 }
 
@@ -168,8 +216,9 @@ func (b *Bed) pin(ns string, args ...string) []string {
 	return append(out, args...)
 }
 
-// up brings up the bed (up.sh may wait up to 5 min for /run/kbt.lock) for kind "kbridge" (starting with the given policy) or
-// "testpmd" (bed without bridge, testpmd in its place).
+// up brings up the bed (up.sh may wait up to 5 min for /run/kbt.lock) for kind "kbridge" (starting with the given policy),
+// "vhost" (KBT_MODE=vhost: testpmd as the app, kbridge in mode vhost with the given policy) or "testpmd" (bed
+// without bridge, testpmd in its place).
 func (b *Bed) up(ctx context.Context, kind, policy string) error {
 	b.kind, b.fwdPID, b.appPID = kind, 0, 0
 	switch kind {
@@ -185,6 +234,22 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 			return err
 		}
 		b.appPID, err = readPID("refapp")
+		return err
+	case "vhost":
+		if b.vhostCfg == "" {
+			return fmt.Errorf("no base configuration for the vhost bed (tests/testbed/kbridge-vhost.yaml)")
+		}
+		if err := writeAtomic(b.cfgPath, withPolicy(b.vhostCfg, policy)); err != nil {
+			return err
+		}
+		if _, err := run(ctx, 6*time.Minute, []string{"KBT_MODE=vhost", "KBRIDGE_CONFIG=" + b.cfgPath}, b.script("up.sh")); err != nil {
+			return err
+		}
+		var err error
+		if b.fwdPID, err = readPID("kbridge"); err != nil {
+			return err
+		}
+		b.appPID, err = readPID(vhostAppName)
 		return err
 	case "testpmd":
 		if _, err := run(ctx, 6*time.Minute, []string{"KBT_NO_BRIDGE=1"}, b.script("up.sh")); err != nil {
@@ -226,7 +291,7 @@ func (b *Bed) alive() error {
 	if err := syscall.Kill(b.fwdPID, 0); err != nil {
 		return fmt.Errorf("forwarder pid %d is gone (see %s/*.log)", b.fwdPID, runDir)
 	}
-	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "testpmd": "testpmd"}[b.kind]); err != nil || pid != b.fwdPID {
+	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "vhost": "kbridge", "testpmd": "testpmd"}[b.kind]); err != nil || pid != b.fwdPID {
 		return fmt.Errorf("the bed was replaced under us (pid file no longer names %d)", b.fwdPID)
 	}
 	return nil

@@ -39,7 +39,7 @@ policy:
 
 func TestSelectForwarders(t *testing.T) {
 	all, err := selectForwarders("all")
-	if err != nil || len(all) != 9 || all[0].Name != "direct" || all[7].Name != "testpmd" || all[8].Name != "bed-ceiling" {
+	if err != nil || len(all) != 10 || all[0].Name != "direct" || all[7].Name != "kbridge-vhost" || all[8].Name != "testpmd" || all[9].Name != "bed-ceiling" {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	// Table order, whatever order the flag lists them in.
@@ -51,7 +51,7 @@ func TestSelectForwarders(t *testing.T) {
 		t.Errorf("unknown name: %v", err)
 	}
 	for _, f := range all {
-		if f.Kind == "kbridge" && !strings.Contains(f.Policy, "mode: "+f.Mode+"\n") {
+		if f.hasKbridge() && !strings.Contains(f.Policy, "mode: "+f.Mode+"\n") {
 			t.Errorf("%s: policy %q does not set mode %s", f.Name, f.Policy, f.Mode)
 		}
 	}
@@ -86,5 +86,46 @@ func TestWithoutOffload(t *testing.T) {
 	got := withoutOffload("dpdk:\n  file_prefix: kbt\ninterface:\n  name: kb0\n")
 	if want := "dpdk:\n  file_prefix: kbt\ninterface:\n  offload: false\n  name: kb0\n"; got != want {
 		t.Errorf("withoutOffload = %q, want %q", got, want)
+	}
+}
+
+func TestGroupForwarders(t *testing.T) {
+	pick := func(list string) []Forwarder {
+		fs, err := selectForwarders(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	show := func(gs [][]Forwarder) string {
+		var out []string
+		for _, g := range gs {
+			out = append(out, names(g))
+		}
+		return strings.Join(out, " | ")
+	}
+	for list, want := range map[string]string{
+		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling",
+		// No kbridge on the ring bed: direct goes to testpmd's bed, as before, else to the vhost bed.
+		"direct,kbridge-vhost":                  "direct,kbridge-vhost",
+		"direct,kbridge-vhost,testpmd":          "kbridge-vhost | direct,testpmd",
+		"direct,testpmd":                        "direct,testpmd",
+		"direct,bed-ceiling":                    "direct | bed-ceiling",
+		"kbridge-vhost,bed-ceiling":             "kbridge-vhost | bed-ceiling",
+		"direct":                                "direct",
+		"direct,kbridge-adaptive,kbridge-vhost": "direct,kbridge-adaptive | kbridge-vhost",
+	} {
+		if got := show(groupForwarders(pick(list))); got != want {
+			t.Errorf("%s: groups %q, want %q", list, got, want)
+		}
+	}
+	for _, f := range pick("all") {
+		want := map[string]string{"direct": "kbridge", "kbridge": "kbridge", "vhost": "vhost", "testpmd": "testpmd", "ceiling": "testpmd"}[f.Kind]
+		if f.bedKind() != want {
+			t.Errorf("%s: bed %q, want %q", f.Name, f.bedKind(), want)
+		}
+		if f.hasKbridge() != (f.Kind == "kbridge" || f.Kind == "vhost") {
+			t.Errorf("%s: hasKbridge %v", f.Name, f.hasKbridge())
+		}
 	}
 }

@@ -159,7 +159,7 @@ func (rn *Runner) measureBudget(ctx context.Context, f Forwarder) *Budget {
 func (rn *Runner) budgetRun(ctx context.Context, f Forwarder, b *Budget) error {
 	ns, ip := f.target()
 	var before Counters
-	if f.Kind == "kbridge" {
+	if f.hasKbridge() {
 		_, c, err := rn.bed.stats(ctx)
 		if err != nil {
 			return err
@@ -217,7 +217,7 @@ func (rn *Runner) budgetRun(ctx context.Context, f Forwarder, b *Budget) error {
 		b.Mean += rt[i] / float64(len(lat))
 	}
 	b.RTT = Latency{P50: quantile(rt, 0.5), P99: quantile(rt, 0.99), P999: quantile(rt, 0.999), N: len(rt)}
-	if f.Kind == "kbridge" {
+	if f.hasKbridge() {
 		if _, c, err := rn.bed.stats(ctx); err == nil {
 			d := c.sub(before)
 			b.Counters = &d
@@ -240,7 +240,7 @@ func (rn *Runner) budgetRun(ctx context.Context, f Forwarder, b *Budget) error {
 	if f.Kind != "direct" && rn.bed.fwdPID != 0 {
 		b.Fwd = aggregate(rows, tidsOf(rn.bed.fwdPID))
 	}
-	if f.Kind == "kbridge" && rn.bed.appPID != 0 {
+	if f.hasKbridge() && rn.bed.appPID != 0 {
 		b.App = aggregate(rows, tidsOf(rn.bed.appPID))
 	}
 	return nil

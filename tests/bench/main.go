@@ -26,7 +26,7 @@ func main() {
 }
 
 func mainErr() int {
-	fwList := flag.String("forwarders", "all", "comma-separated subset of: direct,kbridge-busy,kbridge-adaptive,kbridge-interrupt,kni-4ms,kni-1ms,testpmd,bed-ceiling")
+	fwList := flag.String("forwarders", "all", "comma-separated subset of: direct,kbridge-busy,kbridge-adaptive,kbridge-interrupt,kni-4ms,kni-1ms,kbridge-vhost,testpmd,bed-ceiling")
 	quick := flag.Bool("quick", false, "shorten every workload (a smoke test, not a measurement)")
 	root := flag.String("root", ".", "repository root (holds tests/testbed and bin/)")
 	outDir := flag.String("out", "results", "directory for the report, the picture and raw outputs")
@@ -95,6 +95,16 @@ func mainErr() int {
 
 	ncpu := runtime.NumCPU()
 	bed := &Bed{root: *root, cfgPath: filepath.Join(tmp, "kbridge.yaml"), baseCfg: string(baseCfg), cpus: clientCPUs(ncpu)}
+	if hasKind(fws, "vhost") {
+		vh, err := os.ReadFile(filepath.Join(*root, "tests/testbed/kbridge-vhost.yaml"))
+		if err != nil {
+			return fail(err)
+		}
+		bed.vhostCfg = string(vh)
+		if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
+			return fail(fmt.Errorf("kbridge-vhost needs dpdk-testpmd (the app of KBT_MODE=vhost): run make deps"))
+		}
+	}
 	d := fullDurations
 	if *quick {
 		d = quickDurations

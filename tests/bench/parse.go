@@ -223,6 +223,20 @@ func parseStats(out []byte) (mode string, c Counters, err error) {
 	return s.Queues[0].Mode, c, nil
 }
 
+var reVhostConnected = regexp.MustCompile(`msg="vhost-user frontend connected".*?\sfeatures=(\S+)`)
+
+// vhostFeatures returns the virtio features of the last "vhost-user frontend
+// connected" line of a kbridge log (mode vhost), or "" if there is none. The
+// last one counts: an app that reconfigures its port (testpmd turning
+// offloads on) reconnects with the features it then asks for.
+func vhostFeatures(log string) string {
+	all := reVhostConnected.FindAllStringSubmatch(log, -1)
+	if len(all) == 0 {
+		return ""
+	}
+	return all[len(all)-1][1]
+}
+
 // sub returns the counters moved between an earlier snapshot b and c.
 func (c Counters) sub(b Counters) Counters {
 	d := Counters{

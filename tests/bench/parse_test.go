@@ -195,3 +195,19 @@ func TestBusyList(t *testing.T) {
 		t.Errorf("quiet machine: %v", got)
 	}
 }
+
+func TestVhostFeatures(t *testing.T) {
+	log := `time=2026-11-30T12:20:04.900Z level=INFO msg="bridge running" mode=vhost socket=/run/kbt/kb0.sock
+time=2026-11-30T12:20:05.029Z level=INFO msg="vhost-user frontend connected" socket=/run/kbt/kb0.sock vid=0 features=MRG_RXBUF,VERSION_1,IN_ORDER app_csum=false app_tso=false
+time=2026-11-30T12:20:05.400Z level=INFO msg="vhost-user frontend gone" socket=/run/kbt/kb0.sock
+time=2026-11-30T12:20:05.500Z level=INFO msg="vhost-user frontend connected" socket=/run/kbt/kb0.sock vid=0 features=CSUM,HOST_TSO4,HOST_TSO6,MRG_RXBUF,VERSION_1,IN_ORDER app_csum=true app_tso=true
+`
+	if got, want := vhostFeatures(log), "CSUM,HOST_TSO4,HOST_TSO6,MRG_RXBUF,VERSION_1,IN_ORDER"; got != want {
+		t.Errorf("vhostFeatures = %q, want %q (the last connect counts)", got, want)
+	}
+	for _, none := range []string{"", `msg="bridge running" mode=ring`, `msg="vhost-user frontend gone" features=CSUM`} {
+		if got := vhostFeatures(none); got != "" {
+			t.Errorf("vhostFeatures(%q) = %q, want none", none, got)
+		}
+	}
+}

@@ -283,7 +283,7 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 	w("\n### CPU of the forwarder process (%% of one core)\n\n")
 	w("utime+stime of the whole forwarder process (kbridge's PID, or testpmd's) from /proc/PID/stat over each workload. ")
 	w("Idle: %v after 1 s without traffic. `CPU/Gbit` is the forwarder's CPU during an iperf3 run divided by that run's Gbit/s: %% of a core per Gbit/s (lower is better). ", d.Idle)
-	w("`app lcore` is the reference DPDK app's own busy-polling lcore (the customer's app, present with every kbridge mode; testpmd has no separate app).\n\n")
+	w("`app lcore` is the reference DPDK app's own busy-polling lcore (the customer's app, present with every kbridge mode; testpmd has no separate app); for kbridge-vhost it is the whole testpmd process, the unmodified app whose virtio-user port kbridge serves (its forwarding lcore polls both ports).\n\n")
 	w("| forwarder | idle | NFS ls -R | NFS read | ping-pong | cold | HTTP | iperf3 to peer | iperf3 from peer | -P 4 from peer | CPU/Gbit to peer | CPU/Gbit from peer | CPU/Gbit -P 4 | app lcore (idle) |\n")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range rows {
@@ -315,14 +315,19 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 
 	w("\n### Placement\n\n")
 	w("Where each forwarder's pieces ran: the CPUs each thread may use (`Cpus_allowed_list` in /proc/PID/task/*/status, read while it was measured). ")
-	w("testpmd: `rte-worker-1` (`lcore-worker-1` in other DPDK versions) is the forwarding lcore, `dpdk-testpmd` the main lcore, the rest EAL control threads; the reference app polls on its main thread (`kbridge-refapp`); kbridge's Go threads (`kbridge`) carry its workers, beside the EAL threads of a DPDK secondary process.\n\n")
-	w("| forwarder | forwarder process threads | reference app threads | clients | servers (kbt-peer) |\n|---|---|---|---|---|\n")
+	w("testpmd: `rte-worker-1` (`lcore-worker-1` in other DPDK versions) is the forwarding lcore, `dpdk-testpmd` the main lcore, the rest EAL control threads; the reference app polls on its main thread (`kbridge-refapp`); kbridge's Go threads (`kbridge`) carry its workers, beside the EAL threads of a DPDK secondary process. kbridge-vhost: the app is testpmd (KBT_MODE=vhost, io forwarding between kbt-nic and its virtio-user port, same `--lcores` as the testpmd row), and kbridge runs its own EAL (a primary, `--in-memory`) with the vhost-user thread of librte_vhost (`vhost-events`; `vhost-reconn` too when kbridge is the client).\n\n")
+	w("| forwarder | forwarder process threads | app threads (reference app; testpmd for kbridge-vhost) | clients | servers (kbt-peer) |\n|---|---|---|---|---|\n")
 	for _, n := range order {
 		p := res[n].Place
 		if p == (Placement{}) {
 			continue
 		}
 		w("| %s | %s | %s | %s | %s |\n", n, or(p.Forwarder, "-"), or(p.App, "-"), or(p.Clients, "-"), or(p.Servers, "-"))
+	}
+	for _, n := range order {
+		if f := res[n].Features; f != "" {
+			w("\n%s: virtio features kbridge negotiated with testpmd's virtio-user port (kbridge's log): `%s`.\n", n, f)
+		}
 	}
 
 	if ceil != nil {

@@ -24,6 +24,8 @@ func sample() (order []string, res map[string]*Result) {
 		map[string]float64{wIdle: 0.4, wNFS: 55, wPP: 90, wCold: 2, wUp: 99, wDown: 98}, 99.8)
 	add("kni-4ms", 30, 1, Latency{2000, 4000, 4100, 4200, 1200}, Latency{2100, 4000, 4000, 4000, 96}, 0.1, 0.1,
 		map[string]float64{wIdle: 0.2}, 100)
+	add("kbridge-vhost", 5.0, 3, Latency{35, 55, 95, 700, 8000}, Latency{90, 170, 180, 180, 96}, 0.9, 1.1,
+		map[string]float64{wIdle: 0.5, wNFS: 40, wPP: 60, wCold: 1, wUp: 70, wDown: 65}, 100)
 	add("testpmd", 4.8, 3, Latency{29.5, 46.3, 80, 1000, 8000}, Latency{80, 145, 150, 150, 96}, 3.0, 3.1,
 		map[string]float64{wIdle: 100, wNFS: 100}, -1)
 	// issues 8 and 11: NFS read, iperf3 -P 4, HTTP, placement, the bed's ceiling
@@ -35,6 +37,13 @@ func sample() (order []string, res map[string]*Result) {
 		r.HTTP = HTTPStats{P50: v[2], P99: v[3], RPS: 1e6 / v[2] / 2, Requests: 1000}
 	}
 	res["kni-4ms"].ReadRuns = 1
+	vh := res["kbridge-vhost"]
+	vh.NFSRead, vh.ReadRuns, vh.Down4 = 500, 2, 1.2
+	vh.HTTP = HTTPStats{P50: 95, P99: 160, RPS: 5000, Requests: 1000}
+	vh.Place = Placement{Forwarder: "CPU 0: kbridge x7, vhost-events, vhost-reconn", App: "CPU 1: rte-worker-1; CPU 0: dpdk-testpmd, eal-intr-thread",
+		Clients: "taskset -c 0", Servers: "ganesha 0, http 0, iperf3 0, sockperf 0"}
+	vh.Features = "CSUM,HOST_TSO4,HOST_TSO6,MRG_RXBUF,VERSION_1,IN_ORDER"
+	vh.Counters[wPP] = Counters{ToKernel: 1000, FromKernel: 1000, Parks: 20, Wakeups: 20, Kicks: 20}
 	res["kbridge-adaptive"].CPU[wNFSRead], res["kbridge-adaptive"].CPU[wDown4], res["kbridge-adaptive"].CPU[wHTTP] = 40, 96, 30
 	res["testpmd"].CPU[wUp], res["testpmd"].CPU[wDown] = 99, 100
 	res["kbridge-adaptive"].Counters[wDown4] = Counters{ToKernel: 100000, FromKernel: 20000, Drops: 7, AppDrops: 2500,

@@ -28,23 +28,13 @@ type Runner struct {
 	log    func(format string, a ...any)
 }
 
-// runAll measures the forwarders: kbridge's bed first (direct is measured
-// there too, before any kbridge mode), then testpmd's. Errors end up in the
-// results, never abort the run.
+// runAll measures the forwarders: kbridge's ring bed first (direct is
+// measured there too, before any kbridge mode), then the vhost bed, then
+// testpmd's (groupForwarders). Errors end up in the results, never abort the
+// run.
 func (rn *Runner) runAll(ctx context.Context, fws []Forwarder, res map[string]*Result, waitBed time.Duration, force bool) {
-	var kb, tp []Forwarder
-	for _, f := range fws {
-		if f.Kind == "testpmd" || f.Kind == "ceiling" {
-			tp = append(tp, f)
-		} else {
-			kb = append(kb, f)
-		}
-	}
-	if !hasKind(kb, "kbridge") && len(tp) > 0 && hasKind(tp, "testpmd") {
-		tp, kb = append(kb, tp...), nil // no kbridge: measure direct on testpmd's bed
-	}
-	for _, group := range [][]Forwarder{kb, tp} {
-		if len(group) > 0 && ctx.Err() == nil {
+	for _, group := range groupForwarders(fws) {
+		if ctx.Err() == nil {
 			rn.runBed(ctx, group, res, waitBed, force)
 		}
 	}
@@ -76,8 +66,13 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 	// kbridge starts adaptive (parked when idle), so that direct, measured
 	// first on this bed, does not share CPU 0 with a spinning kbridge.
 	kind, policy := "kbridge", "policy:\n  mode: adaptive\n"
-	if hasKind(group, "testpmd") || hasKind(group, "ceiling") {
-		kind = "testpmd"
+	for _, f := range group {
+		if f.Kind != "direct" {
+			kind = f.bedKind()
+		}
+		if f.Kind == "vhost" {
+			policy = f.Policy
+		}
 	}
 	if !force {
 		if err := waitFree(ctx, waitBed, rn.log); err != nil {
@@ -89,8 +84,12 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 	rn.log("bringing the test bed up for %s", kind)
 	t0 := time.Now()
 	defer func() {
-		if kind == "kbridge" {
+		switch kind {
+		case "kbridge":
 			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge.log"))
+		case "vhost":
+			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-vhost.log"))
+			_ = copyFile(filepath.Join(runDir, vhostAppName+".log"), filepath.Join(rn.rawDir, vhostAppName+".log"))
 		}
 		rn.log("tearing the %s bed down", kind)
 		if err := bed.down(); err != nil {
@@ -137,8 +136,13 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		if f.Kind != "direct" {
 			r.Place.Forwarder = placementOf(bed.fwdPID)
 		}
-		if f.Kind == "kbridge" {
+		if f.hasKbridge() {
 			r.Place.App = placementOf(bed.appPID)
+		}
+		if f.Kind == "vhost" {
+			if data, err := os.ReadFile(filepath.Join(runDir, "kbridge.log")); err == nil {
+				r.Features = vhostFeatures(string(data))
+			}
 		}
 		procs0, cpus0, t1 := allProcs(), readCPUTimes(), time.Now()
 		rn.measure(ctx, f, res[f.Name])
@@ -146,7 +150,7 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		if c := cpuBusyText(cpus0, readCPUTimes()); c != "" {
 			res[f.Name].Foreign += "; " + c
 		}
-		if f.Kind == "kbridge" {
+		if f.hasKbridge() {
 			if out, err := run(ctx, 5*time.Second, nil, filepath.Join(bed.root, "bin/kbridge"), "stats", "--socket", statsSock); err == nil {
 				_ = os.WriteFile(filepath.Join(rn.rawDir, f.Name+"-stats.json"), out, 0o644)
 			}
@@ -217,7 +221,7 @@ func (rn *Runner) withCPU(ctx context.Context, f Forwarder, key string, r *Resul
 	}
 	var before Counters
 	haveStats := false
-	if f.Kind == "kbridge" {
+	if f.hasKbridge() {
 		if _, c, err := rn.bed.stats(ctx); err == nil {
 			before, haveStats = c, true
 		}

@@ -67,7 +67,8 @@ type Result struct {
 	Place    Placement          // where its threads ran
 	Ceiling  *Ceiling           // bed-ceiling only
 	CPU      map[string]float64 // workload -> % of one core used by the forwarder process
-	AppCPU   float64            // reference app's lcore at idle (kbridge beds), -1 if n/a
+	AppCPU   float64            // the DPDK app at idle (kbridge beds: the reference app, or testpmd for kbridge-vhost), -1 if n/a
+	Features string             // kbridge-vhost: the virtio features kbridge negotiated with testpmd's port
 	Counters map[string]Counters
 	Errs     map[string]string // workload -> error
 	Lat      []float64         // continuous ping-pong observations, for the CDF
@@ -99,7 +100,7 @@ func (rn *Runner) idle(ctx context.Context, f Forwarder, r *Result) error {
 		return err
 	}
 	pids := []int{rn.bed.fwdPID}
-	if f.Kind == "kbridge" && rn.bed.appPID != 0 {
+	if f.hasKbridge() && rn.bed.appPID != 0 {
 		pids = append(pids, rn.bed.appPID)
 	}
 	t0 := time.Now()

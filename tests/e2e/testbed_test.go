@@ -1,12 +1,16 @@
 // Package e2e brings the whole test bed of tests/testbed/README.md up (namespaces, the
-// NFS, sockperf and iperf3 servers, the reference DPDK app and kbridge) and
-// checks what a user would: ping, TCP both ways and NFS over kb0, a clean
-// stop that leaks no mbuf, and a tear-down that leaves nothing behind.
+// NFS, sockperf and iperf3 servers, the DPDK app and kbridge) and checks what a
+// user would: ping, TCP both ways and NFS over kb0, a clean stop that leaks no
+// mbuf, and a tear-down that leaves nothing behind. It does so for each mode of
+// the bed in bedModes: ring (the reference app and kbridge's rings) and vhost (an
+// unmodified dpdk-testpmd whose virtio-user port has kbridge as its vhost-user
+// backend). KBT_MODE=ring or KBT_MODE=vhost runs one of them only.
 package e2e
 
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -52,6 +56,45 @@ func inDUT(t *testing.T, args ...string) string {
 	return bedtest.In(t, nil, "kbt-dut", args...)
 }
 
+// bedMode is one variant of the bed (up.sh's KBT_MODE) that TestTestbed runs
+// its checks on.
+type bedMode struct {
+	name  string   // KBT_MODE
+	bins  []string // under the repository root, built by make build
+	tools []string // on $PATH
+	app   string   // the DPDK app's name in /run/kbt (NAME.pid, NAME.log)
+	// checks runs the mode's own subtests while the bed is up.
+	checks func(t *testing.T, root string)
+	// stop stops kbridge by its PID and checks that it stopped cleanly.
+	stop func(t *testing.T, root string)
+	// leftovers checks, after down.sh, what only this mode could leave.
+	leftovers func(t *testing.T)
+}
+
+var bedModes = []bedMode{
+	{name: "ring", bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp", stop: ringStop},
+	{name: "vhost", bins: []string{"bin/kbridge"}, tools: []string{"dpdk-testpmd", "stdbuf"}, app: vhostApp,
+		checks: vhostChecks, stop: vhostStop, leftovers: vhostLeftovers},
+}
+
+// selectedModes is bedModes, or the one KBT_MODE names.
+func selectedModes(t *testing.T) []bedMode {
+	want := os.Getenv("KBT_MODE")
+	if want == "" {
+		return bedModes
+	}
+	for _, m := range bedModes {
+		if m.name == want {
+			return []bedMode{m}
+		}
+	}
+	if want == "xdp" {
+		t.Skip("KBT_MODE=xdp: the XDP bed is tested by tests/e2exdp")
+	}
+	t.Fatalf("KBT_MODE=%s: this test knows ring and vhost", want)
+	return nil
+}
+
 func TestTestbed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the test bed is skipped in -short mode")
@@ -60,29 +103,64 @@ func TestTestbed(t *testing.T) {
 		t.Skip("the test bed needs root (namespaces, DPDK, TAP): run it as root (make test)")
 	}
 	root := repoRoot(t)
-	for _, bin := range []string{"bin/kbridge", "bin/kbridge-refapp"} {
-		if _, err := os.Stat(filepath.Join(root, bin)); err != nil {
-			t.Fatalf("%s missing: run make build (make test does)", bin)
+	modes := selectedModes(t)
+	for _, m := range modes {
+		for _, bin := range m.bins {
+			if _, err := os.Stat(filepath.Join(root, bin)); err != nil {
+				t.Fatalf("%s missing: run make build (make test does)", bin)
+			}
+		}
+		for _, tool := range m.tools {
+			if _, err := exec.LookPath(tool); err != nil {
+				t.Fatalf("%s missing (KBT_MODE=%s): run make deps", tool, m.name)
+			}
 		}
 	}
-	down := func() { sh(t, "bash", filepath.Join(root, "tests/testbed/down.sh")) }
+	// Someone else's bed is waited for, never torn down; up.sh and down.sh
+	// below run under this claim (bedtest.LockedEnv).
+	start := time.Now()
+	bedtest.ClaimBed(t, root)
+	if w := time.Since(start); w > time.Second {
+		t.Logf("waited %v for the test bed", w.Round(time.Second))
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { testBed(t, root, m) })
+	}
+}
+
+// testBed brings the bed up in mode m, runs every check on it, stops kbridge
+// and tears the bed down.
+func testBed(t *testing.T, root string, m bedMode) {
+	env := append(append([]string(nil), bedtest.LockedEnv...), "KBT_MODE="+m.name)
+	var procs map[string]int // the bed's processes, read before down.sh removes their records
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, log := range []string{"kbridge.log", "refapp.log"} {
+			for _, log := range []string{"kbridge.log", m.app + ".log"} {
 				b, _ := os.ReadFile(filepath.Join(runDir, log))
 				t.Logf("%s:\n%s", log, b)
 			}
 		}
-		down()
+		if procs == nil {
+			procs = bedProcs()
+		}
+		bedtest.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/down.sh"))
 		checkNothingLeft(t)
+		for name, pid := range procs {
+			if alive(pid) {
+				t.Errorf("%s (pid %d) still runs after down.sh", name, pid)
+			}
+		}
+		if m.leftovers != nil {
+			m.leftovers(t)
+		}
 	})
 	start := time.Now()
-	out := sh(t, "bash", filepath.Join(root, "tests/testbed/up.sh"))
+	out := bedtest.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/up.sh"))
 	if !strings.Contains(out, "testbed up") {
-		t.Fatalf("up.sh did not say 'testbed up':\n%s", out)
+		t.Fatalf("KBT_MODE=%s up.sh did not say 'testbed up':\n%s", m.name, out)
 	}
-	t.Logf("testbed up in %v", time.Since(start).Round(time.Millisecond))
-
+	procs = bedProcs()
+	t.Logf("KBT_MODE=%s testbed up in %v; processes %v", m.name, time.Since(start).Round(time.Millisecond), procs)
 	t.Run("ping", func(t *testing.T) {
 		out := inDUT(t, "ping", "-c", "10", "-i", "0.1", "-W", "2", peerIP)
 		if !strings.Contains(out, " 0% packet loss") {
@@ -157,6 +235,9 @@ func TestTestbed(t *testing.T) {
 		t.Logf("to_kernel packets %v -> %v", before, after)
 	})
 	t.Run("offloads", testOffloads)
+	if m.checks != nil {
+		m.checks(t, root)
+	}
 	t.Run("stats and clean stop", func(t *testing.T) {
 		st, err := daemon.ReadStatus(filepath.Join(runDir, "kbridge.sock"))
 		if err != nil {
@@ -168,43 +249,63 @@ func TestTestbed(t *testing.T) {
 		if q.ToKernelPackets == 0 || q.FromKernelPackets == 0 {
 			t.Errorf("no traffic counted: %+v", q)
 		}
-		// Stop kbridge by its PID, then ask the app for its pool: every
-		// mbuf is free again but those waiting in the rings.
-		kb := pidOf(t, "kbridge")
-		if err := syscall.Kill(kb, syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for alive(kb) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if alive(kb) {
-			t.Fatal("kbridge did not stop on SIGTERM")
-		}
-		log, _ := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
-		if !strings.Contains(string(log), "msg=stopped") {
-			t.Errorf("kbridge did not log a clean stop:\n%s", log)
-		}
-		if out := sh(t, "ip", "-n", "kbt-dut", "link"); strings.Contains(out, "kb0") {
-			t.Errorf("kb0 still exists after kbridge stopped:\n%s", out)
-		}
-		app := pidOf(t, "refapp")
-		re := regexp.MustCompile(`in_rings=(\d+) pool_in_use=(\d+)`)
-		var m []string
-		for i := 0; i < 100 && m == nil; i++ {
-			_ = syscall.Kill(app, syscall.SIGUSR1)
-			time.Sleep(50 * time.Millisecond)
-			b, _ := os.ReadFile(filepath.Join(runDir, "refapp.log"))
-			all := re.FindAllStringSubmatch(string(b), -1)
-			if len(all) > 0 {
-				m = all[len(all)-1]
-			}
-		}
-		if m == nil {
-			t.Fatal("the app printed no counters on SIGUSR1")
-		}
-		if m[1] != m[2] {
-			t.Errorf("mbuf leak: the app's pool has %s mbufs in use but only %s wait in the rings", m[2], m[1])
-		}
+		m.stop(t, root)
 	})
+}
+
+// bedProcs reads the PIDs the bed recorded in /run/kbt/*.pid.
+func bedProcs() map[string]int {
+	procs := map[string]int{}
+	files, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			procs[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+		}
+	}
+	return procs
+}
+
+// stopKbridge sends SIGTERM to kbridge, waits for it to exit and returns its log.
+func stopKbridge(t *testing.T) string {
+	t.Helper()
+	kb := pidOf(t, "kbridge")
+	if err := syscall.Kill(kb, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !bedtest.WaitGone(kb, 10*time.Second) {
+		t.Fatal("kbridge did not stop on SIGTERM")
+	}
+	log, _ := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
+	if !strings.Contains(string(log), "msg=stopped") {
+		t.Errorf("kbridge did not log a clean stop:\n%s", log)
+	}
+	if out := sh(t, "ip", "-n", "kbt-dut", "link"); strings.Contains(out, "kb0") {
+		t.Errorf("kb0 still exists after kbridge stopped:\n%s", out)
+	}
+	return string(log)
+}
+
+// ringStop stops kbridge, then asks the reference app for its pool: every
+// mbuf is free again but those waiting in the rings.
+func ringStop(t *testing.T, root string) {
+	stopKbridge(t)
+	app := pidOf(t, "refapp")
+	re := regexp.MustCompile(`in_rings=(\d+) pool_in_use=(\d+)`)
+	var m []string
+	for i := 0; i < 100 && m == nil; i++ {
+		_ = syscall.Kill(app, syscall.SIGUSR1)
+		time.Sleep(50 * time.Millisecond)
+		b, _ := os.ReadFile(filepath.Join(runDir, "refapp.log"))
+		all := re.FindAllStringSubmatch(string(b), -1)
+		if len(all) > 0 {
+			m = all[len(all)-1]
+		}
+	}
+	if m == nil {
+		t.Fatal("the app printed no counters on SIGUSR1")
+	}
+	if m[1] != m[2] {
+		t.Errorf("mbuf leak: the app's pool has %s mbufs in use but only %s wait in the rings", m[2], m[1])
+	}
 }

@@ -27,7 +27,6 @@ const (
 	peerIP      = "198.18.0.1" // kbt-wire in kbt-peer
 	dutIP       = "198.18.0.2" // kb0 in kbt-dut
 	runDir      = bedtest.RunDir
-	lockFile    = "/run/kbt.lock"
 	fastPort    = 4789 // the fast-path rule of kbridge-xdp.yaml, the refapp's --own-udp-port
 	treeEntries = 2000*3 + 1
 	nic         = "kbt-nic"
@@ -58,52 +57,8 @@ func in(t *testing.T, ns string, args ...string) string {
 	return bedtest.In(t, bedEnv, ns, args...)
 }
 
-// claimBed waits until no one else's test bed is up, then holds
-// /run/kbt.lock for the whole test, so that another user's up.sh waits for
-// this test instead of tearing its bed down (the protocol of kbt_claim_bed in
-// tests/testbed/lib.sh).
-func claimBed(t *testing.T, root string) {
-	// Wait as long as the test binary's -timeout allows, less what the test
-	// itself needs; KBT_BED_WAIT overrides.
-	wait := 10 * time.Minute
-	if d, ok := t.Deadline(); ok {
-		wait = time.Until(d) - 2*time.Minute
-	}
-	if v, err := time.ParseDuration(os.Getenv("KBT_BED_WAIT")); err == nil {
-		wait = v
-	}
-	deadline := time.Now().Add(wait)
-	users := func() string {
-		out, _ := exec.Command("bash", "-c", ". "+filepath.Join(root, "tests/testbed/lib.sh")+" && kbt_bed_users").Output()
-		return strings.Join(strings.Fields(string(out)), " ")
-	}
-	said := false
-	for {
-		f, err := os.OpenFile(lockFile, os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		who := "(another script holds " + lockFile + ")"
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-			if who = users(); who == "" {
-				t.Cleanup(func() { f.Close() })
-				if said {
-					t.Logf("the test bed is free now")
-				}
-				return
-			}
-		}
-		f.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("the test bed is still in use after %v: %s (a crashed run? tests/testbed/down.sh removes it; KBT_BED_WAIT sets the wait)", wait, who)
-		}
-		if !said {
-			t.Logf("the test bed is in use by someone else: %s; waiting up to %v", who, wait)
-			said = true
-		}
-		time.Sleep(5 * time.Second)
-	}
-}
+// claimBed holds the bed for the whole test (bedtest.ClaimBed).
+var claimBed = bedtest.ClaimBed
 
 type xdpStatus struct {
 	Mode       string `json:"mode"`

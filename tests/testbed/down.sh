@@ -79,6 +79,16 @@ if [ -f "$KBT_RUN/xdp-object" ]; then
 	fi
 	rm -f "$KBT_RUN/xdp-object"
 fi
+# 2c. Mode vhost (KBT_MODE=vhost): the vhost-user socket a killed kbridge (or, with
+#     vhost.client: true, a killed testpmd, its server) left behind.
+if [ -f "$KBT_RUN/vhost-socket" ]; then
+	sock=$(cat "$KBT_RUN/vhost-socket")
+	if [ -n "$sock" ] && [ -S "$sock" ]; then
+		rm -f "$sock"
+		say "removed the vhost-user socket $sock"
+	fi
+	rm -f "$KBT_RUN/vhost-socket"
+fi
 rm -f "$KBT_RUN/mode"
 
 # 3. Namespaces. Deleting a namespace deletes the veths and TAPs inside it.

@@ -35,6 +35,7 @@ KBT_LOCKFILE=/run/kbt.lock
 
 KBT_DPDK_PREFIX=kbt
 KBT_TESTPMD_PREFIX=kbt-testpmd
+KBT_VHOST_PREFIX=kbt-vhost # the app (testpmd) of KBT_MODE=vhost; kbridge's own EAL runs --in-memory
 
 KBT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KBT_ROOT=$(cd "$KBT_DIR/../.." && pwd)
@@ -80,6 +81,22 @@ kbt_cpus() {
 	# under taskset -c APP_CPU, those threads shared the polling lcore's CPU.
 	KBT_PIN_APP=()
 	[ -n "$KBT_OTHER_CPUS" ] && KBT_PIN_APP=(taskset -c "$KBT_OTHER_CPUS,$KBT_APP_CPU")
+	return 0
+}
+
+# kbt_testpmd_lcores: testpmd's --lcores map and the CPUs its process may use,
+# for every testpmd the bed starts (testpmd-forwarder.sh, and the app of
+# KBT_MODE=vhost). Default "0@OTHER,1@APP": the forwarding lcore 1 alone on the
+# app CPU, the main lcore 0 (and EAL's control threads, which get the main
+# lcore's CPU) on the first of the other CPUs; "0@APP,1@APP" on 1 CPU.
+# KBT_TESTPMD_LCORES overrides the map. Sets KBT_TESTPMD_LCORE_MAP and
+# KBT_TESTPMD_PIN_CPUS (the CPUs named in the map, for taskset). Needs kbt_cpus.
+kbt_testpmd_lcores() {
+	local main=$KBT_APP_CPU
+	[ -n "$KBT_OTHER_CPUS" ] && main=${KBT_OTHER_CPUS%%[-,]*}
+	KBT_TESTPMD_LCORE_MAP=${KBT_TESTPMD_LCORES:-0@$main,1@$KBT_APP_CPU}
+	KBT_TESTPMD_PIN_CPUS=$(echo "$KBT_TESTPMD_LCORE_MAP" | tr ',' '\n' | sed -n 's/.*@//p' | tr -d '()' | sort -un | paste -sd, -)
+	[ -n "$KBT_TESTPMD_PIN_CPUS" ] || KBT_TESTPMD_PIN_CPUS=$KBT_APP_CPU
 	return 0
 }
 

@@ -30,14 +30,12 @@ LOG=$KBT_RUN/testpmd.log
 FIFO=$KBT_RUN/testpmd.stdin
 ADDR=${KBT_TESTPMD_ADDR-$KBT_DUT_IP/24}
 FWD=${KBT_TESTPMD_FWD:-io}
-# Main lcore off the forwarding CPU when there is another one.
-MAIN_CPU=$KBT_APP_CPU
-[ -n "$KBT_OTHER_CPUS" ] && MAIN_CPU=${KBT_OTHER_CPUS%%[-,]*}
-LCORES=${KBT_TESTPMD_LCORES:-0@$MAIN_CPU,1@$KBT_APP_CPU}
+# Main lcore off the forwarding CPU when there is another one (lib.sh).
 # The CPUs the process may use: those named in the lcore map. EAL pins each
 # lcore thread; its control threads get what is left, or the main lcore's CPU.
-PIN_CPUS=$(echo "$LCORES" | tr ',' '\n' | sed -n 's/.*@//p' | tr -d '()' | sort -un | paste -sd, -)
-[ -n "$PIN_CPUS" ] || PIN_CPUS=$KBT_APP_CPU
+kbt_testpmd_lcores
+LCORES=$KBT_TESTPMD_LCORE_MAP
+PIN_CPUS=$KBT_TESTPMD_PIN_CPUS
 
 running_pid() {
 	local pid

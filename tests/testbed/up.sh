@@ -21,6 +21,18 @@
 #                        config; default: read from it, else /run/kbridge/xdp-kbt-nic.o)
 #   KBT_XDP_PIN_WAIT=S   mode xdp: wait up to S s (default 120) for another
 #                        loader-pmd path to release the pins in /sys/fs/bpf
+#   KBT_MODE=vhost       the vhost variant: the app is an unmodified dpdk-testpmd
+#                        forwarding (io) between kbt-nic (net_af_packet) and a
+#                        net_virtio_user port on kbridge's vhost-user socket; kbridge
+#                        runs mode vhost (config tests/testbed/kbridge-vhost.yaml).
+#                        kbridge starts first when it serves the socket (vhost.client:
+#                        false); with vhost.client: true testpmd's port runs server=1
+#                        and starts first.
+#   KBT_VHOST_OFFLOADS   mode vhost: per-port offloads testpmd turns on on its
+#                        virtio-user port before forwarding ("rx_offload:NAME" or
+#                        "tx_offload:NAME", space-separated; default
+#                        "tx_offload:tcp_cksum tx_offload:udp_cksum tx_offload:tcp_tso";
+#                        empty: none). See README.md, "The vhost variant".
 set -euo pipefail
 # shellcheck source=tests/testbed/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -33,11 +45,13 @@ trap 'say "testbed-up FAILED (exit $?); logs are in $KBT_RUN; clean up with test
 
 MODE=${KBT_MODE:-ring}
 case $MODE in
-ring | xdp) ;;
-*) die "KBT_MODE=$MODE: must be ring (the default) or xdp" ;;
+ring | xdp | vhost) ;;
+*) die "KBT_MODE=$MODE: must be ring (the default), xdp or vhost" ;;
 esac
 if [ "$MODE" = xdp ]; then
 	KBRIDGE_CONFIG=${KBRIDGE_CONFIG:-$KBT_DIR/kbridge-xdp.yaml}
+elif [ "$MODE" = vhost ]; then
+	KBRIDGE_CONFIG=${KBRIDGE_CONFIG:-$KBT_DIR/kbridge-vhost.yaml}
 else
 	KBRIDGE_CONFIG=${KBRIDGE_CONFIG:-$KBT_DIR/kbridge.yaml}
 fi
@@ -53,6 +67,12 @@ if [ "$MODE" = xdp ]; then
 	for tool in nsenter bpftool; do
 		command -v "$tool" >/dev/null || die "missing tool for KBT_MODE=xdp: $tool"
 	done
+fi
+if [ "$MODE" = vhost ] && [ "$NO_BRIDGE" = 0 ]; then
+	for tool in dpdk-testpmd stdbuf mkfifo; do
+		command -v "$tool" >/dev/null || die "missing tool for KBT_MODE=vhost: $tool"
+	done
+	KBT_APP=$(command -v dpdk-testpmd)
 fi
 if [ "$NO_BRIDGE" = 0 ]; then
 	[ -x "$KBT_APP" ] || die "reference DPDK app not found at $KBT_APP (run make build, or set KBT_APP)"
@@ -287,6 +307,118 @@ if [ "$MODE" = xdp ]; then
 		pid_alive "$p" || { log_tail "$KBT_RUN/refapp.log"; log_tail "$KBT_RUN/kbridge.log"; die "pid $p died"; }
 	done
 	say "ready in $(since "$T0") (mode xdp)"
+	echo "testbed up"
+	exit 0
+fi
+
+if [ "$MODE" = vhost ]; then
+	# ---- 6v. mode vhost: kbridge and an unmodified dpdk-testpmd (virtio-user) ---
+	grep -Eq '^mode:[[:space:]]*"?vhost"?[[:space:]]*(#.*)?$' "$KBRIDGE_CONFIG" ||
+		die "KBT_MODE=vhost needs a configuration with mode: vhost; $KBRIDGE_CONFIG has none"
+	# vhost.socket and vhost.client of the configuration (defaults as kbridge's).
+	VHOST_SOCK=$(awk '/^vhost:/ { v = 1; next } /^[^[:space:]#]/ { v = 0 }
+		v && $1 == "socket:" { gsub(/["\047]/, "", $2); print $2; exit }' "$KBRIDGE_CONFIG")
+	if [ -z "$VHOST_SOCK" ]; then
+		ifname=$(awk '/^interface:/ { v = 1; next } /^[^[:space:]#]/ { v = 0 }
+			v && $1 == "name:" { gsub(/["\047]/, "", $2); print $2; exit }' "$KBRIDGE_CONFIG")
+		VHOST_SOCK=/run/kbridge/${ifname:-kb0}.sock
+	fi
+	VHOST_CLIENT=$(awk '/^vhost:/ { v = 1; next } /^[^[:space:]#]/ { v = 0 }
+		v && $1 == "client:" { print $2; exit }' "$KBRIDGE_CONFIG")
+	[ "$VHOST_CLIENT" = true ] || VHOST_CLIENT=false
+	# down.sh removes the socket a killed kbridge (or, in client mode, testpmd) left.
+	echo "$VHOST_SOCK" >"$KBT_RUN/vhost-socket"
+	rm -f "$VHOST_SOCK"
+	mkdir -p "$(dirname "$VHOST_SOCK")"
+
+	"$KBT_DIR/hugepages.sh" >&2
+	for prefix in $(dpdk_bed_prefixes); do dpdk_cleanup_prefix "$prefix"; done
+	kbt_testpmd_lcores
+
+	# testpmd's ports: 0 = kbt-nic (net_af_packet), 1 = the virtio-user port, in
+	# the order of the --vdev arguments. Offloads cannot be given on the command
+	# line (--tx-offloads, --enable-lro and --enable-rx-cksum apply to every port,
+	# and net_af_packet has none of them: its configure would fail), so a
+	# --cmdline-file restarts port 1 with them before forwarding starts.
+	VDEV=net_virtio_user0,path=$VHOST_SOCK,queues=1
+	[ "$VHOST_CLIENT" = true ] && VDEV=$VDEV,server=1
+	OFFLOADS=${KBT_VHOST_OFFLOADS-tx_offload:tcp_cksum tx_offload:udp_cksum tx_offload:tcp_tso}
+	CMDFILE=$KBT_RUN/testpmd-vhost.cmd
+	cmdargs=()
+	if [ -n "$OFFLOADS" ]; then
+		{
+			echo "port stop 1"
+			for o in $OFFLOADS; do
+				case $o in
+				rx_offload:* | tx_offload:*) echo "port config 1 ${o%%:*} ${o#*:} on" ;;
+				*) die "KBT_VHOST_OFFLOADS: '$o' is not rx_offload:NAME or tx_offload:NAME" ;;
+				esac
+			done
+			echo "port start 1"
+			echo "show port 1 rx_offload configuration"
+			echo "show port 1 tx_offload configuration"
+		} >"$CMDFILE"
+		cmdargs=(--cmdline-file="$CMDFILE")
+	fi
+	FIFO=$KBT_RUN/testpmd-vhost.stdin
+	rm -f "$FIFO"
+	mkfifo "$FIFO"
+	# testpmd exits when its stdin ends: the FIFO is opened read-write (<>), so it
+	# never does. stdbuf: line-buffered output, or the "Press enter to exit" line
+	# waited for below sits in the buffer. --single-file-segments: one fd per
+	# memory segment list, so the memory table fits in a vhost-user message. The
+	# main lcore and EAL's threads stay off the forwarding CPU (kbt_testpmd_lcores).
+	start_testpmd() {
+		say "starting dpdk-testpmd (io forwarding kbt-nic <-> virtio-user $VHOST_SOCK$([ "$VHOST_CLIENT" = true ] && echo ", server=1")), lcores $KBT_TESTPMD_LCORE_MAP (CPUs $KBT_TESTPMD_PIN_CPUS), offloads on port 1: ${OFFLOADS:-none}"
+		: >"$KBT_RUN/testpmd-vhost.log"
+		setsid ip netns exec "$KBT_NS_DUT" taskset -c "$KBT_TESTPMD_PIN_CPUS" stdbuf -oL -eL dpdk-testpmd \
+			--lcores "$KBT_TESTPMD_LCORE_MAP" --main-lcore 0 \
+			--file-prefix "$KBT_VHOST_PREFIX" --proc-type primary --no-pci --single-file-segments -m 256 \
+			--vdev net_af_packet0,iface=kbt-nic --vdev "$VDEV" \
+			-- --forward-mode=io --auto-start --nb-cores=1 --rxq=1 --txq=1 \
+			--total-num-mbufs=16384 --disable-link-check "${cmdargs[@]}" \
+			<>"$FIFO" >>"$KBT_RUN/testpmd-vhost.log" 2>&1 9>&- &
+		APP_PID=$!
+		echo "$APP_PID" >"$KBT_RUN/testpmd-vhost.pid"
+	}
+	start_kbridge() {
+		say "starting kbridge run --config $KBRIDGE_CONFIG (mode vhost, $([ "$VHOST_CLIENT" = true ] && echo client || echo server) of $VHOST_SOCK) on CPUs ${KBT_OTHER_CPUS:-any}"
+		spawn kbridge "$KBT_NS_DUT" "${KBT_PIN_OTHER[@]}" "$KBT_KBRIDGE" run --config "$KBRIDGE_CONFIG"
+		KBRIDGE_PID=$SPAWNED_PID
+	}
+	LOGS="$KBT_RUN/testpmd-vhost.log $KBT_RUN/kbridge.log"
+	if [ "$VHOST_CLIENT" = true ]; then
+		# testpmd's virtio-user port is the server: its probe listens and waits
+		# in accept() until kbridge connects.
+		start_testpmd
+		wait_for "testpmd to listen on $VHOST_SOCK" 30 "$APP_PID" "$KBT_RUN/testpmd-vhost.log" test -S "$VHOST_SOCK"
+		start_kbridge
+	else
+		# kbridge serves the socket; a virtio-user client fails its probe if
+		# nothing listens yet.
+		start_kbridge
+		wait_for "kbridge to serve $VHOST_SOCK" 20 "$KBRIDGE_PID" "$KBT_RUN/kbridge.log" \
+			eval "test -S '$VHOST_SOCK' && grep -q 'bridge running' '$KBT_RUN/kbridge.log'"
+		start_testpmd
+	fi
+	wait_for "testpmd to start forwarding" 40 "$APP_PID $KBRIDGE_PID" "$LOGS" \
+		grep -q 'Press enter to exit' "$KBT_RUN/testpmd-vhost.log"
+	# A port testpmd could not configure (an offload the virtio-user port lacks,
+	# such as ipv4_cksum) stays stopped; testpmd forwards anyway.
+	if grep -Eq 'Fail to (configure|start) port|Not all ports were started' "$KBT_RUN/testpmd-vhost.log"; then
+		log_tail "$KBT_RUN/testpmd-vhost.log" 40
+		die "testpmd did not start all its ports (KBT_VHOST_OFFLOADS=${OFFLOADS:-})"
+	fi
+	wait_for "kbridge to log the frontend" 10 "$APP_PID $KBRIDGE_PID" "$LOGS" \
+		grep -q 'vhost-user frontend connected' "$KBT_RUN/kbridge.log"
+	wait_for "$KBT_PEER_IP to answer a ping through kb0 (testpmd -> virtio-user -> kbridge)" 20 \
+		"$APP_PID $KBRIDGE_PID" "$LOGS" ip netns exec "$KBT_NS_DUT" ping -c1 -W1 "$KBT_PEER_IP"
+	for p in "$APP_PID" "$KBRIDGE_PID"; do
+		pid_alive "$p" || { log_tail "$KBT_RUN/testpmd-vhost.log"; log_tail "$KBT_RUN/kbridge.log"; die "pid $p died"; }
+	done
+	feat=$(grep 'vhost-user frontend connected' "$KBT_RUN/kbridge.log" | tail -n1 | grep -o 'features=[^ ]*' || true)
+	say "negotiated with testpmd's virtio-user port: ${feat:-?}"
+	say "ready in $(since "$T0") (mode vhost)"
 	echo "testbed up"
 	exit 0
 fi
