@@ -114,7 +114,10 @@ func (p *Path) setup() error {
 		return err
 	}
 
-	if err := p.createVeth(nic); err != nil {
+	// With loader pmd and the PMD's program on the NIC, a veth left by the
+	// kbridge before this one (a restart) is where that program redirects:
+	// keep it.
+	if err := p.createVeth(nic, p.cfg.Loader == LoaderPMD && nicProg != 0); err != nil {
 		return err
 	}
 
@@ -330,6 +333,20 @@ func (p *Path) nicWarnings(nic netlink.Link) {
 	}
 }
 
+// pmdProgramAttached: with loader pmd kbridge never attaches to the NIC,
+// so a program there is the DPDK app's (netlink, no CAP_SYS_ADMIN needed).
+func (p *Path) pmdProgramAttached() bool {
+	if p.nicIndex == 0 || p.nl == nil {
+		return false
+	}
+	nic, err := p.nl.LinkByIndex(p.nicIndex)
+	if err != nil {
+		return false
+	}
+	x := nic.Attrs().Xdp
+	return x != nil && x.Attached && x.ProgId != 0
+}
+
 func mustMAC(s string) []byte {
 	m, err := parseUnicastMAC(s)
 	if err != nil {
@@ -387,6 +404,18 @@ func (p *Path) Close() error {
 	}
 	p.closed = true
 
+	// With loader pmd the DPDK app's kbridge_steer may still be on the NIC,
+	// using the pinned maps (steer_config holds kb0-x's ifindex). Then the
+	// pins and the exception veth stay for it and for the next kbridge,
+	// whose Attach adopts both: a restart keeps the exception path and
+	// its rule changes reach the app's program. They go with the last
+	// Close after the app is gone.
+	handOver := p.cfg.Loader == LoaderPMD && p.pmdProgramAttached()
+	if handOver {
+		p.log.Info("xdp: the DPDK app's program is still on the nic: leaving the pinned maps and the exception veth to it",
+			"nic", p.cfg.NIC, "pin_path", p.cfg.PinPath, "interface", p.cfg.Exception)
+	}
+
 	var errs []error
 	for _, l := range []link.Link{p.nicLink, p.returnLink, p.napiLink} {
 		if l != nil {
@@ -400,7 +429,7 @@ func (p *Path) Close() error {
 		errs = append(errs, fmt.Errorf("close BPF objects: %w", err))
 	}
 	p.objs = steerObjects{}
-	if p.pinsOwned {
+	if p.pinsOwned && !handOver {
 		if err := removePins(p.cfg.PinPath); err != nil {
 			errs = append(errs, err)
 		}
@@ -418,6 +447,9 @@ func (p *Path) Close() error {
 			os.Remove(parent) // the shared parent goes with the last path, whoever created it
 		}
 	}
+	if handOver {
+		p.vethIndex = 0
+	}
 	if err := p.deleteVeth(); err != nil {
 		errs = append(errs, err)
 	}
@@ -428,7 +460,7 @@ func (p *Path) Close() error {
 			}
 		}
 	}
-	if p.objectFile != "" {
+	if p.objectFile != "" && !handOver { // the app may need it again
 		if err := os.Remove(p.objectFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -1,6 +1,7 @@
 package xdp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -16,10 +17,14 @@ import (
 const aliasPrefix = "kbridge-xdp:"
 
 // createVeth creates and configures the exception pair: Exception (kb0, the
-// kernel side) and ExceptionPeer (the end the NIC redirects into).
-func (p *Path) createVeth(nic netlink.Link) error {
+// kernel side) and ExceptionPeer (the end the NIC redirects into). With
+// keep, a pair that an earlier kbridge left for the DPDK app's program
+// (loader pmd, see Close) is configured again instead of being replaced:
+// that program redirects into its ifindex, and kb0's neighbours survive.
+func (p *Path) createVeth(nic netlink.Link, keep bool) error {
 	cfg := p.cfg
 	marker := aliasPrefix + cfg.NIC
+	var left []netlink.Link
 	for _, name := range []string{cfg.Exception, cfg.ExceptionPeer} {
 		l, err := p.nl.LinkByName(name)
 		if err != nil {
@@ -33,9 +38,21 @@ func (p *Path) createVeth(nic netlink.Link) error {
 		if x := l.Attrs().Xdp; x != nil && x.Attached {
 			return fmt.Errorf("xdp: exception interface %q runs program id %d of a live path: %w", name, x.ProgId, ErrBusy)
 		}
-		p.log.Warn("xdp: removing leftover exception veth", "interface", name)
-		if err := p.nl.LinkDel(l); err != nil {
-			return fmt.Errorf("xdp: remove leftover %q: %w", name, err)
+		left = append(left, l)
+	}
+	reuse := keep && len(left) == 2 && left[0].Type() == "veth" && left[0].Attrs().ParentIndex == left[1].Attrs().Index
+	if reuse {
+		p.log.Info("xdp: keeping the exception veth the DPDK app's program redirects into", "interface", cfg.Exception)
+	} else {
+		for _, l := range left {
+			p.log.Warn("xdp: removing leftover exception veth", "interface", l.Attrs().Name)
+			if err := p.nl.LinkDel(l); err != nil {
+				var nf netlink.LinkNotFoundError
+				if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
+					continue // went with its peer
+				}
+				return fmt.Errorf("xdp: remove leftover %q: %w", l.Attrs().Name, err)
+			}
 		}
 	}
 
@@ -60,8 +77,10 @@ func (p *Path) createVeth(nic netlink.Link) error {
 		PeerNumTxQueues: uint32(q),
 		PeerNumRxQueues: uint32(q),
 	}
-	if err := p.nl.LinkAdd(veth); err != nil {
-		return fmt.Errorf("xdp: create veth %s/%s: %w", cfg.Exception, cfg.ExceptionPeer, err)
+	if !reuse {
+		if err := p.nl.LinkAdd(veth); err != nil {
+			return fmt.Errorf("xdp: create veth %s/%s: %w", cfg.Exception, cfg.ExceptionPeer, err)
+		}
 	}
 	inner, err := p.nl.LinkByName(cfg.Exception)
 	if err != nil {
@@ -71,6 +90,20 @@ func (p *Path) createVeth(nic netlink.Link) error {
 	outer, err := p.nl.LinkByName(cfg.ExceptionPeer)
 	if err != nil {
 		return fmt.Errorf("xdp: exception peer %q: %w", cfg.ExceptionPeer, err)
+	}
+	if reuse { // what LinkAdd would have set
+		for _, l := range []netlink.Link{inner, outer} {
+			if l.Attrs().MTU != mtu {
+				if err := p.nl.LinkSetMTU(l, mtu); err != nil {
+					return fmt.Errorf("xdp: mtu on %s: %w", l.Attrs().Name, err)
+				}
+			}
+		}
+		if !bytes.Equal(inner.Attrs().HardwareAddr, mac) {
+			if err := p.nl.LinkSetHardwareAddr(inner, mac); err != nil {
+				return fmt.Errorf("xdp: mac on %s: %w", cfg.Exception, err)
+			}
+		}
 	}
 	for _, l := range []netlink.Link{inner, outer} {
 		if err := p.nl.LinkSetAlias(l, marker); err != nil {
@@ -101,7 +134,7 @@ func (p *Path) createVeth(nic netlink.Link) error {
 	for _, a := range cfg.Addresses {
 		pfx := netip.MustParsePrefix(a) // Validate ran before
 		addr := &netlink.Addr{IPNet: &net.IPNet{IP: pfx.Addr().AsSlice(), Mask: net.CIDRMask(pfx.Bits(), pfx.Addr().BitLen())}}
-		if err := p.nl.AddrAdd(inner, addr); err != nil {
+		if err := p.nl.AddrReplace(inner, addr); err != nil { // kept: may be there
 			return fmt.Errorf("xdp: address %s on %s: %w", a, cfg.Exception, err)
 		}
 	}
