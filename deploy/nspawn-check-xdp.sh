@@ -24,30 +24,9 @@
 set -euo pipefail
 
 bin=$(readlink -f "${1:?usage: $0 KBRIDGE_BIN}")
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d /tmp/kbridge-nspawn-xdp.XXXXXX)
-sys=$work/system
-mkdir -p "$sys/kbridge.service.d" "$work/bin" "$work/etc"
-cp "$here/kbridge.service" "$sys/"
-cp "$here/kbridge.service.d/10-dpdk-app.conf" "$sys/kbridge.service.d/"
-cp "$bin" "$work/bin/kbridge"
-cat >"$sys/kbridge.service.d/99-nspawn-check.conf" <<'EOF'
-[Service]
-ExecStart=
-ExecStart=/opt/kbridge/bin/kbridge run --config /etc/kbridge/kbridge.yaml
-ExecStopPost=
-ExecStopPost=-/opt/kbridge/bin/kbridge cleanup --config /etc/kbridge/kbridge.yaml
-EOF
+. "$(dirname "$0")/nspawn-lib.sh"
 # mode xdp needs no DPDK app; the drop-in's BindsTo= still names one.
-cat >"$sys/dpdk-app.service" <<EOF
-[Unit]
-Description=DPDK app (nspawn-check stand-in)
-[Service]
-ExecStart=/bin/sleep infinity
-EOF
-for u in systemd-firstboot.service console-getty.service getty.target; do
-	ln -sf /dev/null "$sys/$u"
-done
+nspawn_prepare "$bin" "/bin/sleep infinity"
 nic=kbxu-nic wire=kbxu-wire peerns=kbxu-peer
 addr=198.18.3.2 peeraddr=198.18.3.1
 pins=/sys/fs/bpf/kbridge/$nic
@@ -64,59 +43,16 @@ xdp:
 stats:
   metrics: ""
 EOF
-binds=(--bind="$sys:/etc/systemd/system" --bind-ro="$work/bin:/opt/kbridge/bin"
-	--bind-ro="$work/etc/kbridge.yaml:/etc/kbridge/kbridge.yaml")
-
-nspawn_pid=
-init_pid=
-cleanup() {
-	if [ -n "$init_pid" ] && kill -0 "$init_pid" 2>/dev/null; then
-		nsenter -t "$init_pid" -a systemctl poweroff >/dev/null 2>&1 || true
-		for _ in $(seq 20); do kill -0 "$init_pid" 2>/dev/null || break; sleep 0.5; done
-		kill -9 "$init_pid" 2>/dev/null || true
-	fi
-	[ -n "$nspawn_pid" ] && kill "$nspawn_pid" 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+binds+=(--bind-ro="$work/etc/kbridge.yaml:/etc/kbridge/kbridge.yaml")
 
 # The same container as nspawn-check.sh, plus CAP_PERFMON (a host's PID 1
 # has it; the unit grants it) and bpf(2): nspawn's own seccomp
 # filter (systemd 252) refuses it to everything in the container with EPERM,
 # whatever the capabilities; a host has no such filter. The unit's bounding
 # set (no CAP_SYS_ADMIN) and its SystemCallFilter= stay the real limits.
-setsid systemd-nspawn -D / --volatile=yes --boot --private-network \
-	--register=no --keep-unit --machine="kbxu$$" \
-	--capability=CAP_IPC_LOCK,CAP_BPF,CAP_PERFMON,CAP_SYS_NICE,CAP_NET_RAW \
-	--system-call-filter=bpf \
-	"${binds[@]}" --console=read-only >"$work/console.log" 2>&1 </dev/null &
-nspawn_pid=$!
-for _ in $(seq 60); do
-	init_pid=$(pgrep -P "$nspawn_pid" | head -1 || true)
-	if [ -n "$init_pid" ]; then
-		state=$(nsenter -t "$init_pid" -a systemctl is-system-running 2>/dev/null || true)
-		case $state in running | degraded) break ;; esac
-	fi
-	sleep 1
-done
-[ -n "$init_pid" ] || { echo "container did not boot"; cat "$work/console.log"; exit 1; }
+nspawn_boot kbxu --capability=CAP_IPC_LOCK,CAP_BPF,CAP_PERFMON,CAP_SYS_NICE,CAP_NET_RAW \
+	--system-call-filter=bpf
 
-inside() { nsenter -t "$init_pid" -a "$@"; }
-prop() { inside systemctl show kbridge.service -p "$1" --value; }
-failures=0
-check() { # name, command...
-	local name=$1
-	shift
-	if "$@"; then echo "PASS  $name"; else echo "FAIL  $name"; failures=$((failures + 1)); fi
-}
-wait_for() { # seconds, command...
-	local n=$1
-	shift
-	for _ in $(seq "$((n * 2))"); do "$@" && return 0; sleep 0.5; done
-	return 1
-}
-active() { [ "$(prop ActiveState)" = active ] && [ "$(prop SubState)" = running ]; }
-inactive() { [ "$(prop ActiveState)" = inactive ]; }
 has_link() { inside ip link show "$1" >/dev/null 2>&1; }
 no_link() { ! has_link "$1"; }
 nic_has_xdp() { inside ip -d link show "$nic" | grep -q 'prog/xdp'; }

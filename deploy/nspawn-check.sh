@@ -20,84 +20,18 @@ set -euo pipefail
 bin=$(readlink -f "${1:?usage: $0 KBRIDGE_BIN [APP_CMD] [CONFIG]}")
 app=${2:-/bin/sleep infinity}
 cfg=${3:-}
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d /tmp/kbridge-nspawn.XXXXXX)
-sys=$work/system
-mkdir -p "$sys/kbridge.service.d" "$work/bin" "$work/etc"
-cp "$here/kbridge.service" "$sys/"
-cp "$here/kbridge.service.d/10-dpdk-app.conf" "$sys/kbridge.service.d/"
-cp "$bin" "$work/bin/kbridge"
+. "$(dirname "$0")/nspawn-lib.sh"
+nspawn_prepare "$bin" "$app"
 for b in ${EXTRA_BINS:-}; do cp "$b" "$work/bin/"; done
-cat >"$sys/kbridge.service.d/99-nspawn-check.conf" <<'EOF'
-[Service]
-ExecStart=
-ExecStart=/opt/kbridge/bin/kbridge run --config /etc/kbridge/kbridge.yaml
-ExecStopPost=
-ExecStopPost=-/opt/kbridge/bin/kbridge cleanup --config /etc/kbridge/kbridge.yaml
-EOF
-cat >"$sys/dpdk-app.service" <<EOF
-[Unit]
-Description=DPDK app (nspawn-check stand-in)
-[Service]
-ExecStart=$app
-EOF
-# Units that wait for a console or for services this host does not run.
-for u in systemd-firstboot.service console-getty.service getty.target; do
-	ln -sf /dev/null "$sys/$u"
-done
-binds=(--bind="$sys:/etc/systemd/system" --bind-ro="$work/bin:/opt/kbridge/bin")
 [ -n "$cfg" ] && binds+=(--bind-ro="$(readlink -f "$cfg"):/etc/kbridge/kbridge.yaml")
 mountpoint -q /dev/hugepages && binds+=(--bind=/dev/hugepages)
 # EAL probes VFIO through /sys/module, which nspawn does not show; a real
 # host has it.
 [ -n "${EXTRA_BINS:-}" ] && binds+=(--bind-ro=/sys/module)
 
-nspawn_pid=
-init_pid=
-cleanup() {
-	if [ -n "$init_pid" ] && kill -0 "$init_pid" 2>/dev/null; then
-		nsenter -t "$init_pid" -a systemctl poweroff >/dev/null 2>&1 || true
-		for _ in $(seq 20); do kill -0 "$init_pid" 2>/dev/null || break; sleep 0.5; done
-		kill -9 "$init_pid" 2>/dev/null || true
-	fi
-	[ -n "$nspawn_pid" ] && kill "$nspawn_pid" 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+nspawn_boot kbcheck --capability=CAP_IPC_LOCK,CAP_BPF,CAP_SYS_NICE,CAP_NET_RAW
 
-# read-only console: pid 1 blocks on a passive console nobody reads.
-setsid systemd-nspawn -D / --volatile=yes --boot --private-network \
-	--register=no --keep-unit --machine="kbcheck$$" \
-	--capability=CAP_IPC_LOCK,CAP_BPF,CAP_SYS_NICE,CAP_NET_RAW \
-	"${binds[@]}" --console=read-only >"$work/console.log" 2>&1 </dev/null &
-nspawn_pid=$!
-for _ in $(seq 60); do
-	init_pid=$(pgrep -P "$nspawn_pid" | head -1 || true)
-	if [ -n "$init_pid" ]; then
-		state=$(nsenter -t "$init_pid" -a systemctl is-system-running 2>/dev/null || true)
-		case $state in running | degraded) break ;; esac
-	fi
-	sleep 1
-done
-[ -n "$init_pid" ] || { echo "container did not boot"; cat "$work/console.log"; exit 1; }
-
-inside() { nsenter -t "$init_pid" -a "$@"; }
-prop() { inside systemctl show kbridge.service -p "$1" --value; }
-failures=0
-check() { # name, command...
-	local name=$1
-	shift
-	if "$@"; then echo "PASS  $name"; else echo "FAIL  $name"; failures=$((failures + 1)); fi
-}
-wait_for() { # seconds, command...
-	local n=$1
-	shift
-	for _ in $(seq "$((n * 2))"); do "$@" && return 0; sleep 0.5; done
-	return 1
-}
-active() { [ "$(prop ActiveState)" = active ] && [ "$(prop SubState)" = running ]; }
 restarts_at_least() { [ "$(prop NRestarts)" -ge "$1" ] && active; }
-inactive() { [ "$(prop ActiveState)" = inactive ]; }
 no_tap() { ! inside ip link show kb0 >/dev/null 2>&1; }
 
 inside systemctl start dpdk-app.service
