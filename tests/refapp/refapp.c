@@ -8,13 +8,23 @@
  * else to the kernel through kbridge's exception rings. What the kernel sends
  * back through kbridge goes out of the port.
  *
+ * With --vhost PATH it needs no kbridge.h at all: its exception port is a
+ * net_virtio_user port on kbridge's vhost-user socket (kbridge in mode
+ * vhost), driven with plain rte_eth_rx_burst/tx_burst like any NIC, with the
+ * offloads a real app would ask for (TCP LRO, checksums, TSO) and one queue
+ * pair per --vhost-queues.
+ *
  *   kbridge-refapp <EAL args> -- [--port NAME] [--queues N] [--ring-size N]
  *                                [--pool-size N] [--own-udp-port P]
+ *                                [--vhost PATH [--vhost-queues N] [--vhost-server]]
  *
  * It does not read stdin. SIGTERM/SIGINT stop it; SIGUSR1 prints its
  * counters, including the mempool's in-use count (the leak check of the test
  * bed compares it with the baseline printed at start-up).
  */
+/* rte_ipv4/ipv6_udptcp_cksum_mbuf (checksums over an mbuf chain, for
+ * the segments of --vhost) are still experimental in DPDK 22.11. */
+#define ALLOW_EXPERIMENTAL_API
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -24,17 +34,25 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <rte_bus.h>
+#include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
+#include <rte_gso.h>
 #include <rte_ip.h>
+#include <rte_jhash.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_net.h>
+#include <rte_tcp.h>
 #include <rte_udp.h>
 
 #include "kbridge.h"
 
 #define BURST 32
+/* kbridge's vhost.queues is at most 16. */
+#define VHOST_MAX_QUEUES 16
 
 static volatile sig_atomic_t stop;
 static volatile sig_atomic_t dump;
@@ -54,6 +72,9 @@ struct opts {
 	unsigned int ring_size;
 	unsigned int pool_size;
 	int own_udp_port;
+	const char *vhost;	/* the vhost-user socket; NULL: kbridge.h rings */
+	uint16_t vhost_queues;
+	bool vhost_server;
 };
 
 struct counters {
@@ -65,7 +86,8 @@ usage(const char *prog)
 {
 	fprintf(stderr,
 		"usage: %s <EAL args> -- [--port NAME] [--queues N] [--ring-size N]\n"
-		"       [--pool-size N] [--own-udp-port P]\n",
+		"       [--pool-size N] [--own-udp-port P]\n"
+		"       [--vhost PATH [--vhost-queues N] [--vhost-server]]\n",
 		prog);
 }
 
@@ -78,6 +100,9 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "ring-size", required_argument, NULL, 'r' },
 		{ "pool-size", required_argument, NULL, 's' },
 		{ "own-udp-port", required_argument, NULL, 'u' },
+		{ "vhost", required_argument, NULL, 'v' },
+		{ "vhost-queues", required_argument, NULL, 'Q' },
+		{ "vhost-server", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -100,6 +125,15 @@ parse_args(int argc, char **argv, struct opts *o)
 		case 'u':
 			o->own_udp_port = atoi(optarg);
 			break;
+		case 'v':
+			o->vhost = optarg;
+			break;
+		case 'Q':
+			o->vhost_queues = (uint16_t)atoi(optarg);
+			break;
+		case 'S':
+			o->vhost_server = true;
+			break;
 		default:
 			usage(argv[0]);
 			return -1;
@@ -109,6 +143,10 @@ parse_args(int argc, char **argv, struct opts *o)
 	    !rte_is_power_of_2(o->ring_size)) {
 		fprintf(stderr, "kbridge-refapp: --queues must be 1..%d and --ring-size a power of two\n",
 			KBRIDGE_MAX_QUEUES);
+		return -1;
+	}
+	if (o->vhost_queues == 0 || o->vhost_queues > VHOST_MAX_QUEUES) {
+		fprintf(stderr, "kbridge-refapp: --vhost-queues must be 1..%d\n", VHOST_MAX_QUEUES);
 		return -1;
 	}
 	return 0;
@@ -142,6 +180,29 @@ is_own(const struct rte_mbuf *m, int own_port)
 #define TSO_OFFLOADS (RTE_ETH_TX_OFFLOAD_TCP_TSO | RTE_ETH_TX_OFFLOAD_TCP_CKSUM | \
 		      RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
 
+/* Configures port with queues queue pairs of nb_desc descriptors each and
+ * starts it. */
+static int
+port_start(uint16_t port, const struct rte_eth_conf *conf, uint16_t queues, uint16_t nb_desc,
+	   struct rte_mempool *mp)
+{
+	uint16_t q;
+	int ret;
+
+	ret = rte_eth_dev_configure(port, queues, queues, conf);
+	if (ret < 0)
+		return ret;
+	for (q = 0; q < queues; q++) {
+		ret = rte_eth_rx_queue_setup(port, q, nb_desc, rte_eth_dev_socket_id(port), NULL, mp);
+		if (ret < 0)
+			return ret;
+		ret = rte_eth_tx_queue_setup(port, q, nb_desc, rte_eth_dev_socket_id(port), NULL);
+		if (ret < 0)
+			return ret;
+	}
+	return rte_eth_dev_start(port);
+}
+
 /* Configures the port; *tso_segs is non-zero when the port segments TCP
  * itself (TSO), with the most segments one mbuf chain may have. */
 static int
@@ -149,7 +210,6 @@ port_init(uint16_t port, uint16_t queues, struct rte_mempool *mp, uint16_t *tso_
 {
 	struct rte_eth_dev_info info;
 	struct rte_eth_conf conf;
-	uint16_t q;
 	int ret;
 
 	memset(&conf, 0, sizeof(conf));
@@ -161,18 +221,7 @@ port_init(uint16_t port, uint16_t queues, struct rte_mempool *mp, uint16_t *tso_
 		conf.txmode.offloads |= TSO_OFFLOADS;
 		*tso_segs = info.tx_desc_lim.nb_seg_max ? info.tx_desc_lim.nb_seg_max : 1;
 	}
-	ret = rte_eth_dev_configure(port, queues, queues, &conf);
-	if (ret < 0)
-		return ret;
-	for (q = 0; q < queues; q++) {
-		ret = rte_eth_rx_queue_setup(port, q, 1024, rte_eth_dev_socket_id(port), NULL, mp);
-		if (ret < 0)
-			return ret;
-		ret = rte_eth_tx_queue_setup(port, q, 1024, rte_eth_dev_socket_id(port), NULL);
-		if (ret < 0)
-			return ret;
-	}
-	ret = rte_eth_dev_start(port);
+	ret = port_start(port, &conf, queues, 1024, mp);
 	if (ret < 0)
 		return ret;
 	/* Exception traffic is addressed to the kernel's MAC, not the port's. */
@@ -201,11 +250,460 @@ print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct cou
 	fflush(stdout);
 }
 
+/*
+ * --vhost: the exception port is a net_virtio_user port on kbridge's
+ * vhost-user socket. Everything below uses the ethdev API only, as an app
+ * that knows nothing of kbridge would.
+ */
+
+/* What the app asks of the virtio port, each only when the port reports it:
+ * the kernel's TCP super-frames whole (LRO: GUEST_TSO4/6) and its partial
+ * checksums (GUEST_CSUM) on receive; partial checksums and TSO (CSUM,
+ * HOST_TSO4/6) on transmit. virtio-net has no IPv4 header checksum offload,
+ * so IPV4_CKSUM is not asked for: ethdev would refuse the configuration. */
+#define VHOST_RX_OFFLOADS (RTE_ETH_RX_OFFLOAD_TCP_LRO | RTE_ETH_RX_OFFLOAD_TCP_CKSUM | \
+			   RTE_ETH_RX_OFFLOAD_UDP_CKSUM)
+#define VHOST_TX_OFFLOADS (RTE_ETH_TX_OFFLOAD_TCP_TSO | RTE_ETH_TX_OFFLOAD_TCP_CKSUM | \
+			   RTE_ETH_TX_OFFLOAD_UDP_CKSUM | RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+
+/* The most segments one super-frame may be cut into: 64 KiB at the smallest
+ * MSS the kernel uses (536 bytes) is 123. */
+#define MAX_SEGS 128
+
+struct vcounters {
+	uint64_t to_kernel[VHOST_MAX_QUEUES], to_kernel_dropped;
+	uint64_t from_kernel[VHOST_MAX_QUEUES];
+	uint64_t lro;		/* super-frames the virtio port handed over */
+	uint64_t segments;	/* MTU frames they were cut into */
+	uint64_t seg_failed;	/* super-frames dropped: no mbufs, malformed */
+	uint64_t csum_completed; /* partial checksums finished in software */
+};
+
+static void
+log_offloads(const char *what, uint64_t want, uint64_t capa, uint64_t got, bool rx)
+{
+	uint64_t bit;
+
+	printf("kbridge-refapp: virtio port %s offloads:", what);
+	for (bit = 1; bit != 0; bit <<= 1) {
+		if (!(want & bit))
+			continue;
+		printf(" %s=%s", rx ? rte_eth_dev_rx_offload_name(bit) : rte_eth_dev_tx_offload_name(bit),
+		       (got & bit) ? "on" : (capa & bit) ? "off" : "unsupported");
+	}
+	printf("\n");
+}
+
+/* Adds the net_virtio_user vdev and configures it: queues queue pairs, the
+ * offloads above where the port has them. Returns its port id, or -1. */
+static int
+vhost_port_init(const struct opts *o, struct rte_mempool *mp)
+{
+	char args[512];
+	struct rte_eth_dev_info info;
+	struct rte_eth_conf conf;
+	uint16_t port;
+	int ret;
+
+	/* queues > 1 needs the control queue (cq=1): that is how the driver
+	 * tells the backend how many queue pairs to use (VIRTIO_NET_F_MQ);
+	 * virtio-user answers it itself, kbridge need not offer CTRL_VQ. */
+	/* queue_size=1024 rather than 256: a vring of 256 descriptors holds
+	 * only a few 64 KiB super-frames, and the NIC's bursts overflow it
+	 * whenever kbridge's worker is descheduled. */
+	snprintf(args, sizeof(args), "net_virtio_user_kb,path=%s,queues=%u,queue_size=1024%s%s", o->vhost,
+		 o->vhost_queues, o->vhost_queues > 1 ? ",cq=1" : "",
+		 o->vhost_server ? ",server=1" : "");
+	if (o->vhost_server) {
+		/* virtio-user's probe waits in accept() until kbridge connects. */
+		printf("kbridge-refapp: waiting for kbridge on %s\n", o->vhost);
+		fflush(stdout);
+	}
+	ret = rte_dev_probe(args);
+	if (ret < 0) {
+		fprintf(stderr, "kbridge-refapp: probe %s: %s\n", args, rte_strerror(-ret));
+		return -1;
+	}
+	if (rte_eth_dev_get_port_by_name("net_virtio_user_kb", &port) != 0) {
+		fprintf(stderr, "kbridge-refapp: %s probed but has no ethdev\n", args);
+		return -1;
+	}
+	ret = rte_eth_dev_info_get(port, &info);
+	if (ret < 0)
+		goto fail;
+	memset(&conf, 0, sizeof(conf));
+	conf.rxmode.offloads = VHOST_RX_OFFLOADS & info.rx_offload_capa;
+	conf.txmode.offloads = VHOST_TX_OFFLOADS & info.tx_offload_capa;
+	/* 0 descriptors: the vring's own size (queue_size). */
+	ret = port_start(port, &conf, o->vhost_queues, 0, mp);
+	if (ret < 0)
+		goto fail;
+	/* The virtio driver renegotiates features from the offloads at
+	 * configure time: what is on now is what the backend agreed to. */
+	if (rte_eth_dev_conf_get(port, &conf) == 0) {
+		log_offloads("rx", VHOST_RX_OFFLOADS, info.rx_offload_capa, conf.rxmode.offloads, true);
+		log_offloads("tx", VHOST_TX_OFFLOADS, info.tx_offload_capa, conf.txmode.offloads, false);
+	}
+	fflush(stdout);
+	return port;
+fail:
+	fprintf(stderr, "kbridge-refapp: virtio port %u: %s\n", port, rte_strerror(-ret));
+	return -1;
+}
+
+/* The virtio port's queue for a frame from the NIC: a hash of the flow's
+ * addresses and ports, the same both ways round, so that one TCP flow stays
+ * on one queue pair (one kbridge worker, one TAP queue) and several spread
+ * over all of them. Frames that are not IP (ARP) take queue 0. */
+static uint16_t
+flow_queue(const struct rte_mbuf *m, uint16_t n)
+{
+	struct rte_net_hdr_lens hl;
+	uint32_t ptype, a = 0, ports = 0, l3 = 0;
+	const uint8_t *p;
+	unsigned int i;
+
+	if (n == 1)
+		return 0;
+	ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK | RTE_PTYPE_L3_MASK |
+				  RTE_PTYPE_L4_MASK);
+	if (rte_pktmbuf_data_len(m) < (uint32_t)hl.l2_len + hl.l3_len + 4)
+		return 0;
+	p = rte_pktmbuf_mtod_offset(m, const uint8_t *, hl.l2_len);
+	if (RTE_ETH_IS_IPV4_HDR(ptype)) {
+		const struct rte_ipv4_hdr *ip = (const void *)p;
+
+		a = ip->src_addr ^ ip->dst_addr;
+		l3 = ip->next_proto_id;
+	} else if (RTE_ETH_IS_IPV6_HDR(ptype)) {
+		const struct rte_ipv6_hdr *ip = (const void *)p;
+		uint32_t s, d;
+
+		for (i = 0; i < 16; i += 4) {
+			memcpy(&s, ip->src_addr + i, 4);
+			memcpy(&d, ip->dst_addr + i, 4);
+			a ^= s ^ d;
+		}
+		l3 = ip->proto;
+	} else {
+		return 0;
+	}
+	switch (ptype & RTE_PTYPE_L4_MASK) {
+	case RTE_PTYPE_L4_TCP:
+	case RTE_PTYPE_L4_UDP: {
+		uint16_t ps[2];
+
+		memcpy(ps, p + hl.l3_len, sizeof(ps));
+		ports = (uint32_t)(ps[0] ^ ps[1]);
+		break;
+	}
+	default:
+		break;
+	}
+	return (uint16_t)(rte_jhash_3words(a, ports, l3, 0) % n);
+}
+
+/* Finishes a TCP/UDP checksum the kernel left partial (virtio NEEDS_CSUM,
+ * RTE_MBUF_F_RX_L4_CKSUM_NONE: the field holds the pseudo-header sum). The
+ * NIC in the test bed (net_af_packet) sends frames as they are. */
+static bool
+complete_csum(struct rte_mbuf *m, const struct rte_net_hdr_lens *hl, uint32_t ptype)
+{
+	uint32_t l4off = (uint32_t)hl->l2_len + hl->l3_len, at;
+	uint16_t sum = 0;
+	void *l3;
+
+	switch (ptype & RTE_PTYPE_L4_MASK) {
+	case RTE_PTYPE_L4_TCP:
+		at = l4off + offsetof(struct rte_tcp_hdr, cksum);
+		break;
+	case RTE_PTYPE_L4_UDP:
+		at = l4off + offsetof(struct rte_udp_hdr, dgram_cksum);
+		break;
+	default:
+		return false;
+	}
+	if (rte_pktmbuf_data_len(m) < at + sizeof(sum))
+		return false;
+	l3 = rte_pktmbuf_mtod_offset(m, void *, hl->l2_len);
+	memcpy(rte_pktmbuf_mtod_offset(m, uint8_t *, at), &sum, sizeof(sum));
+	if (RTE_ETH_IS_IPV4_HDR(ptype))
+		sum = rte_ipv4_udptcp_cksum_mbuf(m, l3, (uint16_t)l4off);
+	else if (RTE_ETH_IS_IPV6_HDR(ptype))
+		sum = rte_ipv6_udptcp_cksum_mbuf(m, l3, (uint16_t)l4off);
+	else
+		return false;
+	memcpy(rte_pktmbuf_mtod_offset(m, uint8_t *, at), &sum, sizeof(sum));
+	return true;
+}
+
+/* Cuts a TCP/IPv6 super-frame by copying: DPDK 22.11's librte_gso segments
+ * TCP over IPv4 only. Each segment is one fresh mbuf of headers + mss bytes,
+ * checksums complete. Returns the number of segments, or -1. */
+static int
+segment_ipv6(struct rte_mbuf *m, const struct rte_net_hdr_lens *hl, uint16_t mss,
+	     struct rte_mempool *mp, struct rte_mbuf **out, uint16_t max)
+{
+	uint32_t hdr = (uint32_t)hl->l2_len + hl->l3_len + hl->l4_len;
+	uint32_t payload = rte_pktmbuf_pkt_len(m) - hdr, off;
+	int n = 0;
+
+	for (off = 0; off < payload; off += mss) {
+		uint32_t len = RTE_MIN((uint32_t)mss, payload - off);
+		struct rte_mbuf *s = n < max ? rte_pktmbuf_alloc(mp) : NULL;
+		struct rte_ipv6_hdr *ip;
+		struct rte_tcp_hdr *tcp;
+		uint8_t *d;
+
+		if (s == NULL || (d = (uint8_t *)rte_pktmbuf_append(s, (uint16_t)(hdr + len))) == NULL) {
+			rte_pktmbuf_free(s);
+			rte_pktmbuf_free_bulk(out, n);
+			return -1;
+		}
+		out[n++] = s;
+		if (rte_pktmbuf_read(m, 0, hdr, d) != d)
+			memcpy(d, rte_pktmbuf_read(m, 0, hdr, d), hdr);
+		if (rte_pktmbuf_read(m, hdr + off, len, d + hdr) != d + hdr)
+			memcpy(d + hdr, rte_pktmbuf_read(m, hdr + off, len, d + hdr), len);
+		ip = (struct rte_ipv6_hdr *)(d + hl->l2_len);
+		tcp = (struct rte_tcp_hdr *)(d + hl->l2_len + hl->l3_len);
+		ip->payload_len = rte_cpu_to_be_16((uint16_t)(hl->l3_len - sizeof(*ip) +
+							      hl->l4_len + len));
+		tcp->sent_seq = rte_cpu_to_be_32(rte_be_to_cpu_32(tcp->sent_seq) + off);
+		if (off + len < payload)
+			tcp->tcp_flags &= (uint8_t)~(RTE_TCP_FIN_FLAG | RTE_TCP_PSH_FLAG);
+		if (off > 0)
+			tcp->tcp_flags &= (uint8_t)~RTE_TCP_CWR_FLAG;
+		tcp->cksum = 0;
+		tcp->cksum = rte_ipv6_udptcp_cksum_mbuf(s, ip, (uint16_t)(hl->l2_len + hl->l3_len));
+	}
+	return n;
+}
+
+/* Cuts a super-frame the virtio port handed over (RTE_MBUF_F_RX_LRO, MSS in
+ * tso_segsz) into MTU frames for a NIC without TSO, and frees it. TCP/IPv4
+ * goes through librte_gso, whose segments are a header mbuf plus indirect
+ * mbufs into m's data; librte_gso fixes lengths, IDs, sequence numbers and
+ * flags but no checksums, so both are computed here, per segment. */
+static int
+segment(struct rte_mbuf *m, struct rte_gso_ctx *gso, struct rte_mbuf **out, uint16_t max)
+{
+	struct rte_net_hdr_lens hl;
+	uint32_t ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK | RTE_PTYPE_L3_MASK |
+					   RTE_PTYPE_L4_MASK);
+	uint16_t l4off = (uint16_t)(hl.l2_len + hl.l3_len), mss = m->tso_segsz;
+	int n, i;
+
+	if ((ptype & RTE_PTYPE_L4_MASK) != RTE_PTYPE_L4_TCP || mss == 0 ||
+	    rte_pktmbuf_data_len(m) < (uint32_t)l4off + hl.l4_len) {
+		n = -1;
+	} else if (RTE_ETH_IS_IPV6_HDR(ptype)) {
+		n = segment_ipv6(m, &hl, mss, gso->direct_pool, out, max);
+	} else if (RTE_ETH_IS_IPV4_HDR(ptype)) {
+		m->l2_len = hl.l2_len;
+		m->l3_len = hl.l3_len;
+		m->l4_len = hl.l4_len;
+		m->ol_flags = RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV4;
+		gso->gso_size = (uint16_t)(l4off + hl.l4_len + mss);
+		n = rte_gso_segment(m, gso, out, max);
+		if (n == 0) {
+			/* Not longer than one MSS after all: sent as it is. */
+			m->ol_flags = 0;
+			out[0] = m;
+			complete_csum(m, &hl, ptype);
+			return 1;
+		}
+		for (i = 0; i < n; i++) {
+			struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(out[i], struct rte_ipv4_hdr *,
+									 hl.l2_len);
+			struct rte_tcp_hdr *tcp = (struct rte_tcp_hdr *)((uint8_t *)ip + hl.l3_len);
+
+			out[i]->ol_flags = 0;
+			ip->hdr_checksum = 0;
+			ip->hdr_checksum = rte_ipv4_cksum(ip);
+			tcp->cksum = 0;
+			tcp->cksum = rte_ipv4_udptcp_cksum_mbuf(out[i], ip, l4off);
+		}
+	} else {
+		n = -1;
+	}
+	/* The segments hold references to m's data where they need it. */
+	rte_pktmbuf_free(m);
+	return n < 0 ? -1 : n;
+}
+
+/* Frames for the NIC, sent in bursts. */
+struct txbuf {
+	uint16_t port, q, n;
+	struct rte_mbuf *m[BURST + MAX_SEGS];
+};
+
+static void
+tx_flush(struct txbuf *t, struct counters *c)
+{
+	uint16_t sent;
+
+	if (t->n == 0)
+		return;
+	sent = rte_eth_tx_burst(t->port, t->q, t->m, t->n);
+	c->tx += sent;
+	if (sent < t->n) {
+		c->tx_dropped += t->n - sent;
+		rte_pktmbuf_free_bulk(t->m + sent, t->n - sent);
+	}
+	t->n = 0;
+}
+
+static void
+print_vcounters(struct rte_mempool *mp, struct rte_mempool *ind, const struct counters *c,
+		const struct vcounters *v, uint16_t queues)
+{
+	uint64_t tk = 0, fk = 0;
+	char qs[VHOST_MAX_QUEUES * 48];
+	size_t off = 0;
+	uint16_t q;
+
+	qs[0] = '\0';
+	for (q = 0; q < queues; q++) {
+		tk += v->to_kernel[q];
+		fk += v->from_kernel[q];
+		off += (size_t)snprintf(qs + off, sizeof(qs) - off, " q%u=%" PRIu64 "/%" PRIu64,
+					q, v->to_kernel[q], v->from_kernel[q]);
+	}
+	printf("kbridge-refapp: stats rx=%" PRIu64 " own=%" PRIu64 " to_kernel=%" PRIu64
+	       " to_kernel_dropped=%" PRIu64 " from_kernel=%" PRIu64 " tx=%" PRIu64
+	       " tx_dropped=%" PRIu64 " lro=%" PRIu64 " segments=%" PRIu64 " seg_failed=%" PRIu64
+	       " csum_completed=%" PRIu64 "%s pool_in_use=%u gso_in_use=%u\n",
+	       c->rx, c->own, tk, v->to_kernel_dropped, fk, c->tx, c->tx_dropped, v->lro,
+	       v->segments, v->seg_failed, v->csum_completed, qs,
+	       rte_mempool_in_use_count(mp), rte_mempool_in_use_count(ind));
+	fflush(stdout);
+}
+
+/* The --vhost main loop: NIC queues -> virtio queues by flow hash; every
+ * virtio queue -> the NIC, super-frames cut first. */
+static int
+run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
+{
+	struct rte_mbuf *pkts[BURST], *fwd[VHOST_MAX_QUEUES][BURST];
+	uint16_t nfwd[VHOST_MAX_QUEUES];
+	struct vcounters v = { 0 };
+	struct counters c = { 0 };
+	struct rte_mempool *ind;
+	struct rte_gso_ctx gso;
+	static struct txbuf tb;
+	struct txbuf *t = &tb;
+	int vport;
+	uint16_t q, i;
+
+	/* The indirect mbufs of librte_gso carry no data. */
+	ind = rte_pktmbuf_pool_create("kb_gso_indirect", 4095, 256, 0, 0, rte_socket_id());
+	if (ind == NULL) {
+		fprintf(stderr, "kbridge-refapp: gso pool: %s\n", rte_strerror(rte_errno));
+		return 1;
+	}
+	memset(&gso, 0, sizeof(gso));
+	gso.direct_pool = mp;
+	gso.indirect_pool = ind;
+	gso.gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO;
+	t->port = nic;
+
+	vport = vhost_port_init(o, mp);
+	if (vport < 0)
+		return 1;
+	printf("kbridge-refapp: ready vhost=%s vhost_queues=%u port=%d lcore=%u pool=%s pool_size=%u baseline_in_use=%u\n",
+	       o->vhost, o->vhost_queues, vport, rte_lcore_id(), mp->name, o->pool_size,
+	       rte_mempool_in_use_count(mp));
+	fflush(stdout);
+
+	/* One lcore serves every queue: enough for an exception path. */
+	while (!stop) {
+		for (q = 0; q < o->queues; q++) {
+			uint16_t n = rte_eth_rx_burst(nic, q, pkts, BURST);
+
+			if (n == 0)
+				continue;
+			c.rx += n;
+			memset(nfwd, 0, sizeof(nfwd));
+			for (i = 0; i < n; i++) {
+				if (is_own(pkts[i], o->own_udp_port)) {
+					c.own++;
+					rte_pktmbuf_free(pkts[i]);
+				} else {
+					uint16_t vq = flow_queue(pkts[i], o->vhost_queues);
+
+					fwd[vq][nfwd[vq]++] = pkts[i];
+				}
+			}
+			for (i = 0; i < o->vhost_queues; i++) {
+				uint16_t sent;
+
+				if (nfwd[i] == 0)
+					continue;
+				sent = rte_eth_tx_burst((uint16_t)vport, i, fwd[i], nfwd[i]);
+				v.to_kernel[i] += sent;
+				if (sent < nfwd[i]) {
+					v.to_kernel_dropped += nfwd[i] - sent;
+					rte_pktmbuf_free_bulk(fwd[i] + sent, nfwd[i] - sent);
+				}
+			}
+		}
+		for (q = 0; q < o->vhost_queues; q++) {
+			uint16_t n = rte_eth_rx_burst((uint16_t)vport, q, pkts, BURST);
+
+			v.from_kernel[q] += n;
+			t->q = q % o->queues;
+			for (i = 0; i < n; i++) {
+				struct rte_mbuf *m = pkts[i];
+				uint64_t l4 = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+
+				if (m->ol_flags & RTE_MBUF_F_RX_LRO) {
+					int k;
+
+					v.lro++;
+					k = segment(m, &gso, t->m + t->n, MAX_SEGS);
+					if (k < 0) {
+						v.seg_failed++;
+						continue;
+					}
+					v.segments += (uint64_t)k;
+					t->n += (uint16_t)k;
+				} else {
+					if (l4 == RTE_MBUF_F_RX_L4_CKSUM_NONE) {
+						struct rte_net_hdr_lens hl;
+						uint32_t pt = rte_net_get_ptype(m, &hl,
+							RTE_PTYPE_L2_MASK | RTE_PTYPE_L3_MASK |
+							RTE_PTYPE_L4_MASK);
+
+						if (complete_csum(m, &hl, pt))
+							v.csum_completed++;
+					}
+					m->ol_flags = 0;
+					t->m[t->n++] = m;
+				}
+				if (t->n >= BURST)
+					tx_flush(t, &c);
+			}
+			tx_flush(t, &c);
+		}
+		if (dump) {
+			dump = 0;
+			print_vcounters(mp, ind, &c, &v, o->vhost_queues);
+		}
+	}
+
+	print_vcounters(mp, ind, &c, &v, o->vhost_queues);
+	rte_eth_dev_stop((uint16_t)vport);
+	rte_eth_dev_close((uint16_t)vport);
+	rte_mempool_free(ind);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	struct opts o = { .port = "kb0", .queues = 1, .ring_size = 1024,
-			  .pool_size = 8191, .own_udp_port = 0 };
+			  .pool_size = 8191, .own_udp_port = 0, .vhost_queues = 1 };
 	struct rte_mbuf *pkts[BURST], *fwd[BURST];
 	struct counters c = { 0 };
 	struct kbridge_port *kp;
@@ -239,6 +737,24 @@ main(int argc, char **argv)
 		fprintf(stderr, "kbridge-refapp: port %u: %s\n", port, rte_strerror(-ret));
 		return 1;
 	}
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGUSR1, on_signal);
+	if (o.vhost != NULL) {
+		ret = run_vhost(&o, port, mp);
+		rte_eth_dev_stop(port);
+		rte_eth_dev_close(port);
+		if (ret != 0)
+			return ret;
+		/* Every port is closed, its rings emptied: the pool must be
+		 * whole. rte_mempool_audit() panics when it is not. */
+		rte_mempool_audit(mp);
+		printf("kbridge-refapp: mempool audit ok pool_in_use=%u\n", rte_mempool_in_use_count(mp));
+		printf("kbridge-refapp: stopped pool_in_use=%u\n", rte_mempool_in_use_count(mp));
+		rte_mempool_free(mp);
+		rte_eal_cleanup();
+		return 0;
+	}
 	kp = kbridge_port_create(o.port, o.queues, o.ring_size, mp, (int)rte_socket_id());
 	if (kp == NULL) {
 		fprintf(stderr, "kbridge-refapp: kbridge_port_create(%s): %s\n", o.port,
@@ -252,9 +768,6 @@ main(int argc, char **argv)
 		       port, tso_segs);
 	}
 
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
-	signal(SIGUSR1, on_signal);
 	printf("kbridge-refapp: ready port=%s queues=%u lcore=%u pool=%s pool_size=%u baseline_in_use=%u\n",
 	       o.port, o.queues, rte_lcore_id(), mp->name, o.pool_size,
 	       rte_mempool_in_use_count(mp));
