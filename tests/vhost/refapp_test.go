@@ -1,0 +1,428 @@
+package vhost
+
+// The reference app as the vhost-mode app: kbridge-refapp --vhost puts a
+// net_virtio_user port on kbridge's socket with the offloads a real app asks
+// for (TCP LRO, checksums, TSO) and two queue pairs, where testpmd's io
+// forwarding can take neither super-frames nor more than one queue. This
+// test has namespaces, veth, TAP, socket and DPDK prefix of its own (kbvr-*),
+// so it cannot collide with the testpmd tests; still run the package under
+// the lock: flock /run/kbvh-test.lock go test -p 1 -count=1 ./tests/vhost/.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/tests/bedtest"
+)
+
+const (
+	rDut, rPeer   = "kbvr-dut", "kbvr-peer"
+	rNic, rWire   = "kbvr-nic", "kbvr-wire"
+	rIfname       = "kbvr0"
+	rKbAddr       = "198.18.12.2"
+	rPeerAddr     = "198.18.12.1"
+	rPrefix       = "kbvr-refapp"
+	rVhostQueues  = 2
+	rBulkBytes    = 64 << 20
+	rIperfStreams = "4"
+)
+
+var refappOnce sync.Once
+var refappErr error
+
+// refappBin builds bin/kbridge-refapp with the Makefile (a no-op when it is
+// current): a stale binary would lack --vhost.
+func refappBin(t *testing.T) string {
+	t.Helper()
+	root := bedtest.RepoRoot(t)
+	refappOnce.Do(func() {
+		if out, err := exec.Command("make", "-C", root, "bin/kbridge-refapp").CombinedOutput(); err != nil {
+			refappErr = fmt.Errorf("make bin/kbridge-refapp: %v\n%s", err, out)
+		}
+	})
+	if refappErr != nil {
+		t.Fatal(refappErr)
+	}
+	return filepath.Join(root, "bin", "kbridge-refapp")
+}
+
+// refBed is kbridge in mode vhost (two queue pairs) and the reference app
+// between kbvr-nic and kbridge's socket, in kbvr-dut; the peer in kbvr-peer.
+type refBed struct {
+	t    *testing.T
+	sock string
+	ctl  string
+	cfg  string
+}
+
+func newRefBed(t *testing.T, client bool) *refBed {
+	requirements(t)
+	for _, ns := range []string{rDut, rPeer} {
+		_ = exec.Command("ip", "netns", "del", ns).Run() // a crashed run's leftovers
+	}
+	t.Cleanup(func() {
+		for _, ns := range []string{rDut, rPeer} {
+			_ = exec.Command("ip", "netns", "del", ns).Run()
+		}
+	})
+	run(t, "ip", "netns", "add", rDut)
+	run(t, "ip", "netns", "add", rPeer)
+	run(t, "ip", "link", "add", rNic, "netns", rDut, "type", "veth", "peer", "name", rWire, "netns", rPeer)
+	run(t, "ip", "-n", rDut, "link", "set", "lo", "up")
+	run(t, "ip", "-n", rDut, "link", "set", rNic, "up")
+	run(t, "ip", "-n", rPeer, "link", "set", "lo", "up")
+	run(t, "ip", "-n", rPeer, "addr", "add", rPeerAddr+"/24", "dev", rWire)
+	run(t, "ip", "-n", rPeer, "link", "set", rWire, "up")
+	// net_af_packet has no checksum offload: the app completes what the
+	// kernel behind kbridge leaves partial, but nothing completes what
+	// the peer would.
+	run(t, "ip", "netns", "exec", rPeer, "ethtool", "-K", rWire, "tx", "off")
+
+	dir := t.TempDir()
+	b := &refBed{t: t, sock: filepath.Join("/run/kbridge", rIfname+".sock"),
+		ctl: filepath.Join(dir, "ctl.sock"), cfg: filepath.Join(dir, "kbridge.yaml")}
+	_ = os.Remove(b.sock)
+	t.Cleanup(func() { _ = os.Remove(b.sock) }) // the app's, in client mode
+	y := fmt.Sprintf(`mode: vhost
+interface:
+  name: %s
+  mac: "02:6b:76:72:00:02"
+  addresses: [%s/24]
+  up: true
+  offload: true
+workers:
+  cpus: [0]
+stats:
+  socket: %s
+  metrics: ""
+vhost:
+  socket: %s
+  queues: %d
+  client: %v
+`, rIfname, rKbAddr, b.ctl, b.sock, rVhostQueues, client)
+	if err := os.WriteFile(b.cfg, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *refBed) kbridge() *proc {
+	b.t.Helper()
+	p := start(b.t, "kbridge", false, "ip", "netns", "exec", rDut, kbridgeBin(b.t), "run", "--config", b.cfg)
+	p.waitLog("bridge running", 20*time.Second)
+	return p
+}
+
+// refapp starts the app on CPU 1 (its lcore), as the bed places it, with a
+// pool large enough for the virtio port's rings full of super-frames.
+func (b *refBed) refapp(server bool) *proc {
+	b.t.Helper()
+	_ = exec.Command("rm", "-rf", "/var/run/dpdk/"+rPrefix).Run()
+	args := []string{"ip", "netns", "exec", rDut, "taskset", "-c", "1", "stdbuf", "-oL", "-eL",
+		refappBin(b.t), "-l", "1", "--file-prefix", rPrefix, "--proc-type", "primary",
+		"--no-pci", "--single-file-segments", "-m", "256", "--vdev", "net_af_packet0,iface=" + rNic,
+		"--", "--pool-size", "16383", "--vhost", b.sock, "--vhost-queues", strconv.Itoa(rVhostQueues)}
+	if server {
+		args = append(args, "--vhost-server")
+	}
+	p := start(b.t, "kbridge-refapp", false, args...)
+	b.t.Cleanup(func() { _ = exec.Command("rm", "-rf", "/var/run/dpdk/"+rPrefix).Run() })
+	return p
+}
+
+// refStatus is the part of kbridge's status this test reads.
+type refStatus struct {
+	PoolInUse   int      `json:"pool_in_use"`
+	Connected   bool     `json:"connected"`
+	Features    []string `json:"features"`
+	Connects    uint64   `json:"connects"`
+	Disconnects uint64   `json:"disconnects"`
+	Queues      []struct {
+		ToKernel   uint64            `json:"to_kernel_packets"`
+		FromKernel uint64            `json:"from_kernel_packets"`
+		Drops      map[string]uint64 `json:"drops"`
+		Offload    map[string]uint64 `json:"offload"`
+	} `json:"queues"`
+}
+
+func (b *refBed) stats() refStatus {
+	b.t.Helper()
+	var s refStatus
+	out, err := exec.Command(kbridgeBin(b.t), "stats", "--socket", b.ctl).Output()
+	if err == nil {
+		err = json.Unmarshal(out, &s)
+	}
+	if err != nil {
+		b.t.Fatalf("kbridge stats: %v\n%s", err, out)
+	}
+	return s
+}
+
+var appStats = regexp.MustCompile(`(?m)^kbridge-refapp: stats (.*)$`)
+
+// appCounters asks the app for its counters (SIGUSR1) and returns the
+// key=value pairs of the stats line it prints.
+func appCounters(t *testing.T, app *proc) map[string]string {
+	t.Helper()
+	before := len(appStats.FindAllString(app.log.String(), -1))
+	if err := app.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		all := appStats.FindAllStringSubmatch(app.log.String(), -1)
+		if len(all) > before {
+			return parseKV(all[len(all)-1][1])
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app printed no stats:\n%s", app.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func parseKV(line string) map[string]string {
+	kv := map[string]string{}
+	for _, f := range strings.Fields(line) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			kv[k] = v
+		}
+	}
+	return kv
+}
+
+func num(t *testing.T, kv map[string]string, k string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(kv[k], 10, 64)
+	if err != nil {
+		t.Fatalf("app counter %s=%q: %v", k, kv[k], err)
+	}
+	return n
+}
+
+var sumReceiver = regexp.MustCompile(`\[SUM\].*?([\d.]+ [KMG]?bits/sec)\s+receiver`)
+
+// iperfP runs a 3 s transfer of rIperfStreams TCP streams from client's
+// namespace to srvAddr in server's and returns the receivers' sum.
+func iperfP(t *testing.T, server, client, srvAddr string, port int) string {
+	t.Helper()
+	p := strconv.Itoa(port)
+	srv := start(t, "iperf3 server", false, "ip", "netns", "exec", server, "taskset", "-c", "0",
+		"iperf3", "-s", "-1", "--forceflush", "-B", srvAddr, "-p", p)
+	srv.waitLog("Server listening", 5*time.Second)
+	out := run(t, "ip", "netns", "exec", client, "taskset", "-c", "0", "iperf3", "-c", srvAddr, "-p", p,
+		"-t", "3", "-P", rIperfStreams)
+	m := sumReceiver.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("iperf3 gave no [SUM] receiver line:\n%s", out)
+	}
+	return m[1]
+}
+
+// inNetns runs f on an OS thread that joined namespace ns. The thread stays
+// locked and dies with the goroutine, so it never serves another one; the
+// sockets f creates belong to ns for good.
+func inNetns(ns string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// bulk sends n pseudo-random bytes over one TCP connection from namespace
+// from to addr:port in namespace to, and checks the receiver's SHA-256.
+func bulk(t *testing.T, from, to, addr string, port, n int) time.Duration {
+	t.Helper()
+	var ln net.Listener
+	if err := inNetns(to, func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+		h := sha256.New()
+		if _, err := io.Copy(h, c); err != nil {
+			got <- nil
+			return
+		}
+		got <- h.Sum(nil)
+	}()
+	var c net.Conn
+	if err := inNetns(from, func() (err error) {
+		c, err = net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(port)), 10*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, n)
+	r := rand.NewChaCha8([32]byte{byte(port)})
+	_, _ = r.Read(buf)
+	want := sha256.Sum256(buf)
+	t0 := time.Now()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := c.Write(buf); err != nil {
+		c.Close()
+		t.Fatalf("bulk %s -> %s: %v", from, to, err)
+	}
+	c.Close()
+	h := <-got
+	if !bytes.Equal(h, want[:]) {
+		t.Fatalf("bulk %s -> %s: %d bytes arrived with sha256 %x, sent %x", from, to, n, h, want)
+	}
+	return time.Since(t0)
+}
+
+func has(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestVhostRefapp: kbridge serves two queue pairs, the reference app's
+// virtio-user port connects with LRO, checksum and TSO offloads on. The
+// kernel's TSO super-frames reach the app whole and the app cuts them for
+// its NIC; both queue pairs carry traffic both ways; a restarted app is
+// taken back; everything stops clean.
+func TestVhostRefapp(t *testing.T) {
+	b := newRefBed(t, false)
+	kb := b.kbridge()
+	app := b.refapp(false)
+	app.waitLog("kbridge-refapp: ready", 30*time.Second)
+	kb.waitLog("vhost-user frontend connected", 10*time.Second)
+	if !strings.Contains(app.log.String(), "TCP_LRO=on") || !strings.Contains(app.log.String(), "TCP_TSO=on") {
+		t.Errorf("the app's virtio port did not enable LRO and TSO:\n%s", app.log)
+	}
+
+	t.Run("ping both ways", func(t *testing.T) {
+		ping(t, rPeer, rKbAddr)
+		ping(t, rDut, rPeerAddr)
+	})
+	t.Run("iperf3 -P 4 both ways", func(t *testing.T) {
+		up := iperfP(t, rDut, rPeer, rKbAddr, 5411)     // peer -> app -> kbridge -> TAP
+		down := iperfP(t, rPeer, rDut, rPeerAddr, 5412) // TAP -> kbridge -> app (GSO) -> peer
+		t.Logf("iperf3 -P %s: peer->%s %s, %s->peer %s", rIperfStreams, rIfname, up, rIfname, down)
+	})
+	t.Run("bulk TCP, hash checked", func(t *testing.T) {
+		d1 := bulk(t, rDut, rPeer, rPeerAddr, 5413, rBulkBytes)
+		d2 := bulk(t, rPeer, rDut, rKbAddr, 5414, rBulkBytes)
+		t.Logf("%d MiB %s->peer in %v, peer->%s in %v", rBulkBytes>>20, rIfname, d1.Round(time.Millisecond),
+			rIfname, d2.Round(time.Millisecond))
+	})
+
+	s := b.stats()
+	t.Logf("kbridge: features %v, connects %d", s.Features, s.Connects)
+	for _, f := range []string{"GUEST_TSO4", "HOST_TSO4", "GUEST_CSUM", "CSUM", "MQ", "MRG_RXBUF"} {
+		if !has(s.Features, f) {
+			t.Errorf("feature %s not negotiated: %v", f, s.Features)
+		}
+	}
+	if !s.Connected || len(s.Queues) != rVhostQueues {
+		t.Fatalf("status: connected %v, %d queues", s.Connected, len(s.Queues))
+	}
+	var tso uint64
+	for i, q := range s.Queues {
+		t.Logf("kbridge queue %d: to_kernel %d from_kernel %d tso_to_app %d drops %v", i, q.ToKernel,
+			q.FromKernel, q.Offload["tso_to_app"], q.Drops)
+		if q.ToKernel == 0 || q.FromKernel == 0 {
+			t.Errorf("queue pair %d did not carry traffic both ways: to_kernel %d, from_kernel %d", i,
+				q.ToKernel, q.FromKernel)
+		}
+		tso += q.Offload["tso_to_app"]
+	}
+	if tso == 0 {
+		t.Errorf("kbridge handed the app no super-frame (tso_to_app 0)")
+	}
+	line := kb.log.String()
+	if i := strings.LastIndex(line, "vhost-user frontend connected"); i < 0 ||
+		!strings.Contains(line[i:], "kernel_tso4=true") || !strings.Contains(line[i:], "app_tso=true") {
+		t.Errorf("kbridge's log does not show the offloads negotiated:\n%s", line)
+	}
+
+	c := appCounters(t, app)
+	t.Logf("app: %v", c)
+	lro, segs := num(t, c, "lro"), num(t, c, "segments")
+	if lro == 0 || segs <= lro {
+		t.Errorf("the app cut no super-frame: lro=%d segments=%d", lro, segs)
+	}
+	if n := num(t, c, "seg_failed"); n != 0 {
+		t.Errorf("the app could not cut %d super-frames", n)
+	}
+	for q := range rVhostQueues {
+		to, from, _ := strings.Cut(c[fmt.Sprintf("q%d", q)], "/")
+		if to == "0" || from == "0" || from == "" {
+			t.Errorf("app queue %d: %s packets to kbridge, %s from it", q, to, from)
+		}
+	}
+
+	t.Run("app restart: kbridge takes the next frontend", func(t *testing.T) {
+		before := b.stats().Connects
+		app.stop(true)
+		app = b.refapp(false)
+		app.waitLog("kbridge-refapp: ready", 30*time.Second)
+		ping(t, rPeer, rKbAddr)
+		ping(t, rDut, rPeerAddr)
+		if s := b.stats(); !s.Connected || s.Connects <= before {
+			t.Errorf("after the app's restart: connected %v, connects %d (before %d)", s.Connected,
+				s.Connects, before)
+		}
+	})
+
+	// The app first: its pool must be whole once its ports are closed.
+	app.stop(true)
+	if !strings.Contains(app.log.String(), "kbridge-refapp: stopped pool_in_use=0") {
+		t.Errorf("the app's pool is not whole after stop:\n%s", app.log)
+	}
+	kb.stop(true)
+	if !strings.Contains(kb.log.String(), "pool_in_use=0") {
+		t.Errorf("kbridge's mbufs still in use after stop:\n%s", kb.log)
+	}
+	if _, err := os.Stat(b.sock); !os.IsNotExist(err) {
+		t.Errorf("socket %s still there after stop (%v)", b.sock, err)
+	}
+	if out, _ := exec.Command("ip", "-n", rDut, "link", "show", rIfname).CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+		t.Errorf("%s still there after stop: %s", rIfname, out)
+	}
+}
