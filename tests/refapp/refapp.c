@@ -334,6 +334,12 @@ vhost_port_init(const struct opts *o, struct rte_mempool *mp)
 	memset(&conf, 0, sizeof(conf));
 	conf.rxmode.offloads = VHOST_RX_OFFLOADS & info.rx_offload_capa;
 	conf.txmode.offloads = VHOST_TX_OFFLOADS & info.tx_offload_capa;
+	/* Link state interrupts are how virtio-user notices that its backend
+	 * left (the socket closes) and, with server=1, how it takes the next
+	 * one on its listening socket: without them a restarted kbridge
+	 * connects and waits forever. */
+	if (*info.dev_flags & RTE_ETH_DEV_INTR_LSC)
+		conf.intr_conf.lsc = 1;
 	/* 0 descriptors: the vring's own size (queue_size). */
 	ret = port_start(port, &conf, o->vhost_queues, 0, mp);
 	if (ret < 0)
@@ -740,6 +746,10 @@ main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	signal(SIGUSR1, on_signal);
+	/* virtio-user writes to its vhost-user socket with plain sendmsg: a
+	 * message to a backend that left (the port's stop, when kbridge went
+	 * first) would otherwise kill the app. */
+	signal(SIGPIPE, SIG_IGN);
 	if (o.vhost != NULL) {
 		ret = run_vhost(&o, port, mp);
 		rte_eth_dev_stop(port);

@@ -426,3 +426,56 @@ func TestVhostRefapp(t *testing.T) {
 		t.Errorf("%s still there after stop: %s", rIfname, out)
 	}
 }
+
+// TestVhostRefappServer: the app's port is the server (--vhost-server,
+// server=1) and kbridge the client; kbridge restarted under the running app
+// reconnects, with both queue pairs, each time.
+func TestVhostRefappServer(t *testing.T) {
+	b := newRefBed(t, true)
+	app := b.refapp(true)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the app's log:\n%s", app.log)
+		}
+	})
+	app.waitLog("waiting for kbridge", 30*time.Second)
+	// The line comes before virtio-user binds the socket: kbridge, the
+	// client, fails to start if nothing is there yet.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(b.sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the app did not create %s:\n%s", b.sock, app.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := range 2 {
+		kb := b.kbridge()
+		app.waitLog("kbridge-refapp: ready", 30*time.Second) // once: the port stays up
+		for deadline := time.Now().Add(15 * time.Second); !b.stats().Connected; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				out, _ := exec.Command(kbridgeBin(t), "stats", "--socket", b.ctl).CombinedOutput()
+				t.Fatalf("run %d: kbridge not connected after 15 s: %s\n%s", i, out, kb.log)
+			}
+		}
+		ping(t, rDut, rPeerAddr)
+		ping(t, rPeer, rKbAddr)
+		s := b.stats()
+		if !s.Connected || !has(s.Features, "MQ") || !has(s.Features, "GUEST_TSO4") || len(s.Queues) != rVhostQueues {
+			t.Errorf("run %d: %+v", i, s)
+		}
+		kb.stop(true)
+		if !strings.Contains(kb.log.String(), "pool_in_use=0") {
+			t.Errorf("run %d: kbridge's mbufs still in use after stop:\n%s", i, kb.log)
+		}
+		if _, err := os.Stat(b.sock); err != nil {
+			t.Errorf("run %d: kbridge removed the socket of the app, the server: %v", i, err)
+		}
+	}
+	app.stop(true)
+	if !strings.Contains(app.log.String(), "kbridge-refapp: stopped pool_in_use=0") {
+		t.Errorf("the app's pool is not whole after stop:\n%s", app.log)
+	}
+}
