@@ -27,6 +27,7 @@
 #define ALLOW_EXPERIMENTAL_API
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -615,8 +616,14 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 	t->port = nic;
 
 	vport = vhost_port_init(o, mp);
-	if (vport < 0)
+	if (vport < 0) {
+		rte_mempool_free(ind);
+		if (stop) {
+			printf("kbridge-refapp: stopped before kbridge connected\n");
+			return 0;
+		}
 		return 1;
+	}
 	printf("kbridge-refapp: ready vhost=%s vhost_queues=%u port=%d lcore=%u pool=%s pool_size=%u baseline_in_use=%u\n",
 	       o->vhost, o->vhost_queues, vport, rte_lcore_id(), mp->name, o->pool_size,
 	       rte_mempool_in_use_count(mp));
@@ -716,8 +723,17 @@ main(int argc, char **argv)
 	struct rte_mempool *mp;
 	uint16_t port = 0, q;
 	uint16_t tso_segs;
+	struct sigaction sa;
+	sigset_t sigs;
 	int ret;
 
+	/* The signals go to the main thread only: EAL's threads inherit them
+	 * blocked, so that a SIGTERM interrupts what the main thread waits in. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	ret = rte_eal_init(argc, argv);
 	if (ret < 0) {
 		fprintf(stderr, "kbridge-refapp: rte_eal_init: %s\n", rte_strerror(rte_errno));
@@ -743,9 +759,16 @@ main(int argc, char **argv)
 		fprintf(stderr, "kbridge-refapp: port %u: %s\n", port, rte_strerror(-ret));
 		return 1;
 	}
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
-	signal(SIGUSR1, on_signal);
+	/* No SA_RESTART: with --vhost-server, virtio-user's probe waits in
+	 * accept() for kbridge, and a SIGTERM must end that wait (the probe
+	 * then fails and the app exits) rather than restart it. */
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
 	/* virtio-user writes to its vhost-user socket with plain sendmsg: a
 	 * message to a backend that left (the port's stop, when kbridge went
 	 * first) would otherwise kill the app. */

@@ -144,7 +144,15 @@ func (b *refBed) refapp(server bool) *proc {
 		args = append(args, "--vhost-server")
 	}
 	p := start(b.t, "kbridge-refapp", false, args...)
-	b.t.Cleanup(func() { _ = exec.Command("rm", "-rf", "/var/run/dpdk/"+rPrefix).Run() })
+	b.t.Cleanup(func() {
+		_ = exec.Command("rm", "-rf", "/var/run/dpdk/"+rPrefix).Run()
+		// A primary leaves its hugepage file for secondaries to map; gone
+		// from the directory, its pages are freed when the app exits.
+		files, _ := filepath.Glob("/dev/hugepages/" + rPrefix + "map_*")
+		for _, f := range files {
+			_ = os.Remove(f)
+		}
+	})
 	return p
 }
 
