@@ -179,6 +179,9 @@ kb_vh_start(const char *path, int client, int nb_queues, int notify_fd)
 		kb_vh.q[i].vid = -1;
 		kb_vh.q[i].evfd = -1;
 	}
+	/* A client without RTE_VHOST_USER_NO_RECONNECT: librte_vhost retries a
+	 * refused or lost connection once a second, so an app (server=1) that
+	 * restarts is found again with no help from kbridge. */
 	if (client)
 		flags |= RTE_VHOST_USER_CLIENT;
 	if (rte_vhost_driver_register(path, flags) != 0)
