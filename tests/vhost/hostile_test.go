@@ -3,8 +3,8 @@ package vhost
 import (
 	"encoding/binary"
 	"encoding/json"
-	"os/exec"
 	"net"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
