@@ -106,8 +106,8 @@ func received(c *net.UDPConn, d time.Duration) []string {
 	}
 }
 
-// waitCount waits until what occurs n times in p's log.
-func (p *proc) waitCount(t *testing.T, what string, n int, timeout time.Duration) {
+// waitCountIn waits until what occurs n times in p's log, failing t (a subtest's).
+func (p *proc) waitCountIn(t *testing.T, what string, n int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for strings.Count(p.log.String(), what) < n {
@@ -191,14 +191,14 @@ func TestVhostHostileFrontend(t *testing.T) {
 			t.Fatal(err)
 		}
 		connected++
-		kb.waitCount(t, "vhost-user frontend connected", connected, 10*time.Second)
+		kb.waitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
 		return f
 	}
 	// hangUp closes f and waits until kbridge has let the device go.
 	hangUp := func(t *testing.T, f *vu.Frontend) {
 		t.Helper()
 		f.Close()
-		kb.waitCount(t, "vhost-user frontend gone", connected, 10*time.Second)
+		kb.waitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
 	}
 	positive := func(t *testing.T, payload string) {
 		t.Helper()
@@ -304,7 +304,7 @@ func TestVhostHostileFrontend(t *testing.T) {
 			if !f.HungUp(5 * time.Second) {
 				t.Errorf("kbridge did not hang up on the hostile frontend")
 			}
-			kb.waitCount(t, c.line, before+1, 5*time.Second)
+			kb.waitCountIn(t, c.line, before+1, 5*time.Second)
 			t.Log(lastLine(kb.log.String(), c.line))
 			kb.alive(t)
 			if s := b.stats(); s.Connected {
@@ -364,7 +364,7 @@ func TestVhostHostileFrontend(t *testing.T) {
 			if err := c.post(f); err != nil {
 				t.Fatal(err)
 			}
-			kb.waitCount(t, line, refusals+1, 5*time.Second)
+			kb.waitCountIn(t, line, refusals+1, 5*time.Second)
 			t.Log(lastLine(kb.log.String(), line))
 			if got := received(udp, 500*time.Millisecond); len(got) != 0 {
 				t.Errorf("a hostile chain reached a socket behind the TAP: %q", got)
