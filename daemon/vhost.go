@@ -61,6 +61,7 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 		return nil, err
 	}
 	d := &Vhost{crew: newCrew(log), cfg: cfg, dev: dev}
+	warnSlice(log, cfg.Policy)
 	for q := 0; q < nq && err == nil; q++ {
 		var w *bridge.Worker
 		if w, err = d.newWorker(q); err != nil {
@@ -152,6 +153,9 @@ type VhostStatus struct {
 	Features    []string `json:"features"`
 	Connects    uint64   `json:"connects"`
 	Disconnects uint64   `json:"disconnects"`
+	// What kbridge refused of hostile or broken frontends (each also logged).
+	RefusedMemTables uint64 `json:"refused_mem_tables"`
+	RefusedChains    uint64 `json:"refused_chains"`
 }
 
 // Status is what the control socket serves.
@@ -162,6 +166,7 @@ func (d *Vhost) Status() any {
 		s.Connected, f = d.backend.Connected()
 		s.Features = vhost.FeatureNames(f)
 		s.Connects, s.Disconnects = d.backend.Connects()
+		s.RefusedMemTables, s.RefusedChains = d.backend.Refused()
 	}
 	return s
 }

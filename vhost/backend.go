@@ -136,6 +136,7 @@ func (b *Backend) watch() {
 		if C.kb_vh_stopping != 0 {
 			return
 		}
+		b.logFaults()
 		vid := int(C.kb_vh.vid)
 		f := uint64(C.kb_vh.features)
 		switch {
@@ -151,6 +152,24 @@ func (b *Backend) watch() {
 			connected = false
 			b.log.Info("vhost-user frontend gone", "socket", b.path)
 			b.send(Event{At: time.Now()})
+		}
+	}
+}
+
+// logFaults logs what kbridge refused of a frontend since the last call.
+// librte_vhost's own refusals are its VHOST_CONFIG lines on stdout.
+func (b *Backend) logFaults() {
+	var buf [C.KB_VH_FAULT_LEN]C.char
+	for {
+		switch C.kb_vh_fault_take(&buf[0]) {
+		case C.KB_VH_FAULT_MEM_TABLE:
+			b.log.Error("vhost-user memory table refused, frontend disconnected", "socket", b.path,
+				"why", C.GoString(&buf[0]))
+		case C.KB_VH_FAULT_CHAIN:
+			b.log.Error("vhost-user descriptor chain refused, the vring is not served until the frontend reconnects",
+				"socket", b.path, "why", C.GoString(&buf[0]))
+		default:
+			return
 		}
 	}
 }
@@ -176,6 +195,13 @@ func (b *Backend) Connected() (bool, uint64) {
 // Connects counts frontends that connected; Disconnects, that left.
 func (b *Backend) Connects() (connects, disconnects uint64) {
 	return uint64(C.kb_vh.connects), uint64(C.kb_vh.disconnects)
+}
+
+// Refused counts the memory tables kbridge refused (a region past the end
+// of its file) and the descriptor chains that stopped a TX vring (outside
+// guest memory, a loop).
+func (b *Backend) Refused() (memTables, chains uint64) {
+	return uint64(C.kb_vh.refused_mem_tables), uint64(C.kb_vh.refused_chains)
 }
 
 // Stop unregisters the socket (librte_vhost destroys the device, after the

@@ -48,7 +48,15 @@ struct kb_vq {
 	uint64_t gen;   /* bumped by every device or vring change */
 	int evfd;       /* the worker's eventfd: kicked on every change; -1 */
 	uint64_t kicks_enabled; /* PrepareToPark calls that armed notifications */
+	int refused;    /* the TX vring's next chain was refused: not served
+			 * until the next device (kb_vh_chain_fault) */
 };
+
+/* What kbridge refused of a frontend, for Go to log. */
+#define KB_VH_FAULT_MEM_TABLE 1
+#define KB_VH_FAULT_CHAIN 2
+#define KB_VH_FAULT_LEN 240
+#define KB_VH_FAULTS 16
 
 struct kb_vh_backend {
 	struct rte_mempool *pool;
@@ -57,6 +65,7 @@ struct kb_vh_backend {
 	int vid;       /* the connected device, or -1 */
 	uint64_t features; /* negotiated with the connected device */
 	uint64_t connects, disconnects;
+	uint64_t refused_mem_tables, refused_chains;
 	struct kb_vq q[KB_VH_MAX_QUEUES];
 };
 
@@ -74,6 +83,9 @@ int kb_vh_start(const char *path, int client, int nb_queues, int notify_fd);
 int kb_vh_stop(const char *path);
 /* The features a frontend may negotiate (for the log). */
 uint64_t kb_vh_offered(const char *path);
+/* Copies the oldest refusal not yet taken into what (KB_VH_FAULT_LEN
+ * bytes) and returns its kind, or 0 when there is none. */
+int kb_vh_fault_take(char *what);
 
 /* App -> kernel: dequeued bursts. */
 struct kb_vh_out {
