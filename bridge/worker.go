@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -135,9 +134,6 @@ func (w *Worker) Run() error {
 	defer w.close()
 
 	cur := w.policy.Load()
-	if err := setSlice(cur.Slice); err != nil {
-		return err
-	}
 	ladder := policy.NewLadder(*cur, w.now())
 	last := w.now()
 	for !w.stop.Load() {
@@ -145,11 +141,6 @@ func (w *Worker) Run() error {
 		moved := w.FromKernel() + w.ToKernel()
 		now := w.now()
 		if p := w.policy.Load(); p != cur {
-			if p.Slice != cur.Slice {
-				if err := setSlice(p.Slice); err != nil {
-					return err
-				}
-			}
 			cur = p
 			ladder.Reset(*p, now)
 		}
@@ -180,15 +171,6 @@ func (w *Worker) Run() error {
 			}
 		}
 		last = w.now()
-	}
-	return nil
-}
-
-// setSlice applies policy.slice to the worker's thread. A kernel that
-// ignores the request is not an error here: the daemon warns about it once.
-func setSlice(d time.Duration) error {
-	if err := policy.SetSlice(d); err != nil && !errors.Is(err, policy.ErrSliceIgnored) {
-		return err
 	}
 	return nil
 }

@@ -34,14 +34,6 @@ func newCrew(log *slog.Logger) crew {
 	return crew{log: log, workersDone: make(chan struct{}), done: make(chan struct{})}
 }
 
-// warnSlice says once per start or reload that policy.slice has no effect
-// on this kernel; the path runs on without it.
-func warnSlice(log *slog.Logger, p policy.Policy) {
-	if p.Slice != 0 && !policy.SliceSupported() {
-		log.Warn("policy.slice has no effect: the kernel ignores a requested scheduler slice (needs Linux 6.12 or later)", "slice", p.Slice)
-	}
-}
-
 // run starts w on its own goroutine.
 func (c *crew) run(w *bridge.Worker) {
 	c.wg.Add(1)
@@ -133,7 +125,6 @@ func (c *crew) Alive() bool {
 // refuses (Validate passed, so it cannot), those that switched go back.
 // The caller holds mu.
 func (c *crew) setPolicy(old, p policy.Policy) error {
-	warnSlice(c.log, p)
 	for _, w := range c.workers {
 		if err := w.SetPolicy(p); err != nil {
 			for _, w := range c.workers {

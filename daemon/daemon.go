@@ -89,7 +89,6 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 		return nil, err
 	}
 	d := &Ring{crew: newCrew(log), cfg: cfg, port: port, dev: dev, stopApp: func() {}, stopKeep: func() {}}
-	warnSlice(log, cfg.Policy)
 	d.watchClosing()
 	for q := 0; q < port.NumQueues() && err == nil; q++ {
 		var w *bridge.Worker

@@ -61,7 +61,6 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 		return nil, err
 	}
 	d := &Vhost{crew: newCrew(log), cfg: cfg, dev: dev}
-	warnSlice(log, cfg.Policy)
 	for q := 0; q < nq && err == nil; q++ {
 		var w *bridge.Worker
 		if w, err = d.newWorker(q); err != nil {

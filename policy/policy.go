@@ -58,21 +58,7 @@ type Policy struct {
 	// ParkTimeout bounds one park. It only matters when a wakeup is lost;
 	// when the app cannot kick at all, parks are bounded by Backoff.Max.
 	ParkTimeout time.Duration `mapstructure:"park_timeout" json:"park_timeout"`
-	// Slice is the worker thread's requested scheduler slice (Linux
-	// 6.12+'s EEVDF custom slice, sched_attr.sched_runtime); 0 keeps the
-	// kernel's default. A worker shares its CPU with the workload, and
-	// EEVDF lets a woken task with a shorter slice preempt the running
-	// one: a short slice gets a kicked worker onto the CPU at once
-	// instead of after the client's or the server's slice. It does not
-	// change the worker's share of the CPU.
-	Slice time.Duration `mapstructure:"slice" json:"slice"`
 }
-
-// The kernel clamps a custom slice to this range (kernel/sched/syscalls.c).
-const (
-	MinSlice = 100 * time.Microsecond
-	MaxSlice = 100 * time.Millisecond
-)
 
 // Backoff is adaptive mode's sleep ladder.
 type Backoff struct {
@@ -118,9 +104,6 @@ func (p Policy) Validate(prefix string) error {
 		if b.v < b.min || b.v > b.max {
 			errs.Addf(b.key, b.v, "must be between %v and %v", b.min, b.max)
 		}
-	}
-	if p.Slice != 0 && (p.Slice < MinSlice || p.Slice > MaxSlice) {
-		errs.Addf("slice", p.Slice, "must be 0s (the kernel's default) or between %v and %v", MinSlice, MaxSlice)
 	}
 	if p.Backoff.Max > 0 && p.Backoff.Min == 0 {
 		errs.Addf("backoff.min", p.Backoff.Min, "must be above 0 when backoff.max (%v) is set (backoff.max: 0s turns the sleeps off)", p.Backoff.Max)

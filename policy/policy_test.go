@@ -111,7 +111,6 @@ func TestValidateNamesKeyAndValue(t *testing.T) {
 		{func(p *Policy) { p.Interval = 20 * time.Second }, "policy.interval: 20s"},
 		{func(p *Policy) { p.Spin = -1 }, "policy.spin: -1ns"},
 		{func(p *Policy) { p.ParkTimeout = time.Nanosecond }, "policy.park_timeout: 1ns"},
-		{func(p *Policy) { p.Slice = 50 * us }, "policy.slice: 50µs: must be 0s (the kernel's default) or between 100µs and 100ms"},
 	} {
 		p := Default()
 		c.mut(&p)

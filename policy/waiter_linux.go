@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -154,59 +153,6 @@ func (w *Waiter) Sleep(d time.Duration) {
 func (w *Waiter) Close() error {
 	return errors.Join(unix.Close(w.epfd), unix.Close(w.evfd))
 }
-
-// ErrSliceIgnored means the kernel took a slice request without error but
-// does not honour it (before Linux 6.12, sched_runtime means nothing to a
-// SCHED_OTHER thread).
-var ErrSliceIgnored = errors.New("policy: the kernel ignores a requested scheduler slice (needs Linux 6.12 or later)")
-
-// SetSlice asks the scheduler for slice d on the calling thread (0: the
-// kernel's default), keeping its policy and nice value. A thread that is
-// not SCHED_OTHER (an operator's chrt) is left alone.
-func SetSlice(d time.Duration) error {
-	attr, err := unix.SchedGetAttr(0, 0)
-	if err != nil {
-		return fmt.Errorf("policy: sched_getattr: %w", err)
-	}
-	if attr.Policy != unix.SCHED_NORMAL {
-		return nil
-	}
-	attr.Size = uint32(unsafe.Sizeof(*attr))
-	attr.Flags = 0
-	attr.Runtime = uint64(d)
-	if err := unix.SchedSetAttr(0, attr, 0); err != nil {
-		return fmt.Errorf("policy: set scheduler slice %v: %w", d, err)
-	}
-	if d == 0 {
-		return nil
-	}
-	// Since Linux 6.12 sched_getattr reports a SCHED_OTHER thread's slice;
-	// before, 0.
-	if got, err := unix.SchedGetAttr(0, 0); err == nil && got.Runtime != uint64(d) {
-		return ErrSliceIgnored
-	}
-	return nil
-}
-
-// SliceSupported reports whether the kernel honours SetSlice. It probes on
-// a thread of its own, which exits with the probe, so no thread of the
-// caller's keeps the probe's slice.
-func SliceSupported() bool {
-	sliceProbe.Do(func() {
-		done := make(chan bool)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-			done <- SetSlice(MinSlice) == nil
-		}()
-		sliceOK = <-done
-	})
-	return sliceOK
-}
-
-var (
-	sliceProbe sync.Once
-	sliceOK    bool
-)
 
 // PrepareThread locks the calling goroutine to its OS thread, sets the
 // thread's timer slack to 1 ns (the default 50 us turns a 5 us sleep into

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # ab-policy.sh: compare two kbridge policies on one ring bed, interleaved.
 #
-#   tests/testbed/ab-policy.sh 'slice: 0s' 'slice: 100us'
+#   tests/testbed/ab-policy.sh 'spin: 20us' 'spin: 50us'
 #
 # Each argument is YAML put under `policy:` of the bed's kbridge.yaml (keys
-# separated by ';', e.g. 'mode: interrupt; slice: 100us'). The bed comes up
+# separated by ';', e.g. 'mode: interrupt; park_timeout: 50ms'). The bed comes up
 # once; every round applies A, measures, applies B (live: SIGHUP reloads the
 # policy), measures, and the next round runs B before A, so that drift on this
 # noisy machine falls on both alike. The floor, kbt-direct, is measured in
