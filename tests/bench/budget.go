@@ -130,9 +130,27 @@ func (b *Budget) poller(a schedAgg) schedAgg {
 	return a
 }
 
-// rest is the mean round trip minus every wakeup or run-queue delay listed.
+// rest is the mean round trip minus the delays on its path: the client's,
+// the server's, the app's poller's and the forwarder's critical ones.
 func (b *Budget) rest() float64 {
-	return b.Mean - b.wakeups(b.Client) - b.wakeups(b.Server) - b.wakeups(b.fwd()) - b.wakeups(b.poller(b.App))
+	return b.Mean - b.wakeups(b.Client) - b.wakeups(b.Server) - b.wakeups(b.critical()) - b.wakeups(b.poller(b.App))
+}
+
+// critical is the part of the forwarder's delays that the round trip waits
+// for. testpmd's are all of them (a preempted poller holds packets). A
+// kbridge worker that spins yields its CPU whenever the client or the server
+// is runnable; perf counts each yield as a delay, but the round trip is then
+// running the client's or the server's work, not waiting for kbridge. The
+// round trip waits for kbridge after a park's wakeup, so kbridge's critical
+// delays are estimated as its wakeups (kbridge's own counter) at the mean
+// delay: at most all of them (interrupt mode), about none while it spins.
+func (b *Budget) critical() schedAgg {
+	a := b.fwd()
+	if b.Kind == "testpmd" || b.Counters == nil {
+		return a
+	}
+	a.Switches = min(a.Switches, int(b.Counters.Wakeups))
+	return a
 }
 
 // fwd is the forwarder's delays: testpmd's threads are pollers (scaled to
@@ -272,7 +290,7 @@ func renderBudget(m Machine, bs []*Budget) string {
 	w("One `sockperf pp --tcp` run per forwarder, traced system-wide with `perf sched record` (the tracing itself adds a little to every wakeup). ")
 	w("Round trip = twice sockperf's one-way figure. Delay = time from a thread's wakeup, or its preemption, to it running again (`perf sched latency`), times how often that happened per round trip; for a busy-polling lcore (testpmd's, the reference app's) it is time the poller was kept off its CPU, counted over the sockperf run only (the trace starts a little before it). ")
 	w("kbridge's counters are deltas of `kbridge stats` over the run; residence is app enqueue to TAP write, the kernel-bound half of kbridge's path, as histogram bucket bounds. ")
-	w("`rest` is the mean round trip minus these delays: both TCP stacks, the veths, AF_PACKET, the rings and poll loops, and the programs' own work. bpftrace is not used (%s).\n\n", bpftraceNote())
+	w("A spinning kbridge worker yields its CPU whenever the client or the server is runnable, and perf counts every such yield as a delay; those overlap the client's and the server's work, so only the delays the round trip waits for are subtracted. `rest` is the mean round trip minus the delays on its path: both TCP stacks, the veths, AF_PACKET, the rings and poll loops, and the programs' own work. bpftrace is not used (%s).\n\n", bpftraceNote())
 
 	w("| | %s |\n|---|%s\n", strings.Join(names2(bs), " | "), strings.Repeat("---:|", len(bs)))
 	row := func(label string, f func(b *Budget) string) {
@@ -316,6 +334,12 @@ func renderBudget(m Machine, bs []*Budget) string {
 			return "-"
 		}
 		return agg(b.fwd(), b)
+	})
+	row("of which the round trip waits for (us): testpmd all; kbridge its wakeups from a park, est.", func(b *Budget) string {
+		if b.Kind == "direct" {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", b.wakeups(b.critical()))
 	})
 	row("reference app's threads' delay per round trip (us)", func(b *Budget) string {
 		if b.Kind != "kbridge" {

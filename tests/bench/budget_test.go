@@ -52,12 +52,32 @@ func TestRenderBudget(t *testing.T) {
 		"| kbridge: residence app enqueue to TAP write, p50 / p99 | - | <16 us / <66 us |",
 		// the app's poller: 125 delays of 2.08 ms over 10000 round trips
 		"| reference app's threads' delay per round trip (us) | - | 26.0 (0.01 delays x 2080.0 us; worst 170814 us) |",
-		// direct: 25 - 12 - 20.02 = -7.0 (made-up figures); kbridge: 60 - 12 - 20.02 - 30 - 26 = -28.0
-		"| rest minus direct's rest: the forwarder's packet work (us) | - | -21.0 |",
+		// kbridge's 20000 delays, of which 19000 follow a park's wakeup: 1.9 x 15 us
+		"| of which the round trip waits for (us): testpmd all; kbridge its wakeups from a park, est. | - | 28.5 |",
+		// direct: 25 - 12 - 20.02 = -7.0 (made-up figures); kbridge: 60 - 12 - 20.02 - 28.5 - 26 = -26.5
+		"| rest minus direct's rest: the forwarder's packet work (us) | - | -19.5 |",
 	} {
 		if !strings.Contains(got, s) {
 			t.Errorf("budget lacks %q:\n%s", s, got)
 		}
+	}
+}
+
+// A spinning worker's yields are not on the round trip's path: only as many
+// delays as it had wakeups from a park count.
+func TestBudgetCriticalDelays(t *testing.T) {
+	b := &Budget{Kind: "kbridge", RTT: Latency{N: 1000}, Fwd: schedAgg{Switches: 2100, AvgUs: 15},
+		Counters: &Counters{Wakeups: 50}}
+	if got := b.wakeups(b.critical()); !near(got, 0.75) { // 50 x 15 us / 1000
+		t.Errorf("spinning kbridge: %.2f us per round trip on the path, want 0.75", got)
+	}
+	b.Counters.Wakeups = 5000 // more wakeups than delays: all delays count
+	if got := b.wakeups(b.critical()); !near(got, 31.5) {
+		t.Errorf("parking kbridge: %.2f, want 31.5", got)
+	}
+	tp := &Budget{Kind: "testpmd", RTT: Latency{N: 1000}, Fwd: schedAgg{Switches: 10, AvgUs: 100}}
+	if got := tp.wakeups(tp.critical()); !near(got, 1) {
+		t.Errorf("testpmd: %.2f, want 1 (all of a poller's delays)", got)
 	}
 }
 
