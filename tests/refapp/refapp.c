@@ -691,13 +691,19 @@ tx_flush(struct txbuf *t, struct counters *c)
 }
 
 static void
-print_vcounters(struct rte_mempool *mp, struct rte_mempool *ind, const struct counters *c,
-		const struct vcounters *v, uint16_t queues)
+print_vcounters(uint16_t nic, struct rte_mempool *mp, struct rte_mempool *ind,
+		const struct counters *c, const struct vcounters *v, uint16_t queues)
 {
 	uint64_t tk = 0, fk = 0;
 	char qs[VHOST_MAX_QUEUES * 48];
+	struct rte_eth_stats es;
+	uint64_t nic_missed = 0;
 	size_t off = 0;
 	uint16_t q;
+
+	/* Frames the NIC lost before the app polled them (its ring full). */
+	if (rte_eth_stats_get(nic, &es) == 0)
+		nic_missed = es.imissed + es.rx_nombuf;
 
 	qs[0] = '\0';
 	for (q = 0; q < queues; q++) {
@@ -710,10 +716,10 @@ print_vcounters(struct rte_mempool *mp, struct rte_mempool *ind, const struct co
 	       " to_kernel_dropped=%" PRIu64 " from_kernel=%" PRIu64 " tx=%" PRIu64
 	       " tx_dropped=%" PRIu64 " lro=%" PRIu64 " segments=%" PRIu64 " seg_failed=%" PRIu64
 	       " csum_completed=%" PRIu64 " gro=%" PRIu64 " gro_segments=%" PRIu64
-	       " tso_refused=%" PRIu64 "%s pool_in_use=%u gso_in_use=%u\n",
+	       " tso_refused=%" PRIu64 " nic_missed=%" PRIu64 "%s pool_in_use=%u gso_in_use=%u\n",
 	       c->rx, c->own, tk, v->to_kernel_dropped, fk, c->tx, c->tx_dropped, v->lro,
 	       v->segments, v->seg_failed, v->csum_completed, v->gro, v->gro_segments,
-	       v->tso_refused, qs,
+	       v->tso_refused, nic_missed, qs,
 	       rte_mempool_in_use_count(mp), rte_mempool_in_use_count(ind));
 	fflush(stdout);
 }
@@ -844,11 +850,11 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 		}
 		if (dump) {
 			dump = 0;
-			print_vcounters(mp, ind, &c, &v, o->vhost_queues);
+			print_vcounters(nic, mp, ind, &c, &v, o->vhost_queues);
 		}
 	}
 
-	print_vcounters(mp, ind, &c, &v, o->vhost_queues);
+	print_vcounters(nic, mp, ind, &c, &v, o->vhost_queues);
 	rte_eth_dev_stop((uint16_t)vport);
 	rte_eth_dev_close((uint16_t)vport);
 	rte_mempool_free(ind);

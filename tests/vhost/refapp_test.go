@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,6 +276,15 @@ func span(vs []float64) string {
 // namespace to srvAddr in server's and returns the receivers' sum.
 func iperfP(t *testing.T, server, client, srvAddr string, port int) string {
 	t.Helper()
+	r, _ := iperfRetr(t, server, client, srvAddr, port)
+	return r
+}
+
+var sumRetr = regexp.MustCompile(`\[SUM\].*?bits/sec\s+(\d+)\s+sender`)
+
+// iperfRetr is iperfP that also returns the senders' retransmissions.
+func iperfRetr(t *testing.T, server, client, srvAddr string, port int) (string, string) {
+	t.Helper()
 	p := strconv.Itoa(port)
 	srv := start(t, "iperf3 server", false, "ip", "netns", "exec", server, "taskset", "-c", "0",
 		"iperf3", "-s", "-1", "--forceflush", "-B", srvAddr, "-p", p)
@@ -285,7 +295,11 @@ func iperfP(t *testing.T, server, client, srvAddr string, port int) string {
 	if m == nil {
 		t.Fatalf("iperf3 gave no [SUM] receiver line:\n%s", out)
 	}
-	return m[1]
+	retr := "?"
+	if r := sumRetr.FindStringSubmatch(out); r != nil {
+		retr = r[1]
+	}
+	return m[1], retr
 }
 
 // inNetns runs f on an OS thread that joined namespace ns. The thread stays
@@ -361,6 +375,37 @@ func bulk(t *testing.T, from, to, addr string, port, n int) time.Duration {
 		t.Fatalf("bulk %s -> %s: %d bytes arrived with sha256 %x, sent %x", from, to, n, h, want)
 	}
 	return time.Since(t0)
+}
+
+// kernelDrops reads namespace ns's counters of TCP segments its kernel
+// dropped or found out of order (nstat, absolute, history untouched).
+func kernelDrops(t *testing.T, ns string) map[string]uint64 {
+	t.Helper()
+	out := run(t, "ip", "netns", "exec", ns, "nstat", "-asz", "IpInDiscards", "IpInHdrErrors", "IpExtInCsumErrors",
+		"TcpInCsumErrors", "TcpInErrs", "TcpExtTCPBacklogDrop", "TcpExtTCPRcvQDrop", "TcpExtTCPOFODrop",
+		"TcpExtTCPOFOQueue", "TcpExtTCPZeroWindowDrop", "TcpExtPAWSEstab", "TcpExtTCPRcvCoalesce")
+	m := map[string]uint64{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 {
+			if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				m[f[0]] = n
+			}
+		}
+	}
+	return m
+}
+
+// delta formats the counters that grew from a to b.
+func delta(a, b map[string]uint64) string {
+	var parts []string
+	for k, v := range b {
+		if v != a[k] {
+			parts = append(parts, fmt.Sprintf("%s+%d", k, v-a[k]))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
 }
 
 func has(list []string, s string) bool {
@@ -495,15 +540,16 @@ func TestVhostRefapp(t *testing.T) {
 					t.Fatalf("the app's ready line lacks%q:\n%s", want, app.log)
 				}
 				ping(t, rPeer, rKbAddr)
-				before := b.stats()
-				r := iperfP(t, rDut, rPeer, rKbAddr, 5420+2*round+map[bool]int{false: 0, true: 1}[on])
-				after := b.stats()
+				before, kbefore := b.stats(), kernelDrops(t, rDut)
+				r, retr := iperfRetr(t, rDut, rPeer, rKbAddr, 5420+2*round+map[bool]int{false: 0, true: 1}[on])
+				after, kafter := b.stats(), kernelDrops(t, rDut)
 				c := appCounters(t, app)
 				lro := after.offload("lro_writes") - before.offload("lro_writes")
 				merged := after.offload("merged_writes") - before.offload("merged_writes")
-				t.Logf("round %d, GRO on %v: peer->%s %s; app gro=%s gro_segments=%s to_kernel_dropped=%s; "+
-					"kbridge lro_writes +%d merged_writes +%d", round, on, rIfname, r, c["gro"], c["gro_segments"],
-					c["to_kernel_dropped"], lro, merged)
+				t.Logf("round %d, GRO on %v: peer->%s %s, %s retransmitted; app gro=%s gro_segments=%s "+
+					"to_kernel_dropped=%s nic_missed=%s; kbridge lro_writes +%d merged_writes +%d; %s's kernel: %s",
+					round, on, rIfname, r, retr, c["gro"], c["gro_segments"], c["to_kernel_dropped"], c["nic_missed"],
+					lro, merged, rDut, delta(kbefore, kafter))
 				if on && (num(t, c, "gro") == 0 || lro == 0) {
 					t.Errorf("round %d: GRO on, but app gro=%s and kbridge lro_writes +%d", round, c["gro"], lro)
 				}
