@@ -43,7 +43,7 @@ type Counters struct {
 type OffloadCounters struct {
 	MergedWrites  atomic.Uint64 // GSO writes made of several app packets (GRO)
 	MergedPackets atomic.Uint64 // app packets that went down inside them
-	LROWrites     atomic.Uint64 // app LRO packets written as one GSO write
+	LROWrites     atomic.Uint64 // app LRO (mode vhost: TSO) packets written as one GSO write
 	SplitReads    atomic.Uint64 // kernel super-frames split into MTU frames
 	SplitFrames   atomic.Uint64 // frames those splits made
 	TSOToApp      atomic.Uint64 // super-frames handed whole to an app that declared TSO

@@ -53,7 +53,8 @@ func newCollector(d snapshotter) *collector {
 		appDropped: desc("app_to_kernel_dropped_total", "Packets the app freed because the to_kernel ring was full."),
 		canKick:    desc("wakeup_registered", "1 when the app holds the worker's eventfd."),
 		offload: desc("offload_total", "What the kernel side's offloads did, by event: merged_writes and merged_packets "+
-			"(TCP segments coalesced into one GSO write), lro_writes, split_reads and split_frames (kernel super-frames "+
+			"(TCP segments coalesced into one GSO write), lro_writes (an app's LRO packets, in mode vhost its TSO packets, "+
+			"written as one GSO frame), split_reads and split_frames (kernel super-frames "+
 			"cut into MTU frames), tso_to_app (super-frames handed whole to an app that declared TSO), csum_completed, fallbacks (merged writes the kernel refused, redone frame by frame).", "event"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
 	}

@@ -12,11 +12,14 @@
  * net_virtio_user port on kbridge's vhost-user socket (kbridge in mode
  * vhost), driven with plain rte_eth_rx_burst/tx_burst like any NIC, with the
  * offloads a real app would ask for (TCP LRO, checksums, TSO) and one queue
- * pair per --vhost-queues.
+ * pair per --vhost-queues. Where the port does TSO it merges the NIC's
+ * TCP/IPv4 frames with librte_gro and sends them as TSO packets (kbridge
+ * writes each to its TAP as one GSO frame); --vhost-no-gro turns that off.
  *
  *   kbridge-refapp <EAL args> -- [--port NAME] [--queues N] [--ring-size N]
  *                                [--pool-size N] [--own-udp-port P]
- *                                [--vhost PATH [--vhost-queues N] [--vhost-server]]
+ *                                [--vhost PATH [--vhost-queues N] [--vhost-server]
+ *                                 [--vhost-no-gro]]
  *
  * It does not read stdin. SIGTERM/SIGINT stop it; SIGUSR1 prints its
  * counters, including the mempool's in-use count (the leak check of the test
@@ -40,6 +43,7 @@
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
+#include <rte_gro.h>
 #include <rte_gso.h>
 #include <rte_ip.h>
 #include <rte_jhash.h>
@@ -76,6 +80,7 @@ struct opts {
 	const char *vhost;	/* the vhost-user socket; NULL: kbridge.h rings */
 	uint16_t vhost_queues;
 	bool vhost_server;
+	bool vhost_no_gro;
 };
 
 struct counters {
@@ -88,7 +93,7 @@ usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s <EAL args> -- [--port NAME] [--queues N] [--ring-size N]\n"
 		"       [--pool-size N] [--own-udp-port P]\n"
-		"       [--vhost PATH [--vhost-queues N] [--vhost-server]]\n",
+		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n",
 		prog);
 }
 
@@ -104,6 +109,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "vhost", required_argument, NULL, 'v' },
 		{ "vhost-queues", required_argument, NULL, 'Q' },
 		{ "vhost-server", no_argument, NULL, 'S' },
+		{ "vhost-no-gro", no_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -134,6 +140,9 @@ parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'S':
 			o->vhost_server = true;
+			break;
+		case 'G':
+			o->vhost_no_gro = true;
 			break;
 		default:
 			usage(argv[0]);
@@ -278,6 +287,9 @@ struct vcounters {
 	uint64_t segments;	/* MTU frames they were cut into */
 	uint64_t seg_failed;	/* super-frames dropped: no mbufs, malformed */
 	uint64_t csum_completed; /* partial checksums finished in software */
+	uint64_t gro;		/* TSO packets GRO made of the NIC's frames */
+	uint64_t gro_segments;	/* NIC frames inside them */
+	uint64_t tso_refused;	/* TSO packets the virtio port's tx_prepare refused */
 };
 
 static void
@@ -296,9 +308,10 @@ log_offloads(const char *what, uint64_t want, uint64_t capa, uint64_t got, bool 
 }
 
 /* Adds the net_virtio_user vdev and configures it: queues queue pairs, the
- * offloads above where the port has them. Returns its port id, or -1. */
+ * offloads above where the port has them. Returns its port id, or -1; *tso
+ * tells whether TCP_TSO is on (kbridge agreed to HOST_TSO4/6). */
 static int
-vhost_port_init(const struct opts *o, struct rte_mempool *mp)
+vhost_port_init(const struct opts *o, struct rte_mempool *mp, bool *tso)
 {
 	char args[512];
 	struct rte_eth_dev_info info;
@@ -306,6 +319,7 @@ vhost_port_init(const struct opts *o, struct rte_mempool *mp)
 	uint16_t port;
 	int ret;
 
+	*tso = false;
 	/* queues > 1 needs the control queue (cq=1): that is how the driver
 	 * tells the backend how many queue pairs to use (VIRTIO_NET_F_MQ);
 	 * virtio-user answers it itself, kbridge need not offer CTRL_VQ. */
@@ -350,6 +364,7 @@ vhost_port_init(const struct opts *o, struct rte_mempool *mp)
 	if (rte_eth_dev_conf_get(port, &conf) == 0) {
 		log_offloads("rx", VHOST_RX_OFFLOADS, info.rx_offload_capa, conf.rxmode.offloads, true);
 		log_offloads("tx", VHOST_TX_OFFLOADS, info.tx_offload_capa, conf.txmode.offloads, false);
+		*tso = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_TCP_TSO) != 0;
 	}
 	fflush(stdout);
 	return port;
@@ -539,6 +554,120 @@ segment(struct rte_mbuf *m, struct rte_gso_ctx *gso, struct rte_mbuf **out, uint
 	return n < 0 ? -1 : n;
 }
 
+/* Whether librte_gro's TCP/IPv4 merging may take m: one mbuf holding an
+ * IPv4/TCP segment with payload and no flag but ACK (DPDK 22.11 merges no
+ * other; a PSH, FIN or CWR segment stays a frame of its own). Fills in the
+ * packet type and header lengths, which librte_gro reads instead of
+ * parsing: the NIC (net_af_packet) sets neither. */
+static bool
+gro_candidate(struct rte_mbuf *m)
+{
+	struct rte_net_hdr_lens hl;
+	const struct rte_ipv4_hdr *ip;
+	const struct rte_tcp_hdr *tcp;
+	uint32_t ptype, hdr;
+
+	if (m->nb_segs != 1)
+		return false;
+	ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK | RTE_PTYPE_L3_MASK | RTE_PTYPE_L4_MASK);
+	if (!RTE_ETH_IS_IPV4_HDR(ptype) || (ptype & RTE_PTYPE_L4_MASK) != RTE_PTYPE_L4_TCP)
+		return false;
+	hdr = (uint32_t)hl.l2_len + hl.l3_len + hl.l4_len;
+	if (rte_pktmbuf_data_len(m) < hdr)
+		return false;
+	ip = rte_pktmbuf_mtod_offset(m, const struct rte_ipv4_hdr *, hl.l2_len);
+	tcp = rte_pktmbuf_mtod_offset(m, const struct rte_tcp_hdr *, hl.l2_len + hl.l3_len);
+	/* The IP length, not the frame's: a bare ACK is padded to 60 bytes. */
+	if (rte_be_to_cpu_16(ip->total_length) <= (uint32_t)hl.l3_len + hl.l4_len ||
+	    tcp->tcp_flags != RTE_TCP_ACK_FLAG)
+		return false;
+	m->packet_type = ptype;
+	m->l2_len = hl.l2_len;
+	m->l3_len = hl.l3_len;
+	m->l4_len = hl.l4_len;
+	return true;
+}
+
+/* Marks a packet librte_gro merged (a chain: each candidate was one mbuf)
+ * for TSO on the virtio port. librte_gro keeps each original segment as one
+ * mbuf of the chain (the first with the headers) and records no MSS: it is
+ * the largest of their payloads. The checksums are left to tx_prepare. */
+static void
+gro_mark_tso(struct rte_mbuf *m, struct vcounters *v)
+{
+	uint32_t hdr = (uint32_t)m->l2_len + m->l3_len + m->l4_len;
+	uint16_t mss = (uint16_t)(rte_pktmbuf_data_len(m) - hdr);
+	const struct rte_mbuf *s;
+
+	for (s = m->next; s != NULL; s = s->next)
+		mss = RTE_MAX(mss, s->data_len);
+	m->tso_segsz = mss;
+	m->ol_flags |= RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_TCP_CKSUM;
+	v->gro++;
+	v->gro_segments += m->nb_segs;
+}
+
+/* Merges TCP/IPv4 frames of pkts[0..n) with librte_gro's lightweight mode
+ * (per burst, nothing held back) and returns how many packets are left,
+ * merged ones marked for TSO. librte_gro returns the packets it took before
+ * those it did not, so it only sees runs of candidates: whatever else the
+ * burst holds (a PSH segment, an ARP, another protocol) keeps its place
+ * and is not overtaken by the segments that followed it. */
+static uint16_t
+gro_burst(struct rte_mbuf **pkts, uint16_t n, const struct rte_gro_param *param,
+	  struct vcounters *v)
+{
+	uint16_t i, j, k, start = 0, out = 0;
+
+	for (i = 0; i <= n; i++) {
+		if (i < n && gro_candidate(pkts[i]))
+			continue;
+		k = (uint16_t)(i - start);
+		if (k > 1)
+			k = rte_gro_reassemble_burst(pkts + start, k, param);
+		memmove(pkts + out, pkts + start, k * sizeof(*pkts));
+		for (j = out; j < out + k; j++) {
+			if (pkts[j]->nb_segs > 1)
+				gro_mark_tso(pkts[j], v);
+		}
+		out = (uint16_t)(out + k);
+		if (i < n)
+			pkts[out++] = pkts[i];
+		start = (uint16_t)(i + 1);
+	}
+	return out;
+}
+
+/* Sends m[0..n) on the virtio port's queue q, freeing what it refuses, and
+ * returns how many it took. With TSO packets in the burst it first runs
+ * the port's tx_prepare: DPDK's TSO convention leaves the IP length out of
+ * the TCP pseudo-header checksum, virtio-net wants it in (the virtio PMD's
+ * prepare adds it, and fills in the IPv4 header checksum GRO left stale). */
+static uint16_t
+vhost_tx(uint16_t port, uint16_t q, struct rte_mbuf **m, uint16_t n, bool tso,
+	 struct vcounters *v)
+{
+	uint16_t ok, sent;
+
+	if (tso) {
+		ok = rte_eth_tx_prepare(port, q, m, n);
+		while (ok < n) {
+			/* m[ok] was refused (rte_errno): drop it alone. */
+			v->tso_refused++;
+			rte_pktmbuf_free(m[ok]);
+			memmove(m + ok, m + ok + 1, (size_t)(n - ok - 1) * sizeof(*m));
+			n--;
+			ok = (uint16_t)(ok + rte_eth_tx_prepare(port, q, m + ok, (uint16_t)(n - ok)));
+		}
+	}
+	sent = rte_eth_tx_burst(port, q, m, n);
+	if (sent < n) {
+		v->to_kernel_dropped += n - sent;
+		rte_pktmbuf_free_bulk(m + sent, n - sent);
+	}
+	return sent;
+}
+
 /* Frames for the NIC, sent in bursts. */
 struct txbuf {
 	uint16_t port, q, n;
@@ -562,13 +691,19 @@ tx_flush(struct txbuf *t, struct counters *c)
 }
 
 static void
-print_vcounters(struct rte_mempool *mp, struct rte_mempool *ind, const struct counters *c,
-		const struct vcounters *v, uint16_t queues)
+print_vcounters(uint16_t nic, struct rte_mempool *mp, struct rte_mempool *ind,
+		const struct counters *c, const struct vcounters *v, uint16_t queues)
 {
 	uint64_t tk = 0, fk = 0;
 	char qs[VHOST_MAX_QUEUES * 48];
+	struct rte_eth_stats es;
+	uint64_t nic_missed = 0;
 	size_t off = 0;
 	uint16_t q;
+
+	/* Frames the NIC lost before the app polled them (its ring full). */
+	if (rte_eth_stats_get(nic, &es) == 0)
+		nic_missed = es.imissed + es.rx_nombuf;
 
 	qs[0] = '\0';
 	for (q = 0; q < queues; q++) {
@@ -580,9 +715,11 @@ print_vcounters(struct rte_mempool *mp, struct rte_mempool *ind, const struct co
 	printf("kbridge-refapp: stats rx=%" PRIu64 " own=%" PRIu64 " to_kernel=%" PRIu64
 	       " to_kernel_dropped=%" PRIu64 " from_kernel=%" PRIu64 " tx=%" PRIu64
 	       " tx_dropped=%" PRIu64 " lro=%" PRIu64 " segments=%" PRIu64 " seg_failed=%" PRIu64
-	       " csum_completed=%" PRIu64 "%s pool_in_use=%u gso_in_use=%u\n",
+	       " csum_completed=%" PRIu64 " gro=%" PRIu64 " gro_segments=%" PRIu64
+	       " tso_refused=%" PRIu64 " nic_missed=%" PRIu64 "%s pool_in_use=%u gso_in_use=%u\n",
 	       c->rx, c->own, tk, v->to_kernel_dropped, fk, c->tx, c->tx_dropped, v->lro,
-	       v->segments, v->seg_failed, v->csum_completed, qs,
+	       v->segments, v->seg_failed, v->csum_completed, v->gro, v->gro_segments,
+	       v->tso_refused, nic_missed, qs,
 	       rte_mempool_in_use_count(mp), rte_mempool_in_use_count(ind));
 	fflush(stdout);
 }
@@ -594,12 +731,15 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 {
 	struct rte_mbuf *pkts[BURST], *fwd[VHOST_MAX_QUEUES][BURST];
 	uint16_t nfwd[VHOST_MAX_QUEUES];
+	bool tso[VHOST_MAX_QUEUES];
+	struct rte_gro_param gro_param;
 	struct vcounters v = { 0 };
 	struct counters c = { 0 };
 	struct rte_mempool *ind;
 	struct rte_gso_ctx gso;
 	static struct txbuf tb;
 	struct txbuf *t = &tb;
+	bool port_tso, gro;
 	int vport;
 	uint16_t q, i;
 
@@ -615,7 +755,7 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 	gso.gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO;
 	t->port = nic;
 
-	vport = vhost_port_init(o, mp);
+	vport = vhost_port_init(o, mp, &port_tso);
 	if (vport < 0) {
 		rte_mempool_free(ind);
 		if (stop) {
@@ -624,41 +764,50 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 		}
 		return 1;
 	}
-	printf("kbridge-refapp: ready vhost=%s vhost_queues=%u port=%d lcore=%u pool=%s pool_size=%u baseline_in_use=%u\n",
-	       o->vhost, o->vhost_queues, vport, rte_lcore_id(), mp->name, o->pool_size,
-	       rte_mempool_in_use_count(mp));
+	/* GRO only where the port does TSO: a merged packet must be cut
+	 * again somewhere, and that is kbridge's kernel (HOST_TSO4/6). One
+	 * burst holds at most BURST frames, all of which may be one flow. */
+	gro = port_tso && !o->vhost_no_gro;
+	memset(&gro_param, 0, sizeof(gro_param));
+	gro_param.gro_types = RTE_GRO_TCP_IPV4;
+	gro_param.max_flow_num = BURST;
+	gro_param.max_item_per_flow = BURST;
+	printf("kbridge-refapp: ready vhost=%s vhost_queues=%u port=%d gro=%s lcore=%u pool=%s pool_size=%u baseline_in_use=%u\n",
+	       o->vhost, o->vhost_queues, vport, gro ? "on" : "off", rte_lcore_id(), mp->name,
+	       o->pool_size, rte_mempool_in_use_count(mp));
 	fflush(stdout);
 
 	/* One lcore serves every queue: enough for an exception path. */
 	while (!stop) {
 		for (q = 0; q < o->queues; q++) {
-			uint16_t n = rte_eth_rx_burst(nic, q, pkts, BURST);
+			uint16_t n = rte_eth_rx_burst(nic, q, pkts, BURST), k;
 
 			if (n == 0)
 				continue;
 			c.rx += n;
 			memset(nfwd, 0, sizeof(nfwd));
+			memset(tso, 0, sizeof(tso));
+			k = 0;
 			for (i = 0; i < n; i++) {
 				if (is_own(pkts[i], o->own_udp_port)) {
 					c.own++;
 					rte_pktmbuf_free(pkts[i]);
 				} else {
-					uint16_t vq = flow_queue(pkts[i], o->vhost_queues);
-
-					fwd[vq][nfwd[vq]++] = pkts[i];
+					pkts[k++] = pkts[i];
 				}
 			}
-			for (i = 0; i < o->vhost_queues; i++) {
-				uint16_t sent;
+			if (gro)
+				k = gro_burst(pkts, k, &gro_param, &v);
+			for (i = 0; i < k; i++) {
+				uint16_t vq = flow_queue(pkts[i], o->vhost_queues);
 
-				if (nfwd[i] == 0)
-					continue;
-				sent = rte_eth_tx_burst((uint16_t)vport, i, fwd[i], nfwd[i]);
-				v.to_kernel[i] += sent;
-				if (sent < nfwd[i]) {
-					v.to_kernel_dropped += nfwd[i] - sent;
-					rte_pktmbuf_free_bulk(fwd[i] + sent, nfwd[i] - sent);
-				}
+				tso[vq] |= (pkts[i]->ol_flags & RTE_MBUF_F_TX_TCP_SEG) != 0;
+				fwd[vq][nfwd[vq]++] = pkts[i];
+			}
+			for (i = 0; i < o->vhost_queues; i++) {
+				if (nfwd[i] > 0)
+					v.to_kernel[i] += vhost_tx((uint16_t)vport, i, fwd[i], nfwd[i],
+								   tso[i], &v);
 			}
 		}
 		for (q = 0; q < o->vhost_queues; q++) {
@@ -701,11 +850,11 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 		}
 		if (dump) {
 			dump = 0;
-			print_vcounters(mp, ind, &c, &v, o->vhost_queues);
+			print_vcounters(nic, mp, ind, &c, &v, o->vhost_queues);
 		}
 	}
 
-	print_vcounters(mp, ind, &c, &v, o->vhost_queues);
+	print_vcounters(nic, mp, ind, &c, &v, o->vhost_queues);
 	rte_eth_dev_stop((uint16_t)vport);
 	rte_eth_dev_close((uint16_t)vport);
 	rte_mempool_free(ind);

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,7 @@ const (
 	rVhostQueues  = 2
 	rBulkBytes    = 64 << 20
 	rIperfStreams = "4"
+	rGRORounds    = 3
 )
 
 var refappOnce sync.Once
@@ -132,8 +134,9 @@ func (b *refBed) kbridge() *proc {
 }
 
 // refapp starts the app on CPU 1 (its lcore), as the bed places it, with a
-// pool large enough for the virtio port's rings full of super-frames.
-func (b *refBed) refapp(server bool) *proc {
+// pool large enough for the virtio port's rings full of super-frames; extra
+// goes after its own options (--vhost-no-gro).
+func (b *refBed) refapp(server bool, extra ...string) *proc {
 	b.t.Helper()
 	_ = exec.Command("rm", "-rf", "/var/run/dpdk/"+rPrefix).Run()
 	args := []string{"ip", "netns", "exec", rDut, "taskset", "-c", "1", "stdbuf", "-oL", "-eL",
@@ -143,6 +146,7 @@ func (b *refBed) refapp(server bool) *proc {
 	if server {
 		args = append(args, "--vhost-server")
 	}
+	args = append(args, extra...)
 	p := start(b.t, "kbridge-refapp", false, args...)
 	b.t.Cleanup(func() {
 		_ = exec.Command("rm", "-rf", "/var/run/dpdk/"+rPrefix).Run()
@@ -169,6 +173,24 @@ type refStatus struct {
 		Drops      map[string]uint64 `json:"drops"`
 		Offload    map[string]uint64 `json:"offload"`
 	} `json:"queues"`
+}
+
+// offload adds up offload counter k over the queues.
+func (s refStatus) offload(k string) uint64 {
+	var n uint64
+	for _, q := range s.Queues {
+		n += q.Offload[k]
+	}
+	return n
+}
+
+// drops adds up drop counter k over the queues.
+func (s refStatus) drops(k string) uint64 {
+	var n uint64
+	for _, q := range s.Queues {
+		n += q.Drops[k]
+	}
+	return n
 }
 
 func (b *refBed) stats() refStatus {
@@ -228,9 +250,40 @@ func num(t *testing.T, kv map[string]string, k string) uint64 {
 
 var sumReceiver = regexp.MustCompile(`\[SUM\].*?([\d.]+ [KMG]?bits/sec)\s+receiver`)
 
+var bitRate = regexp.MustCompile(`^([\d.]+) ([KMG]?)bits/sec$`)
+
+// gbits converts an iperf3 rate ("1.23 Gbits/sec") to Gbit/s.
+func gbits(t *testing.T, r string) float64 {
+	t.Helper()
+	m := bitRate.FindStringSubmatch(r)
+	if m == nil {
+		t.Fatalf("iperf3 rate %q", r)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v * map[string]float64{"": 1e-9, "K": 1e-6, "M": 1e-3, "G": 1}[m[2]]
+}
+
+// span formats the range of vs, in Gbit/s.
+func span(vs []float64) string {
+	lo, hi := vs[0], vs[0]
+	for _, v := range vs {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return fmt.Sprintf("%.2f-%.2f Gbit/s (%d rounds)", lo, hi, len(vs))
+}
+
 // iperfP runs a 3 s transfer of rIperfStreams TCP streams from client's
 // namespace to srvAddr in server's and returns the receivers' sum.
 func iperfP(t *testing.T, server, client, srvAddr string, port int) string {
+	t.Helper()
+	r, _ := iperfRetr(t, server, client, srvAddr, port)
+	return r
+}
+
+var sumRetr = regexp.MustCompile(`\[SUM\].*?bits/sec\s+(\d+)\s+sender`)
+
+// iperfRetr is iperfP that also returns the senders' retransmissions.
+func iperfRetr(t *testing.T, server, client, srvAddr string, port int) (string, string) {
 	t.Helper()
 	p := strconv.Itoa(port)
 	srv := start(t, "iperf3 server", false, "ip", "netns", "exec", server, "taskset", "-c", "0",
@@ -242,7 +295,11 @@ func iperfP(t *testing.T, server, client, srvAddr string, port int) string {
 	if m == nil {
 		t.Fatalf("iperf3 gave no [SUM] receiver line:\n%s", out)
 	}
-	return m[1]
+	retr := "?"
+	if r := sumRetr.FindStringSubmatch(out); r != nil {
+		retr = r[1]
+	}
+	return m[1], retr
 }
 
 // inNetns runs f on an OS thread that joined namespace ns. The thread stays
@@ -320,6 +377,37 @@ func bulk(t *testing.T, from, to, addr string, port, n int) time.Duration {
 	return time.Since(t0)
 }
 
+// kernelDrops reads namespace ns's counters of TCP segments its kernel
+// dropped or found out of order (nstat, absolute, history untouched).
+func kernelDrops(t *testing.T, ns string) map[string]uint64 {
+	t.Helper()
+	out := run(t, "ip", "netns", "exec", ns, "nstat", "-asz", "IpInDiscards", "IpInHdrErrors", "IpExtInCsumErrors",
+		"TcpInCsumErrors", "TcpInErrs", "TcpExtTCPBacklogDrop", "TcpExtTCPRcvQDrop", "TcpExtTCPOFODrop",
+		"TcpExtTCPOFOQueue", "TcpExtTCPZeroWindowDrop", "TcpExtPAWSEstab", "TcpExtTCPRcvCoalesce")
+	m := map[string]uint64{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 {
+			if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				m[f[0]] = n
+			}
+		}
+	}
+	return m
+}
+
+// delta formats the counters that grew from a to b.
+func delta(a, b map[string]uint64) string {
+	var parts []string
+	for k, v := range b {
+		if v != a[k] {
+			parts = append(parts, fmt.Sprintf("%s+%d", k, v-a[k]))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
 func has(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -332,16 +420,20 @@ func has(list []string, s string) bool {
 // TestVhostRefapp: kbridge serves two queue pairs, the reference app's
 // virtio-user port connects with LRO, checksum and TSO offloads on. The
 // kernel's TSO super-frames reach the app whole and the app cuts them for
-// its NIC; both queue pairs carry traffic both ways; a restarted app is
-// taken back; everything stops clean.
+// its NIC; the other way the app merges the NIC's TCP frames (librte_gro)
+// and sends them as TSO packets, which kbridge writes to its TAP as one GSO
+// frame each (lro_writes, the kernel taking them: no write error); both
+// queue pairs carry traffic both ways; the app's GRO is measured on and off;
+// a restarted app is taken back; everything stops clean.
 func TestVhostRefapp(t *testing.T) {
 	b := newRefBed(t, false)
 	kb := b.kbridge()
 	app := b.refapp(false)
 	app.waitLog("kbridge-refapp: ready", 30*time.Second)
 	kb.waitLog("vhost-user frontend connected", 10*time.Second)
-	if !strings.Contains(app.log.String(), "TCP_LRO=on") || !strings.Contains(app.log.String(), "TCP_TSO=on") {
-		t.Errorf("the app's virtio port did not enable LRO and TSO:\n%s", app.log)
+	if !strings.Contains(app.log.String(), "TCP_LRO=on") || !strings.Contains(app.log.String(), "TCP_TSO=on") ||
+		!strings.Contains(app.log.String(), " gro=on ") {
+		t.Errorf("the app's virtio port did not enable LRO, TSO and GRO:\n%s", app.log)
 	}
 
 	t.Run("ping both ways", func(t *testing.T) {
@@ -383,6 +475,22 @@ func TestVhostRefapp(t *testing.T) {
 	if tso == 0 {
 		t.Errorf("kbridge handed the app no super-frame (tso_to_app 0)")
 	}
+	// The app's TSO packets (its GRO's merges), each one GSO write the
+	// kernel took: a refused one would count as a write error or, where
+	// the kernel refuses GSO writes of some shape, as a fallback.
+	t.Logf("kbridge: lro_writes %d merged_writes %d fallbacks %d", s.offload("lro_writes"),
+		s.offload("merged_writes"), s.offload("fallbacks"))
+	if s.offload("lro_writes") == 0 {
+		t.Errorf("kbridge wrote no TSO packet of the app as a GSO frame (lro_writes 0)")
+	}
+	for _, d := range []string{"bad_vnet_header", "tap_write_error", "malformed", "too_many_segments", "oversize"} {
+		if n := s.drops(d); n != 0 {
+			t.Errorf("kbridge dropped %d packets as %s", n, d)
+		}
+	}
+	if n := s.offload("fallbacks"); n != 0 {
+		t.Errorf("the kernel refused %d of kbridge's GSO writes (fallbacks)", n)
+	}
 	line := kb.log.String()
 	if i := strings.LastIndex(line, "vhost-user frontend connected"); i < 0 ||
 		!strings.Contains(line[i:], "kernel_tso4=true") || !strings.Contains(line[i:], "app_tso=true") {
@@ -398,12 +506,66 @@ func TestVhostRefapp(t *testing.T) {
 	if n := num(t, c, "seg_failed"); n != 0 {
 		t.Errorf("the app could not cut %d super-frames", n)
 	}
+	if gro, gsegs := num(t, c, "gro"), num(t, c, "gro_segments"); gro == 0 || gsegs <= gro {
+		t.Errorf("the app's GRO merged nothing: gro=%d gro_segments=%d", gro, gsegs)
+	}
+	if n := num(t, c, "tso_refused"); n != 0 {
+		t.Errorf("the virtio port's tx_prepare refused %d of the app's TSO packets", n)
+	}
 	for q := range rVhostQueues {
 		to, from, _ := strings.Cut(c[fmt.Sprintf("q%d", q)], "/")
 		if to == "0" || from == "0" || from == "" {
 			t.Errorf("app queue %d: %s packets to kbridge, %s from it", q, to, from)
 		}
 	}
+
+	// The app restarted with its GRO off and on, in turns: the figures of
+	// one run side by side. Off, kbridge merges the app's MTU frames
+	// itself (merged_writes) and sees no TSO packet (lro_writes).
+	t.Run("app GRO on and off, peer to kbridge", func(t *testing.T) {
+		rates := map[bool][]float64{}
+		for round := range rGRORounds {
+			for _, on := range []bool{false, true} {
+				app.stop(true)
+				if !strings.Contains(app.log.String(), "kbridge-refapp: stopped pool_in_use=0") {
+					t.Errorf("the app's pool is not whole after stop:\n%s", app.log)
+				}
+				var extra []string
+				if !on {
+					extra = []string{"--vhost-no-gro"}
+				}
+				app = b.refapp(false, extra...)
+				app.waitLog("kbridge-refapp: ready", 30*time.Second)
+				if want := map[bool]string{true: " gro=on ", false: " gro=off "}[on]; !strings.Contains(app.log.String(), want) {
+					t.Fatalf("the app's ready line lacks%q:\n%s", want, app.log)
+				}
+				ping(t, rPeer, rKbAddr)
+				before, kbefore := b.stats(), kernelDrops(t, rDut)
+				r, retr := iperfRetr(t, rDut, rPeer, rKbAddr, 5420+2*round+map[bool]int{false: 0, true: 1}[on])
+				after, kafter := b.stats(), kernelDrops(t, rDut)
+				c := appCounters(t, app)
+				lro := after.offload("lro_writes") - before.offload("lro_writes")
+				merged := after.offload("merged_writes") - before.offload("merged_writes")
+				t.Logf("round %d, GRO on %v: peer->%s %s, %s retransmitted; app gro=%s gro_segments=%s "+
+					"to_kernel_dropped=%s nic_missed=%s; kbridge lro_writes +%d merged_writes +%d; %s's kernel: %s",
+					round, on, rIfname, r, retr, c["gro"], c["gro_segments"], c["to_kernel_dropped"], c["nic_missed"],
+					lro, merged, rDut, delta(kbefore, kafter))
+				if on && (num(t, c, "gro") == 0 || lro == 0) {
+					t.Errorf("round %d: GRO on, but app gro=%s and kbridge lro_writes +%d", round, c["gro"], lro)
+				}
+				if !on && (num(t, c, "gro") != 0 || lro != 0) {
+					t.Errorf("round %d: GRO off, but app gro=%s and kbridge lro_writes +%d", round, c["gro"], lro)
+				}
+				rates[on] = append(rates[on], gbits(t, r))
+			}
+		}
+		if s := b.stats(); s.drops("bad_vnet_header")+s.drops("tap_write_error")+s.offload("fallbacks") != 0 {
+			t.Errorf("kbridge: bad_vnet_header %d, tap_write_error %d, fallbacks %d", s.drops("bad_vnet_header"),
+				s.drops("tap_write_error"), s.offload("fallbacks"))
+		}
+		t.Logf("iperf3 -P %s peer->%s: app GRO on %s, off %s", rIperfStreams, rIfname, span(rates[true]),
+			span(rates[false]))
+	})
 
 	t.Run("app restart: kbridge takes the next frontend", func(t *testing.T) {
 		before := b.stats().Connects
