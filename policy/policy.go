@@ -50,6 +50,12 @@ type Policy struct {
 	Mode Mode `mapstructure:"mode" json:"mode"`
 	// Spin is how long adaptive keeps polling after the last packet.
 	Spin time.Duration `mapstructure:"spin" json:"spin"`
+	// Learn makes adaptive spin only while it pays: while most recent idle
+	// gaps (last packet to next packet) ended within Spin. After gaps that
+	// outlast it (NFS requests that wait on the server, say), the worker
+	// parks at once instead of spinning on a CPU the workload needs, and
+	// spins again once gaps shorten.
+	Learn bool `mapstructure:"learn" json:"learn"`
 	// Backoff bounds adaptive's precise sleeps between spinning and
 	// parking; Max 0 turns them off (spin, then park).
 	Backoff Backoff `mapstructure:"backoff" json:"backoff"`
@@ -148,11 +154,22 @@ type Ladder struct {
 	p        Policy
 	lastWork time.Duration
 	backoff  time.Duration
+	idle     bool  // the last poll moved nothing
+	score    uint8 // Learn: a saturating count of idle gaps that ended within Spin
 }
+
+// Learn's score: a 2-bit saturating counter, as a branch predictor keeps
+// one. A gap within Spin counts up, a longer one down; the worker spins
+// while the score is at least spinScore. It starts at the top: spinning,
+// as adaptive does without Learn.
+const (
+	maxScore  = 3
+	spinScore = 2
+)
 
 // NewLadder returns a ladder for p that counts now as the last work.
 func NewLadder(p Policy, now time.Duration) *Ladder {
-	return &Ladder{p: p, lastWork: now}
+	return &Ladder{p: p, lastWork: now, score: maxScore}
 }
 
 // Policy returns the ladder's policy.
@@ -160,14 +177,24 @@ func (l *Ladder) Policy() Policy { return l.p }
 
 // Reset switches to policy p; the ladder starts over as if it just worked.
 func (l *Ladder) Reset(p Policy, now time.Duration) {
-	*l = Ladder{p: p, lastWork: now}
+	*l = Ladder{p: p, lastWork: now, score: maxScore}
 }
+
+// Spinning reports whether adaptive would spin after the next idle poll
+// (always, unless Learn has seen idle gaps outlast Spin).
+func (l *Ladder) Spinning() bool { return !l.p.Learn || l.score >= spinScore }
 
 // Next returns what to do after a poll that moved packets (worked) or not.
 func (l *Ladder) Next(worked bool, now time.Duration) Step {
 	if worked {
+		if l.idle {
+			l.learn(now - l.lastWork)
+		}
+		l.idle = false
 		l.lastWork = now
 		l.backoff = 0
+	} else {
+		l.idle = true
 	}
 	switch l.p.Mode {
 	case Busy:
@@ -184,7 +211,7 @@ func (l *Ladder) Next(worked bool, now time.Duration) Step {
 	if worked {
 		return Step{Kind: Poll}
 	}
-	if now-l.lastWork < l.p.Spin {
+	if now-l.lastWork < l.p.Spin && l.Spinning() {
 		return Step{Kind: Yield}
 	}
 	if l.p.Backoff.Max == 0 {
@@ -200,4 +227,15 @@ func (l *Ladder) Next(worked bool, now time.Duration) Step {
 		return Step{Kind: Park, D: l.p.ParkTimeout}
 	}
 	return Step{Kind: Sleep, D: l.backoff}
+}
+
+// learn scores one idle gap: the time from the last packet to the next,
+// whether the worker spun through it or parked.
+func (l *Ladder) learn(gap time.Duration) {
+	switch {
+	case gap <= l.p.Spin && l.score < maxScore:
+		l.score++
+	case gap > l.p.Spin && l.score > 0:
+		l.score--
+	}
 }

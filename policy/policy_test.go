@@ -183,3 +183,45 @@ func TestWaiterParkTimesOutAndWakesOnKick(t *testing.T) {
 		t.Fatal("readable fd did not end the park")
 	}
 }
+
+// Learn: idle gaps that outlast the spin make adaptive park at once; short
+// gaps bring the spin back. Without Learn the spin never stops.
+func TestLearnedSpin(t *testing.T) {
+	p := Default() // spin 20us, backoff off
+	p.Learn = true
+	l := NewLadder(p, 0)
+	at := time.Duration(0)
+	// gap: the worker works at `at`, then polls idle 1 us later, and the
+	// next packet comes gap after the work. It returns the idle step.
+	gap := func(g time.Duration) StepKind {
+		l.Next(true, at)
+		s := l.Next(false, at+us)
+		at += g
+		return s.Kind
+	}
+	if k := gap(500 * us); k != Yield {
+		t.Fatalf("first idle poll: %v, want yield (a fresh ladder spins)", k)
+	}
+	gap(500 * us) // score 3 -> 2 -> 1 after this work
+	if k := gap(500 * us); k != Park {
+		t.Fatalf("after two gaps of 500us: %v, want park at once", k)
+	}
+	// Each work scores the gap before it: this one the third long gap
+	// (score 0), the next two the short ones (1, then 2: spinning again).
+	gap(5 * us)
+	gap(5 * us)
+	if k := gap(5 * us); k != Yield {
+		t.Fatalf("after short gaps: %v, want yield", k)
+	}
+	if !l.Spinning() {
+		t.Error("Spinning() = false after short gaps")
+	}
+
+	p.Learn = false
+	l = NewLadder(p, 0)
+	for range 10 {
+		if k := gap(time.Millisecond); k != Yield {
+			t.Fatalf("without Learn: %v, want yield every time", k)
+		}
+	}
+}

@@ -50,6 +50,10 @@ var allForwarders = []Forwarder{
 	{Name: "kbridge-adaptive", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n"},
 	{Name: "kbridge-plain", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", Plain: true},
 	{Name: "kbridge-interrupt", Kind: "kbridge", Mode: "interrupt", Policy: "policy:\n  mode: interrupt\n"},
+	// kbridge-learn: adaptive with the learned spin (policy.learn) and a
+	// 50 us window: spins through short idle gaps, parks at once after
+	// gaps that outlast it (issue 11).
+	{Name: "kbridge-learn", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n  spin: 50us\n  learn: true\n"},
 	{Name: "kni-4ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 4ms\n"},
 	{Name: "kni-1ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 1ms\n"},
 	{Name: "kbridge-vhost", Kind: "vhost", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n"},

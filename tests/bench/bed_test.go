@@ -39,7 +39,7 @@ policy:
 
 func TestSelectForwarders(t *testing.T) {
 	all, err := selectForwarders("all")
-	if err != nil || len(all) != 10 || all[0].Name != "direct" || all[7].Name != "kbridge-vhost" || all[8].Name != "testpmd" || all[9].Name != "bed-ceiling" {
+	if err != nil || len(all) != 11 || all[0].Name != "direct" || all[8].Name != "kbridge-vhost" || all[9].Name != "testpmd" || all[10].Name != "bed-ceiling" {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	// Table order, whatever order the flag lists them in.
@@ -105,7 +105,7 @@ func TestGroupForwarders(t *testing.T) {
 		return strings.Join(out, " | ")
 	}
 	for list, want := range map[string]string{
-		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling",
+		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling",
 		// No kbridge on the ring bed: direct goes to testpmd's bed, as before, else to the vhost bed.
 		"direct,kbridge-vhost":                  "direct,kbridge-vhost",
 		"direct,kbridge-vhost,testpmd":          "kbridge-vhost | direct,testpmd",
