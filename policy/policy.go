@@ -170,6 +170,11 @@ type Ladder struct {
 const (
 	maxScore  = 3
 	spinScore = 2
+	// hitFactor: a gap up to twice the spin still counts as short. A
+	// back-to-back ping-pong's gaps straddle the spin (the reply's gap is
+	// the remote round trip); counting only gaps within the spin made
+	// such a flow flip between spinning and parking.
+	hitFactor = 2
 )
 
 // NewLadder returns a ladder for p that counts now as the last work.
@@ -237,10 +242,11 @@ func (l *Ladder) Next(worked bool, now time.Duration) Step {
 // learn scores one idle gap: the time from the last packet to the next,
 // whether the worker spun through it or parked.
 func (l *Ladder) learn(gap time.Duration) {
+	short := gap <= hitFactor*l.p.Spin
 	switch {
-	case gap <= l.p.Spin && l.score < maxScore:
+	case short && l.score < maxScore:
 		l.score++
-	case gap > l.p.Spin && l.score > 0:
+	case !short && l.score > 0:
 		l.score--
 	}
 }
