@@ -65,7 +65,7 @@ stats:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := policy.Policy{Mode: policy.Fixed, Spin: 20 * time.Microsecond, Learn: true,
+	want := policy.Policy{Mode: policy.Fixed, Spin: 20 * time.Microsecond,
 		Backoff:  policy.Backoff{Min: 5 * time.Microsecond, Max: 80 * time.Microsecond},
 		Interval: time.Millisecond, ParkTimeout: 50 * time.Millisecond}
 	if c.Policy != want {

@@ -79,13 +79,10 @@ func Default() Policy {
 		// Measured on the test bed (docs/BENCHMARKS.md): a short spin that
 		// yields, then a park the app's kick ends; the backoff waits only
 		// added timer wakeups on the CPU the workload needs (NFS 4-15%
-		// slower), so it is off by default. The spin is learned: 50 us
-		// while idle gaps end within it, none after gaps that outlast it.
-		// Against a fixed 20 us spin that bought cold round trips, HTTP
-		// tails, NFS listings and iperf3, for a few us of back-to-back
-		// ping-pong median (issue 11).
-		Spin:        50 * time.Microsecond,
-		Learn:       true,
+		// slower), so it is off by default. Learn is off too: in the same
+		// runs it bought cold round trips, and the rest moved within the
+		// machine's noise, both ways (docs/BENCHMARKS.md, issue 11).
+		Spin:        20 * time.Microsecond,
 		Backoff:     Backoff{},
 		Interval:    4 * time.Millisecond,
 		ParkTimeout: 100 * time.Millisecond,

@@ -50,9 +50,9 @@ var allForwarders = []Forwarder{
 	{Name: "kbridge-adaptive", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n"},
 	{Name: "kbridge-plain", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", Plain: true},
 	{Name: "kbridge-interrupt", Kind: "kbridge", Mode: "interrupt", Policy: "policy:\n  mode: interrupt\n"},
-	// kbridge-spin20: adaptive as it was before the learned spin (issue
-	// 11): 20 us of spinning after every packet.
-	{Name: "kbridge-spin20", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n  spin: 20us\n  learn: false\n"},
+	// kbridge-learn: adaptive with the learned spin (policy.learn, issue
+	// 11): spins through short idle gaps, parks at once after long ones.
+	{Name: "kbridge-learn", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n  learn: true\n"},
 	{Name: "kni-4ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 4ms\n"},
 	{Name: "kni-1ms", Kind: "kbridge", Mode: "fixed", Policy: "policy:\n  mode: fixed\n  interval: 1ms\n"},
 	{Name: "kbridge-vhost", Kind: "vhost", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n"},

@@ -105,7 +105,7 @@ func TestGroupForwarders(t *testing.T) {
 		return strings.Join(out, " | ")
 	}
 	for list, want := range map[string]string{
-		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-spin20,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling",
+		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling",
 		// No kbridge on the ring bed: direct goes to testpmd's bed, as before, else to the vhost bed.
 		"direct,kbridge-vhost":                  "direct,kbridge-vhost",
 		"direct,kbridge-vhost,testpmd":          "kbridge-vhost | direct,testpmd",
