@@ -77,26 +77,7 @@ type refBed struct {
 
 func newRefBed(t *testing.T, client bool) *refBed {
 	requirements(t)
-	for _, ns := range []string{rDut, rPeer} {
-		_ = exec.Command("ip", "netns", "del", ns).Run() // a crashed run's leftovers
-	}
-	t.Cleanup(func() {
-		for _, ns := range []string{rDut, rPeer} {
-			_ = exec.Command("ip", "netns", "del", ns).Run()
-		}
-	})
-	run(t, "ip", "netns", "add", rDut)
-	run(t, "ip", "netns", "add", rPeer)
-	run(t, "ip", "link", "add", rNic, "netns", rDut, "type", "veth", "peer", "name", rWire, "netns", rPeer)
-	run(t, "ip", "-n", rDut, "link", "set", "lo", "up")
-	run(t, "ip", "-n", rDut, "link", "set", rNic, "up")
-	run(t, "ip", "-n", rPeer, "link", "set", "lo", "up")
-	run(t, "ip", "-n", rPeer, "addr", "add", rPeerAddr+"/24", "dev", rWire)
-	run(t, "ip", "-n", rPeer, "link", "set", rWire, "up")
-	// net_af_packet has no checksum offload: the app completes what the
-	// kernel behind kbridge leaves partial, but nothing completes what
-	// the peer would.
-	run(t, "ip", "netns", "exec", rPeer, "ethtool", "-K", rWire, "tx", "off")
+	wireUp(t, rDut, rPeer, rNic, rWire, rPeerAddr)
 
 	dir := t.TempDir()
 	b := &refBed{t: t, sock: filepath.Join("/run/kbridge", rIfname+".sock"),

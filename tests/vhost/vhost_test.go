@@ -86,25 +86,34 @@ func requirements(t *testing.T) {
 
 // setup makes the two namespaces and the veth between them.
 func setup(t *testing.T) {
-	for _, ns := range []string{dut, peer} {
+	// testpmd's af_packet port sends what it gets as it is: the peer must
+	// not hand it partial checksums.
+	wireUp(t, dut, peer, nic, wire, peerAddr)
+}
+
+// wireUp makes namespaces dutNS and peerNS joined by a veth (nicName in
+// dutNS, up without an address: the app's NIC; wireName in peerNS with
+// addr/24), removed when the test ends. The peer sends full checksums:
+// net_af_packet completes none, so nothing would complete what the peer
+// left partial.
+func wireUp(t *testing.T, dutNS, peerNS, nicName, wireName, addr string) {
+	for _, ns := range []string{dutNS, peerNS} {
 		_ = exec.Command("ip", "netns", "del", ns).Run() // a crashed run's leftovers
 	}
 	t.Cleanup(func() {
-		for _, ns := range []string{dut, peer} {
+		for _, ns := range []string{dutNS, peerNS} {
 			_ = exec.Command("ip", "netns", "del", ns).Run()
 		}
 	})
-	run(t, "ip", "netns", "add", dut)
-	run(t, "ip", "netns", "add", peer)
-	run(t, "ip", "link", "add", nic, "netns", dut, "type", "veth", "peer", "name", wire, "netns", peer)
-	run(t, "ip", "-n", dut, "link", "set", "lo", "up")
-	run(t, "ip", "-n", dut, "link", "set", nic, "up")
-	run(t, "ip", "-n", peer, "link", "set", "lo", "up")
-	run(t, "ip", "-n", peer, "addr", "add", peerAddr+"/24", "dev", wire)
-	run(t, "ip", "-n", peer, "link", "set", wire, "up")
-	// testpmd's af_packet port sends what it gets as it is: the peer must
-	// not hand it partial checksums.
-	run(t, "ip", "netns", "exec", peer, "ethtool", "-K", wire, "tx", "off")
+	run(t, "ip", "netns", "add", dutNS)
+	run(t, "ip", "netns", "add", peerNS)
+	run(t, "ip", "link", "add", nicName, "netns", dutNS, "type", "veth", "peer", "name", wireName, "netns", peerNS)
+	run(t, "ip", "-n", dutNS, "link", "set", "lo", "up")
+	run(t, "ip", "-n", dutNS, "link", "set", nicName, "up")
+	run(t, "ip", "-n", peerNS, "link", "set", "lo", "up")
+	run(t, "ip", "-n", peerNS, "addr", "add", addr+"/24", "dev", wireName)
+	run(t, "ip", "-n", peerNS, "link", "set", wireName, "up")
+	run(t, "ip", "netns", "exec", peerNS, "ethtool", "-K", wireName, "tx", "off")
 }
 
 var buildOnce sync.Once
