@@ -121,6 +121,19 @@ func (c *crew) Alive() bool {
 	return alive
 }
 
+// reloadPolicy switches the workers to p when it differs from *cur, the
+// policy in force, and records p there. The caller holds mu.
+func (c *crew) reloadPolicy(cur *policy.Policy, p policy.Policy) error {
+	if p == *cur {
+		return nil
+	}
+	if err := c.setPolicy(*cur, p); err != nil {
+		return err
+	}
+	*cur = p
+	return nil
+}
+
 // setPolicy switches every worker from old to p, between bursts; if one
 // refuses (Validate passed, so it cannot), those that switched go back.
 // The caller holds mu.

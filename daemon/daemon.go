@@ -214,11 +214,8 @@ func (d *Ring) Reload(cfg config.Config) error {
 	if err := checkReload(d.cfg, cfg); err != nil {
 		return err
 	}
-	if cfg.Policy != d.cfg.Policy {
-		if err := d.setPolicy(d.cfg.Policy, cfg.Policy); err != nil {
-			return err
-		}
-		d.cfg.Policy = cfg.Policy
+	if err := d.reloadPolicy(&d.cfg.Policy, cfg.Policy); err != nil {
+		return err
 	}
 	if on := cfg.Interface.Offload; on != d.cfg.Interface.Offload {
 		if err := d.dev.SetOffload(on); err != nil {

@@ -111,11 +111,8 @@ func (d *Vhost) Reload(cfg config.Config) error {
 	if err := checkReload(d.cfg, cfg); err != nil {
 		return err
 	}
-	if cfg.Policy != d.cfg.Policy {
-		if err := d.setPolicy(d.cfg.Policy, cfg.Policy); err != nil {
-			return err
-		}
-		d.cfg.Policy = cfg.Policy
+	if err := d.reloadPolicy(&d.cfg.Policy, cfg.Policy); err != nil {
+		return err
 	}
 	return restartNeeded(d.cfg, cfg, "policy")
 }

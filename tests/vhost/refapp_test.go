@@ -84,34 +84,14 @@ func newRefBed(t *testing.T, client bool) *refBed {
 		ctl: filepath.Join(dir, "ctl.sock"), cfg: filepath.Join(dir, "kbridge.yaml")}
 	_ = os.Remove(b.sock)
 	t.Cleanup(func() { _ = os.Remove(b.sock) }) // the app's, in client mode
-	y := fmt.Sprintf(`mode: vhost
-interface:
-  name: %s
-  mac: "02:6b:76:72:00:02"
-  addresses: [%s/24]
-  up: true
-  offload: true
-workers:
-  cpus: [0]
-stats:
-  socket: %s
-  metrics: ""
-vhost:
-  socket: %s
-  queues: %d
-  client: %v
-`, rIfname, rKbAddr, b.ctl, b.sock, rVhostQueues, client)
-	if err := os.WriteFile(b.cfg, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	vhostConfig{ifname: rIfname, mac: "02:6b:76:72:00:02", addr: rKbAddr, ctl: b.ctl, sock: b.sock,
+		queues: rVhostQueues, client: client}.write(t, b.cfg)
 	return b
 }
 
 func (b *refBed) kbridge() *proc {
 	b.t.Helper()
-	p := start(b.t, "kbridge", false, "ip", "netns", "exec", rDut, kbridgeBin(b.t), "run", "--config", b.cfg)
-	p.waitLog("bridge running", 20*time.Second)
-	return p
+	return startKbridge(b.t, rDut, b.cfg)
 }
 
 // refapp starts the app on CPU 1 (its lcore), as the bed places it, with a

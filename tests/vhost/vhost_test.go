@@ -281,6 +281,21 @@ func newBed(t *testing.T, client bool) *bed {
 			_ = os.Remove(b.sock) // testpmd's, in client mode
 		}
 	})
+	vhostConfig{ifname: ifname, mac: kbMAC, addr: kbAddr, ctl: b.ctl, sock: b.sock, queues: 1, client: client}.write(t, b.cfg)
+	return b
+}
+
+// vhostConfig is kbridge's configuration on a vhost bed: mode vhost on
+// sock with queues queue pairs, the TAP ifname (mac, addr/24) with offloads,
+// the worker on CPU 0 beside the clients, the control socket ctl.
+type vhostConfig struct {
+	ifname, mac, addr, ctl, sock string
+	queues                       int
+	client                       bool
+}
+
+func (c vhostConfig) write(t *testing.T, path string) {
+	t.Helper()
 	y := fmt.Sprintf(`mode: vhost
 interface:
   name: %s
@@ -294,20 +309,27 @@ stats:
   socket: %s
   metrics: ""
 vhost:
-  queues: 1
+  socket: %s
+  queues: %d
   client: %v
-`, ifname, kbMAC, kbAddr, b.ctl, client)
-	if err := os.WriteFile(b.cfg, []byte(y), 0o644); err != nil {
+`, c.ifname, c.mac, c.addr, c.ctl, c.sock, c.queues, c.client)
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return b
+}
+
+// startKbridge runs kbridge with cfg in namespace ns and waits until its
+// path runs.
+func startKbridge(t *testing.T, ns, cfg string) *proc {
+	t.Helper()
+	p := start(t, "kbridge", false, "ip", "netns", "exec", ns, kbridgeBin(t), "run", "--config", cfg)
+	p.waitLog("bridge running", 20*time.Second)
+	return p
 }
 
 func (b *bed) kbridge() *proc {
 	b.t.Helper()
-	p := start(b.t, "kbridge", false, "ip", "netns", "exec", dut, kbridgeBin(b.t), "run", "--config", b.cfg)
-	p.waitLog("bridge running", 20*time.Second)
-	return p
+	return startKbridge(b.t, dut, b.cfg)
 }
 
 func (b *bed) testpmd(server bool) *proc {
