@@ -27,7 +27,6 @@ func HistBound(i int) uint64 { return 1 << (i + C.KB_HIST_SHIFT) }
 // Out moves bursts from a to_kernel ring into Go's view. It implements
 // bridge.AppOut.
 type Out struct {
-	q    *Queue
 	mu   sync.Mutex // orders Residence (any goroutine) against Close
 	b    *C.struct_kb_out_burst
 	pkts []C.struct_kb_pkt
@@ -58,7 +57,6 @@ func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
 	// unix.Iovec and struct iovec share their layout: the C side fills what
 	// Go hands to writev(2) unchanged.
 	return &Out{
-		q:    q,
 		b:    b,
 		pkts: unsafe.Slice(b.pkts, batch),
 		iov:  unsafe.Slice((*unix.Iovec)(unsafe.Pointer(b.iov)), batch*maxSegs),
@@ -91,9 +89,6 @@ func (o *Out) Packet(i int) (bridge.Packet, error) {
 
 // Written marks packet i as delivered: it counts toward residence time.
 func (o *Out) Written(i int) { o.pkts[i].written = 1 }
-
-// Pending returns how many packets wait in the ring.
-func (o *Out) Pending() int { return o.q.Pending() }
 
 // Residence copies the residence-time histogram into dst. After Close it
 // leaves dst as it is.

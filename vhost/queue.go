@@ -92,9 +92,6 @@ func (q *Queue) Packet(i int) (bridge.Packet, error) {
 // enqueue time is not in the guest's buffers).
 func (q *Queue) Written(int) {}
 
-// Pending returns how many descriptors wait in the app's TX vring.
-func (q *Queue) Pending() int { return int(C.kb_vh_pending(C.int(q.id))) }
-
 // CsumCompleted counts packets whose partial checksum (NEEDS_CSUM) kbridge
 // completed in software.
 func (q *Queue) CsumCompleted() uint64 {

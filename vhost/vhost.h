@@ -133,7 +133,6 @@ int kb_vh_sync(int q, uint64_t *gen);
  * descriptors wait. */
 int kb_vh_prepare_park(int q);
 void kb_vh_unpark(int q, int kickfd);
-int kb_vh_pending(int q);
 void kb_vh_set_evfd(int q, int fd);
 
 #endif
