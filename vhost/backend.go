@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -19,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/internal/sockfile"
 )
 
 // MaxQueues is the most queue pairs a backend serves.
@@ -97,21 +98,13 @@ func Start(cfg Config) (*Backend, error) {
 // removeStale removes a socket file nobody listens on any more (a kbridge
 // that was killed); one that answers belongs to a running backend.
 func removeStale(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("vhost: %w", err)
-	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("vhost: %s exists and is not a socket", path)
-	}
-	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
-		c.Close()
+	switch err := sockfile.RemoveStale(path, 200*time.Millisecond); {
+	case errors.Is(err, sockfile.ErrServed):
 		return fmt.Errorf("vhost: %s is served by another process", path)
+	case err != nil:
+		return fmt.Errorf("vhost: %s: %w", path, err)
 	}
-	return os.Remove(path)
+	return nil
 }
 
 // watch turns the callbacks' notifications into log lines.

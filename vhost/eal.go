@@ -5,10 +5,12 @@
 //
 // kbridge runs its own EAL as a primary (no shared hugepages with the app:
 // vhost-user shares the app's memory through the memory table's fds), its
-// own mbuf pool, and one app side per queue pair: Out dequeues what the app
-// sends from the guest's TX vring, In enqueues the kernel's frames into the
-// guest's RX vring, and Waker arms the vring's kick eventfd when the worker
-// parks. As in package ring, every burst is one cgo call.
+// own mbuf pool, and one app side per queue pair: Queue dequeues what the
+// app sends from the guest's TX vring (bridge.AppOut) and arms that vring's
+// kick eventfd when the worker parks (bridge.FdWaker); In enqueues the
+// kernel's frames into the guest's RX vring (bridge.AppIn, bridge.AppTSO).
+// Backend serves the vhost-user socket. As in package ring, every burst is
+// one cgo call.
 package vhost
 
 /*
