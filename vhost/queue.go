@@ -238,8 +238,13 @@ func (in *In) Put(lens []int) bridge.PutResult {
 }
 
 // TakesTSO reports whether the connected frontend negotiated GUEST_TSO4 or
-// GUEST_TSO6 (a virtio-user port whose app enabled TCP LRO).
-func (in *In) TakesTSO() bool { return C.kb_vh_takes_tso() != 0 }
+// GUEST_TSO6 (a virtio-user port whose app enabled TCP LRO). The worker asks
+// at every poll: it reads the features the callbacks store, with an atomic
+// load and no cgo call.
+func (in *In) TakesTSO() bool {
+	_, f := connected()
+	return f&(1<<FeatGuestTSO4|1<<FeatGuestTSO6) != 0
+}
 
 // PutTSO enqueues one TCP super-frame as one TSO mbuf, which librte_vhost
 // turns into a GSO virtio-net header. ErrTooManySegments when the frontend

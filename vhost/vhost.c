@@ -676,15 +676,6 @@ kb_vh_in_put(struct kb_vh_in *b)
 }
 
 int
-kb_vh_takes_tso(void)
-{
-	uint64_t f = __atomic_load_n(&kb_vh.features, __ATOMIC_RELAXED);
-
-	return (f & ((1ULL << VIRTIO_NET_F_GUEST_TSO4) |
-		     (1ULL << VIRTIO_NET_F_GUEST_TSO6))) != 0;
-}
-
-int
 kb_vh_in_put_tso(struct kb_vh_in *b, uint8_t *data, uint32_t len,
 		 const struct kb_vh_tso *t)
 {

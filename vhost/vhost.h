@@ -121,8 +121,6 @@ struct kb_vh_tso {
 int kb_vh_in_put_tso(struct kb_vh_in *b, uint8_t *data, uint32_t len,
 		     const struct kb_vh_tso *t);
 void kb_vh_in_free(struct kb_vh_in *b);
-/* Whether the guest takes TSO super-frames (GUEST_TSO4 or 6). */
-int kb_vh_takes_tso(void);
 
 /* Need-wakeup. */
 /* If the queue's device changed since *gen, updates *gen and returns the

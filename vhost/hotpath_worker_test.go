@@ -1,0 +1,102 @@
+package vhost
+
+import (
+	"os"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/policy"
+	"github.com/kbridge/kbridge/tap"
+	"github.com/kbridge/kbridge/tap/vnet"
+)
+
+// TestHotPathThroughTheWorker is mode vhost's half of the engine's cost
+// promise (tests/integration's TestHotPathOnRealRings is ring mode's): the
+// worker between this app side and the real kernel side (tap.Queue over a
+// socket pair) makes one cgo call per burst each way, whatever the number
+// of frames, and allocates nothing. Without a frontend, ToKernel finds no
+// burst and FromKernel's frames find no vring (counted as ring_full, their
+// mbufs back in the pool). Root only (hugepages).
+func TestHotPathThroughTheWorker(t *testing.T) {
+	if os.Geteuid() != 0 || testing.Short() {
+		t.Skip("needs root and hugepages for kbridge's own EAL")
+	}
+	if err := InitEAL(EALConfig{CPU: 0, Args: []string{"--log-level=lib.eal:error", "-m", "64"}}); err != nil {
+		t.Skipf("no EAL here: %v", err)
+	}
+	if err := CreatePool(1024, 2048); err != nil && PoolSize() == 0 {
+		t.Fatal(err)
+	}
+	const burst = 32
+	q, err := NewQueue(1, burst, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := NewIn(1, burst, tap.FrameLen(1500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+	}
+	peer := fds[1]
+	defer unix.Close(peer)
+	kq := tap.NewQueue(fds[0], tap.QueueConfig{MTU: 1500, Batch: burst, MaxSegs: 16, Merge: true})
+	defer kq.Close()
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, q, in, q, kq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		w.Stop()
+		_ = w.Run() // returns at once: frees what it holds and closes
+	}()
+
+	frame := make([]byte, vnet.HdrLen+200)
+	frame[vnet.HdrLen+12], frame[vnet.HdrLen+13] = 0x08, 0x06 // ARP
+	fill := func() {
+		for range burst {
+			if _, err := unix.Write(peer, frame); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fill()
+	calls := runtime.NumCgoCall()
+	if n := w.FromKernel(); n != burst {
+		t.Fatalf("FromKernel moved %d, want %d", n, burst)
+	}
+	if c := runtime.NumCgoCall() - calls; c != 1 {
+		t.Errorf("FromKernel made %d cgo calls for a burst of %d, want 1", c, burst)
+	}
+	calls = runtime.NumCgoCall()
+	if n := w.ToKernel(); n != 0 {
+		t.Fatalf("ToKernel without a frontend moved %d", n)
+	}
+	if c := runtime.NumCgoCall() - calls; c != 1 {
+		t.Errorf("an idle ToKernel made %d cgo calls, want 1", c)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		fill()
+		w.FromKernel()
+		w.ToKernel()
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per round", allocs)
+	}
+	s := w.Counters().Snapshot()
+	if s.Drops["ring_full"] != 102*burst || s.FromKernelPackets != 0 || s.FromKernelBytes != 0 {
+		t.Errorf("ring_full %d, from_kernel %d packets %d bytes: want %d, 0, 0", s.Drops["ring_full"],
+			s.FromKernelPackets, s.FromKernelBytes, 102*burst)
+	}
+	if n := PoolInUse(); n != 0 {
+		t.Errorf("%d mbufs not freed", n)
+	}
+}
