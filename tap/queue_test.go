@@ -21,16 +21,13 @@ const mtu = 1500
 // keeps frame boundaries like a TAP fd, and the other end for the test.
 func newTestQueue(t *testing.T, merge bool) (*Queue, int) {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, peer, err := bridgetest.SeqPacket()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, fd := range fds {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
-	}
-	q := NewQueue(fds[0], QueueConfig{MTU: mtu, Batch: 32, MaxSegs: 4, Merge: merge})
-	t.Cleanup(func() { q.Close(); unix.Close(fds[1]) })
-	return q, fds[1]
+	q := NewQueue(fd, QueueConfig{MTU: mtu, Batch: 32, MaxSegs: 4, Merge: merge})
+	t.Cleanup(func() { q.Close(); unix.Close(peer) })
+	return q, peer
 }
 
 // newTestWorker returns a worker between the fakes and q, for the tests that

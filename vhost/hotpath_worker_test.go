@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/bridge/bridgetest"
 	"github.com/kbridge/kbridge/policy"
 	"github.com/kbridge/kbridge/tap"
 	"github.com/kbridge/kbridge/tap/vnet"
@@ -39,16 +40,12 @@ func TestHotPathThroughTheWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, peer, err := bridgetest.SeqPacket()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, fd := range fds {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
-	}
-	peer := fds[1]
 	defer unix.Close(peer)
-	kq := tap.NewQueue(fds[0], tap.QueueConfig{MTU: 1500, Batch: burst, MaxSegs: 16, Merge: true})
+	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: burst, MaxSegs: 16, Merge: true})
 	defer kq.Close()
 	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, q, in, q, kq)
 	if err != nil {

@@ -306,14 +306,26 @@ var _ bridge.Kernel = (*Kernel)(nil)
 
 // NewKernel returns a non-blocking fake kernel side.
 func NewKernel() (*Kernel, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, peer, err := SeqPacket()
 	if err != nil {
 		return nil, err
+	}
+	return &Kernel{WorkerFd: fd, Peer: peer, iov: make([]unix.Iovec, 0, 64)}, nil
+}
+
+// SeqPacket returns a non-blocking SOCK_SEQPACKET pair with room for a
+// burst of 64 KiB frames each way: it keeps frame boundaries like a TAP fd.
+// Tests put a real kernel side (tap.NewQueue) on fd and play the kernel on
+// peer.
+func SeqPacket() (fd, peer int, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, err
 	}
 	for _, fd := range fds {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
 	}
-	return &Kernel{WorkerFd: fds[0], Peer: fds[1], iov: make([]unix.Iovec, 0, 64)}, nil
+	return fds[0], fds[1], nil
 }
 
 // Fd returns the worker's end.
