@@ -1,8 +1,9 @@
 // Package docs holds no code: its test keeps the repository's Markdown
 // honest. Every relative link must name a file that exists and, with a
 // #fragment, a heading of that file; no document may cite material that
-// lives outside the repository. It reads files only, so it runs in
-// milliseconds and needs no root.
+// lives outside the repository; every configuration key has its one row in
+// CONFIG.md (XDP.md for the xdp section). It reads files only, so it runs
+// in milliseconds and needs no root.
 package docs
 
 import (
@@ -10,10 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/kbridge/kbridge/config"
 )
 
 // root is the repository, one directory up from this package.
@@ -212,4 +216,55 @@ func TestSlug(t *testing.T) {
 			t.Errorf("slug(%q) = %q, want %q", title, got, want)
 		}
 	}
+}
+
+// TestConfigKeysDocumented keeps CONFIG.md the reference of every key: each
+// key kbridge reads has a row there, or, for the xdp section, in XDP.md's
+// table, and no row names a key that does not exist.
+func TestConfigKeysDocumented(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root, "docs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	ref, xdpDoc := section(t, read("CONFIG.md"), "## Keys"), read("XDP.md")
+	row := regexp.MustCompile("(?m)^\\| `([a-z_.]+)`")
+	documented := make(map[string]bool)
+	for _, m := range row.FindAllStringSubmatch(ref, -1) {
+		documented[m[1]] = true
+	}
+	keys := config.Keys()
+	for _, k := range keys {
+		if sub, ok := strings.CutPrefix(k, "xdp."); ok {
+			if !strings.Contains(xdpDoc, "| `"+sub+"` |") {
+				t.Errorf("key %s has no row in XDP.md's configuration table", k)
+			}
+			continue
+		}
+		if !documented[k] {
+			t.Errorf("key %s has no row in CONFIG.md", k)
+		}
+	}
+	for k := range documented {
+		if !slices.Contains(keys, k) {
+			t.Errorf("CONFIG.md documents %s, which is not a configuration key", k)
+		}
+	}
+}
+
+// section returns the part of a Markdown text from the heading title to the
+// next heading of the same level.
+func section(t *testing.T, text, title string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(text, "\n"+title+"\n")
+	if !ok {
+		t.Fatalf("no section %q", title)
+	}
+	level := title[:strings.IndexByte(title, ' ')+1]
+	if i := strings.Index(rest, "\n"+level); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
 }
