@@ -1,7 +1,6 @@
 package vhost
 
 import (
-	"os"
 	"runtime"
 	"testing"
 
@@ -22,15 +21,7 @@ import (
 // burst and FromKernel's frames find no vring (counted as ring_full, their
 // mbufs back in the pool). Root only (hugepages).
 func TestHotPathThroughTheWorker(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root and hugepages for kbridge's own EAL")
-	}
-	if err := InitEAL(EALConfig{CPU: 0, Args: []string{"--log-level=lib.eal:error", "-m", "64"}}); err != nil {
-		t.Skipf("no EAL here: %v", err)
-	}
-	if err := CreatePool(1024, 2048); err != nil && PoolSize() == 0 {
-		t.Fatal(err)
-	}
+	testEAL(t)
 	const burst = 32
 	q, err := NewQueue(1, burst, 16)
 	if err != nil {

@@ -23,7 +23,7 @@ func TestVhostKernelSide(t *testing.T) {
 	ping(t, peer, kbAddr)
 
 	t.Run("interface.offload switches live", func(t *testing.T) {
-		if got := tsoOf(t); got != "on" {
+		if got := tsoOf(t, kb); got != "on" {
 			t.Fatalf("TSO %s on %s at start, want on (offload: true)", got, ifname)
 		}
 		cfg, err := os.ReadFile(b.cfg)
@@ -39,10 +39,10 @@ func TestVhostKernelSide(t *testing.T) {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(5 * time.Second)
-			for tsoOf(t) != want && time.Now().Before(deadline) {
+			for tsoOf(t, kb) != want && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if got := tsoOf(t); got != want {
+			if got := tsoOf(t, kb); got != want {
 				t.Fatalf("TSO %s after reloading with offload %s\n%s", got, want, kb.log)
 			}
 			ping(t, peer, kbAddr)
@@ -57,6 +57,9 @@ func TestVhostKernelSide(t *testing.T) {
 
 	t.Run("a deleted interface is made again", func(t *testing.T) {
 		old := linkIndex(t)
+		if old == "" {
+			t.Fatalf("no %s to delete:\n%s", ifname, kb.log)
+		}
 		run(t, "ip", "-n", dut, "link", "del", ifname)
 		deadline := time.Now().Add(5 * time.Second)
 		for {
@@ -84,11 +87,11 @@ func TestVhostKernelSide(t *testing.T) {
 }
 
 // tsoOf reports what ethtool says of the TAP's TSO: on or off.
-func tsoOf(t *testing.T) string {
+func tsoOf(t *testing.T, kb *proc) string {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", dut, "ethtool", "-k", ifname).CombinedOutput()
 	if err != nil {
-		t.Fatalf("ethtool -k %s: %v: %s", ifname, err, out)
+		t.Fatalf("ethtool -k %s: %v: %s\nkbridge's log:\n%s", ifname, err, out, kb.log)
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(l, "tcp-segmentation-offload:") {
