@@ -50,7 +50,7 @@ func TestVhostKernelSide(t *testing.T) {
 		if !strings.Contains(kb.log.String(), "interface offloads switched") {
 			t.Errorf("kbridge did not log the switch:\n%s", kb.log)
 		}
-		if strings.Contains(kb.log.String(), "need a restart") {
+		if strings.Contains(kb.log.String(), "need_restart") {
 			t.Errorf("the reload asked for a restart:\n%s", kb.log)
 		}
 	})
