@@ -99,18 +99,23 @@ func (c *OffloadCounters) Snapshot() OffloadSnapshot {
 
 // add adds o's events, one atomic add each for those that happened.
 func (c *OffloadCounters) add(o *OffloadSnapshot) {
-	for _, e := range [...]struct {
-		c *atomic.Uint64
-		v uint64
-	}{
-		{&c.MergedWrites, o.MergedWrites}, {&c.MergedPackets, o.MergedPackets}, {&c.LROWrites, o.LROWrites},
-		{&c.SplitReads, o.SplitReads}, {&c.SplitFrames, o.SplitFrames}, {&c.TSOToApp, o.TSOToApp},
-		{&c.CsumFromKernel, o.CsumFromKernel}, {&c.CsumToKernel, o.CsumToKernel}, {&c.Fallbacks, o.Fallbacks},
-		{&c.CoalescePackets, o.CoalescePackets}, {&c.CoalesceWrites, o.CoalesceWrites}, {&c.BadCsum, o.BadCsum},
-	} {
-		if e.v != 0 {
-			e.c.Add(e.v)
-		}
+	addIf(&c.MergedWrites, o.MergedWrites)
+	addIf(&c.MergedPackets, o.MergedPackets)
+	addIf(&c.LROWrites, o.LROWrites)
+	addIf(&c.SplitReads, o.SplitReads)
+	addIf(&c.SplitFrames, o.SplitFrames)
+	addIf(&c.TSOToApp, o.TSOToApp)
+	addIf(&c.CsumFromKernel, o.CsumFromKernel)
+	addIf(&c.CsumToKernel, o.CsumToKernel)
+	addIf(&c.Fallbacks, o.Fallbacks)
+	addIf(&c.CoalescePackets, o.CoalescePackets)
+	addIf(&c.CoalesceWrites, o.CoalesceWrites)
+	addIf(&c.BadCsum, o.BadCsum)
+}
+
+func addIf(c *atomic.Uint64, v uint64) {
+	if v != 0 {
+		c.Add(v)
 	}
 }
 

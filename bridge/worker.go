@@ -42,7 +42,7 @@ type Worker struct {
 	slots   [][]byte
 	frames  []Frame
 	lens    []int
-	res     Result
+	res     Result // zero between calls: count adds and zeroes it
 
 	counters Counters
 	canKick  bool
@@ -245,10 +245,9 @@ func (w *Worker) FromKernel() int {
 	}
 	moved := 0
 	for {
-		w.res.Reset()
 		n := w.kernel.Read(w.slots, w.frames, flags, &w.res)
-		w.count(&w.res)
 		moved += n + w.res.Dropped
+		w.count(&w.res)
 		plain := n
 		if n > 0 && w.frames[n-1].Super != nil {
 			plain = n - 1
@@ -314,7 +313,6 @@ func (w *Worker) ToKernel() int {
 		return 0
 	}
 	w.grow(n)
-	w.res.Reset()
 	k := 0
 	for i := range n {
 		p, err := w.out.Packet(i)
@@ -345,14 +343,19 @@ func (w *Worker) ToKernel() int {
 	return n
 }
 
-// count adds a kernel side's Result to the counters.
+// count adds a kernel side's Result to the counters and zeroes it for the
+// next call. Most polls have nothing to add: one comparison then.
 func (w *Worker) count(r *Result) {
+	if *r == (Result{}) {
+		return
+	}
 	for i, v := range r.Drops {
 		if v != 0 {
 			w.counters.Drops[i].Add(v)
 		}
 	}
 	w.counters.Offload.add(&r.Offload)
+	*r = Result{}
 }
 
 // grow makes room for bursts of n packets from the app. It allocates only
