@@ -297,13 +297,7 @@ func tapChecks(t *testing.T, r *bedRun, checks func(t *testing.T, root string), 
 // stopKbridge sends SIGTERM to kbridge, waits for it to exit and returns its log.
 func stopKbridge(t *testing.T) string {
 	t.Helper()
-	kb := pidOf(t, "kbridge")
-	if err := syscall.Kill(kb, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if !harness.WaitGone(kb, 10*time.Second) {
-		t.Fatal("kbridge did not stop on SIGTERM")
-	}
+	harness.StopPID(t, "kbridge", pidOf(t, "kbridge"), 10*time.Second)
 	log, _ := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
 	if !strings.Contains(string(log), "msg=stopped") {
 		t.Errorf("kbridge did not log a clean stop:\n%s", log)

@@ -195,21 +195,11 @@ func xdpChecks(t *testing.T, r *bedRun) {
 	// the app runs, a stopping kbridge leaves them to the app's program, so
 	// that a restart keeps the exception path: tests/xdpmode covers that.)
 	t.Run("clean stop", func(t *testing.T) {
-		if err := syscall.Kill(appPID, syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if !harness.WaitGone(appPID, 10*time.Second) {
-			t.Fatal("the DPDK app did not stop on SIGTERM")
-		}
+		harness.StopPID(t, "the DPDK app", appPID, 10*time.Second)
 		if link := sh(t, "ip", "-n", "kbt-dut", "link", "show", nic); strings.Contains(link, "prog/xdp") {
 			t.Errorf("the app left its XDP program on %s:\n%s", nic, link)
 		}
-		if err := syscall.Kill(kbPID, syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if !harness.WaitGone(kbPID, 10*time.Second) {
-			t.Fatal("kbridge did not stop on SIGTERM")
-		}
+		harness.StopPID(t, "kbridge", kbPID, 10*time.Second)
 		log, _ := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
 		if !strings.Contains(string(log), "xdp path detached") {
 			t.Errorf("kbridge did not log a clean detach:\n%s", log)

@@ -134,6 +134,18 @@ func WaitGone(pid int, d time.Duration) bool {
 	return true
 }
 
+// StopPID sends SIGTERM to pid, a process the bed started (what names it),
+// and fails t unless it exits within d.
+func StopPID(t *testing.T, what string, pid int, d time.Duration) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !WaitGone(pid, d) {
+		t.Fatalf("%s did not stop on SIGTERM", what)
+	}
+}
+
 // CheckNothingLeft reports every namespace, link (the bed's and extraLinks)
 // and recorded process that survived make testbed-down.
 func CheckNothingLeft(t *testing.T, extraLinks ...string) {
