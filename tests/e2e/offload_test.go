@@ -62,6 +62,7 @@ func testOffloads(t *testing.T) {
 			{"-c", peerIP, "-P", "8"}, {"-c", peerIP, "-P", "8", "-R"},
 		} {
 			cmd := append([]string{"taskset", "-c", "0", "iperf3", "-p", "5201", "-t", "2", "-f", "m"}, args...)
+			waitIperf3Server(t)
 			out := inDUT(t, cmd...)
 			if !strings.Contains(out, "receiver") {
 				t.Errorf("iperf3 %v:\n%s", args, out)

@@ -198,6 +198,7 @@ func testBed(t *testing.T, root string, m bedMode) {
 			if dir.flag != "" {
 				args = append(args, dir.flag)
 			}
+			waitIperf3Server(t)
 			res, err := harness.ParseIperf3([]byte(inDUT(t, args...)))
 			if err != nil {
 				t.Fatal(err)
@@ -225,6 +226,26 @@ func testBed(t *testing.T, root string, m bedMode) {
 		t.Logf("nfs-cat big.bin (256 MiB) in %v", time.Since(start).Round(time.Millisecond))
 	})
 	m.checks(t, r)
+}
+
+// waitIperf3Server waits until the peer's iperf3 server is idle: between
+// two tests it closes its listener and opens it again, and a client that
+// connects meanwhile is refused or reset (seen in mode vhost, where the
+// last test takes longer to close). Idle is the "Server listening" banner
+// as the last thing it logged.
+func waitIperf3Server(t *testing.T) {
+	t.Helper()
+	idle := func() bool {
+		b, _ := os.ReadFile(filepath.Join(runDir, "iperf3.log"))
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasPrefix(l, "-") {
+				return strings.HasPrefix(l, "Server listening")
+			}
+		}
+		return false
+	}
+	harness.WaitUntil(t, "the peer's iperf3 server to be idle", 10*time.Second, idle)
 }
 
 // bigFileHash reads big.bin over NFS from kbt-dut and returns its sha256.
