@@ -57,7 +57,7 @@ func Command(env []string, name string, args ...string) *exec.Cmd {
 }
 
 // Sh runs a command and fails the test, with its output, if it fails.
-func Sh(t *testing.T, env []string, name string, args ...string) string {
+func Sh(t testing.TB, env []string, name string, args ...string) string {
 	t.Helper()
 	out, err := Command(env, name, args...).CombinedOutput()
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -253,9 +252,5 @@ func WaitUntil(t testing.TB, what string, timeout time.Duration, cond func() boo
 // its combined output; it fails t, with the output, when the program fails.
 func Run(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return Sh(t, nil, args[0], args[1:]...)
 }
