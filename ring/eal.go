@@ -19,7 +19,7 @@ package ring
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../internal/mbuf
+#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../internal/burst
 #include <stdlib.h>
 #include "port.h"
 */
