@@ -13,7 +13,7 @@ package vhost
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../internal/mbuf
+#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../internal/burst
 #include <stdlib.h>
 #include "vhost.h"
 */
