@@ -15,14 +15,6 @@
 
 #include "port.h"
 
-int
-kb_eal_init(int argc, char **argv)
-{
-	int ret = rte_eal_init(argc, argv);
-
-	return ret < 0 ? -rte_errno : ret;
-}
-
 /* Checks what the app wrote into the control block before kbridge relies on
  * it: an error in info->why (returns -1), or what is turned off in
  * info->warn. */

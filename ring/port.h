@@ -47,7 +47,6 @@ struct kbridge_held *kb_held_open(const char *name, int *created);
 /* Frees what rec names and clears it; returns the number of mbufs. */
 unsigned int kb_held_free(struct kbridge_held_q *rec);
 
-int kb_eal_init(int argc, char **argv);
 int kb_port_open(const char *name, struct kb_port_info *info);
 int kb_send_eventfd(const char *name, uint16_t queue, int fd);
 unsigned int kb_pool_in_use(const struct rte_mempool *mp);

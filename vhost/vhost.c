@@ -39,14 +39,6 @@ volatile int kb_vh_stopping;
 	 (1ULL << VIRTIO_NET_F_HOST_ECN) | (1ULL << VIRTIO_NET_F_GUEST_ECN))
 
 int
-kb_vh_eal_init(int argc, char **argv)
-{
-	int rc = rte_eal_init(argc, argv);
-
-	return rc < 0 ? -rte_errno : rc;
-}
-
-int
 kb_vh_pool_create(unsigned int n, uint16_t data_room)
 {
 	kb_vh.pool = rte_pktmbuf_pool_create("kbridge_vhost", n, 256, 0,

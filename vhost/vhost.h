@@ -54,8 +54,6 @@ struct kb_vh_backend {
 extern struct kb_vh_backend kb_vh;
 extern volatile int kb_vh_stopping; /* set by Go before the last notify */
 
-/* EAL as kbridge's own primary. */
-int kb_vh_eal_init(int argc, char **argv);
 /* An mbuf pool of n mbufs of data_room bytes each (after headroom). */
 int kb_vh_pool_create(unsigned int n, uint16_t data_room);
 unsigned int kb_vh_pool_in_use(void);
