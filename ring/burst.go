@@ -34,27 +34,33 @@ var _ bridge.AppOut = (*Out)(nil)
 // batch packets of up to maxSegs segments each.
 func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
 	info := &q.port.info
-	cfg := burst.OutConfig{
+	b, err := burst.NewOut(burst.OutConfig{
 		Ops:       unsafe.Pointer(&C.kb_ring_burst_ops),
 		Ctx:       unsafe.Pointer(info.to_kernel[q.id]),
 		Batch:     batch,
 		MaxSegs:   maxSegs,
 		TSCOffset: int32(info.tsc_offset),
 		TSCHz:     uint64(info.tsc_hz),
-	}
-	if h := q.port.held; h != nil {
-		cfg.Held = heldOf(&h.out[q.id])
-	}
-	b, err := burst.NewOut(cfg)
+		Held:      q.held(false),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("ring: %w", err)
 	}
-	testHoldOnce.Do(setTestHold)
 	return &Out{q: q, b: b}, nil
 }
 
-// heldOf names a queue's record of what its worker holds.
-func heldOf(rec *C.struct_kbridge_held_q) burst.Held {
+// held names the record of what this queue's worker holds toward the
+// kernel (or, with in, toward the app); none for a version-1 app.
+func (q *Queue) held(in bool) burst.Held {
+	testHoldOnce.Do(setTestHold)
+	h := q.port.held
+	if h == nil {
+		return burst.Held{}
+	}
+	rec := &h.out[q.id]
+	if in {
+		rec = &h.in[q.id]
+	}
 	return burst.Held{N: unsafe.Pointer(&rec.n), M: unsafe.Pointer(&rec.m[0]), Max: C.KBRIDGE_HELD_MAX}
 }
 
@@ -104,14 +110,11 @@ func (q *Queue) In(batch, stride int) (*In, error) {
 	if takes {
 		cfg.TSOMaxSegs = maxSegs
 	}
-	if h := q.port.held; h != nil {
-		cfg.Held = heldOf(&h.in[q.id])
-	}
+	cfg.Held = q.held(true)
 	b, err := burst.NewIn(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ring: %w", err)
 	}
-	testHoldOnce.Do(setTestHold)
 	return &In{b: b, takes: takes}, nil
 }
 

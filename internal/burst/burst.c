@@ -52,17 +52,6 @@ kb_held_clear(struct kb_held *rec)
 	__atomic_store_n(rec->n, 0, __ATOMIC_RELEASE);
 }
 
-static int
-kb_held_set(struct kb_held *rec, uint16_t cap, volatile uint32_t *n,
-	    struct rte_mbuf **m, uint32_t max)
-{
-	if (cap > max)
-		return -EINVAL;
-	rec->m = m;
-	rec->n = n;
-	return 0;
-}
-
 /* Points iov[0..max_segs) at the segments of m and stores their number in
  * *nb. The walk is bounded by max_segs, so a cyclic chain ends as
  * TOO_MANY_SEGS instead of looping. */
@@ -129,23 +118,19 @@ kb_mbuf_copy(struct rte_mempool *pool, const uint8_t *data, uint32_t len)
 }
 
 struct kb_out *
-kb_out_new(const struct kb_burst_ops *ops, void *ctx, uint16_t cap,
-	   uint16_t max_segs, uint16_t flags, int32_t tsc_offset, uint64_t tsc_hz)
+kb_out_new(const struct kb_out *cfg)
 {
-	struct kb_out *b = calloc(1, sizeof(*b));
+	struct kb_out *b = malloc(sizeof(*b));
 
 	if (b == NULL)
 		return NULL;
-	b->ops = ops;
-	b->ctx = ctx;
-	b->cap = cap;
-	b->max_segs = max_segs;
-	b->flags = flags;
-	b->tsc_offset = tsc_offset;
-	b->tsc_hz = tsc_hz;
-	b->mbufs = calloc(cap, sizeof(*b->mbufs));
-	b->pkts = calloc(cap, sizeof(*b->pkts));
-	b->iov = calloc((size_t)cap * max_segs, sizeof(*b->iov));
+	*b = *cfg;
+	b->n = 0;
+	b->csum_sw = 0;
+	memset(b->hist, 0, sizeof(b->hist));
+	b->mbufs = calloc(b->cap, sizeof(*b->mbufs));
+	b->pkts = calloc(b->cap, sizeof(*b->pkts));
+	b->iov = calloc((size_t)b->cap * b->max_segs, sizeof(*b->iov));
 	if (b->mbufs == NULL || b->pkts == NULL || b->iov == NULL) {
 		kb_out_free(b);
 		return NULL;
@@ -288,23 +273,18 @@ kb_out_free(struct kb_out *b)
 }
 
 struct kb_in *
-kb_in_new(const struct kb_burst_ops *ops, void *ctx, struct rte_mempool *pool,
-	  uint16_t cap, uint32_t stride, uint16_t max_segs)
+kb_in_new(const struct kb_in *cfg)
 {
-	struct kb_in *b = calloc(1, sizeof(*b));
+	struct kb_in *b = malloc(sizeof(*b));
 
 	if (b == NULL)
 		return NULL;
-	b->ops = ops;
-	b->ctx = ctx;
-	b->pool = pool;
-	b->cap = cap;
-	b->stride = stride;
-	b->max_segs = max_segs;
-	b->room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
-	b->buf = aligned_alloc(64, (size_t)cap * stride);
-	b->lens = calloc(cap, sizeof(*b->lens));
-	b->mbufs = calloc(cap, sizeof(*b->mbufs));
+	*b = *cfg;
+	b->n = b->queued = b->no_mbuf = b->ring_full = 0;
+	b->room = rte_pktmbuf_data_room_size(b->pool) - RTE_PKTMBUF_HEADROOM;
+	b->buf = aligned_alloc(64, (size_t)b->cap * b->stride);
+	b->lens = calloc(b->cap, sizeof(*b->lens));
+	b->mbufs = calloc(b->cap, sizeof(*b->mbufs));
 	if (b->buf == NULL || b->lens == NULL || b->mbufs == NULL) {
 		kb_in_free(b);
 		return NULL;
@@ -433,20 +413,6 @@ kb_in_free(struct kb_in *b)
 	free(b->lens);
 	free(b->mbufs);
 	free(b);
-}
-
-int
-kb_out_set_held(struct kb_out *b, volatile uint32_t *n, struct rte_mbuf **m,
-		uint32_t max)
-{
-	return kb_held_set(&b->held, b->cap, n, m, max);
-}
-
-int
-kb_in_set_held(struct kb_in *b, volatile uint32_t *n, struct rte_mbuf **m,
-	       uint32_t max)
-{
-	return kb_held_set(&b->held, b->cap, n, m, max);
 }
 
 static void

@@ -70,6 +70,18 @@ type Held struct {
 	Max  int
 }
 
+// check refuses a record with less room than a burst of batch.
+func (h Held) check(batch int) error {
+	if h.N != nil && batch > h.Max {
+		return fmt.Errorf("%w (%d, record of %d)", ErrHeldTooSmall, batch, h.Max)
+	}
+	return nil
+}
+
+func (h Held) c() C.struct_kb_held {
+	return C.struct_kb_held{n: (*C.uint32_t)(h.N), m: (**C.struct_rte_mbuf)(h.M)}
+}
+
 // OutConfig says how to make an Out.
 type OutConfig struct {
 	// Ops points at the mode's struct kb_burst_ops (its dequeue); Ctx is
@@ -118,16 +130,21 @@ func NewOut(cfg OutConfig) (*Out, error) {
 	if tscOffset < 0 {
 		tscOffset = -1
 	}
-	b := C.kb_out_new((*C.struct_kb_burst_ops)(cfg.Ops), cfg.Ctx, C.uint16_t(cfg.Batch),
-		C.uint16_t(cfg.MaxSegs), flags, C.int32_t(tscOffset), C.uint64_t(cfg.TSCHz))
+	if err := cfg.Held.check(cfg.Batch); err != nil {
+		return nil, err
+	}
+	b := C.kb_out_new(&C.struct_kb_out{
+		ops:        (*C.struct_kb_burst_ops)(cfg.Ops),
+		ctx:        cfg.Ctx,
+		cap:        C.uint16_t(cfg.Batch),
+		max_segs:   C.uint16_t(cfg.MaxSegs),
+		flags:      flags,
+		tsc_offset: C.int32_t(tscOffset),
+		tsc_hz:     C.uint64_t(cfg.TSCHz),
+		held:       cfg.Held.c(),
+	})
 	if b == nil {
 		return nil, ErrNoMemory
-	}
-	if cfg.Held.N != nil {
-		if C.kb_out_set_held(b, (*C.uint32_t)(cfg.Held.N), (**C.struct_rte_mbuf)(cfg.Held.M), C.uint32_t(cfg.Held.Max)) != 0 {
-			C.kb_out_free(b)
-			return nil, fmt.Errorf("%w (%d packets, record of %d)", ErrHeldTooSmall, cfg.Batch, cfg.Held.Max)
-		}
 	}
 	// unix.Iovec and struct iovec share their layout: the C side fills
 	// what the kernel side hands to writev(2).
@@ -234,16 +251,20 @@ func NewIn(cfg InConfig) (*In, error) {
 	if cfg.Pool == nil {
 		return nil, ErrNoPool
 	}
-	b := C.kb_in_new((*C.struct_kb_burst_ops)(cfg.Ops), cfg.Ctx, (*C.struct_rte_mempool)(cfg.Pool),
-		C.uint16_t(cfg.Batch), C.uint32_t(cfg.Stride), C.uint16_t(min(cfg.TSOMaxSegs, 0xffff)))
+	if err := cfg.Held.check(cfg.Batch); err != nil {
+		return nil, err
+	}
+	b := C.kb_in_new(&C.struct_kb_in{
+		ops:      (*C.struct_kb_burst_ops)(cfg.Ops),
+		ctx:      cfg.Ctx,
+		pool:     (*C.struct_rte_mempool)(cfg.Pool),
+		cap:      C.uint16_t(cfg.Batch),
+		stride:   C.uint32_t(cfg.Stride),
+		max_segs: C.uint16_t(min(cfg.TSOMaxSegs, 0xffff)),
+		held:     cfg.Held.c(),
+	})
 	if b == nil {
 		return nil, ErrNoMemory
-	}
-	if cfg.Held.N != nil {
-		if C.kb_in_set_held(b, (*C.uint32_t)(cfg.Held.N), (**C.struct_rte_mbuf)(cfg.Held.M), C.uint32_t(cfg.Held.Max)) != 0 {
-			C.kb_in_free(b)
-			return nil, fmt.Errorf("%w (%d frames, record of %d)", ErrHeldTooSmall, cfg.Batch, cfg.Held.Max)
-		}
 	}
 	return &In{
 		b:      b,

@@ -72,8 +72,9 @@ struct kb_pkt {
 };
 
 /* A record, in memory the app shares, of the mbufs a buffer holds between
- * two ring operations (kbridge.h's struct kbridge_held_q): m[0..*n). A record
- * never names an mbuf that was freed or handed over. n == NULL: no record. */
+ * two ring operations (kbridge.h's struct kbridge_held_q): m[0..*n), room for
+ * at least cap. A record never names an mbuf that was freed or handed over:
+ * n is cleared first. n == NULL: no record. */
 struct kb_held {
 	volatile uint32_t *n;
 	struct rte_mbuf **m;
@@ -128,18 +129,18 @@ struct kb_in {
 	struct kb_held held;
 };
 
-struct kb_out *kb_out_new(const struct kb_burst_ops *ops, void *ctx,
-			  uint16_t cap, uint16_t max_segs, uint16_t flags,
-			  int32_t tsc_offset, uint64_t tsc_hz);
+/* A buffer made as cfg says (ops, ctx, cap, max_segs, flags, tsc_offset,
+ * tsc_hz, held), or NULL when out of memory. */
+struct kb_out *kb_out_new(const struct kb_out *cfg);
 /* Releases the previous burst (recording residence times of the packets Go
  * wrote) and dequeues and describes the next one. Returns its size. */
 uint16_t kb_out_next(struct kb_out *b);
 /* Releases the current burst and the buffer itself. */
 void kb_out_free(struct kb_out *b);
 
-struct kb_in *kb_in_new(const struct kb_burst_ops *ops, void *ctx,
-			struct rte_mempool *pool, uint16_t cap, uint32_t stride,
-			uint16_t max_segs);
+/* A buffer made as cfg says (ops, ctx, pool, cap, stride, max_segs, held),
+ * or NULL when out of memory. */
+struct kb_in *kb_in_new(const struct kb_in *cfg);
 /* Copies b->n frames into mbufs (chained when larger than one mbuf) and
  * enqueues them; what cannot be queued is freed and counted. */
 void kb_in_put(struct kb_in *b);
@@ -152,13 +153,6 @@ void kb_in_put(struct kb_in *b);
  * splits the frame. */
 int kb_in_put_tso(struct kb_in *b, uint8_t *data, uint32_t len);
 void kb_in_free(struct kb_in *b);
-
-/* Record what the buffer holds in m[0..*n) from now on (shared memory
- * holding room for max mbufs). 0, or -EINVAL when a burst could hold more. */
-int kb_out_set_held(struct kb_out *b, volatile uint32_t *n, struct rte_mbuf **m,
-		    uint32_t max);
-int kb_in_set_held(struct kb_in *b, volatile uint32_t *n, struct rte_mbuf **m,
-		   uint32_t max);
 
 /* Test hook (KBRIDGE_TEST_HOLD): the next non-empty burst of a direction
  * whose bit is set, in a buffer with a held record (KB_TEST_HOLD_OUT: after
