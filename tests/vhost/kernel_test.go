@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // TestVhostKernelSide: the TAP side in mode vhost is the one ring mode has
@@ -18,8 +20,8 @@ func TestVhostKernelSide(t *testing.T) {
 	b := newBed(t, false)
 	kb := b.kbridge()
 	tp := b.testpmd(false)
-	tp.waitLog("Press enter to exit", 30*time.Second)
-	kb.waitLog("vhost-user frontend connected", 10*time.Second)
+	tp.WaitLog("Press enter to exit", 30*time.Second)
+	kb.WaitLog("vhost-user frontend connected", 10*time.Second)
 	ping(t, peer, kbAddr)
 
 	t.Run("interface.offload switches live", func(t *testing.T) {
@@ -35,7 +37,7 @@ func TestVhostKernelSide(t *testing.T) {
 			if err := os.WriteFile(b.cfg, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if err := kb.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			if err := kb.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(5 * time.Second)
@@ -43,36 +45,36 @@ func TestVhostKernelSide(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			if got := tsoOf(t, kb); got != want {
-				t.Fatalf("TSO %s after reloading with offload %s\n%s", got, want, kb.log)
+				t.Fatalf("TSO %s after reloading with offload %s\n%s", got, want, kb.Log)
 			}
 			ping(t, peer, kbAddr)
 		}
-		if !strings.Contains(kb.log.String(), "interface offloads switched") {
-			t.Errorf("kbridge did not log the switch:\n%s", kb.log)
+		if !strings.Contains(kb.Log.String(), "interface offloads switched") {
+			t.Errorf("kbridge did not log the switch:\n%s", kb.Log)
 		}
-		if strings.Contains(kb.log.String(), "need_restart") {
-			t.Errorf("the reload asked for a restart:\n%s", kb.log)
+		if strings.Contains(kb.Log.String(), "need_restart") {
+			t.Errorf("the reload asked for a restart:\n%s", kb.Log)
 		}
 	})
 
 	t.Run("a deleted interface is made again", func(t *testing.T) {
 		old := linkIndex(t)
 		if old == "" {
-			t.Fatalf("no %s to delete:\n%s", ifname, kb.log)
+			t.Fatalf("no %s to delete:\n%s", ifname, kb.Log)
 		}
-		run(t, "ip", "-n", dut, "link", "del", ifname)
+		harness.Run(t, "ip", "-n", dut, "link", "del", ifname)
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			if i := linkIndex(t); i != "" && i != old && addrOn(t) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s not made again within 5 s:\n%s", ifname, kb.log)
+				t.Fatalf("%s not made again within 5 s:\n%s", ifname, kb.Log)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if !strings.Contains(kb.log.String(), "deleted and made again") {
-			t.Errorf("no log line says the interface was made again:\n%s", kb.log)
+		if !strings.Contains(kb.Log.String(), "deleted and made again") {
+			t.Errorf("no log line says the interface was made again:\n%s", kb.Log)
 		}
 		ping(t, peer, kbAddr)
 		ping(t, dut, peerAddr)
@@ -83,15 +85,15 @@ func TestVhostKernelSide(t *testing.T) {
 
 	stopKbridge(t, kb)
 	gone(t, b.sock)
-	tp.stop(false)
+	tp.Stop(false)
 }
 
 // tsoOf reports what ethtool says of the TAP's TSO: on or off.
-func tsoOf(t *testing.T, kb *proc) string {
+func tsoOf(t *testing.T, kb *harness.Proc) string {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", dut, "ethtool", "-k", ifname).CombinedOutput()
 	if err != nil {
-		t.Fatalf("ethtool -k %s: %v: %s\nkbridge's log:\n%s", ifname, err, out, kb.log)
+		t.Fatalf("ethtool -k %s: %v: %s\nkbridge's log:\n%s", ifname, err, out, kb.Log)
 	}
 	for _, l := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(l, "tcp-segmentation-offload:") {
