@@ -25,7 +25,7 @@ func TestVhostKernelSide(t *testing.T) {
 	ping(t, peer, kbAddr)
 
 	t.Run("interface.offload switches live", func(t *testing.T) {
-		if got := tsoOf(t, kb); got != "on" {
+		if got := harness.TSO(t, dut, ifname, kb.Log); got != "on" {
 			t.Fatalf("TSO %s on %s at start, want on (offload: true)", got, ifname)
 		}
 		cfg, err := os.ReadFile(b.cfg)
@@ -40,11 +40,7 @@ func TestVhostKernelSide(t *testing.T) {
 			if err := kb.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for tsoOf(t, kb) != want && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			if got := tsoOf(t, kb); got != want {
+			if got := harness.WaitTSO(t, dut, ifname, want, 5*time.Second, kb.Log); got != want {
 				t.Fatalf("TSO %s after reloading with offload %s\n%s", got, want, kb.Log)
 			}
 			ping(t, peer, kbAddr)
@@ -86,22 +82,6 @@ func TestVhostKernelSide(t *testing.T) {
 	stopKbridge(t, kb)
 	gone(t, b.sock)
 	tp.Stop(false)
-}
-
-// tsoOf reports what ethtool says of the TAP's TSO: on or off.
-func tsoOf(t *testing.T, kb *harness.Proc) string {
-	t.Helper()
-	out, err := exec.Command("ip", "netns", "exec", dut, "ethtool", "-k", ifname).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ethtool -k %s: %v: %s\nkbridge's log:\n%s", ifname, err, out, kb.Log)
-	}
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "tcp-segmentation-offload:") {
-			return strings.Fields(l)[1]
-		}
-	}
-	t.Fatalf("no tcp-segmentation-offload line:\n%s", out)
-	return ""
 }
 
 // linkIndex returns the TAP's ifindex, or "" while it does not exist.
