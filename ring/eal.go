@@ -1,16 +1,17 @@
-// Package ring binds the parts of DPDK (Debian's libdpdk 22.11) that kbridge
+// Package ring binds the parts of DPDK (22.11, 24.11: docs/DPDK.md) that kbridge
 // needs as a secondary process: EAL start-up, the exception port an app
 // created with include/kbridge.h, and burst moves between its rings and Go.
 // eal.go joins the app's DPDK instance (InitSecondary, PrimaryAlive), keeping
 // EAL's threads off the app's lcores. port.go (over port.c) finds the port
-// (OpenPort checks the control block's magic, version 1 or 2, and length),
+// (OpenPort checks the control block's magic, version 1 to 3, and length),
 // reports the app's mempool and TSO declaration, and gives each Queue the
 // worker's half of the need-wakeup handshake (PrepareToPark: flag, full
 // fence and ring re-check in one C call; RegisterEventfd over DPDK's
 // multi-process IPC) and the app's counters. burst.go (over burst.c) moves
 // packets: Out implements bridge.AppOut and In implements bridge.AppIn and
 // bridge.AppTSO, each with preallocated C burst buffers, and the
-// residence-time histogram lives there too.
+// residence-time histogram lives there too. version.go refuses, before EAL
+// starts, an app running another DPDK than kbridge was built with.
 //
 // Every function that touches packets crosses cgo once per burst; the
 // per-packet work happens in burst.c. Mbuf ownership and the handshake's
