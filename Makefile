@@ -58,6 +58,13 @@ vet:
 test: deps build vet bench-test fuzz
 	$(GO) test -p 1 -count=1 -timeout 40m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
 
+# The DPDK tests again on Debian 13's DPDK 24.11, in a root that
+# tests/dpdk24/root.sh makes (and caches in /var/cache/kbridge), and across
+# the two DPDKs (tests/crossver). Root; part of .ci/run.
+.PHONY: test-dpdk24
+test-dpdk24: build
+	bash tests/dpdk24/ci.sh
+
 # Unit tests only: no root, no DPDK primary, no namespaces.
 unit-test: bench-test
 	$(GO) test -count=1 -short ./...

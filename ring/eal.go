@@ -131,8 +131,12 @@ func InitSecondary(cfg EALConfig) error {
 	return nil
 }
 
-// ealThreads are the names DPDK 22.11 gives the threads it starts itself.
-var ealThreads = map[string]bool{"eal-intr-thread": true, "rte_mp_handle": true, "telemetry-v2": true}
+// ealThreads are the names DPDK gives the threads it starts itself: 22.11's,
+// and from 23.11 on "dpdk-" and a short name (rte_thread_create_internal_control).
+var ealThreads = map[string]bool{
+	"eal-intr-thread": true, "rte_mp_handle": true, "telemetry-v2": true, // 22.11
+	"dpdk-intr": true, "dpdk-mp-msg": true, "dpdk-telemet-v2": true, // 23.11, 24.11
+}
 
 // pinControlThreads moves EAL's own threads to cpus, away from the app's
 // lcores, where an interrupt or IPC thread would wait for a busy poller.

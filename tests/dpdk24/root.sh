@@ -10,7 +10,11 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || kbr_die "must run as root (debootstrap, chroot)"
-command -v debootstrap >/dev/null || kbr_die "debootstrap is missing: apt-get install debootstrap"
+if ! command -v debootstrap >/dev/null; then
+	kbr_say "installing debootstrap"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null ||
+		kbr_die "debootstrap is missing and apt-get could not install it"
+fi
 
 stamp=$KBR_ROOT/.kbridge-root
 want=$(kbr_stamp_id)
