@@ -18,7 +18,7 @@ export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
 WERROR ?= -Werror
 HDR_WARN = -Wall -Wextra $(WERROR)
-GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') ring/burst.c ring/port.c vhost/vhost.c vhost/vhost.h $(wildcard ring/*.h ring/include/*.h) go.mod go.sum $(wildcard internal/mbuf/*.h)
+GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h ring/include/*.h vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
 
 .PHONY: all deps build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 

@@ -15,19 +15,6 @@
 
 #include "port.h"
 
-int
-kb_eal_init(int argc, char **argv)
-{
-	int ret = rte_eal_init(argc, argv);
-
-	/* Some of rte_eal_init's failures leave rte_errno as it was (0), the
-	 * version mismatch of a secondary among them: a failure must never
-	 * look like success. */
-	if (ret < 0)
-		return rte_errno > 0 ? -rte_errno : -EIO;
-	return ret;
-}
-
 uint32_t
 kb_rte_version(void)
 {
@@ -203,6 +190,36 @@ kb_unpark(struct kbridge_queue_ctl *qc)
 {
 	__atomic_store_n(&qc->need_wakeup, 0, __ATOMIC_RELEASE);
 }
+
+unsigned int
+kb_ring_count(const struct rte_ring *r)
+{
+	return rte_ring_count(r);
+}
+
+static uint16_t
+kb_ring_dequeue(void *ring, struct rte_mbuf **m, uint16_t n)
+{
+	return (uint16_t)rte_ring_dequeue_burst(ring, (void **)m, n, NULL);
+}
+
+/* What the ring has no room for is freed here: the app never saw it. */
+static uint16_t
+kb_ring_enqueue(void *ring, struct rte_mbuf **m, uint16_t n)
+{
+	unsigned int sent = rte_ring_enqueue_burst(ring, (void **)m, n, NULL);
+
+	if (sent < n)
+		rte_pktmbuf_free_bulk(m + sent, n - sent);
+	return (uint16_t)sent;
+}
+
+/* No takes_tso: the app declared TSO once (KBRIDGE_APP_TSO), and the core
+ * keeps a chain within its app_max_segs. */
+const struct kb_burst_ops kb_ring_burst_ops = {
+	.dequeue = kb_ring_dequeue,
+	.enqueue = kb_ring_enqueue,
+};
 
 /* ---- Ownership and what a worker holds (kbridge.h version 2) ---- */
 

@@ -6,6 +6,7 @@
 #include <rte_ring.h>
 
 #include "include/kbridge.h"
+#include "burst.h" /* internal/burst: the app-side core */
 
 /* What a secondary process finds of a port the app created. */
 struct kb_port_info {
@@ -49,7 +50,6 @@ struct kbridge_held *kb_held_open(const char *name, int *created);
 /* Frees what rec names and clears it; returns the number of mbufs. */
 unsigned int kb_held_free(struct kbridge_held_q *rec);
 
-int kb_eal_init(int argc, char **argv);
 /* This kbridge's DPDK: RTE_VERSION of the headers it was built with. */
 uint32_t kb_rte_version(void);
 int kb_port_open(const char *name, struct kb_port_info *info);
@@ -61,5 +61,10 @@ unsigned int kb_pool_data_room(struct rte_mempool *mp);
  * many packets wait in r: the worker's half of the handshake, in one call. */
 unsigned int kb_prepare_to_park(struct kbridge_queue_ctl *qc, const struct rte_ring *r);
 void kb_unpark(struct kbridge_queue_ctl *qc);
+unsigned int kb_ring_count(const struct rte_ring *r);
+
+/* The burst core's ops over the app's rings: a buffer's ctx is its
+ * struct rte_ring (to_kernel for an out buffer, from_kernel for an in). */
+extern const struct kb_burst_ops kb_ring_burst_ops;
 
 #endif

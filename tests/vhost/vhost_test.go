@@ -66,6 +66,9 @@ func (s *syncBuf) String() string {
 }
 
 func requirements(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mode vhost's bed is not a unit test (go test -short)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("mode vhost needs root (namespaces, hugepages, TAP): run it as root (make test)")
 	}
