@@ -34,7 +34,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kbridge/kbridge/tests/bedtest"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 const (
@@ -86,7 +86,7 @@ func twoSides(t *testing.T) (host, root side) {
 			sides.skip = "KBR_ROOT unset: run it through tests/dpdk24/ci.sh (a DPDK 24.11 root beside the host's DPDK)"
 			return
 		}
-		repo := bedtest.RepoRoot(t)
+		repo := harness.RepoRoot(t)
 		sides.host = side{name: "host", kbridge: filepath.Join(repo, "bin/kbridge"), refapp: filepath.Join(repo, "bin/kbridge-refapp")}
 		sides.root = side{name: "root", kbridge: filepath.Join(src, "bin/kbridge"), refapp: filepath.Join(src, "bin/kbridge-refapp"), chroot: r}
 		for _, s := range []*side{&sides.host, &sides.root} {

@@ -20,10 +20,10 @@ func TestAppDPDKVersion(t *testing.T) {
 		p := newPort(t)
 		k := newKbridge(t, p)
 		k.ready()
-		if !strings.Contains(k.out.String(), want) {
-			t.Errorf("kbridge's start did not say %s...:\n%s", want, k.out)
+		if !strings.Contains(k.Log.String(), want) {
+			t.Errorf("kbridge's start did not say %s...:\n%s", want, k.Log)
 		}
-		k.stop(true)
+		k.Stop(true)
 	})
 	t.Run("version 2 is served without it", func(t *testing.T) {
 		p := newPort(t)
@@ -31,8 +31,8 @@ func TestAppDPDKVersion(t *testing.T) {
 		t.Cleanup(func() { p.port.SetCtl(3, -1, -1) })
 		k := newKbridge(t, p)
 		k.ready()
-		if !strings.Contains(k.out.String(), `app_dpdk=""`) {
-			t.Errorf("a version-2 app's DPDK is unknown, kbridge said otherwise:\n%s", k.out)
+		if !strings.Contains(k.Log.String(), `app_dpdk=""`) {
+			t.Errorf("a version-2 app's DPDK is unknown, kbridge said otherwise:\n%s", k.Log)
 		}
 		if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
 			t.Fatalf("inject: queued %d: %v", q, err)
@@ -40,6 +40,6 @@ func TestAppDPDKVersion(t *testing.T) {
 		waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
 			return k.status().ToKernelPackets >= 4
 		})
-		k.stop(true)
+		k.Stop(true)
 	})
 }
