@@ -48,6 +48,11 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 		func() error { return ring.PrimaryAlive(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix) }); err != nil {
 		return nil, err
 	}
+	// Before EAL: a secondary of another DPDK fails inside rte_eal_init
+	// with a line of EAL's log; this says which versions and what to do.
+	if err := ring.CheckPrimaryVersion(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix); err != nil {
+		return nil, err
+	}
 	if err := ring.InitSecondary(ring.EALConfig{
 		FilePrefix:  cfg.DPDK.FilePrefix,
 		RuntimeDir:  cfg.DPDK.RuntimeDir,
@@ -86,7 +91,7 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 	d.watchApp()
 	d.keepInterface()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
-		"queues", port.NumQueues(), "app_pid", port.AppPID(), "mode", cfg.Policy.Mode,
+		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mode", cfg.Policy.Mode,
 		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", p.dev.Queue(0).Merging())
 	return d, nil
 }
