@@ -4,9 +4,11 @@ SHELL   := /bin/bash
 # The newest Go 1.21+ on PATH, in /usr/local/go or Debian's /usr/lib/go-1.N
 # (deploy/go.sh; make deps installs one); it fetches the toolchain go.mod
 # names by itself. Debian's Go says GOTOOLCHAIN=local in its go.env: auto
-# here, unless the caller chose.
+# here, unless the caller chose. Looked up once, when a recipe first needs
+# it: after deps, which may have just installed it (make demo on a fresh
+# machine).
 ifeq ($(origin GO),undefined)
-GO      := $(shell bash deploy/go.sh)
+GO       = $(eval GO := $(shell bash deploy/go.sh))$(GO)
 endif
 export GOTOOLCHAIN ?= auto
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)

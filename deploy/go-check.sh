@@ -28,13 +28,18 @@ binds=(--bind-ro="$top:/src")
 if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
 	binds+=(--bind-ro=/etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt --setenv=SSL_CERT_FILE=/run/host-ca.crt)
 fi
-# make: the Makefile's own choice of go is what is checked last.
-systemd-nspawn -q -D "$dir/root" --register=no --keep-unit "${binds[@]}" --pipe bash -euc '
+# Within one make run, as in `make demo` on a fresh machine: a target that
+# installs Go (what deps does) and after it one that uses $(GO), which the
+# Makefile must find although it was not there when make started. make
+# itself is not in a minbase root.
+systemd-nspawn -q -D "$dir/root" --machine="kbgo-$suite-$$" --register=no --keep-unit "${binds[@]}" --pipe bash -euc '
 	. /etc/os-release
 	echo "root: $PRETTY_NAME"
 	if command -v go >/dev/null; then echo "root: has a go already"; exit 1; fi
-	bash /src/deploy/go.sh --install
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends make >/dev/null
-	echo "make GO: $(make -s -C /src --no-print-directory --eval "kbgo: ; @echo \$(GO)" kbgo)"
-	echo "make go version: $(make -s -C /src --no-print-directory --eval "kbgo: ; @\$(GO) version" kbgo)"
+	make -s -C /src --no-print-directory \
+		--eval "kbgo-install: ; @bash deploy/go.sh --install" \
+		--eval "kbgo: kbgo-install ; @echo \"make GO: \$(GO)\"; echo \"make go version: \$\$(\$(GO) version)\"" kbgo
 ' </dev/null

@@ -117,6 +117,11 @@ nspawn_config() {
 nspawn_install() {
 	dpkg-deb -c "$deb" | awk '{ print $6 }' | sed -e 's|^\./|/|' -e 's|/$||' | grep . >"$work/paths"
 	present <"$work/paths" >"$work/before"
+	# A host image that forbids maintainer scripts to start or stop services
+	# (a policy-rc.d that says 101, as build containers have) would keep
+	# prerm from stopping kbridge; the container stands for a plain host.
+	# Removed in the /usr overlay's upper layer only.
+	inside rm -f /usr/sbin/policy-rc.d
 	check "package: dpkg -i installs $(basename "$deb")" inside dpkg -i "/opt/kbridge/pkg/$(basename "$deb")"
 	inside dpkg -s kbridge >/dev/null 2>&1 || { echo "--- $failures failure(s)"; exit 1; }
 	if [ -f "$work/etc/kbridge.yaml" ]; then
@@ -127,13 +132,15 @@ nspawn_install() {
 		sh -c "nsenter -t $init_pid -a dpkg-query -W -f='\${Conffiles}' kbridge | grep -q ' /etc/kbridge/kbridge.yaml '"
 	check "package: pkg-config --cflags kbridge names /usr/include/kbridge" \
 		sh -c "nsenter -t $init_pid -a pkg-config --cflags kbridge | grep -q -- '-I/usr/include/kbridge'"
+	# gcc, not cc: cc is a link through /etc/alternatives, which the
+	# container's fresh /etc has not.
 	cat >"$work/etc/kbh.c" <<'EOT'
 #include <stdio.h>
 #include <kbridge.h>
 int main(void) { printf("kbridge.h version %u\n", KBRIDGE_VERSION); return 0; }
 EOT
 	check "package: a C file including <kbridge.h> builds with \$(pkg-config --cflags --libs kbridge) and runs" \
-		inside sh -c 'cc -o /tmp/kbh /opt/kbridge/etc/kbh.c $(pkg-config --cflags --libs kbridge) && /tmp/kbh'
+		inside sh -c 'gcc -o /tmp/kbh /opt/kbridge/etc/kbh.c $(pkg-config --cflags --libs kbridge) && /tmp/kbh'
 }
 # present: which of the paths on stdin exist in the container.
 present() { inside sh -c 'while read -r p; do if [ -e "$p" ] || [ -L "$p" ]; then echo "$p"; fi; done'; }
