@@ -1,17 +1,15 @@
 // Package doctor checks that a host is set up for kbridge before anyone
-// blames the bridge: ENA write-combining and LLQ header size (ena.go, pci.go),
-// the kernel timer against the polling policy (timer.go), hugepages,
-// hugetlbfs and the DPDK runtime directory (hugepages.go), worker CPUs
-// against the app's lcores and CPU isolation (cpus.go, dpdkproc.go,
-// cpulist.go), NIC IRQ affinity with PlanIRQ and FixIRQ for --fix (irq.go),
-// and attached XDP programs (xdp.go, xdp_netlink.go). Run returns one Result
-// per check (pass, warn or fail, the evidence read and a one-line fix),
-// Render prints them as text or JSON, and ExitCode turns them into the
-// command's exit status. See docs/DOCTOR.md.
+// blames the bridge: ENA write-combining and LLQ header size, the kernel
+// timer against the polling policy, hugepages, hugetlbfs and the DPDK
+// runtime directory, worker CPUs against the app's lcores and CPU isolation,
+// NIC IRQ affinity, and attached XDP programs. Run returns one Result per
+// check (its status, the evidence it read and a one-line fix), Render prints
+// them as text or JSON, and ExitCode turns them into the command's exit
+// status. Only PlanIRQ and FixIRQ (kbridge doctor --fix) write anything.
 //
 // Every check reads files under Options.Root only (XDP goes through an
 // XDPInspector), so each one is tested against fixture trees and the same
-// code runs against the live host with Root "/".
+// code runs against the live host with Root "/". See docs/DOCTOR.md.
 package doctor
 
 import (

@@ -1,20 +1,20 @@
 // Package policy decides how a kbridge worker waits when it has nothing to
-// move, and carries that wait out precisely. policy.go has the modes (Busy,
-// Adaptive, Interrupt, Fixed), Policy with its Default and Validate (errors
-// name the policy.* key), and Ladder, the pure state machine that turns
-// "did the last poll move packets, and when" into a Step: Poll, Yield
-// (sched_yield), Sleep or Park. It has no clock of its own, so tests drive it
-// with a fake one. waiter_linux.go has the Waiter, which parks in
-// epoll_pwait2 on {the TAP fd, an eventfd} with a nanosecond timeout and
-// sleeps with clock_nanosleep, and PrepareThread, which locks the worker to
-// its OS thread, sets a 1 ns timer slack and pins it. See
-// docs/ARCHITECTURE.md, "The policy ladder".
+// move, and carries that wait out precisely.
+//
+// Ladder is a pure state machine that turns a mode (busy, adaptive,
+// interrupt, fixed) into steps: given whether the last poll moved packets,
+// and when, it returns the next Step (Poll, Yield, Sleep or Park).
+// It has no clock of its own, so tests drive it with a fake one. Waiter
+// carries a Step out: a park waits in epoll_pwait2, with a nanosecond
+// timeout, on the kernel side's fd, an eventfd the app kicks and any
+// descriptor a waker adds with Watch; a sleep is a clock_nanosleep on a
+// thread that PrepareThread has locked, pinned and given a 1 ns timer slack.
+// A Policy validates itself, naming the policy.* key of a bad value.
 //
 // KNI's kernel thread slept one jiffy between polls (4 ms at HZ=250); not
-// sleeping at all burned a core. kbridge's default, adaptive, spins while
-// packets flow, backs off with precise sleeps, then parks in epoll on the TAP
-// fd and an eventfd the app kicks. No wait here is jiffy-granular and none
-// uses Go's timers, which round short sleeps up to about a millisecond.
+// sleeping at all burned a core. No wait here is jiffy-granular and none
+// uses Go's timers, which round short sleeps up to about a millisecond. See
+// docs/ARCHITECTURE.md, "The policy ladder".
 package policy
 
 import (
