@@ -141,6 +141,19 @@ int main(void) { printf("kbridge.h version %u\n", KBRIDGE_VERSION); return 0; }
 EOT
 	check "package: a C file including <kbridge.h> builds with \$(pkg-config --cflags --libs kbridge) and runs" \
 		inside sh -c 'gcc -o /tmp/kbh /opt/kbridge/etc/kbh.c $(pkg-config --cflags --libs kbridge) && /tmp/kbh'
+	# meson (make deps installs it): dependency('kbridge') finds kbridge.pc.
+	if inside sh -c 'command -v meson && command -v ninja' >/dev/null; then
+		cat >"$work/etc/meson.build" <<'EOT'
+project('kbh', 'c')
+executable('kbh', 'kbh.c', dependencies: dependency('kbridge'))
+EOT
+		check "package: meson's dependency('kbridge') builds it too" inside sh -c \
+			'rm -rf /tmp/kbm && mkdir /tmp/kbm && cp /opt/kbridge/etc/meson.build /opt/kbridge/etc/kbh.c /tmp/kbm/ &&
+			 CC=gcc meson setup /tmp/kbm/build /tmp/kbm >/tmp/kbm.log 2>&1 && ninja -C /tmp/kbm/build >>/tmp/kbm.log 2>&1 &&
+			 /tmp/kbm/build/kbh || { cat /tmp/kbm.log; exit 1; }'
+	else
+		echo "SKIP  package: meson's dependency('kbridge') (no meson or ninja: make deps installs them)"
+	fi
 }
 # present: which of the paths on stdin exist in the container.
 present() { inside sh -c 'while read -r p; do if [ -e "$p" ] || [ -L "$p" ]; then echo "$p"; fi; done'; }
