@@ -54,9 +54,12 @@ version() {
 ver=${DEB_VERSION:-$(version)}
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-# Where this release's systemd looks for package units: /lib/systemd/system
-# on Debian 12, /usr/lib/systemd/system on 13.
-unitdir=$(pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null || echo /lib/systemd/system)
+# Where this release puts package units: /lib/systemd/system on Debian 12,
+# /usr/lib/systemd/system on 13. systemd.pc says (Debian 13 ships it in
+# systemd-dev); without it, where the systemd package put its own.
+unitdir=$(pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null) ||
+	unitdir=$(dpkg -L systemd 2>/dev/null | sed -n 's|^\(.*/systemd/system\)/systemd-journald\.service$|\1|p' | head -1)
+[ -n "$unitdir" ] || unitdir=/lib/systemd/system
 dpdk=$(pkg-config --modversion libdpdk 2>/dev/null || echo unknown)
 
 work=$(mktemp -d /tmp/kbridge-deb.XXXXXX)
