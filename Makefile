@@ -16,7 +16,7 @@ BIN     := bin
 PREFIX  ?= /usr/local
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk)
-GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') ring/burst.c ring/port.c vhost/vhost.c vhost/vhost.h $(wildcard ring/*.h ring/include/*.h) go.mod go.sum $(wildcard internal/mbuf/*.h)
+GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h ring/include/*.h vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
 
 .PHONY: all deps deb build test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 

@@ -46,7 +46,7 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 		progress = func(string) {}
 	}
 	progress("starting kbridge's EAL (mode vhost)")
-	if err := vhost.InitEAL(vhost.EALConfig{CPU: cfg.WorkerCPU(0), Args: cfg.Vhost.EALArgs}); err != nil {
+	if err := vhost.InitEAL(vhost.EALConfig{CPU: cfg.WorkerCPU(0), ControlCPUs: cfg.WorkerCPUs(), Args: cfg.Vhost.EALArgs}); err != nil {
 		return nil, err
 	}
 	room := vhostDataRoom(cfg.Interface.MTU, cfg.Workers.MaxSegments)

@@ -1,25 +1,24 @@
-// Package ring binds the parts of DPDK (Debian's libdpdk 22.11) that kbridge
-// needs as a secondary process: EAL start-up, the exception port an app
-// created with include/kbridge.h, and burst moves between its rings and Go.
-// eal.go joins the app's DPDK instance (InitSecondary, PrimaryAlive), keeping
-// EAL's threads off the app's lcores. port.go (over port.c) finds the port
-// (OpenPort checks the control block's magic, version 1 or 2, and length),
-// reports the app's mempool and TSO declaration, and gives each Queue the
-// worker's half of the need-wakeup handshake (PrepareToPark: flag, full
-// fence and ring re-check in one C call; RegisterEventfd over DPDK's
-// multi-process IPC) and the app's counters. burst.go (over burst.c) moves
-// packets: Out implements bridge.AppOut and In implements bridge.AppIn and
-// bridge.AppTSO, each with preallocated C burst buffers, and the
-// residence-time histogram lives there too.
+// Package ring is kbridge's app side in ring mode: a DPDK secondary process
+// (Debian's libdpdk 22.11) joined to an app that created an exception port
+// with include/kbridge.h. It joins the app's EAL (InitSecondary,
+// PrimaryAlive), keeping EAL's threads off the app's lcores; finds and
+// claims the port (OpenPort checks the control block's magic, version 1 or
+// 2, and length; a version-2 port has an owner and a record of the mbufs
+// kbridge holds, which the next kbridge frees after a crash); and gives each
+// Queue its app side: Out (bridge.AppOut) and In (bridge.AppIn,
+// bridge.AppTSO) over the app's rings, moved by the burst core of
+// internal/burst, and the worker's half of the need-wakeup handshake
+// (bridge.Waker: flag, full fence and ring re-check in one C call; the
+// eventfd handed over by DPDK's multi-process IPC).
 //
-// Every function that touches packets crosses cgo once per burst; the
-// per-packet work happens in burst.c. Mbuf ownership and the handshake's
-// fences are in docs/ARCHITECTURE.md, "The data path and its contracts".
+// Every function that touches packets crosses cgo once per burst and
+// allocates nothing in Go. Mbuf ownership and the handshake's fences are in
+// docs/ARCHITECTURE.md, "The data path and its contracts".
 package ring
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../internal/mbuf
+#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../internal/burst
 #include <stdlib.h>
 #include "port.h"
 */
@@ -30,13 +29,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
-	"strings"
-	"sync"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/kbridge/kbridge/internal/eal"
 )
 
 // DefaultRuntimeDir is where a DPDK process running as root keeps the
@@ -63,24 +58,10 @@ type EALConfig struct {
 	Args []string
 }
 
-var eal struct {
-	sync.Mutex
-	done bool
-}
-
 // InitSecondary starts the EAL as a secondary process of the primary that
-// runs with cfg.FilePrefix. It may be called once per process.
-//
-// rte_eal_init pins its calling thread to the main lcore's CPU, and threads
-// created from it inherit that mask. It therefore runs on a locked OS thread
-// that restores its CPU mask and then exits, so the Go runtime never
-// schedules a worker on a thread DPDK considers its main lcore.
+// runs with cfg.FilePrefix (internal/eal: on a throwaway thread, EAL's own
+// threads moved to cfg.ControlCPUs). It may succeed once per process.
 func InitSecondary(cfg EALConfig) error {
-	eal.Lock()
-	defer eal.Unlock()
-	if eal.done {
-		return errors.New("ring: EAL already initialised")
-	}
 	if cfg.FilePrefix == "" {
 		return errors.New("ring: empty DPDK file prefix")
 	}
@@ -97,76 +78,13 @@ func InitSecondary(cfg EALConfig) error {
 	if err := os.Setenv("RUNTIME_DIRECTORY", filepath.Dir(cfg.RuntimeDir)); err != nil {
 		return fmt.Errorf("ring: %w", err)
 	}
-	args := []string{"kbridge",
-		"--proc-type=secondary",
-		"--file-prefix=" + cfg.FilePrefix,
-		"--no-pci",
-		"--no-telemetry",
-		fmt.Sprintf("--lcores=0@%d", cfg.CPU),
-	}
-	args = append(args, cfg.Args...)
-
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// Not unlocked on purpose: this thread exits with the goroutine.
-		var mask unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &mask); err != nil {
-			errc <- fmt.Errorf("ring: read CPU mask: %w", err)
-			return
-		}
-		errc <- ealInit(args)
-		_ = unix.SchedSetaffinity(0, &mask)
-	}()
-	if err := <-errc; err != nil {
-		return err
-	}
-	eal.done = true
-	if len(cfg.ControlCPUs) > 0 {
-		if err := pinControlThreads(cfg.ControlCPUs); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// ealThreads are the names DPDK 22.11 gives the threads it starts itself.
-var ealThreads = map[string]bool{"eal-intr-thread": true, "rte_mp_handle": true, "telemetry-v2": true}
-
-// pinControlThreads moves EAL's own threads to cpus, away from the app's
-// lcores, where an interrupt or IPC thread would wait for a busy poller.
-func pinControlThreads(cpus []int) error {
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
-	}
-	tasks, err := os.ReadDir("/proc/self/task")
+	err := eal.Start(eal.Config{
+		CPU:         cfg.CPU,
+		ControlCPUs: cfg.ControlCPUs,
+		Args:        append([]string{"--proc-type=secondary", "--file-prefix=" + cfg.FilePrefix}, cfg.Args...),
+	})
 	if err != nil {
-		return fmt.Errorf("ring: list threads: %w", err)
-	}
-	for _, t := range tasks {
-		comm, err := os.ReadFile(filepath.Join("/proc/self/task", t.Name(), "comm"))
-		if err != nil || !ealThreads[strings.TrimSpace(string(comm))] {
-			continue
-		}
-		tid, _ := strconv.Atoi(t.Name())
-		if err := unix.SchedSetaffinity(tid, &set); err != nil {
-			return fmt.Errorf("ring: pin EAL thread %s to CPUs %v: %w", strings.TrimSpace(string(comm)), cpus, err)
-		}
-	}
-	return nil
-}
-
-func ealInit(args []string) error {
-	argv := make([]*C.char, len(args))
-	for i, a := range args {
-		argv[i] = C.CString(a)
-	}
-	// EAL keeps pointers into argv; these few bytes live for the process.
-	cargv := (**C.char)(C.malloc(C.size_t(len(argv)) * C.size_t(unsafe.Sizeof(argv[0]))))
-	copy(unsafe.Slice(cargv, len(argv)), argv)
-	if rc := C.kb_eal_init(C.int(len(args)), cargv); rc < 0 {
-		return fmt.Errorf("ring: rte_eal_init %q: %w", args, unix.Errno(-rc))
+		return fmt.Errorf("ring: %w", err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package ring
 /*
 #include <stdlib.h>
 #include "port.h"
-#include "burst.h"
 */
 import "C"
 
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/kbridge/kbridge/internal/burst"
 )
 
 // Owner names the kbridge process that serves a port (kbridge_ctl.owner):
@@ -189,20 +190,20 @@ func (p *Port) Release() {
 var testHoldOnce sync.Once
 
 // setTestHold reads KBRIDGE_TEST_HOLD ("out", "in" or "out,in"): tests
-// hold the next non-empty burst of that direction (see burst.h).
+// hold the next non-empty burst of that direction (burst.SetTestHold).
 func setTestHold() {
 	v := os.Getenv("KBRIDGE_TEST_HOLD")
 	if v == "" {
 		return
 	}
-	var bits C.int
+	var out, in bool
 	for _, d := range strings.Split(v, ",") {
 		switch strings.TrimSpace(d) {
 		case "out":
-			bits |= C.KB_TEST_HOLD_OUT
+			out = true
 		case "in":
-			bits |= C.KB_TEST_HOLD_IN
+			in = true
 		}
 	}
-	C.kb_test_hold = bits
+	burst.SetTestHold(out, in)
 }

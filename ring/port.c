@@ -15,14 +15,6 @@
 
 #include "port.h"
 
-int
-kb_eal_init(int argc, char **argv)
-{
-	int ret = rte_eal_init(argc, argv);
-
-	return ret < 0 ? -rte_errno : ret;
-}
-
 /* Checks what the app wrote into the control block before kbridge relies on
  * it: an error in info->why (returns -1), or what is turned off in
  * info->warn. */
@@ -185,6 +177,36 @@ kb_unpark(struct kbridge_queue_ctl *qc)
 {
 	__atomic_store_n(&qc->need_wakeup, 0, __ATOMIC_RELEASE);
 }
+
+unsigned int
+kb_ring_count(const struct rte_ring *r)
+{
+	return rte_ring_count(r);
+}
+
+static uint16_t
+kb_ring_dequeue(void *ring, struct rte_mbuf **m, uint16_t n)
+{
+	return (uint16_t)rte_ring_dequeue_burst(ring, (void **)m, n, NULL);
+}
+
+/* What the ring has no room for is freed here: the app never saw it. */
+static uint16_t
+kb_ring_enqueue(void *ring, struct rte_mbuf **m, uint16_t n)
+{
+	unsigned int sent = rte_ring_enqueue_burst(ring, (void **)m, n, NULL);
+
+	if (sent < n)
+		rte_pktmbuf_free_bulk(m + sent, n - sent);
+	return (uint16_t)sent;
+}
+
+/* No takes_tso: the app declared TSO once (KBRIDGE_APP_TSO), and the core
+ * keeps a chain within its app_max_segs. */
+const struct kb_burst_ops kb_ring_burst_ops = {
+	.dequeue = kb_ring_dequeue,
+	.enqueue = kb_ring_enqueue,
+};
 
 /* ---- Ownership and what a worker holds (kbridge.h version 2) ---- */
 

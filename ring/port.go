@@ -3,7 +3,6 @@ package ring
 /*
 #include <stdlib.h>
 #include "port.h"
-#include "burst.h"
 */
 import "C"
 

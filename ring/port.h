@@ -6,6 +6,7 @@
 #include <rte_ring.h>
 
 #include "include/kbridge.h"
+#include "burst.h" /* internal/burst: the app-side core */
 
 /* What a secondary process finds of a port the app created. */
 struct kb_port_info {
@@ -46,7 +47,6 @@ struct kbridge_held *kb_held_open(const char *name, int *created);
 /* Frees what rec names and clears it; returns the number of mbufs. */
 unsigned int kb_held_free(struct kbridge_held_q *rec);
 
-int kb_eal_init(int argc, char **argv);
 int kb_port_open(const char *name, struct kb_port_info *info);
 int kb_send_eventfd(const char *name, uint16_t queue, int fd);
 unsigned int kb_pool_in_use(const struct rte_mempool *mp);
@@ -56,5 +56,10 @@ unsigned int kb_pool_data_room(struct rte_mempool *mp);
  * many packets wait in r: the worker's half of the handshake, in one call. */
 unsigned int kb_prepare_to_park(struct kbridge_queue_ctl *qc, const struct rte_ring *r);
 void kb_unpark(struct kbridge_queue_ctl *qc);
+unsigned int kb_ring_count(const struct rte_ring *r);
+
+/* The burst core's ops over the app's rings: a buffer's ctx is its
+ * struct rte_ring (to_kernel for an out buffer, from_kernel for an in). */
+extern const struct kb_burst_ops kb_ring_burst_ops;
 
 #endif

@@ -1,102 +1,70 @@
-// Package vhost makes kbridge a vhost-user backend (DPDK's librte_vhost) for
-// an unmodified DPDK app that adds one virtio-user port:
+// Package vhost is kbridge's app side in mode vhost: a vhost-user backend
+// (DPDK's librte_vhost) for an unmodified DPDK app that adds one
+// virtio-user port:
 //
 //	--vdev net_virtio_user0,path=/run/kbridge/kb0.sock,queues=1
 //
-// kbridge runs its own EAL as a primary (no shared hugepages with the app:
-// vhost-user shares the app's memory through the memory table's fds), its
-// own mbuf pool, and one app side per queue pair: Out dequeues what the app
-// sends from the guest's TX vring, In enqueues the kernel's frames into the
-// guest's RX vring, and Waker arms the vring's kick eventfd when the worker
-// parks. As in package ring, every burst is one cgo call.
+// kbridge runs its own EAL as a primary (InitEAL; no shared hugepages with
+// the app: vhost-user shares the app's memory through the memory table's
+// fds) and its own mbuf pool (CreatePool). Backend serves the socket, one
+// frontend at a time, and refuses what a hostile frontend could crash it
+// with (a memory region past the end of its file, a descriptor chain
+// librte_vhost would be stuck on), saying why. Each queue pair's app side
+// is a Queue (bridge.AppOut over the app's TX vring, and bridge.FdWaker:
+// the vring's kick eventfd armed while the worker parks) and an In
+// (bridge.AppIn and bridge.AppTSO over its RX vring), moved by the burst
+// core of internal/burst: every burst is one cgo call, with no Go
+// allocation, and every mbuf is freed exactly once.
 package vhost
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../internal/mbuf
+#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../internal/burst
 #include <stdlib.h>
 #include "vhost.h"
 */
 import "C"
 
 import (
-	"errors"
 	"fmt"
-	"runtime"
-	"sync"
-	"unsafe"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/internal/eal"
 )
 
 // EALConfig says how kbridge starts its own DPDK instance.
 type EALConfig struct {
 	// CPU is the CPU the EAL main lcore is bound to while EAL starts.
 	CPU int
+	// ControlCPUs are the CPUs for DPDK's own threads (interrupts, IPC):
+	// EAL puts them on every CPU that is not kbridge's lcore, the app's
+	// busy ones too; empty leaves them there.
+	ControlCPUs []int
 	// Args are extra EAL arguments; by default kbridge runs --in-memory.
 	Args []string
 }
 
-var eal struct {
-	sync.Mutex
-	done bool
+func (cfg EALConfig) eal() eal.Config {
+	args := []string{"--proc-type=primary"}
+	if !slices.ContainsFunc(cfg.Args, func(a string) bool {
+		return a == "--in-memory" || a == "--file-prefix" || strings.HasPrefix(a, "--file-prefix=")
+	}) {
+		args = append(args, "--in-memory")
+	}
+	return eal.Config{CPU: cfg.CPU, ControlCPUs: cfg.ControlCPUs, Args: append(args, cfg.Args...)}
 }
 
 // EALArgs returns the EAL arguments kbridge starts with.
-func EALArgs(cfg EALConfig) []string {
-	args := []string{"kbridge", "--proc-type=primary", "--no-pci", "--no-telemetry",
-		fmt.Sprintf("--lcores=0@%d", cfg.CPU)}
-	own := false
-	for _, a := range cfg.Args {
-		if a == "--in-memory" || a == "--file-prefix" || len(a) > 14 && a[:14] == "--file-prefix=" {
-			own = true
-		}
-	}
-	if !own {
-		args = append(args, "--in-memory")
-	}
-	return append(args, cfg.Args...)
-}
+func EALArgs(cfg EALConfig) []string { return eal.Args(cfg.eal()) }
 
-// InitEAL starts the EAL as kbridge's own primary. It may be called once per
-// process. As ring.InitSecondary, it runs on a locked OS thread that restores
-// its CPU mask and exits, so that no Go code runs on what DPDK considers its
-// main lcore.
+// InitEAL starts the EAL as kbridge's own primary, placing its threads as
+// ring.InitSecondary does (internal/eal). It may succeed once per process.
 func InitEAL(cfg EALConfig) error {
-	eal.Lock()
-	defer eal.Unlock()
-	if eal.done {
-		return errors.New("vhost: EAL already initialised")
-	}
-	args := EALArgs(cfg)
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		var mask unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &mask); err != nil {
-			errc <- fmt.Errorf("vhost: read CPU mask: %w", err)
-			return
-		}
-		errc <- ealInit(args)
-		_ = unix.SchedSetaffinity(0, &mask)
-	}()
-	if err := <-errc; err != nil {
-		return err
-	}
-	eal.done = true
-	return nil
-}
-
-func ealInit(args []string) error {
-	argv := make([]*C.char, len(args))
-	for i, a := range args {
-		argv[i] = C.CString(a)
-	}
-	// EAL keeps pointers into argv; these few bytes live for the process.
-	cargv := (**C.char)(C.malloc(C.size_t(len(argv)) * C.size_t(unsafe.Sizeof(argv[0]))))
-	copy(unsafe.Slice(cargv, len(argv)), argv)
-	if rc := C.kb_vh_eal_init(C.int(len(args)), cargv); rc < 0 {
-		return fmt.Errorf("vhost: rte_eal_init %q: %w", args, unix.Errno(-rc))
+	if err := eal.Start(cfg.eal()); err != nil {
+		return fmt.Errorf("vhost: %w", err)
 	}
 	return nil
 }

@@ -12,11 +12,7 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
-#include <rte_ip.h>
-#include <rte_net.h>
 #include <rte_pause.h>
-#include <rte_tcp.h>
-#include <rte_udp.h>
 #include <rte_vhost.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_net.h>
@@ -41,14 +37,6 @@ volatile int kb_vh_stopping;
 	((1ULL << VIRTIO_F_RING_PACKED) | (1ULL << VIRTIO_RING_F_EVENT_IDX) | \
 	 (1ULL << VIRTIO_NET_F_HOST_UFO) | (1ULL << VIRTIO_NET_F_GUEST_UFO) | \
 	 (1ULL << VIRTIO_NET_F_HOST_ECN) | (1ULL << VIRTIO_NET_F_GUEST_ECN))
-
-int
-kb_vh_eal_init(int argc, char **argv)
-{
-	int rc = rte_eal_init(argc, argv);
-
-	return rc < 0 ? -rte_errno : rc;
-}
 
 int
 kb_vh_pool_create(unsigned int n, uint16_t data_room)
@@ -475,73 +463,6 @@ kb_vq_leave(struct kb_vq *q)
 	__atomic_store_n(&q->busy, 0, __ATOMIC_RELEASE);
 }
 
-struct kb_vh_out *
-kb_vh_out_new(int q, uint16_t cap, uint16_t max_segs)
-{
-	struct kb_vh_out *b = calloc(1, sizeof(*b));
-
-	if (b == NULL)
-		return NULL;
-	b->q = &kb_vh.q[q];
-	b->cap = cap;
-	b->max_segs = max_segs;
-	b->mbufs = calloc(cap, sizeof(*b->mbufs));
-	b->pkts = calloc(cap, sizeof(*b->pkts));
-	b->iov = calloc((size_t)cap * max_segs, sizeof(*b->iov));
-	if (b->mbufs == NULL || b->pkts == NULL || b->iov == NULL) {
-		kb_vh_out_free(b);
-		return NULL;
-	}
-	return b;
-}
-
-static void
-kb_vh_out_release(struct kb_vh_out *b)
-{
-	if (b->n == 0)
-		return;
-	rte_pktmbuf_free_bulk(b->mbufs, b->n);
-	b->n = 0;
-}
-
-/* Completes the L4 checksum of a packet the app sent with NEEDS_CSUM
- * (librte_vhost hands it over as RX_L4_CKSUM_NONE: data good, checksum
- * field holding the pseudo-header sum only). Returns 1 when done. */
-static int
-kb_vh_complete_csum(struct rte_mbuf *m)
-{
-	struct rte_net_hdr_lens hl;
-	uint32_t ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK |
-					   RTE_PTYPE_L3_MASK | RTE_PTYPE_L4_MASK);
-	uint32_t l4off = hl.l2_len + hl.l3_len, at;
-	uint16_t sum;
-	void *l3;
-
-	if (rte_pktmbuf_data_len(m) < l4off + sizeof(struct rte_tcp_hdr))
-		return 0;
-	l3 = rte_pktmbuf_mtod_offset(m, void *, hl.l2_len);
-	switch (ptype & RTE_PTYPE_L4_MASK) {
-	case RTE_PTYPE_L4_TCP:
-		at = l4off + offsetof(struct rte_tcp_hdr, cksum);
-		break;
-	case RTE_PTYPE_L4_UDP:
-		at = l4off + offsetof(struct rte_udp_hdr, dgram_cksum);
-		break;
-	default:
-		return 0;
-	}
-	if (!RTE_ETH_IS_IPV4_HDR(ptype) && !RTE_ETH_IS_IPV6_HDR(ptype))
-		return 0;
-	sum = 0;
-	memcpy(rte_pktmbuf_mtod_offset(m, uint8_t *, at), &sum, sizeof(sum));
-	if (RTE_ETH_IS_IPV4_HDR(ptype))
-		sum = rte_ipv4_udptcp_cksum_mbuf(m, l3, l4off);
-	else
-		sum = rte_ipv6_udptcp_cksum_mbuf(m, l3, l4off);
-	memcpy(rte_pktmbuf_mtod_offset(m, uint8_t *, at), &sum, sizeof(sum));
-	return 1;
-}
-
 /* The TX vring shows work and librte_vhost dequeued nothing: if the chain
  * at its head is one librte_vhost refuses, the vring is stuck on it for
  * good. Stop serving it (the worker parks instead of polling a ring that
@@ -557,120 +478,36 @@ kb_vh_check_head(struct kb_vq *q)
 	kb_vh_fault(KB_VH_FAULT_CHAIN, "queue %u, TX vring %u: %s", q->id, 2 * q->id + 1, why);
 }
 
-uint16_t
-kb_vh_out_next(struct kb_vh_out *b)
+/* The burst core's dequeue: the app's TX vring of queue pair ctx. */
+static uint16_t
+kb_vh_dequeue(void *ctx, struct rte_mbuf **m, uint16_t n)
 {
-	struct kb_vq *q = b->q;
-	uint16_t i, seg = 0;
+	struct kb_vq *q = ctx;
+	uint16_t got;
 
-	kb_vh_out_release(b);
 	if (__atomic_load_n(&q->refused, __ATOMIC_RELAXED) || !kb_vq_enter(q))
 		return 0;
-	b->n = rte_vhost_dequeue_burst(q->vid, 2 * q->id + 1, kb_vh.pool,
-				       b->mbufs, b->cap);
-	if (b->n == 0 && rte_vhost_avail_entries(q->vid, 2 * q->id + 1) > 0)
+	got = rte_vhost_dequeue_burst(q->vid, 2 * q->id + 1, kb_vh.pool, m, n);
+	if (got == 0 && rte_vhost_avail_entries(q->vid, 2 * q->id + 1) > 0)
 		kb_vh_check_head(q);
 	kb_vq_leave(q);
-	for (i = 0; i < b->n; i++) {
-		struct rte_mbuf *m = b->mbufs[i];
-		struct kb_vh_pkt *p = &b->pkts[i];
-		uint64_t l4 = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
-
-		p->pkt_len = rte_pktmbuf_pkt_len(m);
-		p->first_seg = seg;
-		p->offload = 0;
-		p->tso_segsz = 0;
-		if ((m->ol_flags & RTE_MBUF_F_RX_LRO) && m->tso_segsz != 0) {
-			/* The kernel side writes it as GSO with NEEDS_CSUM:
-			 * the checksum field is rewritten anyway. */
-			p->offload |= KB_VH_LRO;
-			p->tso_segsz = m->tso_segsz;
-		} else if (l4 == RTE_MBUF_F_RX_L4_CKSUM_NONE) {
-			if (kb_vh_complete_csum(m)) {
-				p->offload |= KB_VH_L4_CSUM_GOOD;
-				b->csum_sw++;
-			}
-		}
-		if (l4 == RTE_MBUF_F_RX_L4_CKSUM_GOOD)
-			p->offload |= KB_VH_L4_CSUM_GOOD;
-		/* librte_vhost may hand over external buffers: they are its
-		 * own, and valid for as long as the mbuf. */
-		p->verdict = kb_mbuf_iov(m, &b->iov[seg], b->max_segs, 1, &p->nb_iov);
-		seg += b->max_segs;
-	}
-	return b->n;
+	return got;
 }
 
-void
-kb_vh_out_free(struct kb_vh_out *b)
-{
-	if (b == NULL)
-		return;
-	if (b->mbufs != NULL)
-		kb_vh_out_release(b);
-	free(b->mbufs);
-	free(b->pkts);
-	free(b->iov);
-	free(b);
-}
-
-struct kb_vh_in *
-kb_vh_in_new(int q, uint16_t cap, uint32_t stride)
-{
-	struct kb_vh_in *b = calloc(1, sizeof(*b));
-
-	if (b == NULL)
-		return NULL;
-	b->q = &kb_vh.q[q];
-	b->cap = cap;
-	b->stride = stride;
-	b->buf = aligned_alloc(64, (size_t)cap * stride);
-	b->lens = calloc(cap, sizeof(*b->lens));
-	b->mbufs = calloc(cap, sizeof(*b->mbufs));
-	if (b->buf == NULL || b->lens == NULL || b->mbufs == NULL) {
-		kb_vh_in_free(b);
-		return NULL;
-	}
-	return b;
-}
-
-
-/* Enqueues mbufs[0..k) into the guest's RX vring. librte_vhost copies them
- * into the guest's buffers: every one is freed here, sent or not. */
+/* The burst core's enqueue: the app's RX vring. librte_vhost copies the
+ * mbufs into the guest's buffers: every one is freed here, sent or not. */
 static uint16_t
-kb_vh_enqueue(struct kb_vq *q, struct rte_mbuf **mbufs, uint16_t k)
+kb_vh_enqueue(void *ctx, struct rte_mbuf **m, uint16_t n)
 {
+	struct kb_vq *q = ctx;
 	uint16_t sent = 0;
 
 	if (kb_vq_enter(q)) {
-		sent = rte_vhost_enqueue_burst(q->vid, 2 * q->id, mbufs, k);
+		sent = rte_vhost_enqueue_burst(q->vid, 2 * q->id, m, n);
 		kb_vq_leave(q);
 	}
-	rte_pktmbuf_free_bulk(mbufs, k);
+	rte_pktmbuf_free_bulk(m, n);
 	return sent;
-}
-
-void
-kb_vh_in_put(struct kb_vh_in *b)
-{
-	uint16_t i, k = 0, sent;
-
-	b->queued = b->no_mbuf = b->ring_full = 0;
-	for (i = 0; i < b->n; i++) {
-		struct rte_mbuf *m = kb_mbuf_copy(kb_vh.pool, b->buf + (size_t)i * b->stride,
-						b->lens[i]);
-		if (m == NULL) {
-			b->no_mbuf++;
-			continue;
-		}
-		b->mbufs[k++] = m;
-	}
-	b->n = 0;
-	if (k == 0)
-		return;
-	sent = kb_vh_enqueue(b->q, b->mbufs, k);
-	b->queued = sent;
-	b->ring_full = (uint16_t)(k - sent);
 }
 
 int
@@ -682,63 +519,22 @@ kb_vh_takes_tso(void)
 		     (1ULL << VIRTIO_NET_F_GUEST_TSO6))) != 0;
 }
 
-int
-kb_vh_in_put_tso(struct kb_vh_in *b, uint8_t *data, uint32_t len,
-		 const struct kb_vh_tso *t)
+/* A super-frame goes whole only where the guest negotiated TSO for its IP
+ * version; librte_vhost turns the TSO mbuf into a GSO virtio-net header. */
+static int
+kb_vh_takes_tso_v(void *ctx, int ipv6)
 {
 	uint64_t f = __atomic_load_n(&kb_vh.features, __ATOMIC_RELAXED);
-	uint8_t *l3 = data + t->l2;
-	struct rte_tcp_hdr *tcp = (struct rte_tcp_hdr *)(l3 + t->l3);
-	struct rte_mbuf *m;
-	uint64_t ol;
 
-	b->queued = b->no_mbuf = b->ring_full = 0;
-	if (!(f & (1ULL << (t->ipv6 ? VIRTIO_NET_F_GUEST_TSO6 : VIRTIO_NET_F_GUEST_TSO4))))
-		return -E2BIG;
-	/* What virtio_enqueue_offload (lib/vhost/virtio_net.c) turns into a
-	 * GSO virtio-net header: NEEDS_CSUM at l2+l3, gso_type from TX_IPV4,
-	 * gso_size tso_segsz, hdr_len l2+l3+l4; it computes the IPv4 header
-	 * checksum itself for TX_IP_CKSUM. The TCP checksum field holds the
-	 * pseudo-header sum, as NEEDS_CSUM wants. */
-	ol = RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_TCP_CKSUM;
-	if (t->ipv6) {
-		ol |= RTE_MBUF_F_TX_IPV6;
-		tcp->cksum = rte_ipv6_phdr_cksum((struct rte_ipv6_hdr *)l3, ol);
-	} else {
-		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)l3;
-
-		ol |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
-		ip->hdr_checksum = 0;
-		tcp->cksum = rte_ipv4_phdr_cksum(ip, ol);
-	}
-	m = kb_mbuf_copy(kb_vh.pool, data, len);
-	if (m == NULL) {
-		b->no_mbuf = 1;
-		return 0;
-	}
-	m->ol_flags |= ol;
-	m->l2_len = t->l2;
-	m->l3_len = t->l3;
-	m->l4_len = t->l4;
-	m->tso_segsz = t->mss;
-	if (kb_vh_enqueue(b->q, &m, 1) == 0) {
-		b->ring_full = 1;
-		return 0;
-	}
-	b->queued = 1;
-	return 1;
+	(void)ctx;
+	return (f & (1ULL << (ipv6 ? VIRTIO_NET_F_GUEST_TSO6 : VIRTIO_NET_F_GUEST_TSO4))) != 0;
 }
 
-void
-kb_vh_in_free(struct kb_vh_in *b)
-{
-	if (b == NULL)
-		return;
-	free(b->buf);
-	free(b->lens);
-	free(b->mbufs);
-	free(b);
-}
+const struct kb_burst_ops kb_vh_burst_ops = {
+	.dequeue = kb_vh_dequeue,
+	.enqueue = kb_vh_enqueue,
+	.takes_tso = kb_vh_takes_tso_v,
+};
 
 int
 kb_vh_sync(int qi, uint64_t *gen)

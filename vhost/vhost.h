@@ -2,8 +2,8 @@
  *
  * vhost.h: kbridge as a vhost-user backend (librte_vhost) for an app's
  * virtio-user port. One backend (one socket, one device at a time) per
- * process; one kb_vq per queue pair. As in ring/burst.c, everything that
- * touches packets runs inside one cgo call per burst.
+ * process; one kb_vq per queue pair. Packets move through the burst core
+ * (internal/burst), one cgo call per burst.
  */
 #ifndef KB_VHOST_H
 #define KB_VHOST_H
@@ -14,27 +14,9 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include "mbuf.h"
+#include "burst.h" /* internal/burst: the app-side core */
 
 #define KB_VH_MAX_QUEUES 16
-
-/* Why a packet from the app cannot be written whole: ring's verdicts
- * (enum kb_pkt_verdict), from the same chain walk. */
-#define KB_VH_OK KB_PKT_OK
-#define KB_VH_TOO_MANY_SEGS KB_PKT_TOO_MANY_SEGS
-#define KB_VH_MALFORMED KB_PKT_MALFORMED
-
-#define KB_VH_L4_CSUM_GOOD 0x1 /* RTE_MBUF_F_RX_L4_CKSUM_GOOD, or completed here */
-#define KB_VH_LRO 0x2          /* RTE_MBUF_F_RX_LRO: tso_segsz is valid */
-
-struct kb_vh_pkt {
-	uint32_t pkt_len;
-	uint16_t nb_iov;
-	uint16_t first_seg;
-	uint8_t verdict;
-	uint8_t offload;
-	uint16_t tso_segsz;
-};
 
 /* One queue pair: guest RX vring 2q (kbridge enqueues), guest TX vring 2q+1
  * (kbridge dequeues). allow/busy are the destroy_device handshake of DPDK's
@@ -72,8 +54,6 @@ struct kb_vh_backend {
 extern struct kb_vh_backend kb_vh;
 extern volatile int kb_vh_stopping; /* set by Go before the last notify */
 
-/* EAL as kbridge's own primary. */
-int kb_vh_eal_init(int argc, char **argv);
 /* An mbuf pool of n mbufs of data_room bytes each (after headroom). */
 int kb_vh_pool_create(unsigned int n, uint16_t data_room);
 unsigned int kb_vh_pool_in_use(void);
@@ -87,40 +67,12 @@ uint64_t kb_vh_offered(const char *path);
  * bytes) and returns its kind, or 0 when there is none. */
 int kb_vh_fault_take(char *what);
 
-/* App -> kernel: dequeued bursts. */
-struct kb_vh_out {
-	struct kb_vq *q;
-	uint16_t cap, max_segs, n, pad;
-	struct rte_mbuf **mbufs;
-	struct kb_vh_pkt *pkts;
-	struct iovec *iov;
-	uint64_t csum_sw; /* NEEDS_CSUM packets completed in software */
-};
-struct kb_vh_out *kb_vh_out_new(int q, uint16_t cap, uint16_t max_segs);
-uint16_t kb_vh_out_next(struct kb_vh_out *b);
-void kb_vh_out_free(struct kb_vh_out *b);
+/* The burst core's ops over the vrings: a buffer's ctx is its queue pair's
+ * struct kb_vq (&kb_vh.q[q]). Out buffers take KB_BURST_EXTBUF (librte_vhost
+ * may hand over external buffers, its own) and KB_BURST_COMPLETE_CSUM (a
+ * frontend's NEEDS_CSUM arrives as RX_L4_CKSUM_NONE). */
+extern const struct kb_burst_ops kb_vh_burst_ops;
 
-/* Kernel -> app: frames copied into mbufs and enqueued. */
-struct kb_vh_in {
-	struct kb_vq *q;
-	uint8_t *buf;
-	uint32_t *lens;
-	uint32_t stride;
-	uint16_t cap, n;
-	struct rte_mbuf **mbufs;
-	uint16_t queued, no_mbuf, ring_full, pad;
-};
-struct kb_vh_in *kb_vh_in_new(int q, uint16_t cap, uint32_t stride);
-void kb_vh_in_put(struct kb_vh_in *b);
-struct kb_vh_tso {
-	uint16_t l2, l3, l4, mss;
-	uint8_t ipv6, pad[3];
-};
-/* 1 queued, 0 dropped (counted), -E2BIG: the guest did not negotiate TSO
- * for this IP version, split it instead. */
-int kb_vh_in_put_tso(struct kb_vh_in *b, uint8_t *data, uint32_t len,
-		     const struct kb_vh_tso *t);
-void kb_vh_in_free(struct kb_vh_in *b);
 /* Whether the guest takes TSO super-frames (GUEST_TSO4 or 6). */
 int kb_vh_takes_tso(void);
 

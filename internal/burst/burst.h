@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * burst.h: kbridge's one app-side core. Both DPDK app sides (ring mode over
+ * the app's rte_rings, mode vhost over librte_vhost's vrings) move packets
+ * through these burst buffers, each burst inside one cgo call: the buffers'
+ * lifecycle, the describe loop (an mbuf chain into iovecs and per-packet
+ * metadata), copy-in (kernel frames into fresh mbuf chains) and the TSO
+ * chain builder. What differs between the modes is what a burst is dequeued
+ * from and enqueued to (struct kb_burst_ops, written by each mode's C), the
+ * held record of ring mode's crash recovery and residence timing (set when
+ * a buffer is made), and the KB_BURST_* flags.
+ */
+#ifndef KB_BURST_H
+#define KB_BURST_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+/* Where bursts go, for one mode; ctx is the buffer's (a ring, a queue). */
+struct kb_burst_ops {
+	/* Takes up to n mbufs the app sent into m; returns how many. */
+	uint16_t (*dequeue)(void *ctx, struct rte_mbuf **m, uint16_t n);
+	/* Hands m[0..n) to the app and owns every one of them from then on
+	 * (frees what it does not pass on); returns how many reached the app. */
+	uint16_t (*enqueue)(void *ctx, struct rte_mbuf **m, uint16_t n);
+	/* Whether the app takes a TCP super-frame of that IP version now;
+	 * NULL: as far as the buffer's max_segs allows. */
+	int (*takes_tso)(void *ctx, int ipv6);
+};
+
+/* Flags of an out buffer. */
+#define KB_BURST_EXTBUF 0x1        /* external buffers are the dequeuer's own
+				    * and valid for as long as the mbuf */
+#define KB_BURST_COMPLETE_CSUM 0x2 /* complete partial checksums
+				    * (RX_L4_CKSUM_NONE) in software */
+
+/* Residence-time histogram: bucket i counts packets that stayed less than
+ * 2^(i+KB_HIST_SHIFT) ns between the app's enqueue and the TAP write; the
+ * last bucket takes everything longer. */
+#define KB_HIST_BUCKETS 24
+#define KB_HIST_SHIFT 8
+
+/* Why a packet cannot be written whole. Go counts and drops it. */
+enum kb_pkt_verdict {
+	KB_PKT_OK = 0,
+	KB_PKT_TOO_MANY_SEGS = 1, /* more segments than the iovec budget */
+	KB_PKT_MALFORMED = 2,     /* pkt_len disagrees with the segment chain, a
+				   * segment overruns its buffer, or it has an
+				   * external buffer kbridge cannot vouch for */
+};
+
+/* What the app's NIC (or the core) did for a packet (struct kb_pkt.offload). */
+#define KB_PKT_L4_CSUM_GOOD 0x1 /* RTE_MBUF_F_RX_L4_CKSUM_GOOD, or completed */
+#define KB_PKT_LRO 0x2          /* RTE_MBUF_F_RX_LRO: tso_segsz is valid */
+
+/* One packet of an out burst. Its segments are
+ * iov[first_seg .. first_seg+nb_iov). */
+struct kb_pkt {
+	uint32_t pkt_len;
+	uint16_t nb_iov;
+	uint16_t first_seg;
+	uint8_t verdict;
+	uint8_t written; /* set by Go: counts toward residence time */
+	uint8_t offload; /* KB_PKT_L4_CSUM_GOOD, KB_PKT_LRO */
+	uint8_t pad;
+	uint16_t tso_segsz;
+	uint16_t pad2;
+	uint64_t enq_tsc;
+};
+
+/* A record, in memory the app shares, of the mbufs a buffer holds between
+ * two ring operations (kbridge.h's struct kbridge_held_q): m[0..*n), room for
+ * at least cap. A record never names an mbuf that was freed or handed over:
+ * n is cleared first. n == NULL: no record. */
+struct kb_held {
+	volatile uint32_t *n;
+	struct rte_mbuf **m;
+};
+
+/* A reusable burst buffer for one worker in the app -> kernel direction. */
+struct kb_out {
+	const struct kb_burst_ops *ops;
+	void *ctx;
+	int32_t tsc_offset; /* the enqueue TSC's dynamic field, or -1 */
+	uint16_t cap;       /* packets per burst */
+	uint16_t max_segs;  /* iovecs per packet */
+	uint16_t n;         /* packets in the current burst */
+	uint16_t flags;     /* KB_BURST_* */
+	uint64_t tsc_hz;
+	struct rte_mbuf **mbufs;
+	struct kb_pkt *pkts;
+	struct iovec *iov;
+	uint64_t hist[KB_HIST_BUCKETS];
+	uint64_t csum_sw; /* partial checksums completed (KB_BURST_COMPLETE_CSUM) */
+	struct kb_held held;
+};
+
+/* A TCP super-frame: header lengths, segment size, IP version. */
+struct kb_tso {
+	uint16_t l2, l3, l4, mss;
+	uint8_t ipv6;
+	uint8_t pad[3];
+};
+
+/* A reusable burst buffer for the kernel -> app direction: frames read from
+ * the TAP device, packed at `stride` bytes apart in `buf`. */
+struct kb_in {
+	const struct kb_burst_ops *ops;
+	void *ctx;
+	struct rte_mempool *pool;
+	uint8_t *buf;
+	uint32_t *lens;
+	uint32_t stride;
+	uint32_t room; /* data room of one of the pool's mbufs */
+	uint16_t cap;
+	uint16_t n;
+	uint16_t max_segs; /* the most segments of a TSO chain; 0: no limit */
+	uint16_t pad;
+	struct rte_mbuf **mbufs; /* scratch: cap heads for the enqueue */
+	/* Results of the last kb_in_put or kb_in_put_tso. */
+	uint16_t queued;
+	uint16_t no_mbuf;
+	uint16_t ring_full;
+	uint16_t pad2;
+	struct kb_tso tso; /* the frame kb_in_put_tso queues */
+	struct kb_held held;
+};
+
+/* A buffer made as cfg says (ops, ctx, cap, max_segs, flags, tsc_offset,
+ * tsc_hz, held), or NULL when out of memory. */
+struct kb_out *kb_out_new(const struct kb_out *cfg);
+/* Releases the previous burst (recording residence times of the packets Go
+ * wrote) and dequeues and describes the next one. Returns its size. */
+uint16_t kb_out_next(struct kb_out *b);
+/* Releases the current burst and the buffer itself. */
+void kb_out_free(struct kb_out *b);
+
+/* A buffer made as cfg says (ops, ctx, pool, cap, stride, max_segs, held),
+ * or NULL when out of memory. */
+struct kb_in *kb_in_new(const struct kb_in *cfg);
+/* Copies b->n frames into mbufs (chained when larger than one mbuf) and
+ * enqueues them; what cannot be queued is freed and counted. */
+void kb_in_put(struct kb_in *b);
+/* Copies one TCP super-frame of len bytes, described by b->tso, into one
+ * mbuf chain marked for TSO (RTE_MBUF_F_TX_TCP_SEG, lengths, tso_segsz, the
+ * pseudo-header checksum DPDK's TSO and librte_vhost's GSO header want) and
+ * enqueues it. Returns 1 when queued, 0 when dropped (counted in b->no_mbuf
+ * or b->ring_full), -E2BIG when the app does not take it (the chain would
+ * have more segments than max_segs, or takes_tso says no): the caller then
+ * splits the frame. */
+int kb_in_put_tso(struct kb_in *b, uint8_t *data, uint32_t len);
+void kb_in_free(struct kb_in *b);
+
+/* Test hook (KBRIDGE_TEST_HOLD): the next non-empty burst of a direction
+ * whose bit is set, in a buffer with a held record (KB_TEST_HOLD_OUT: after
+ * dequeue; KB_TEST_HOLD_IN: after allocation, before enqueue), is held for
+ * up to 60 s, once, after a line on stderr says so. */
+#define KB_TEST_HOLD_OUT 0x1
+#define KB_TEST_HOLD_IN 0x2
+extern volatile int kb_test_hold;
+
+#endif
