@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // buildDeb packages bin/kbridge as make deb does, into a temporary
@@ -53,16 +55,11 @@ func packageChecks(t *testing.T, checks []string) {
 }
 
 func TestUnitUnderRealSystemd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipped in -short mode")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("booting systemd in a container needs root: run it as root (make test)")
-	}
+	harness.NeedRoot(t, "booting systemd in a container needs root")
 	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
 		t.Skip("systemd-nspawn missing: make deps installs systemd-container")
 	}
-	root, _ := filepath.Abs("../..")
+	root := harness.RepoRoot(t)
 	bin := filepath.Join(root, "bin")
 	for _, b := range []string{"kbridge", "kbridge-refapp"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
@@ -105,16 +102,11 @@ stats:
 // active (running) without CAP_SYS_ADMIN, kb0 and the pins exist, a ping
 // from the peer reaches kb0 through the redirect, stop leaves nothing.
 func TestXDPUnitUnderRealSystemd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipped in -short mode")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("booting systemd in a container needs root: run it as root (make test)")
-	}
+	harness.NeedRoot(t, "booting systemd in a container needs root")
 	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
 		t.Skip("systemd-nspawn missing: make deps installs systemd-container")
 	}
-	root, _ := filepath.Abs("../..")
+	root := harness.RepoRoot(t)
 	bin := filepath.Join(root, "bin", "kbridge")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatal("bin/kbridge missing: run make build (make test does)")
@@ -139,18 +131,13 @@ func TestXDPUnitUnderRealSystemd(t *testing.T) {
 // golang-go), and the go the Makefile then picks must be the toolchain
 // go.mod names. Needs the network; about a minute.
 func TestGoStepOnFreshDebian(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipped in -short mode")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("debootstrap and systemd-nspawn need root: run it as root (make test)")
-	}
+	harness.NeedRoot(t, "debootstrap and systemd-nspawn need root")
 	for _, c := range []string{"debootstrap", "systemd-nspawn"} {
 		if _, err := exec.LookPath(c); err != nil {
 			t.Skipf("%s missing: make deps installs it", c)
 		}
 	}
-	root, _ := filepath.Abs("../..")
+	root := harness.RepoRoot(t)
 	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
