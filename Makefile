@@ -1,7 +1,16 @@
 # kbridge: see README.md. Every target that needs packages or hugepages
 # depends on `deps`, which installs only what is missing.
 SHELL   := /bin/bash
-GO      ?= $(shell command -v go || echo /usr/local/go/bin/go)
+# The newest Go 1.21+ on PATH, in /usr/local/go or Debian's /usr/lib/go-1.N
+# (deploy/go.sh; make deps installs one); it fetches the toolchain go.mod
+# names by itself. Debian's Go says GOTOOLCHAIN=local in its go.env: auto
+# here, unless the caller chose. Looked up once, when a recipe first needs
+# it: after deps, which may have just installed it (make demo on a fresh
+# machine).
+ifeq ($(origin GO),undefined)
+GO       = $(eval GO := $(shell bash deploy/go.sh))$(GO)
+endif
+export GOTOOLCHAIN ?= auto
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN     := bin
 PREFIX  ?= /usr/local
@@ -20,7 +29,7 @@ WERROR ?= -Werror
 HDR_WARN = -Wall -Wextra $(WERROR)
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h ring/include/*.h vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
 
-.PHONY: all deps build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
+.PHONY: all deps deb build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 
 all: build
 
@@ -120,6 +129,11 @@ soak: deps build
 latency-budget: deps build
 	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
 	KBT_BENCH_COMMAND="make latency-budget$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench -budget $(BENCH_FLAGS)
+
+# A Debian package of bin/kbridge, for the DPDK it was built against:
+# bin/kbridge_<version>_<arch>.deb (deploy/deb.sh; docs/PACKAGING.md).
+deb: $(BIN)/kbridge
+	@bash deploy/deb.sh $(BIN)
 
 generate:
 	$(GO) generate ./xdp/
