@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"io/fs"
 	"log/slog"
@@ -9,32 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
-// syncBuf is a log sink safe for the goroutines that write to it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func bufLogger() (*slog.Logger, *syncBuf) {
-	b := &syncBuf{}
+func bufLogger() (*slog.Logger, *harness.Buffer) {
+	b := &harness.Buffer{}
 	return slog.New(slog.NewTextHandler(b, nil)), b
 }
 

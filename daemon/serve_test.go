@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kbridge/kbridge/config"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // fakeRunner applies policy.* live like the ring path, without DPDK.
@@ -93,7 +95,7 @@ type serveRig struct {
 	sigs   chan os.Signal
 	cfg    string
 	sock   string
-	log    *syncBuf
+	log    *harness.Buffer
 	notes  *notes
 	cancel context.CancelFunc
 	errc   chan error

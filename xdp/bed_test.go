@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // The XDP test bed: a "NIC" veth in kbx-dut whose peer lives in kbx-remote,
@@ -47,14 +47,8 @@ func requireRootBed(t *testing.T) {
 	}
 }
 
-func sh(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+// sh runs a command, failing t with its output when it fails.
+var sh = harness.Run
 
 // removeBed removes whatever a previous (possibly crashed) run left: the
 // namespaces take their interfaces and XDP links with them; pins live in
@@ -77,39 +71,11 @@ func newBed(t *testing.T) {
 	requireRootBed(t)
 	removeBed()
 	t.Cleanup(removeBed)
-	sh(t, "ip", "netns", "add", nsDUT)
-	sh(t, "ip", "netns", "add", nsRemote)
-	sh(t, "ip", "-n", nsDUT, "link", "add", nicName, "type", "veth", "peer", "name", wireName, "netns", nsRemote)
-	sh(t, "ip", "-n", nsRemote, "addr", "add", remoteIP+"/24", "dev", wireName)
-	for _, ns := range []string{nsDUT, nsRemote} {
-		sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
-	}
-	sh(t, "ip", "-n", nsRemote, "link", "set", wireName, "up")
-	sh(t, "ip", "-n", nsDUT, "link", "set", nicName, "up")
-	sh(t, "ip", "netns", "exec", nsRemote, "ethtool", "-K", wireName, "tx", "off", "gro", "on")
+	harness.Wire{DUT: nsDUT, Peer: nsRemote, NIC: nicName, PeerIf: wireName, PeerAddr: remoteIP, GRO: true}.Up(t)
 }
 
-// inNS runs f on a fresh OS thread switched into the named namespace. The
-// thread is never unlocked, so it dies with the goroutine instead of
-// returning to the pool in the wrong namespace.
-func inNS(name string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
+// inNS runs f on a fresh OS thread switched into the named namespace.
+var inNS = harness.InNS
 
 // bedConfig is the Config the integration tests start from.
 func bedConfig() Config {

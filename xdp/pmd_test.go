@@ -10,9 +10,10 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // TestPMDLoader runs dpdk-testpmd on the NIC through net_af_xdp with
@@ -101,21 +102,10 @@ func TestPMDStartsFirst(t *testing.T) {
 type testpmd struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	mu    sync.Mutex
-	out   bytes.Buffer
+	out   harness.Buffer
 }
 
-func (p *testpmd) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *testpmd) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+func (p *testpmd) output() string { return p.out.String() }
 
 // startTestpmd runs testpmd in rxonly mode, forwarding on the app's CPU
 // (the highest one, as in the project test bed), without hugepages so that it takes
@@ -131,7 +121,7 @@ func startTestpmd(t *testing.T, obj string) *testpmd {
 	p.cmd = exec.Command("nsenter", "--net=/var/run/netns/"+nsDUT, "dpdk-testpmd",
 		"-l", lcores, "--no-huge", "-m", "256", "--no-pci", "--file-prefix", "kbx-pmd",
 		"--vdev", vdev, "--", "--forward-mode=rxonly", "--total-num-mbufs=4096")
-	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil { // testpmd exits when stdin closes
 		t.Fatal(err)

@@ -9,12 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // Addresses and files of the test bed (tests/testbed/README.md).
@@ -146,52 +147,10 @@ func selectForwarders(list string) ([]Forwarder, error) {
 	return out, nil
 }
 
-// withPolicy returns the YAML config with its top-level policy block replaced.
-func withPolicy(base, block string) string {
-	var keep []string
-	inPolicy := false
-	for _, line := range strings.Split(strings.TrimRight(base, "\n"), "\n") {
-		top := line != "" && line[0] != ' ' && line[0] != '\t' && line[0] != '#'
-		if top {
-			inPolicy = strings.HasPrefix(line, "policy:")
-		}
-		if !inPolicy {
-			keep = append(keep, line)
-		}
-	}
-	return strings.Join(keep, "\n") + "\n" + block
-}
-
 // withoutOffload adds interface.offload: false to a config with an
 // interface: block.
 func withoutOffload(cfg string) string {
 	return strings.Replace(cfg, "\ninterface:\n", "\ninterface:\n  offload: false\n", 1)
-}
-
-// run executes a command with a bounded time and returns its stdout. On
-// timeout or cancellation the process gets SIGTERM, then SIGKILL 3 s later.
-// The error carries the last line of stderr.
-func run(ctx context.Context, timeout time.Duration, env []string, name string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 3 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() == context.DeadlineExceeded {
-		return stdout.Bytes(), fmt.Errorf("%s timed out after %v", filepath.Base(name), timeout)
-	}
-	if err != nil {
-		msg := lastLine(stderr.String())
-		if msg == "" {
-			msg = lastLine(stdout.String())
-		}
-		return stdout.Bytes(), fmt.Errorf("%s: %v: %s", filepath.Base(name), err, msg)
-	}
-	return stdout.Bytes(), nil
 }
 
 // Bed drives tests/testbed.
@@ -226,10 +185,10 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 	b.kind, b.fwdPID, b.appPID = kind, 0, 0
 	switch kind {
 	case "kbridge":
-		if err := writeAtomic(b.cfgPath, withPolicy(b.baseCfg, policy)); err != nil {
+		if err := harness.WriteAtomic(b.cfgPath, harness.WithPolicy(b.baseCfg, policy)); err != nil {
 			return err
 		}
-		if _, err := run(ctx, 6*time.Minute, []string{"KBRIDGE_CONFIG=" + b.cfgPath}, b.script("up.sh")); err != nil {
+		if _, err := harness.Output(ctx, 6*time.Minute, []string{"KBRIDGE_CONFIG=" + b.cfgPath}, b.script("up.sh")); err != nil {
 			return err
 		}
 		var err error
@@ -242,10 +201,10 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 		if b.vhostCfg == "" {
 			return fmt.Errorf("no base configuration for the vhost bed (tests/testbed/kbridge-vhost.yaml)")
 		}
-		if err := writeAtomic(b.cfgPath, withPolicy(b.vhostCfg, policy)); err != nil {
+		if err := harness.WriteAtomic(b.cfgPath, harness.WithPolicy(b.vhostCfg, policy)); err != nil {
 			return err
 		}
-		if _, err := run(ctx, 6*time.Minute, []string{"KBT_MODE=vhost", "KBRIDGE_CONFIG=" + b.cfgPath}, b.script("up.sh")); err != nil {
+		if _, err := harness.Output(ctx, 6*time.Minute, []string{"KBT_MODE=vhost", "KBRIDGE_CONFIG=" + b.cfgPath}, b.script("up.sh")); err != nil {
 			return err
 		}
 		var err error
@@ -255,10 +214,10 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 		b.appPID, err = readPID(vhostAppName)
 		return err
 	case "testpmd":
-		if _, err := run(ctx, 6*time.Minute, []string{"KBT_NO_BRIDGE=1"}, b.script("up.sh")); err != nil {
+		if _, err := harness.Output(ctx, 6*time.Minute, []string{"KBT_NO_BRIDGE=1"}, b.script("up.sh")); err != nil {
 			return err
 		}
-		if _, err := run(ctx, 2*time.Minute, nil, b.script("testpmd-forwarder.sh"), "start"); err != nil {
+		if _, err := harness.Output(ctx, 2*time.Minute, nil, b.script("testpmd-forwarder.sh"), "start"); err != nil {
 			return err
 		}
 		var err error
@@ -274,11 +233,11 @@ func (b *Bed) down() error {
 	ctx := context.Background()
 	var errs []error
 	if b.kind == "testpmd" {
-		if _, err := run(ctx, time.Minute, nil, b.script("testpmd-forwarder.sh"), "stop"); err != nil {
+		if _, err := harness.Output(ctx, time.Minute, nil, b.script("testpmd-forwarder.sh"), "stop"); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := run(ctx, 2*time.Minute, nil, b.script("down.sh")); err != nil {
+	if _, err := harness.Output(ctx, 2*time.Minute, nil, b.script("down.sh")); err != nil {
 		errs = append(errs, err)
 	}
 	b.kind, b.fwdPID, b.appPID = "", 0, 0
@@ -309,11 +268,11 @@ func (b *Bed) setPolicy(ctx context.Context, f Forwarder) error {
 		return err
 	}
 	off := fi.Size()
-	cfg := withPolicy(b.baseCfg, f.Policy)
+	cfg := harness.WithPolicy(b.baseCfg, f.Policy)
 	if f.Plain {
 		cfg = withoutOffload(cfg)
 	}
-	if err := writeAtomic(b.cfgPath, cfg); err != nil {
+	if err := harness.WriteAtomic(b.cfgPath, cfg); err != nil {
 		return err
 	}
 	if err := syscall.Kill(b.fwdPID, syscall.SIGHUP); err != nil {
@@ -326,7 +285,7 @@ func (b *Bed) setPolicy(ctx context.Context, f Forwarder) error {
 			logged = string(data[off:])
 		}
 		if strings.Contains(logged, "reload refused") {
-			return fmt.Errorf("kbridge refused the new policy: %s", lastLine(logged))
+			return fmt.Errorf("kbridge refused the new policy: %s", harness.LastLine(logged))
 		}
 		applied := strings.Contains(logged, "msg=reloaded") || strings.Contains(logged, "policy unchanged")
 		if f.Plain && !strings.Contains(logged, "interface offloads switched") {
@@ -349,7 +308,7 @@ func (b *Bed) setPolicy(ctx context.Context, f Forwarder) error {
 }
 
 func (b *Bed) stats(ctx context.Context) (string, Counters, error) {
-	out, err := run(ctx, 5*time.Second, nil, filepath.Join(b.root, "bin/kbridge"), "stats", "--socket", statsSock)
+	out, err := harness.Output(ctx, 5*time.Second, nil, filepath.Join(b.root, "bin/kbridge"), "stats", "--socket", statsSock)
 	if err != nil {
 		return "", Counters{}, err
 	}
@@ -366,16 +325,6 @@ func readPID(name string) (int, error) {
 		return 0, fmt.Errorf("bad pid in %s.pid", name)
 	}
 	return pid, nil
-}
-
-// writeAtomic replaces a file by rename, so that kbridge's file watcher never
-// reads half a configuration.
-func writeAtomic(path, content string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // clientCPUs mirrors kbt_cpus in tests/testbed/lib.sh: the highest CPU is the
@@ -402,7 +351,7 @@ func inUse(ctx context.Context) []string {
 		if _, err := os.Stat("/run/netns/" + ns); err != nil {
 			continue
 		}
-		if out, err := run(ctx, 5*time.Second, nil, "ip", "netns", "pids", ns); err == nil && len(bytes.TrimSpace(out)) > 0 {
+		if out, err := harness.Output(ctx, 5*time.Second, nil, "ip", "netns", "pids", ns); err == nil && len(bytes.TrimSpace(out)) > 0 {
 			busy = append(busy, ns)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 func TestWithPolicy(t *testing.T) {
@@ -18,7 +20,7 @@ policy:
 stats:
   socket: /run/kbt/kbridge.sock
 `
-	got := withPolicy(base, "policy:\n  mode: fixed\n  interval: 1ms\n")
+	got := harness.WithPolicy(base, "policy:\n  mode: fixed\n  interval: 1ms\n")
 	want := `# comment
 dpdk:
   file_prefix: kbt
@@ -32,7 +34,7 @@ policy:
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
 	// A config without a policy block just gets one.
-	if got := withPolicy("port: kb0\n", "policy:\n  mode: busy\n"); got != "port: kb0\npolicy:\n  mode: busy\n" {
+	if got := harness.WithPolicy("port: kb0\n", "policy:\n  mode: busy\n"); got != "port: kb0\npolicy:\n  mode: busy\n" {
 		t.Errorf("got %q", got)
 	}
 }

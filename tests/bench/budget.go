@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // schedRow is one line of `perf sched latency -p`.
@@ -62,7 +64,7 @@ func parsePerfSchedLatency(out string) ([]schedRow, error) {
 		rows = append(rows, schedRow{Comm: task[:i], TID: tid, RuntimeMs: num(f[1]), Switches: sw, AvgMs: num(f[3]), MaxMs: num(f[4])})
 	}
 	if len(rows) == 0 {
-		return nil, fmt.Errorf("no per-task rows in perf sched latency output (last line: %q)", lastLine(out))
+		return nil, fmt.Errorf("no per-task rows in perf sched latency output (last line: %q)", harness.LastLine(out))
 	}
 	return rows, nil
 }
@@ -193,7 +195,7 @@ func (rn *Runner) budgetRun(ctx context.Context, f Forwarder, b *Budget) error {
 	defer stopPerf()
 	tTrace := time.Now()
 	go func() {
-		_, err := run(pctx, rn.d.PP+2*time.Minute, nil, "perf", "sched", "record", "-a", "-o", data)
+		_, err := harness.Output(pctx, rn.d.PP+2*time.Minute, nil, "perf", "sched", "record", "-a", "-o", data)
 		perfDone <- err
 	}()
 	if err := sleepCtx(ctx, 700*time.Millisecond); err != nil {
@@ -242,7 +244,7 @@ func (rn *Runner) budgetRun(ctx context.Context, f Forwarder, b *Budget) error {
 		}
 	}
 	// Threads of the client, the server and the forwarder, then the delays.
-	sched, err := run(ctx, 2*time.Minute, nil, "perf", "sched", "latency", "-p", "-i", data)
+	sched, err := harness.Output(ctx, 2*time.Minute, nil, "perf", "sched", "latency", "-p", "-i", data)
 	_ = os.WriteFile(filepath.Join(rn.rawDir, f.Name+"-perf-sched-latency.txt"), sched, 0o644)
 	if err != nil {
 		return err

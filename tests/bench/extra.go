@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 const httpPort = "8080"
@@ -75,11 +77,11 @@ func parseWrk(out string) (HTTPStats, error) {
 	p50, ok1 := pct["50"]
 	p99, ok2 := pct["99"]
 	if !ok1 || !ok2 {
-		return h, fmt.Errorf("no latency distribution in wrk output (last line: %q)", lastLine(out))
+		return h, fmt.Errorf("no latency distribution in wrk output (last line: %q)", harness.LastLine(out))
 	}
 	h.P50, h.P99 = p50, p99
 	if h.Requests == 0 || h.RPS == 0 {
-		return h, fmt.Errorf("wrk completed no requests (%s)", or(h.Errors, lastLine(out)))
+		return h, fmt.Errorf("wrk completed no requests (%s)", or(h.Errors, harness.LastLine(out)))
 	}
 	return h, nil
 }
@@ -236,7 +238,7 @@ func parsePing(out string) ([]float64, error) {
 		}
 	}
 	if len(rtt) == 0 {
-		return nil, fmt.Errorf("no ping replies (last line: %q)", lastLine(out))
+		return nil, fmt.Errorf("no ping replies (last line: %q)", harness.LastLine(out))
 	}
 	return rtt, nil
 }
@@ -280,11 +282,11 @@ func (rn *Runner) ceiling(ctx context.Context, f Forwarder, r *Result) {
 	c := &Ceiling{Measured: true}
 	r.Ceiling = c
 	script := b.script("testpmd-forwarder.sh")
-	stop := func() { _, _ = run(context.Background(), time.Minute, nil, script, "stop") }
+	stop := func() { _, _ = harness.Output(context.Background(), time.Minute, nil, script, "stop") }
 	start := func(mode string) error {
 		stop()
 		b.fwdPID = 0
-		if _, err := run(ctx, 2*time.Minute, []string{"KBT_TESTPMD_FWD=" + mode}, script, "start"); err != nil {
+		if _, err := harness.Output(ctx, 2*time.Minute, []string{"KBT_TESTPMD_FWD=" + mode}, script, "start"); err != nil {
 			return err
 		}
 		var err error
@@ -302,18 +304,18 @@ func (rn *Runner) ceiling(ctx context.Context, f Forwarder, r *Result) {
 		if err := start("5tswap"); err != nil {
 			return err
 		}
-		mac, err := run(ctx, 5*time.Second, nil, "ip", "netns", "exec", nsDUT, "cat", "/sys/class/net/kbt-nic/address")
+		mac, err := harness.Output(ctx, 5*time.Second, nil, "ip", "netns", "exec", nsDUT, "cat", "/sys/class/net/kbt-nic/address")
 		if err != nil {
 			return err
 		}
 		// 5tswap would turn an ARP request into garbage: a static entry for .2.
-		if _, err := run(ctx, 5*time.Second, nil, "ip", "-n", "kbt-peer", "neigh", "replace", dutIP, "lladdr",
+		if _, err := harness.Output(ctx, 5*time.Second, nil, "ip", "-n", "kbt-peer", "neigh", "replace", dutIP, "lladdr",
 			strings.TrimSpace(string(mac)), "dev", "kbt-wire", "nud", "permanent"); err != nil {
 			return err
 		}
-		defer run(context.Background(), 5*time.Second, nil, "ip", "-n", "kbt-peer", "neigh", "del", dutIP, "dev", "kbt-wire")
+		defer harness.Output(context.Background(), 5*time.Second, nil, "ip", "-n", "kbt-peer", "neigh", "del", dutIP, "dev", "kbt-wire")
 		n := int(rn.d.PP.Seconds() * 400)
-		out, err := run(ctx, rn.d.PP+30*time.Second, nil, "ip", b.pin("kbt-peer", "ping", "-n", "-c", fmt.Sprint(n), "-i", "0.002", "-W", "1", dutIP)...)
+		out, err := harness.Output(ctx, rn.d.PP+30*time.Second, nil, "ip", b.pin("kbt-peer", "ping", "-n", "-c", fmt.Sprint(n), "-i", "0.002", "-W", "1", dutIP)...)
 		_ = os.WriteFile(filepath.Join(rn.rawDir, "bed-ceiling-ping.out"), out, 0o644)
 		rtt, perr := parsePing(string(out))
 		if perr != nil {
@@ -337,7 +339,7 @@ func (rn *Runner) ceiling(ctx context.Context, f Forwarder, r *Result) {
 			return err
 		}
 		rx := func() (uint64, uint64, error) {
-			out, err := run(ctx, 5*time.Second, nil, "ip", "-j", "-s", "-n", "kbt-peer", "link", "show", "dev", "kbt-wire")
+			out, err := harness.Output(ctx, 5*time.Second, nil, "ip", "-j", "-s", "-n", "kbt-peer", "link", "show", "dev", "kbt-wire")
 			if err != nil {
 				return 0, 0, err
 			}

@@ -13,11 +13,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // machineInfo gathers what the report header says about the machine.
 func machineInfo(root string, ncpu int, cpus string, quick bool) Machine {
-	m := Machine{NCPU: ncpu, Quick: quick, LoadStart: loadAvg(), Started: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+	m := Machine{NCPU: ncpu, Quick: quick, LoadStart: harness.LoadAvg(), Started: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
 	m.Command = strings.Join(os.Args, " ")
 	m.Make = os.Getenv("KBT_BENCH_COMMAND") // set by make bench
 	m.Model, m.Kernel, m.HZ, m.DPDK, m.Kbridge = "?", "?", "?", "?", "?"
@@ -29,16 +31,16 @@ func machineInfo(root string, ncpu int, cpus string, quick bool) Machine {
 			}
 		}
 	}
-	if out, err := run(context.Background(), 5*time.Second, nil, "uname", "-r"); err == nil {
+	if out, err := harness.Output(context.Background(), 5*time.Second, nil, "uname", "-r"); err == nil {
 		m.Kernel = strings.TrimSpace(string(out))
 	}
-	if out, err := run(context.Background(), 5*time.Second, nil, "sh", "-c", "zcat /proc/config.gz | grep '^CONFIG_HZ='"); err == nil {
+	if out, err := harness.Output(context.Background(), 5*time.Second, nil, "sh", "-c", "zcat /proc/config.gz | grep '^CONFIG_HZ='"); err == nil {
 		m.HZ = strings.TrimPrefix(strings.TrimSpace(string(out)), "CONFIG_HZ=")
 	}
-	if out, err := run(context.Background(), 5*time.Second, nil, "pkg-config", "--modversion", "libdpdk"); err == nil {
+	if out, err := harness.Output(context.Background(), 5*time.Second, nil, "pkg-config", "--modversion", "libdpdk"); err == nil {
 		m.DPDK = strings.TrimSpace(string(out))
 	}
-	if out, err := run(context.Background(), 5*time.Second, nil, "git", "-C", root, "describe", "--always", "--dirty"); err == nil {
+	if out, err := harness.Output(context.Background(), 5*time.Second, nil, "git", "-C", root, "describe", "--always", "--dirty"); err == nil {
 		m.Kbridge = strings.TrimSpace(string(out))
 	}
 	app := ncpu - 1
@@ -61,20 +63,8 @@ func machineInfo(root string, ncpu int, cpus string, quick bool) Machine {
 	return m
 }
 
-func loadAvg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 func clkTck() int {
-	if out, err := run(context.Background(), 5*time.Second, nil, "getconf", "CLK_TCK"); err == nil {
+	if out, err := harness.Output(context.Background(), 5*time.Second, nil, "getconf", "CLK_TCK"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil && n > 0 {
 			return n
 		}

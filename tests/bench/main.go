@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 func main() {
@@ -129,7 +131,7 @@ func mainErr() int {
 	}
 	rn.runAll(ctx, fws, res, *waitBed, *force)
 
-	m.LoadEnd = loadAvg()
+	m.LoadEnd = harness.LoadAvg()
 	if ctx.Err() == nil {
 		m.BusyEnd = busyProcesses(2*time.Second, rn.clkTck, 10)
 	}

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // Latency is a one-way latency summary in microseconds (sockperf reports half
@@ -45,7 +47,7 @@ func parseSockperf(out string) (Latency, error) {
 	}
 	var ok bool
 	if l.P50, ok = pct["50.000"]; !ok {
-		return l, fmt.Errorf("no latency summary in sockperf output (last line: %q)", lastLine(out))
+		return l, fmt.Errorf("no latency summary in sockperf output (last line: %q)", harness.LastLine(out))
 	}
 	l.P99, l.P999 = pct["99.000"], pct["99.900"]
 	if l.N == 0 {
@@ -84,29 +86,6 @@ func parseFullLog(text string) ([]float64, error) {
 		return nil, errors.New("full log has no observations")
 	}
 	return lat, nil
-}
-
-// parseIperf3 returns the receiver's rate in Gbit/s from `iperf3 -J` output
-// (for -R the receiver is the client; sum_received is right either way).
-func parseIperf3(out []byte) (float64, error) {
-	var r struct {
-		Error string `json:"error"`
-		End   struct {
-			SumReceived struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		return 0, fmt.Errorf("iperf3 JSON: %v", err)
-	}
-	if r.Error != "" {
-		return 0, errors.New("iperf3: " + r.Error)
-	}
-	if r.End.SumReceived.BitsPerSecond <= 0 {
-		return 0, errors.New("iperf3 reported no received bytes")
-	}
-	return r.End.SumReceived.BitsPerSecond / 1e9, nil
 }
 
 // procStat is what the benchmark reads from /proc/PID/stat.
@@ -302,14 +281,6 @@ func cdfPoints(lat []float64, maxPoints, tailPoints int) (xs, fs []float64) {
 		}
 	}
 	return xs, fs
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return s
 }
 
 // dropsText renders the drops of a delta: "0", or "12 (ring_full 10, no_mbuf 2)".

@@ -69,19 +69,6 @@ func TestParseFullLog(t *testing.T) {
 	}
 }
 
-func TestParseIperf3(t *testing.T) {
-	for file, want := range map[string]float64{"iperf3-up.json": 0.508634213507, "iperf3-reverse.json": 0.554535157889} {
-		got, err := parseIperf3([]byte(fixture(t, file)))
-		if err != nil || math.Abs(got-want) > 1e-9 {
-			t.Errorf("%s: %v, %v; want %v", file, got, err, want)
-		}
-	}
-	_, err := parseIperf3([]byte(`{"start":{},"end":{},"error":"unable to connect to server: Connection refused"}`))
-	if err == nil || !strings.Contains(err.Error(), "Connection refused") {
-		t.Errorf("want iperf3's error, got %v", err)
-	}
-}
-
 func TestParseProcStat(t *testing.T) {
 	got, err := parseProcStat(fixture(t, "proc-stat.txt"))
 	if err != nil || got != (procStat{Comm: "kbridge", Ticks: 79 + 287, CPU: 0}) {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 var allWorkloads = []string{wIdle, wPP, wCold, wHTTP, wNFS, wNFSRead, wUp, wDown, wDown4}
@@ -151,7 +153,7 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 			res[f.Name].Foreign += "; " + c
 		}
 		if f.hasKbridge() {
-			if out, err := run(ctx, 5*time.Second, nil, filepath.Join(bed.root, "bin/kbridge"), "stats", "--socket", statsSock); err == nil {
+			if out, err := harness.Output(ctx, 5*time.Second, nil, filepath.Join(bed.root, "bin/kbridge"), "stats", "--socket", statsSock); err == nil {
 				_ = os.WriteFile(filepath.Join(rn.rawDir, f.Name+"-stats.json"), out, 0o644)
 			}
 		}
@@ -318,7 +320,7 @@ func (rn *Runner) startHTTP(ctx context.Context) (func(), error) {
 		rn.bed.httpPID = 0
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		out, _ := run(ctx, 5*time.Second, nil, "ip", "netns", "exec", "kbt-peer", "ss", "-Hltn", "sport = :"+httpPort)
+		out, _ := harness.Output(ctx, 5*time.Second, nil, "ip", "netns", "exec", "kbt-peer", "ss", "-Hltn", "sport = :"+httpPort)
 		if len(strings.TrimSpace(string(out))) > 0 {
 			return stop, nil
 		}

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // Workload keys, in table order.
@@ -137,7 +139,7 @@ func (rn *Runner) pingPong(ctx context.Context, f Forwarder, ns, ip string, cold
 	}
 	full := filepath.Join(rn.rawDir, fmt.Sprintf("%s-%s.csv", f.Name, kind))
 	args = append(args, "-t", fmt.Sprint(int(d.Seconds())), "--full-log", full)
-	out, err := run(ctx, d+30*time.Second, nil, "ip", rn.bed.pin(ns, args...)...)
+	out, err := harness.Output(ctx, d+30*time.Second, nil, "ip", rn.bed.pin(ns, args...)...)
 	_ = os.WriteFile(strings.TrimSuffix(full, ".csv")+".out", out, 0o644)
 	if err != nil {
 		return err
@@ -170,7 +172,7 @@ func (rn *Runner) nfs(ctx context.Context, f Forwarder, ns, ip string, r *Result
 	best := 0.0
 	for i := 0; i < runs; i++ {
 		t0 := time.Now()
-		out, err := run(ctx, timeout, nil, "ip", rn.bed.pin(ns, "nfs-ls", "-R", url)...)
+		out, err := harness.Output(ctx, timeout, nil, "ip", rn.bed.pin(ns, "nfs-ls", "-R", url)...)
 		sec := time.Since(t0).Seconds()
 		if err != nil {
 			return err
@@ -201,8 +203,8 @@ func (rn *Runner) iperfP(ctx context.Context, ns, ip string, reverse bool, strea
 	if streams > 1 {
 		args = append(args, "-P", fmt.Sprint(streams))
 	}
-	out, err := run(ctx, rn.d.Iperf+30*time.Second, nil, "ip", rn.bed.pin(ns, args...)...)
-	gbps, perr := parseIperf3(out)
+	out, err := harness.Output(ctx, rn.d.Iperf+30*time.Second, nil, "ip", rn.bed.pin(ns, args...)...)
+	gbps, perr := harness.Iperf3Gbps(out)
 	if perr != nil {
 		if err != nil {
 			return err
@@ -231,7 +233,7 @@ func (rn *Runner) nfsRead(ctx context.Context, f Forwarder, ns, ip string, r *Re
 	best := 0.0
 	for i := 0; i < runs; i++ {
 		t0 := time.Now()
-		out, err := run(ctx, timeout, nil, "ip", rn.bed.pin(ns, "sh", "-c", `nfs-cat "$1" | wc -c`, "sh", url)...)
+		out, err := harness.Output(ctx, timeout, nil, "ip", rn.bed.pin(ns, "sh", "-c", `nfs-cat "$1" | wc -c`, "sh", url)...)
 		sec := time.Since(t0).Seconds()
 		if err != nil {
 			return err
@@ -263,7 +265,7 @@ func (rn *Runner) http(ctx context.Context, f Forwarder, ns, ip string, r *Resul
 		return errSkipped{"wrk not installed: apt-get install wrk"}
 	}
 	d := fmt.Sprintf("%ds", int(rn.d.HTTP.Seconds()))
-	out, err := run(ctx, rn.d.HTTP+30*time.Second, nil, "ip", rn.bed.pin(ns, "wrk", "-t1", "-c1", "-d"+d, "--latency",
+	out, err := harness.Output(ctx, rn.d.HTTP+30*time.Second, nil, "ip", rn.bed.pin(ns, "wrk", "-t1", "-c1", "-d"+d, "--latency",
 		fmt.Sprintf("http://%s:%s/", ip, httpPort))...)
 	_ = os.WriteFile(filepath.Join(rn.rawDir, f.Name+"-wrk.out"), out, 0o644)
 	if err != nil {

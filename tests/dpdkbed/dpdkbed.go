@@ -3,30 +3,28 @@
 // is one real kbridge binary, a DPDK secondary, bridging a fresh exception
 // port to a TAP interface in a network namespace the harness creates. It
 // also sends and receives test frames on that TAP with an AF_PACKET socket.
-// tests/integration and tests/faults share it.
+// tests/integration and tests/faults share it; the processes, buffers,
+// namespace and kbridge build under it are package tests/harness's.
 package dpdkbed
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // EthType is the test frames' ethertype: IEEE local experimental, which the
@@ -39,7 +37,7 @@ const EthType = 0x88b5
 type Env struct {
 	NS     string // the network namespace the TAPs live in
 	Prefix string // the primary's --file-prefix
-	Bin    string // the kbridge binary built for this run
+	Bin    string // the kbridge binary built for this run (harness.BuildKbridge)
 	Skip   string // why the tests skip; "" when they run
 
 	base string
@@ -64,24 +62,16 @@ func Setup(name string) *Env {
 		e.Skip = fmt.Sprintf("only %d free 2 MB hugepages: run `make deps` (tests/testbed/hugepages.sh) first", free)
 		return e
 	}
-	dir, err := os.MkdirTemp("", name+"-bin")
+	bin, err := harness.BuildKbridge()
 	if err != nil {
-		e.Skip = "tempdir: " + err.Error()
-		return e
-	}
-	e.Bin = filepath.Join(dir, "kbridge")
-	build := exec.Command("go", "build", "-o", e.Bin, "github.com/kbridge/kbridge/cmd/kbridge")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building kbridge: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	// Leftovers of a crashed run first.
-	_ = exec.Command("ip", "netns", "del", e.NS).Run()
-	if out, err := exec.Command("ip", "netns", "add", e.NS).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "ip netns add: %v: %s\n", err, out)
+	e.Bin = bin
+	if err := harness.AddNS(e.NS); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	_ = exec.Command("ip", "-n", e.NS, "link", "set", "lo", "up").Run()
 	// No IPv6 chatter (router solicitations, MLD) in what the tests count.
 	for _, k := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
 		_ = exec.Command("ip", "netns", "exec", e.NS, "sysctl", "-qw", k+"=1").Run()
@@ -98,8 +88,8 @@ func (e *Env) Teardown() {
 	if e.Skip != "" {
 		return
 	}
-	_ = exec.Command("ip", "netns", "del", e.NS).Run()
-	_ = os.RemoveAll(filepath.Dir(e.Bin))
+	harness.DelNS(e.NS)
+	harness.Teardown()
 	_ = os.RemoveAll(filepath.Join("/var/run/dpdk", e.Prefix))
 }
 
@@ -137,13 +127,12 @@ type Bed struct {
 	Env    *Env
 	Pool   *ringtest.Pool
 	Port   *ringtest.Port
-	Name   string // the port's name
-	Ifname string // the TAP's name
-	Sock   string // the control socket
-	Cfg    string // the configuration file
-	Cmd    *exec.Cmd
-	Out    *SyncBuffer // kbridge's stdout and stderr
-	Exited chan error
+	Name   string          // the port's name
+	Ifname string          // the TAP's name
+	Sock   string          // the control socket
+	Cfg    string          // the configuration file
+	Kb     *harness.Proc   // the running kbridge; nil once stopped
+	Out    *harness.Buffer // kbridge's stdout and stderr (Kb.Log)
 }
 
 // Opts shape a Bed.
@@ -193,15 +182,7 @@ func (e *Env) NewBed(t *testing.T, o Opts) *Bed {
 	if !strings.Contains(iface, "  mtu:") {
 		iface = "  mtu: 1500\n" + iface
 	}
-	yaml := fmt.Sprintf(`dpdk:
-  file_prefix: %s
-port: %s
-interface:
-  name: %s
-%sstats:
-  socket: %s
-  metrics: ""
-`, e.Prefix, b.Name, b.Ifname, iface, b.Sock) + o.YAML
+	yaml := Config{Prefix: e.Prefix, Port: b.Name, Ifname: b.Ifname, Iface: iface, Sock: b.Sock}.YAML() + o.YAML
 	if err := os.WriteFile(b.Cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -214,54 +195,85 @@ interface:
 // Start runs kbridge and waits until its control socket answers.
 func (b *Bed) Start() {
 	b.T.Helper()
-	b.Out = &SyncBuffer{}
-	b.Cmd = exec.Command("ip", "netns", "exec", b.Env.NS, b.Env.Bin, "run", "--config", b.Cfg)
-	b.Cmd.Stdout, b.Cmd.Stderr = b.Out, b.Out
-	if err := b.Cmd.Start(); err != nil {
-		b.T.Fatal(err)
-	}
-	b.Exited = make(chan error, 1)
-	go func() { b.Exited <- b.Cmd.Wait() }()
+	b.Kb = b.Env.StartKbridge(b.T, b.Cfg)
+	b.Out = b.Kb.Log
 	b.T.Cleanup(func() { b.Stop(true) })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := daemon.ReadStatus(b.Sock); err == nil {
-			return
-		}
-		select {
-		case err := <-b.Exited:
-			b.Exited <- err
-			b.T.Fatalf("kbridge exited at start-up: %v\n%s", err, b.Out)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			b.T.Fatalf("kbridge did not answer on %s within 20s\n%s", b.Sock, b.Out)
-		}
-	}
+	WaitServing(b.T, b.Kb, b.Sock)
 }
 
-// Stop sends SIGTERM (to the PID this test started) and checks a clean exit.
+// Stop sends SIGTERM (to the PID this test started) and, with check, wants
+// a clean exit that removed the TAP.
 func (b *Bed) Stop(check bool) {
-	if b.Cmd == nil || b.Cmd.Process == nil {
+	if b.Kb == nil {
 		return
 	}
-	cmd := b.Cmd
-	b.Cmd = nil
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-b.Exited:
-		if check && err != nil {
-			b.T.Errorf("kbridge exited with %v after SIGTERM\n%s", err, b.Out)
-		}
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
-		b.T.Errorf("kbridge ignored SIGTERM for 15s\n%s", b.Out)
-	}
+	kb := b.Kb
+	b.Kb = nil
+	kb.Stop(check)
 	if check {
 		if _, err := b.Link(); err == nil {
 			b.T.Errorf("interface %s still exists after kbridge stopped", b.Ifname)
 		}
 	}
+}
+
+// Config is the configuration of a kbridge on this harness: the port of
+// primary Prefix, its TAP Ifname, the control socket Sock.
+type Config struct {
+	Prefix, Port, Ifname, Sock string
+	DPDK                       string // more keys of the dpdk: section, each line indented by two spaces
+	Iface                      string // more keys of the interface: section, likewise
+}
+
+// YAML renders c.
+func (c Config) YAML() string {
+	return fmt.Sprintf("dpdk:\n  file_prefix: %s\n%sport: %s\ninterface:\n  name: %s\n%sstats:\n  socket: %s\n  metrics: \"\"\n",
+		c.Prefix, c.DPDK, c.Port, c.Ifname, c.Iface, c.Sock)
+}
+
+// Write renders c into path.
+func (c Config) Write(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(c.YAML()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartKbridge runs `kbridge run --config cfg` in the Env's namespace, with
+// env added to its environment; it is stopped when t ends.
+func (e *Env) StartKbridge(t *testing.T, cfg string, env ...string) *harness.Proc {
+	t.Helper()
+	p := harness.StartSpec(t, "kbridge", harness.Spec{Env: env}, "ip", "netns", "exec", e.NS, e.Bin, "run", "--config", cfg)
+	p.StopWait = 15 * time.Second
+	return p
+}
+
+// WaitServing waits until kbridge answers on its control socket sock; it
+// fails t when kbridge exits first or after 20 s.
+func WaitServing(t *testing.T, kb *harness.Proc, sock string) {
+	t.Helper()
+	kb.WaitReady(t, "answer on "+sock, 20*time.Second, func() bool {
+		_, err := daemon.ReadStatus(sock)
+		return err == nil
+	})
+}
+
+// StartRefapp starts the reference DPDK app (bin/kbridge-refapp, skipping t
+// when it is not built) as a primary of its own, file prefix prefix, on an
+// ethdev without traffic (net_ring0) with exception port port, and waits
+// until it is ready. It is stopped, and its runtime files removed, when t
+// ends.
+func StartRefapp(t *testing.T, prefix, port string) *harness.Proc {
+	t.Helper()
+	refapp := filepath.Join(harness.RepoRoot(t), "bin/kbridge-refapp")
+	if _, err := os.Stat(refapp); err != nil {
+		t.Skip("bin/kbridge-refapp missing: run make build (make test does)")
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/var/run/dpdk", prefix)) })
+	app := harness.Start(t, "kbridge-refapp", refapp, "-l", "0", "--file-prefix", prefix, "--proc-type", "primary",
+		"--no-pci", "--vdev", "net_ring0", "-m", "64", "--", "--port", port)
+	app.WaitLog("kbridge-refapp: ready", 20*time.Second)
+	return app
 }
 
 // Status reads queue 0's counters from the control socket.
@@ -275,25 +287,7 @@ func (b *Bed) Status() daemon.Queue {
 }
 
 // InNS runs f on a thread inside namespace ns.
-func InNS(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// Not unlocked: the thread's namespace is changed, so it must die.
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
+var InNS = harness.InNS
 
 // Link finds the TAP in the namespace.
 func (b *Bed) Link() (netlink.Link, error) {
@@ -434,31 +428,5 @@ func OnlyTest(frames [][]byte) [][]byte {
 // WaitUntil polls cond until it holds, failing t after 10 s.
 func WaitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// SyncBuffer is a bytes.Buffer that a process may write while a test reads
-// it.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String returns what was written so far.
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	harness.WaitUntil(t, what, 10*time.Second, cond)
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net"
-	"os"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -14,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/tap/vnet/vnettest"
-	"github.com/kbridge/kbridge/tests/bedtest"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 const peerIP6 = "2001:2::1"
@@ -24,7 +23,7 @@ var namespaces = []string{"kbt-peer", "kbt-dut", "kbt-direct"}
 // csumErrors reads the kernel's checksum error counters of namespace ns.
 func csumErrors(t *testing.T, ns string) map[string]uint64 {
 	t.Helper()
-	out := bedtest.In(t, nil, ns, "nstat", "-az", "TcpInCsumErrors", "UdpInCsumErrors", "Udp6InCsumErrors")
+	out := harness.In(t, nil, ns, "nstat", "-az", "TcpInCsumErrors", "UdpInCsumErrors", "Udp6InCsumErrors")
 	got := map[string]uint64{}
 	for _, m := range regexp.MustCompile(`(?m)^(\w+)\s+(\d+)`).FindAllStringSubmatch(out, -1) {
 		got[m[1]], _ = strconv.ParseUint(m[2], 10, 64)
@@ -63,6 +62,7 @@ func testOffloads(t *testing.T) {
 			{"-c", peerIP, "-P", "8"}, {"-c", peerIP, "-P", "8", "-R"},
 		} {
 			cmd := append([]string{"taskset", "-c", "0", "iperf3", "-p", "5201", "-t", "2", "-f", "m"}, args...)
+			waitIperf3Server(t)
 			out := inDUT(t, cmd...)
 			if !strings.Contains(out, "receiver") {
 				t.Errorf("iperf3 %v:\n%s", args, out)
@@ -102,7 +102,7 @@ func testOffloads(t *testing.T) {
 // testReorderLoss reads big.bin over NFS through a link that reorders and
 // loses frames: coalescing must never merge across a gap or reorder data.
 func testReorderLoss(t *testing.T) {
-	add := bedtest.Command(nil, "ip", "netns", "exec", "kbt-peer", "tc", "qdisc", "add", "dev", "kbt-wire", "root",
+	add := harness.Command(nil, "ip", "netns", "exec", "kbt-peer", "tc", "qdisc", "add", "dev", "kbt-wire", "root",
 		"netem", "delay", "200us", "reorder", "10%", "50%", "loss", "0.5%")
 	if out, err := add.CombinedOutput(); err != nil {
 		if strings.Contains(string(out), "unknown") {
@@ -110,13 +110,8 @@ func testReorderLoss(t *testing.T) {
 		}
 		t.Fatalf("tc qdisc add netem: %v: %s", err, out)
 	}
-	defer bedtest.Command(nil, "ip", "netns", "exec", "kbt-peer", "tc", "qdisc", "del", "dev", "kbt-wire", "root").Run()
-	want, err := os.ReadFile("/var/lib/kbt/big.bin.sha256")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := sh(t, "bash", "-c", "ip netns exec kbt-dut taskset -c 0 nfs-cat 'nfs://"+peerIP+"/export/big.bin?version=4' | sha256sum")
-	if got := strings.Fields(out)[0]; got != strings.TrimSpace(string(want)) {
+	defer harness.Command(nil, "ip", "netns", "exec", "kbt-peer", "tc", "qdisc", "del", "dev", "kbt-wire", "root").Run()
+	if got, want := bigFileHash(t), bigFileWant(t); got != want {
 		t.Errorf("big.bin over a reordering, lossy link hashes to %s, want %s", got, want)
 	}
 }

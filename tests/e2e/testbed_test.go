@@ -1,14 +1,14 @@
 // Package e2e brings the whole test bed of tests/testbed/README.md up (namespaces, the
 // NFS, sockperf and iperf3 servers, the DPDK app and kbridge) and checks what a
-// user would: ping, TCP both ways and NFS over kb0, a clean stop that leaks no
-// mbuf, and a tear-down that leaves nothing behind. It does so for each mode of
-// the bed in bedModes: ring (the reference app and kbridge's rings) and vhost (an
-// unmodified dpdk-testpmd whose virtio-user port has kbridge as its vhost-user
-// backend). KBT_MODE=ring or KBT_MODE=vhost runs one of them only.
+// user would: ping both ways, TCP both ways and NFS over kb0, a clean stop that
+// leaks nothing, and a tear-down that leaves nothing behind. It does so for each
+// mode of the bed in bedModes: ring (the reference app and kbridge's rings),
+// vhost (an unmodified dpdk-testpmd whose virtio-user port has kbridge as its
+// vhost-user backend) and xdp (kbridge's XDP path with loader pmd, the reference
+// app on net_af_xdp). KBT_MODE=ring, vhost or xdp runs one of them only.
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,13 +20,14 @@ import (
 	"time"
 
 	"github.com/kbridge/kbridge/daemon"
-	"github.com/kbridge/kbridge/tests/bedtest"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 const (
-	peerIP      = bedtest.PeerIP
-	runDir      = bedtest.RunDir
-	treeEntries = bedtest.TreeEntries
+	peerIP      = harness.PeerIP
+	dutIP       = "198.18.0.2" // kb0 in kbt-dut
+	runDir      = harness.RunDir
+	treeEntries = harness.TreeEntries
 )
 
 // status reads kbridge's counters from its control socket.
@@ -40,20 +41,25 @@ func status(t *testing.T) daemon.Status {
 }
 
 var (
-	repoRoot         = bedtest.RepoRoot
-	pidOf            = bedtest.PidOf
-	alive            = bedtest.Alive
-	checkNothingLeft = func(t *testing.T) { bedtest.CheckNothingLeft(t) }
+	repoRoot = harness.RepoRoot
+	pidOf    = harness.PidOf
+	alive    = harness.Alive
 )
 
 func sh(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	return bedtest.Sh(t, nil, name, args...)
+	return harness.Sh(t, nil, name, args...)
 }
 
 func inDUT(t *testing.T, args ...string) string {
 	t.Helper()
-	return bedtest.In(t, nil, "kbt-dut", args...)
+	return in(t, "kbt-dut", args...)
+}
+
+// in runs a client command in namespace ns, pinned to the clients' CPU.
+func in(t *testing.T, ns string, args ...string) string {
+	t.Helper()
+	return harness.In(t, nil, ns, args...)
 }
 
 // bedMode is one variant of the bed (up.sh's KBT_MODE) that TestTestbed runs
@@ -63,18 +69,35 @@ type bedMode struct {
 	bins  []string // under the repository root, built by make build
 	tools []string // on $PATH
 	app   string   // the DPDK app's name in /run/kbt (NAME.pid, NAME.log)
-	// checks runs the mode's own subtests while the bed is up.
-	checks func(t *testing.T, root string)
-	// stop stops kbridge by its PID and checks that it stopped cleanly.
-	stop func(t *testing.T, root string)
+	// links are the interfaces only this mode makes, that down.sh must
+	// remove with the bed's own.
+	links []string
+	// recorded reads, right after up.sh, what the mode's bed recorded and
+	// its checks and leftovers need.
+	recorded func(t *testing.T, r *bedRun)
+	// checks runs the mode's own subtests, after the shared ones, and
+	// stops what the mode started, checking that it stopped cleanly.
+	checks func(t *testing.T, r *bedRun)
 	// leftovers checks, after down.sh, what only this mode could leave.
-	leftovers func(t *testing.T)
+	leftovers func(t *testing.T, r *bedRun)
+}
+
+// bedRun is one bed brought up, as its mode's checks see it.
+type bedRun struct {
+	root   string
+	procs  map[string]int // the bed's processes, read before down.sh removes their records
+	pins   []string       // mode xdp: "PATH MAP_ID" of the maps kbridge pinned
+	object string         // mode xdp: the object file kbridge wrote for the app
 }
 
 var bedModes = []bedMode{
-	{name: "ring", bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp", stop: ringStop},
+	{name: "ring", bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp",
+		checks: func(t *testing.T, r *bedRun) { tapChecks(t, r, nil, ringStop) }},
 	{name: "vhost", bins: []string{"bin/kbridge"}, tools: []string{"dpdk-testpmd", "stdbuf"}, app: vhostApp,
-		checks: vhostChecks, stop: vhostStop, leftovers: vhostLeftovers},
+		checks: func(t *testing.T, r *bedRun) { tapChecks(t, r, vhostChecks, vhostStop) }, leftovers: vhostLeftovers},
+	{name: "xdp", bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp", links: []string{"kb0-x"},
+		tools:    []string{"bpftool", "nsenter", "iperf3", "nfs-ls", "nfs-cat", "ganesha.nfsd"},
+		recorded: xdpRecorded, checks: xdpChecks, leftovers: xdpLeftovers},
 }
 
 // selectedModes is bedModes, or the one KBT_MODE names.
@@ -88,10 +111,7 @@ func selectedModes(t *testing.T) []bedMode {
 			return []bedMode{m}
 		}
 	}
-	if want == "xdp" {
-		t.Skip("KBT_MODE=xdp: the XDP bed is tested by tests/e2exdp")
-	}
-	t.Fatalf("KBT_MODE=%s: this test knows ring and vhost", want)
+	t.Fatalf("KBT_MODE=%s: this test knows ring, vhost and xdp", want)
 	return nil
 }
 
@@ -117,9 +137,9 @@ func TestTestbed(t *testing.T) {
 		}
 	}
 	// Someone else's bed is waited for, never torn down; up.sh and down.sh
-	// below run under this claim (bedtest.LockedEnv).
+	// below run under this claim (harness.LockedEnv).
 	start := time.Now()
-	bedtest.ClaimBed(t, root)
+	harness.ClaimBed(t, root)
 	if w := time.Since(start); w > time.Second {
 		t.Logf("waited %v for the test bed", w.Round(time.Second))
 	}
@@ -131,8 +151,8 @@ func TestTestbed(t *testing.T) {
 // testBed brings the bed up in mode m, runs every check on it, stops kbridge
 // and tears the bed down.
 func testBed(t *testing.T, root string, m bedMode) {
-	env := append(append([]string(nil), bedtest.LockedEnv...), "KBT_MODE="+m.name)
-	var procs map[string]int // the bed's processes, read before down.sh removes their records
+	env := append(append([]string(nil), harness.LockedEnv...), "KBT_MODE="+m.name)
+	r := &bedRun{root: root}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, log := range []string{"kbridge.log", m.app + ".log"} {
@@ -140,31 +160,36 @@ func testBed(t *testing.T, root string, m bedMode) {
 				t.Logf("%s:\n%s", log, b)
 			}
 		}
-		if procs == nil {
-			procs = bedProcs()
+		if r.procs == nil {
+			r.procs = harness.Procs()
 		}
-		bedtest.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/down.sh"))
-		checkNothingLeft(t)
-		for name, pid := range procs {
+		harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/down.sh"))
+		harness.CheckNothingLeft(t, m.links...)
+		for name, pid := range r.procs {
 			if alive(pid) {
 				t.Errorf("%s (pid %d) still runs after down.sh", name, pid)
 			}
 		}
 		if m.leftovers != nil {
-			m.leftovers(t)
+			m.leftovers(t, r)
 		}
 	})
 	start := time.Now()
-	out := bedtest.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/up.sh"))
+	out := harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/up.sh"))
 	if !strings.Contains(out, "testbed up") {
 		t.Fatalf("KBT_MODE=%s up.sh did not say 'testbed up':\n%s", m.name, out)
 	}
-	procs = bedProcs()
-	t.Logf("KBT_MODE=%s testbed up in %v; processes %v", m.name, time.Since(start).Round(time.Millisecond), procs)
-	t.Run("ping", func(t *testing.T) {
-		out := inDUT(t, "ping", "-c", "10", "-i", "0.1", "-W", "2", peerIP)
-		if !strings.Contains(out, " 0% packet loss") {
-			t.Errorf("ping through kb0:\n%s", out)
+	r.procs = harness.Procs()
+	if m.recorded != nil {
+		m.recorded(t, r)
+	}
+	t.Logf("KBT_MODE=%s testbed up in %v; processes %v", m.name, time.Since(start).Round(time.Millisecond), r.procs)
+	t.Run("ping both ways", func(t *testing.T) {
+		for _, c := range []struct{ ns, ip string }{{"kbt-dut", peerIP}, {"kbt-peer", dutIP}} {
+			out := in(t, c.ns, "ping", "-c", "10", "-i", "0.1", "-W", "2", c.ip)
+			if !strings.Contains(out, " 0% packet loss") {
+				t.Errorf("ping from %s to %s:\n%s", c.ns, c.ip, out)
+			}
 		}
 	})
 	for _, dir := range []struct{ name, flag string }{{"tcp to peer", ""}, {"tcp from peer", "-R"}} {
@@ -173,15 +198,9 @@ func testBed(t *testing.T, root string, m bedMode) {
 			if dir.flag != "" {
 				args = append(args, dir.flag)
 			}
-			var res struct {
-				End struct {
-					SumReceived struct {
-						Bytes         float64 `json:"bytes"`
-						BitsPerSecond float64 `json:"bits_per_second"`
-					} `json:"sum_received"`
-				} `json:"end"`
-			}
-			if err := json.Unmarshal([]byte(inDUT(t, args...)), &res); err != nil {
+			waitIperf3Server(t)
+			res, err := harness.ParseIperf3([]byte(inDUT(t, args...)))
+			if err != nil {
 				t.Fatal(err)
 			}
 			if res.End.SumReceived.Bytes < 1<<20 {
@@ -200,15 +219,58 @@ func testBed(t *testing.T, root string, m bedMode) {
 		t.Logf("nfs-ls -R: %d entries in %v", n, time.Since(start).Round(time.Millisecond))
 	})
 	t.Run("nfs big file hash", func(t *testing.T) {
-		want, err := os.ReadFile("/var/lib/kbt/big.bin.sha256")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := sh(t, "bash", "-c", "ip netns exec kbt-dut taskset -c 0 nfs-cat 'nfs://"+peerIP+"/export/big.bin?version=4' | sha256sum")
-		if got := strings.Fields(out)[0]; got != strings.TrimSpace(string(want)) {
+		start := time.Now()
+		if got, want := bigFileHash(t), bigFileWant(t); got != want {
 			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
 		}
+		t.Logf("nfs-cat big.bin (256 MiB) in %v", time.Since(start).Round(time.Millisecond))
 	})
+	m.checks(t, r)
+}
+
+// waitIperf3Server waits until the peer's iperf3 server is idle: between
+// two tests it closes its listener and opens it again, and a client that
+// connects meanwhile is refused or reset (seen in mode vhost, where the
+// last test takes longer to close). Idle is the "Server listening" banner
+// as the last thing it logged.
+func waitIperf3Server(t *testing.T) {
+	t.Helper()
+	idle := func() bool {
+		b, _ := os.ReadFile(filepath.Join(runDir, "iperf3.log"))
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasPrefix(l, "-") {
+				return strings.HasPrefix(l, "Server listening")
+			}
+		}
+		return false
+	}
+	harness.WaitUntil(t, "the peer's iperf3 server to be idle", 10*time.Second, idle)
+}
+
+// bigFileHash reads big.bin over NFS from kbt-dut and returns its sha256.
+func bigFileHash(t *testing.T) string {
+	t.Helper()
+	out := sh(t, "bash", "-o", "pipefail", "-c", "ip netns exec kbt-dut taskset -c "+harness.ClientCPU+
+		" nfs-cat 'nfs://"+peerIP+"/export/big.bin?version=4' | sha256sum")
+	return strings.Fields(out)[0]
+}
+
+// bigFileWant is the sha256 up.sh recorded when it generated big.bin.
+func bigFileWant(t *testing.T) string {
+	t.Helper()
+	want, err := os.ReadFile("/var/lib/kbt/big.bin.sha256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(want))
+}
+
+// tapChecks are the checks of the modes whose kbridge runs the TAP path
+// (ring, vhost): metrics and stats move, the offloads hold, the mode's own
+// checks, then the counters and stop.
+func tapChecks(t *testing.T, r *bedRun, checks func(t *testing.T, root string), stop func(t *testing.T, root string)) {
+	root := r.root
 	t.Run("metrics and stats are live", func(t *testing.T) {
 		scrape := func() string {
 			return sh(t, "ip", "netns", "exec", "kbt-dut", "curl", "-sf", "http://127.0.0.1:9478/metrics")
@@ -235,8 +297,8 @@ func testBed(t *testing.T, root string, m bedMode) {
 		t.Logf("to_kernel packets %v -> %v", before, after)
 	})
 	t.Run("offloads", testOffloads)
-	if m.checks != nil {
-		m.checks(t, root)
+	if checks != nil {
+		checks(t, root)
 	}
 	t.Run("stats and clean stop", func(t *testing.T) {
 		st, err := daemon.ReadStatus(filepath.Join(runDir, "kbridge.sock"))
@@ -249,33 +311,14 @@ func testBed(t *testing.T, root string, m bedMode) {
 		if q.ToKernelPackets == 0 || q.FromKernelPackets == 0 {
 			t.Errorf("no traffic counted: %+v", q)
 		}
-		m.stop(t, root)
+		stop(t, root)
 	})
-}
-
-// bedProcs reads the PIDs the bed recorded in /run/kbt/*.pid.
-func bedProcs() map[string]int {
-	procs := map[string]int{}
-	files, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
-	for _, f := range files {
-		b, _ := os.ReadFile(f)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-			procs[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
-		}
-	}
-	return procs
 }
 
 // stopKbridge sends SIGTERM to kbridge, waits for it to exit and returns its log.
 func stopKbridge(t *testing.T) string {
 	t.Helper()
-	kb := pidOf(t, "kbridge")
-	if err := syscall.Kill(kb, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if !bedtest.WaitGone(kb, 10*time.Second) {
-		t.Fatal("kbridge did not stop on SIGTERM")
-	}
+	harness.StopPID(t, "kbridge", pidOf(t, "kbridge"), 10*time.Second)
 	log, _ := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
 	if !strings.Contains(string(log), "msg=stopped") {
 		t.Errorf("kbridge did not log a clean stop:\n%s", log)

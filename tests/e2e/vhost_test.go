@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kbridge/kbridge/daemon"
-	"github.com/kbridge/kbridge/tests/bedtest"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // The vhost bed (KBT_MODE=vhost, tests/testbed/README.md): its app is
@@ -121,7 +121,7 @@ func vhostStop(t *testing.T, root string) {
 
 // vhostLeftovers: after down.sh, no socket, no testpmd and no DPDK runtime
 // files of its prefix.
-func vhostLeftovers(t *testing.T) {
+func vhostLeftovers(t *testing.T, _ *bedRun) {
 	for _, p := range []string{"/run/kbt/kb0.sock", "/var/run/dpdk/" + vhostPrefix, filepath.Join(runDir, "vhost-socket")} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s left after down.sh (%v)", p, err)
@@ -134,7 +134,7 @@ func vhostLeftovers(t *testing.T) {
 	for _, f := range cmdlines {
 		b, _ := os.ReadFile(f)
 		if strings.Contains(string(b), "dpdk-testpmd") && strings.Contains(string(b), vhostPrefix) {
-			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil && bedtest.Alive(pid) {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil && harness.Alive(pid) {
 				t.Errorf("testpmd of the vhost bed still runs: pid %d", pid)
 			}
 		}

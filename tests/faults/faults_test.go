@@ -14,26 +14,26 @@ func TestSecondKbridgeRefuses(t *testing.T) {
 	p := newPort(t)
 	first := newKbridge(t, p)
 	first.ready()
-	if got := p.port.OwnerPID(); got != first.pid() {
-		t.Fatalf("control block owner pid %d, want the running kbridge's %d", got, first.pid())
+	if got := p.port.OwnerPID(); got != first.Pid() {
+		t.Fatalf("control block owner pid %d, want the running kbridge's %d", got, first.Pid())
 	}
 
 	second := newKbridge(t, p)
-	if !second.exitedWithin(15 * time.Second) {
-		t.Fatalf("the second kbridge still runs after 15s:\n%s", second.out)
+	if !second.ExitedWithin(15 * time.Second) {
+		t.Fatalf("the second kbridge still runs after 15s:\n%s", second.Log)
 	}
-	if code := second.exitCode(); code <= 0 {
-		t.Errorf("the second kbridge exited with %v, want a non-zero status", second.err)
+	if code := second.ExitCode(); code <= 0 {
+		t.Errorf("the second kbridge exited with %v, want a non-zero status", second.Err())
 	}
-	want := fmt.Sprintf("port %s is served by kbridge pid %d (started ", p.name, first.pid())
-	if out := second.out.String(); !strings.Contains(out, want) || !strings.Contains(out, "stop it first") {
+	want := fmt.Sprintf("port %s is served by kbridge pid %d (started ", p.name, first.Pid())
+	if out := second.Log.String(); !strings.Contains(out, want) || !strings.Contains(out, "stop it first") {
 		t.Errorf("the second kbridge did not name the owner (want %q):\n%s", want, out)
 	}
 	if _, err := (netlinkLink{second.ifname}).get(); err == nil {
 		t.Errorf("the refused kbridge created its interface %s", second.ifname)
 	}
-	if got := p.port.OwnerPID(); got != first.pid() {
-		t.Errorf("after the refusal the owner pid is %d, want %d", got, first.pid())
+	if got := p.port.OwnerPID(); got != first.Pid() {
+		t.Errorf("after the refusal the owner pid is %d, want %d", got, first.Pid())
 	}
 
 	// The first still moves traffic.
@@ -45,16 +45,16 @@ func TestSecondKbridgeRefuses(t *testing.T) {
 		return first.status().ToKernelPackets >= before+16
 	})
 
-	first.stop(true)
+	first.Stop(true)
 	if got := p.port.OwnerPID(); got != 0 {
 		t.Errorf("owner pid %d after a clean stop, want 0 (released)", got)
 	}
 	third := newKbridge(t, p)
 	third.ready()
-	if strings.Contains(third.out.String(), "taking the port over") {
-		t.Errorf("a released port was taken over as if its owner had died:\n%s", third.out)
+	if strings.Contains(third.Log.String(), "taking the port over") {
+		t.Errorf("a released port was taken over as if its owner had died:\n%s", third.Log)
 	}
-	third.stop(true)
+	third.Stop(true)
 }
 
 // kbridge killed (SIGKILL) while its worker holds a burst dequeued from
@@ -68,13 +68,13 @@ func TestKillWithBurstInFlight(t *testing.T) {
 	if q, err := p.port.Inject(0, frames(n), optsNone); err != nil || q != n {
 		t.Fatalf("inject: queued %d: %v", q, err)
 	}
-	victim.waitLog(fmt.Sprintf("the worker holds %d mbufs (out)", n), 10*time.Second)
+	victim.WaitLog(fmt.Sprintf("the worker holds %d mbufs (out)", n), 10*time.Second)
 	if r, u := p.port.InRings(0), p.pool.InUse(); r != 0 || u != n {
 		t.Fatalf("before the kill: %d mbufs in the rings and %d in use, want 0 and %d (held by the worker)", r, u, n)
 	}
-	victim.kill()
-	if got := p.port.OwnerPID(); got != victim.pid() {
-		t.Fatalf("owner pid %d after the kill, want the dead kbridge's %d", got, victim.pid())
+	victim.Kill()
+	if got := p.port.OwnerPID(); got != victim.Pid() {
+		t.Fatalf("owner pid %d after the kill, want the dead kbridge's %d", got, victim.Pid())
 	}
 	if u := p.pool.InUse(); u != n {
 		t.Fatalf("%d mbufs in use after the kill, want the %d the dead worker held", u, n)
@@ -82,16 +82,16 @@ func TestKillWithBurstInFlight(t *testing.T) {
 
 	next := newKbridge(t, p)
 	next.ready()
-	out := next.out.String()
+	out := next.Log.String()
 	if !strings.Contains(out, "taking the port over from a kbridge that is gone") ||
-		!strings.Contains(out, fmt.Sprintf("previous_pid=%d", victim.pid())) {
-		t.Errorf("the new kbridge did not say it took over from pid %d:\n%s", victim.pid(), out)
+		!strings.Contains(out, fmt.Sprintf("previous_pid=%d", victim.Pid())) {
+		t.Errorf("the new kbridge did not say it took over from pid %d:\n%s", victim.Pid(), out)
 	}
 	if !strings.Contains(out, fmt.Sprintf("to_kernel=%d from_kernel=0", n)) {
 		t.Errorf("the new kbridge did not say it freed the %d held mbufs:\n%s", n, out)
 	}
-	if got := p.port.OwnerPID(); got != next.pid() {
-		t.Errorf("owner pid %d, want the new kbridge's %d", got, next.pid())
+	if got := p.port.OwnerPID(); got != next.Pid() {
+		t.Errorf("owner pid %d, want the new kbridge's %d", got, next.Pid())
 	}
 	waitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
 		return p.pool.InUse() == p.port.InRings(0)
@@ -103,7 +103,7 @@ func TestKillWithBurstInFlight(t *testing.T) {
 	waitUntil(t, "the new kbridge to move the frames", 5*time.Second, func() bool {
 		return next.status().ToKernelPackets >= 4
 	})
-	next.stop(true)
+	next.Stop(true)
 	if u, r := p.pool.InUse(), p.port.InRings(0); u != r {
 		t.Errorf("after stop %d mbufs in use, want the %d in the rings", u, r)
 	}
@@ -117,22 +117,22 @@ func TestKillWithAllocatedInFlight(t *testing.T) {
 	victim := newKbridge(t, p, "KBRIDGE_TEST_HOLD=in")
 	victim.ready()
 	victim.send(3)
-	victim.waitLog("mbufs (in)", 10*time.Second)
+	victim.WaitLog("mbufs (in)", 10*time.Second)
 	held := p.pool.InUse()
 	if held == 0 || p.port.InRings(0) != 0 {
 		t.Fatalf("before the kill: %d in use, %d in the rings; want mbufs held by the worker and none queued", held, p.port.InRings(0))
 	}
-	victim.kill()
+	victim.Kill()
 
 	next := newKbridge(t, p)
 	next.ready()
-	if out := next.out.String(); !strings.Contains(out, fmt.Sprintf("to_kernel=0 from_kernel=%d", held)) {
+	if out := next.Log.String(); !strings.Contains(out, fmt.Sprintf("to_kernel=0 from_kernel=%d", held)) {
 		t.Errorf("the new kbridge did not say it freed the %d held mbufs:\n%s", held, out)
 	}
 	waitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
 		return p.pool.InUse() == p.port.InRings(0)
 	})
-	next.stop(true)
+	next.Stop(true)
 	p.pool.Audit()
 }
 
@@ -155,13 +155,13 @@ func TestAppFreesPortUnderKbridge(t *testing.T) {
 	if took >= 2*time.Second {
 		t.Errorf("kbridge_port_free waited %v: kbridge did not let go (the wait is 2s)", took)
 	}
-	if !k.exitedWithin(5 * time.Second) {
-		t.Fatalf("kbridge still runs 5s after the app freed its port:\n%s", k.out)
+	if !k.ExitedWithin(5 * time.Second) {
+		t.Fatalf("kbridge still runs 5s after the app freed its port:\n%s", k.Log)
 	}
-	if code := k.exitCode(); code <= 0 {
-		t.Errorf("kbridge exited with %v, want a non-zero status", k.err)
+	if code := k.ExitCode(); code <= 0 {
+		t.Errorf("kbridge exited with %v, want a non-zero status", k.Err())
 	}
-	if out := k.out.String(); !strings.Contains(out, "the DPDK app is freeing port "+p.name) {
+	if out := k.Log.String(); !strings.Contains(out, "the DPDK app is freeing port "+p.name) {
 		t.Errorf("kbridge did not name the cause:\n%s", out)
 	}
 	if u := p.pool.InUse(); u != 0 {
@@ -178,8 +178,8 @@ func TestVersion1AppWithoutOwnership(t *testing.T) {
 	p.port.SetCtl(1, -1, -1)
 	k := newKbridge(t, p)
 	k.ready()
-	if !strings.Contains(k.out.String(), "one kbridge per port cannot be enforced") {
-		t.Errorf("kbridge did not warn that ownership cannot be enforced:\n%s", k.out)
+	if !strings.Contains(k.Log.String(), "one kbridge per port cannot be enforced") {
+		t.Errorf("kbridge did not warn that ownership cannot be enforced:\n%s", k.Log)
 	}
 	if got := p.port.OwnerPID(); got != 0 {
 		t.Errorf("owner pid %d written into a version-1 block", got)
@@ -190,7 +190,7 @@ func TestVersion1AppWithoutOwnership(t *testing.T) {
 	waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
 		return k.status().ToKernelPackets >= 4
 	})
-	k.stop(true)
+	k.Stop(true)
 	p.port.SetCtl(2, -1, -1)
 }
 
@@ -202,11 +202,11 @@ func TestControlBlockValidation(t *testing.T) {
 		p.port.SetCtl(-1, -1, 17)
 		t.Cleanup(func() { p.port.SetCtl(-1, -1, 1) })
 		k := newKbridge(t, p)
-		if !k.exitedWithin(15 * time.Second) {
-			t.Fatalf("kbridge runs on a block with 17 queues:\n%s", k.out)
+		if !k.ExitedWithin(15 * time.Second) {
+			t.Fatalf("kbridge runs on a block with 17 queues:\n%s", k.Log)
 		}
-		if out := k.out.String(); k.exitCode() <= 0 || !strings.Contains(out, "invalid control block: the control block says 17 queues; 1 to 16 are possible") {
-			t.Errorf("exit %v, want a non-zero exit naming the queue count:\n%s", k.err, out)
+		if out := k.Log.String(); k.ExitCode() <= 0 || !strings.Contains(out, "invalid control block: the control block says 17 queues; 1 to 16 are possible") {
+			t.Errorf("exit %v, want a non-zero exit naming the queue count:\n%s", k.Err(), out)
 		}
 		if got := p.port.OwnerPID(); got != 0 {
 			t.Errorf("a refused kbridge left owner pid %d", got)
@@ -217,8 +217,8 @@ func TestControlBlockValidation(t *testing.T) {
 		p.port.SetCtl(-1, 999, -1)
 		k := newKbridge(t, p)
 		k.ready()
-		if !strings.Contains(k.out.String(), "a TSC of 999 Hz: residence times are off") {
-			t.Errorf("no warning about the TSC rate:\n%s", k.out)
+		if !strings.Contains(k.Log.String(), "a TSC of 999 Hz: residence times are off") {
+			t.Errorf("no warning about the TSC rate:\n%s", k.Log)
 		}
 		if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
 			t.Fatalf("inject: queued %d: %v", q, err)
@@ -226,6 +226,6 @@ func TestControlBlockValidation(t *testing.T) {
 		waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
 			return k.status().ToKernelPackets >= 4
 		})
-		k.stop(true)
+		k.Stop(true)
 	})
 }

@@ -7,15 +7,11 @@
 package faults
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +21,7 @@ import (
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/ring/ringtest"
 	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 const testEthTyp = dpdkbed.EthType
@@ -96,15 +93,11 @@ func (p *port) free() time.Duration {
 
 // kbridge is one kbridge process serving a port, its TAP in the namespace.
 type kbridge struct {
+	*harness.Proc
 	t      *testing.T
 	ifname string
 	sock   string
 	cfg    string
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	exited chan error
-	err    error
-	done   bool
 }
 
 var (
@@ -113,130 +106,42 @@ var (
 )
 
 // newKbridge writes a configuration for port p with its own interface and
-// control socket, and starts kbridge with env added to its environment.
-func newKbridge(t *testing.T, p *port, env ...string) *kbridge {
+// control socket, and starts kbridge with extra added to its environment.
+func newKbridge(t *testing.T, p *port, extra ...string) *kbridge {
 	t.Helper()
 	kbSeqMu.Lock()
 	kbSeq++
 	n := kbSeq
 	kbSeqMu.Unlock()
-	k := &kbridge{t: t, ifname: fmt.Sprintf("kbft%dk%d", n, os.Getpid()%1000)}
-	dir := t.TempDir()
-	k.sock = filepath.Join(dir, "kbridge.sock")
-	k.cfg = filepath.Join(dir, "kbridge.yaml")
-	yaml := fmt.Sprintf("dpdk:\n  file_prefix: %s\n  wait: 2s\nport: %s\ninterface:\n  name: %s\n  mtu: 1500\nstats:\n  socket: %s\n  metrics: \"\"\n",
-		prefix, p.name, k.ifname, k.sock)
-	if err := os.WriteFile(k.cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	k.out = &syncBuffer{}
-	k.cmd = exec.Command("ip", "netns", "exec", nsName, kbridgeBin, "run", "--config", k.cfg)
-	k.cmd.Env = append(os.Environ(), env...)
-	k.cmd.Stdout, k.cmd.Stderr = k.out, k.out
-	if err := k.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	k.exited = make(chan error, 1)
-	go func() { k.exited <- k.cmd.Wait() }()
-	t.Cleanup(func() { k.stop(false) })
-	return k
+	return startKbridge(t, dpdkbed.Config{Prefix: prefix, Port: p.name, Ifname: fmt.Sprintf("kbft%dk%d", n, os.Getpid()%1000),
+		DPDK: "  wait: 2s\n", Iface: "  mtu: 1500\n"}, extra...)
 }
 
-// pid is kbridge's pid: `ip netns exec` execs it in place.
-func (k *kbridge) pid() int { return k.cmd.Process.Pid }
+// startKbridge writes c (its socket in a directory of the test's) and starts
+// kbridge on it with extra added to its environment.
+func startKbridge(t *testing.T, c dpdkbed.Config, extra ...string) *kbridge {
+	t.Helper()
+	dir := t.TempDir()
+	c.Sock = filepath.Join(dir, "kbridge.sock")
+	k := &kbridge{t: t, ifname: c.Ifname, sock: c.Sock, cfg: filepath.Join(dir, "kbridge.yaml")}
+	c.Write(t, k.cfg)
+	k.Proc = env.StartKbridge(t, k.cfg, extra...)
+	return k
+}
 
 // ready waits until kbridge's control socket answers.
 func (k *kbridge) ready() {
 	k.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := daemon.ReadStatus(k.sock); err == nil {
-			return
-		}
-		if k.exitedWithin(20 * time.Millisecond) {
-			k.t.Fatalf("kbridge exited at start-up: %v\n%s", k.err, k.out)
-		}
-		if time.Now().After(deadline) {
-			k.t.Fatalf("kbridge did not answer on %s within 20s\n%s", k.sock, k.out)
-		}
-	}
-}
-
-// exitedWithin reports whether kbridge exited, waiting at most d.
-func (k *kbridge) exitedWithin(d time.Duration) bool {
-	if k.done {
-		return true
-	}
-	select {
-	case k.err = <-k.exited:
-		k.done = true
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
-// exitCode is kbridge's exit status once it exited; -1 when a signal
-// ended it.
-func (k *kbridge) exitCode() int {
-	var exit *exec.ExitError
-	if k.err == nil {
-		return 0
-	}
-	if errors.As(k.err, &exit) {
-		return exit.ExitCode()
-	}
-	return -2
-}
-
-// stop sends SIGTERM (to the pid this test started) and, with check, wants
-// a clean exit.
-func (k *kbridge) stop(check bool) {
-	if k.done {
-		return
-	}
-	_ = k.cmd.Process.Signal(syscall.SIGTERM)
-	if !k.exitedWithin(15 * time.Second) {
-		_ = k.cmd.Process.Kill()
-		k.exitedWithin(5 * time.Second)
-		k.t.Errorf("kbridge ignored SIGTERM for 15s\n%s", k.out)
-		return
-	}
-	if check && k.err != nil {
-		k.t.Errorf("kbridge exited with %v after SIGTERM\n%s", k.err, k.out)
-	}
-}
-
-// kill sends SIGKILL and waits for the exit.
-func (k *kbridge) kill() {
-	k.t.Helper()
-	if err := k.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		k.t.Fatal(err)
-	}
-	if !k.exitedWithin(10 * time.Second) {
-		k.t.Fatal("kbridge survived SIGKILL for 10s")
-	}
+	dpdkbed.WaitServing(k.t, k.Proc, k.sock)
 }
 
 func (k *kbridge) status() daemon.Queue {
 	k.t.Helper()
 	st, err := daemon.ReadStatus(k.sock)
 	if err != nil {
-		k.t.Fatalf("%v\n%s", err, k.out)
+		k.t.Fatalf("%v\n%s", err, k.Log)
 	}
 	return st.Queues[0]
-}
-
-// waitLog waits until kbridge's output holds s.
-func (k *kbridge) waitLog(s string, timeout time.Duration) {
-	k.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(k.out.String(), s) {
-		if time.Now().After(deadline) {
-			k.t.Fatalf("kbridge did not say %q within %v:\n%s", s, timeout, k.out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // send transmits n test frames on kbridge's interface (as the kernel would):
@@ -268,7 +173,7 @@ func (k *kbridge) send(n int) {
 	}
 }
 
-func inNS(f func() error) error { return dpdkbed.InNS(nsName, f) }
+func inNS(f func() error) error { return harness.InNS(nsName, f) }
 
 var (
 	htons     = dpdkbed.Htons
@@ -285,13 +190,5 @@ func frames(n int) [][]byte {
 
 func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	harness.WaitUntil(t, what, timeout, cond)
 }
-
-type syncBuffer = dpdkbed.SyncBuffer

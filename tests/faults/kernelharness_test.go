@@ -9,10 +9,11 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // The kernel-interface fault tests run on the shared harness's beds
-// (tests/dpdkbed), in the namespace TestMain made.
+// (tests/dpdkbed, on tests/harness), in the namespace TestMain made.
 
 type kfBed = dpdkbed.Bed
 
@@ -36,14 +37,21 @@ func kfIP(b *kfBed, args ...string) {
 	}
 }
 
-// kfRoutes lists the IPv4 routes through the interface as "dst via gw".
-func kfRoutes(b *kfBed) []string {
-	var out []string
-	_ = dpdkbed.InNS(b.Env.NS, func() error {
+// kfOnLink runs f on the bed's interface, inside its namespace.
+func kfOnLink(b *kfBed, f func(l netlink.Link) error) {
+	_ = harness.InNS(b.Env.NS, func() error {
 		l, err := netlink.LinkByName(b.Ifname)
 		if err != nil {
 			return err
 		}
+		return f(l)
+	})
+}
+
+// kfRoutes lists the IPv4 routes through the interface as "dst via gw".
+func kfRoutes(b *kfBed) []string {
+	var out []string
+	kfOnLink(b, func(l netlink.Link) error {
 		rs, err := netlink.RouteList(l, netlink.FAMILY_V4)
 		for _, r := range rs {
 			if r.Dst == nil {
@@ -63,11 +71,7 @@ func kfRoutes(b *kfBed) []string {
 // kfAddrs lists the interface's IPv4 addresses.
 func kfAddrs(b *kfBed) []string {
 	var out []string
-	_ = dpdkbed.InNS(b.Env.NS, func() error {
-		l, err := netlink.LinkByName(b.Ifname)
-		if err != nil {
-			return err
-		}
+	kfOnLink(b, func(l netlink.Link) error {
 		as, err := netlink.AddrList(l, netlink.FAMILY_V4)
 		for _, a := range as {
 			out = append(out, a.IPNet.String())
@@ -80,12 +84,5 @@ func kfAddrs(b *kfBed) []string {
 // kfWaitUntil polls cond for up to within and returns how long it took.
 func kfWaitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return time.Since(start)
+	return harness.WaitUntil(t, what, within, cond)
 }

@@ -27,7 +27,7 @@ func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
 		return b.Port.Counters(0).HaveEventfd
 	})
-	pid1 := b.Cmd.Process.Pid
+	pid1 := b.Kb.Pid()
 	fd1 := b.Port.AppEventfd(0)
 	id1 := rsEventfdID(t, os.Getpid(), fd1)
 	if !rsHoldsEventfd(t, pid1, id1) {
@@ -52,7 +52,7 @@ func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 	}
 
 	b.Start()
-	pid2 := b.Cmd.Process.Pid
+	pid2 := b.Kb.Pid()
 	kfWaitUntil(t, 10*time.Second, "the app to get the new worker's eventfd", func() bool {
 		return b.Port.Counters(0).HaveEventfd
 	})

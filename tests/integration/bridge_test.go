@@ -12,7 +12,6 @@ import (
 
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/ring/ringtest"
-	"github.com/kbridge/kbridge/tests/dpdkbed"
 )
 
 // Frames from the app arrive whole and byte for byte, single-segment and
@@ -265,15 +264,8 @@ func TestWaitsForTheAppsPort(t *testing.T) {
 	if err := os.WriteFile(b.Cfg, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b.Out = &dpdkbed.SyncBuffer{}
-	cmd := exec.Command("ip", "netns", "exec", env.NS, env.Bin, "run", "--config", b.Cfg)
-	cmd.Stdout, cmd.Stderr = b.Out, b.Out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	b.Cmd = cmd
-	b.Exited = make(chan error, 1)
-	go func() { b.Exited <- cmd.Wait() }()
+	b.Kb = env.StartKbridge(t, b.Cfg)
+	b.Out = b.Kb.Log
 	t.Cleanup(func() { b.Stop(true) })
 	waitUntil(t, "kbridge to say what it waits for", func() bool { return strings.Contains(b.Out.String(), "waiting for kbridge port") })
 	port, err := ringtest.NewPort(late, 1, 1024, b.Pool)

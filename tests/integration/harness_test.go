@@ -1,7 +1,7 @@
 // Package integration runs the real kbridge binary as a DPDK secondary
 // against this test process as the DPDK primary (package ring/ringtest), with
 // a real TAP interface inside a network namespace the tests create, through
-// the shared harness of tests/dpdkbed. Root only.
+// the shared bed of tests/dpdkbed (on tests/harness). Root only.
 package integration
 
 import (

@@ -38,7 +38,7 @@ func TestOffloadSwitchesLive(t *testing.T) {
 		if err := os.WriteFile(b.Cfg, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := b.Kb.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(5 * time.Second)

@@ -53,7 +53,7 @@ func TestLivePolicySwitchUnderTrafficLosesNothing(t *testing.T) {
 		rewrite(t, b, m)
 		if i%2 == 0 {
 			// Even steps: SIGHUP. Odd steps: the file watch alone.
-			if err := b.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			if err := b.Kb.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -92,7 +92,7 @@ func TestLivePolicySwitchUnderTrafficLosesNothing(t *testing.T) {
 // off the app's lcore.
 func TestWorkersArePinned(t *testing.T) {
 	b := newBed(t, bedOpts{yaml: "workers:\n  cpus: [0]\n"})
-	pid := b.Cmd.Process.Pid
+	pid := b.Kb.Pid()
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,12 @@ package main
 // Pure parsers and text builders: unit-tested without root or the bed.
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 var rePercentile = regexp.MustCompile(`percentile\s+([0-9.]+)\s*=\s*([0-9.]+)`)
@@ -28,31 +28,9 @@ func parseSockperf(out string) (p50, p99 float64, err error) {
 	p50, ok1 = pct["50.000"]
 	p99, ok2 = pct["99.000"]
 	if !ok1 || !ok2 {
-		return 0, 0, fmt.Errorf("no latency summary in sockperf output (last line: %q)", lastLine(out))
+		return 0, 0, fmt.Errorf("no latency summary in sockperf output (last line: %q)", harness.LastLine(out))
 	}
 	return p50, p99, nil
-}
-
-// parseIperf3 returns the receiver's rate in Gbit/s from `iperf3 -J`.
-func parseIperf3(out []byte) (float64, error) {
-	var r struct {
-		Error string `json:"error"`
-		End   struct {
-			SumReceived struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		return 0, fmt.Errorf("iperf3 JSON: %v", err)
-	}
-	if r.Error != "" {
-		return 0, errors.New("iperf3: " + r.Error)
-	}
-	if r.End.SumReceived.BitsPerSecond <= 0 {
-		return 0, errors.New("iperf3 reported no received bytes")
-	}
-	return r.End.SumReceived.BitsPerSecond / 1e9, nil
 }
 
 var reRefapp = regexp.MustCompile(`kbridge-refapp: stats .*\bin_rings=(\d+) pool_in_use=(\d+)`)
@@ -73,16 +51,5 @@ func parseRefappStats(log string) (inUse, inRings int, ok bool) {
 // withPolicy returns the YAML configuration with its top-level policy
 // block replaced by one setting mode.
 func withPolicy(base, mode string) string {
-	var keep []string
-	inPolicy := false
-	for _, line := range strings.Split(strings.TrimRight(base, "\n"), "\n") {
-		top := line != "" && line[0] != ' ' && line[0] != '\t' && line[0] != '#'
-		if top {
-			inPolicy = strings.HasPrefix(line, "policy:")
-		}
-		if !inPolicy {
-			keep = append(keep, line)
-		}
-	}
-	return strings.Join(keep, "\n") + "\npolicy:\n  mode: " + mode + "\n"
+	return harness.WithPolicy(base, "policy:\n  mode: "+mode+"\n")
 }

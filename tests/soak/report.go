@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 const tableHead = "| window | NFS ls -R ok / failed | big.bin ok / mismatch / failed | iperf3 Gbit/s to peer / from peer | sockperf p50 / p99 us | kbridge drops by reason | app to_kernel_dropped | park timeouts | pool drift | reloads ok / failed |\n" +
@@ -77,7 +79,7 @@ func (s *soak) report(startUTC time.Time) string {
 	fmt.Fprintf(&b, "- command: `%s` (SOAK_MINUTES=%g, windows of %g min)\n", s.command, s.total.Minutes(), s.window.Minutes())
 	fmt.Fprintf(&b, "- tree: %s; host %s, kernel %s, %d CPUs (app lcore on CPU %s, kbridge and clients on %s)\n",
 		strings.TrimSpace(string(rev)), host, strings.TrimSpace(string(kern)), numCPU(), s.appCPU, s.otherCPUs)
-	fmt.Fprintf(&b, "- ran %v; load average at the end: %s\n", time.Since(s.started).Round(time.Second), loadAvg())
+	fmt.Fprintf(&b, "- ran %v; load average at the end: %s\n", time.Since(s.started).Round(time.Second), harness.LoadAvg())
 	b.WriteString("- workloads, concurrently, clients pinned with `taskset -c " + s.otherCPUs + "` in kbt-dut: `nfs-ls -R` (6001 entries checked), `nfs-cat big.bin` (sha256 checked), `iperf3 -t 5` alternating directions, `sockperf pp --tcp -t 5`; a policy reload every minute (adaptive -> interrupt -> busy -> adaptive ..., SIGHUP); a kbridge restart at 45% of the run and an app restart (kbridge restarted after it) at 60%\n")
 	b.WriteString("- pool drift: the app's (pool_in_use - in_rings) from SIGUSR1 after a quiet moment, minus the baseline (at the start, and again after the app restart: a new pool)\n")
 	b.WriteString("- drops and park timeouts are deltas of `kbridge stats` over the window, summed across kbridge restarts; `ring_full` and the app's `to_kernel_dropped` are overload drops at full rings under iperf3 (kbridge's worker shares one CPU with every client and server), which TCP recovers: counted, not leaks or corruption; park timeouts are parks that ended after `policy.park_timeout` (100 ms) with nothing to do, as idle adaptive and interrupt workers do\n\n")
@@ -133,16 +135,4 @@ func numCPU() int {
 		}
 	}
 	return n
-}
-
-func loadAvg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -2,9 +2,7 @@ package vhost
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"net"
-	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/kbridge/kbridge/tests/harness"
 	vu "github.com/kbridge/kbridge/vhost/vhostusertest"
 )
 
@@ -106,30 +105,6 @@ func received(c *net.UDPConn, d time.Duration) []string {
 	}
 }
 
-// waitCountIn waits until what occurs n times in p's log, failing t (a subtest's).
-func (p *proc) waitCountIn(t *testing.T, what string, n int, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for strings.Count(p.log.String(), what) < n {
-		p.alive(t)
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %q not logged %d times after %v:\n%s", p.name, what, n, timeout, p.log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// alive fails the test if the process has exited.
-func (p *proc) alive(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		t.Fatalf("%s died (%v):\n%s", p.name, err, p.log)
-	default:
-	}
-}
-
 // lastLine returns the last line of log that contains what.
 func lastLine(log, what string) string {
 	i := strings.LastIndex(log, what)
@@ -151,13 +126,7 @@ func (b *bed) refused(t *testing.T) (memTables, chains uint64) {
 		MemTables uint64 `json:"refused_mem_tables"`
 		Chains    uint64 `json:"refused_chains"`
 	}
-	out, err := exec.Command(kbridgeBin(t), "stats", "--socket", b.ctl).Output()
-	if err == nil {
-		err = json.Unmarshal(out, &s)
-	}
-	if err != nil {
-		t.Fatalf("kbridge stats: %v\n%s", err, out)
-	}
+	harness.KbridgeStats(t, b.ctl, &s)
 	return s.MemTables, s.Chains
 }
 
@@ -191,14 +160,14 @@ func TestVhostHostileFrontend(t *testing.T) {
 			t.Fatal(err)
 		}
 		connected++
-		kb.waitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
+		kb.WaitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
 		return f
 	}
 	// hangUp closes f and waits until kbridge has let the device go.
 	hangUp := func(t *testing.T, f *vu.Frontend) {
 		t.Helper()
 		f.Close()
-		kb.waitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
+		kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
 	}
 	positive := func(t *testing.T, payload string) {
 		t.Helper()
@@ -209,7 +178,7 @@ func TestVhostHostileFrontend(t *testing.T) {
 		}
 		got := received(udp, 3*time.Second)
 		if len(got) != 1 || got[0] != payload {
-			t.Fatalf("the well-behaved frontend's datagram: got %q, want %q\n%s", got, payload, kb.log)
+			t.Fatalf("the well-behaved frontend's datagram: got %q, want %q\n%s", got, payload, kb.Log)
 		}
 		if after := b.stats().Queues[0].ToKernel; after != before+1 {
 			t.Errorf("to_kernel_packets %d -> %d, want +1", before, after)
@@ -296,7 +265,7 @@ func TestVhostHostileFrontend(t *testing.T) {
 		{"ring size 65536 (> 32768)", ring(65536, vu.Version), "invalid virtqueue size 65536"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := strings.Count(kb.log.String(), c.line)
+			before := strings.Count(kb.Log.String(), c.line)
 			f := dial(t, b.sock)
 			if err := c.send(f); err != nil {
 				t.Fatal(err)
@@ -304,9 +273,9 @@ func TestVhostHostileFrontend(t *testing.T) {
 			if !f.HungUp(5 * time.Second) {
 				t.Errorf("kbridge did not hang up on the hostile frontend")
 			}
-			kb.waitCountIn(t, c.line, before+1, 5*time.Second)
-			t.Log(lastLine(kb.log.String(), c.line))
-			kb.alive(t)
+			kb.WaitCountIn(t, c.line, before+1, 5*time.Second)
+			t.Log(lastLine(kb.Log.String(), c.line))
+			kb.CheckRunning(t)
 			if s := b.stats(); s.Connected {
 				t.Errorf("a refused frontend counts as connected: %+v", s)
 			}
@@ -357,19 +326,19 @@ func TestVhostHostileFrontend(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const line = "vhost-user descriptor chain refused"
-			refusals := strings.Count(kb.log.String(), line)
+			refusals := strings.Count(kb.Log.String(), line)
 			_, chains := b.refused(t)
 			f := up(t)
 			before := b.stats().Queues[0]
 			if err := c.post(f); err != nil {
 				t.Fatal(err)
 			}
-			kb.waitCountIn(t, line, refusals+1, 5*time.Second)
-			t.Log(lastLine(kb.log.String(), line))
+			kb.WaitCountIn(t, line, refusals+1, 5*time.Second)
+			t.Log(lastLine(kb.Log.String(), line))
 			if got := received(udp, 500*time.Millisecond); len(got) != 0 {
 				t.Errorf("a hostile chain reached a socket behind the TAP: %q", got)
 			}
-			kb.alive(t)
+			kb.CheckRunning(t)
 			after := b.stats().Queues[0]
 			if after.ToKernel != before.ToKernel {
 				t.Errorf("to_kernel_packets %d -> %d from a hostile chain", before.ToKernel, after.ToKernel)
@@ -387,10 +356,10 @@ func TestVhostHostileFrontend(t *testing.T) {
 	t.Run("a well-behaved frontend still gets through", func(t *testing.T) {
 		positive(t, "after the hostile ones")
 	})
-	kb.alive(t)
-	kb.stop(true)
-	if !strings.Contains(kb.log.String(), "pool_in_use=0") {
-		t.Errorf("mbufs still in use after stop:\n%s", kb.log)
+	kb.CheckRunning(t)
+	kb.Stop(true)
+	if !strings.Contains(kb.Log.String(), "pool_in_use=0") {
+		t.Errorf("mbufs still in use after stop:\n%s", kb.Log)
 	}
 	gone(t, b.sock)
 }

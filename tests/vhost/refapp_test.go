@@ -11,7 +11,6 @@ package vhost
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -31,7 +30,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kbridge/kbridge/tests/bedtest"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 const (
@@ -54,7 +53,7 @@ var refappErr error
 // current): a stale binary would lack --vhost.
 func refappBin(t *testing.T) string {
 	t.Helper()
-	root := bedtest.RepoRoot(t)
+	root := harness.RepoRoot(t)
 	refappOnce.Do(func() {
 		if out, err := exec.Command("make", "-C", root, "bin/kbridge-refapp").CombinedOutput(); err != nil {
 			refappErr = fmt.Errorf("make bin/kbridge-refapp: %v\n%s", err, out)
@@ -77,7 +76,7 @@ type refBed struct {
 
 func newRefBed(t *testing.T, client bool) *refBed {
 	requirements(t)
-	wireUp(t, rDut, rPeer, rNic, rWire, rPeerAddr)
+	harness.Wire{DUT: rDut, Peer: rPeer, NIC: rNic, PeerIf: rWire, PeerAddr: rPeerAddr}.Up(t)
 
 	dir := t.TempDir()
 	b := &refBed{t: t, sock: filepath.Join("/run/kbridge", rIfname+".sock"),
@@ -89,7 +88,7 @@ func newRefBed(t *testing.T, client bool) *refBed {
 	return b
 }
 
-func (b *refBed) kbridge() *proc {
+func (b *refBed) kbridge() *harness.Proc {
 	b.t.Helper()
 	return startKbridge(b.t, rDut, b.cfg)
 }
@@ -97,7 +96,7 @@ func (b *refBed) kbridge() *proc {
 // refapp starts the app on CPU 1 (its lcore), as the bed places it, with a
 // pool large enough for the virtio port's rings full of super-frames; extra
 // goes after its own options (--vhost-no-gro).
-func (b *refBed) refapp(server bool, extra ...string) *proc {
+func (b *refBed) refapp(server bool, extra ...string) *harness.Proc {
 	b.t.Helper()
 	_ = exec.Command("rm", "-rf", "/var/run/dpdk/"+rPrefix).Run()
 	args := []string{"ip", "netns", "exec", rDut, "taskset", "-c", "1", "stdbuf", "-oL", "-eL",
@@ -108,7 +107,7 @@ func (b *refBed) refapp(server bool, extra ...string) *proc {
 		args = append(args, "--vhost-server")
 	}
 	args = append(args, extra...)
-	p := start(b.t, "kbridge-refapp", false, args...)
+	p := harness.Start(b.t, "kbridge-refapp", args...)
 	b.t.Cleanup(func() {
 		_ = exec.Command("rm", "-rf", "/var/run/dpdk/"+rPrefix).Run()
 		// A primary leaves its hugepage file for secondaries to map; gone
@@ -157,13 +156,7 @@ func (s refStatus) drops(k string) uint64 {
 func (b *refBed) stats() refStatus {
 	b.t.Helper()
 	var s refStatus
-	out, err := exec.Command(kbridgeBin(b.t), "stats", "--socket", b.ctl).Output()
-	if err == nil {
-		err = json.Unmarshal(out, &s)
-	}
-	if err != nil {
-		b.t.Fatalf("kbridge stats: %v\n%s", err, out)
-	}
+	harness.KbridgeStats(b.t, b.ctl, &s)
 	return s
 }
 
@@ -171,20 +164,20 @@ var appStats = regexp.MustCompile(`(?m)^kbridge-refapp: stats (.*)$`)
 
 // appCounters asks the app for its counters (SIGUSR1) and returns the
 // key=value pairs of the stats line it prints.
-func appCounters(t *testing.T, app *proc) map[string]string {
+func appCounters(t *testing.T, app *harness.Proc) map[string]string {
 	t.Helper()
-	before := len(appStats.FindAllString(app.log.String(), -1))
-	if err := app.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+	before := len(appStats.FindAllString(app.Log.String(), -1))
+	if err := app.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		all := appStats.FindAllStringSubmatch(app.log.String(), -1)
+		all := appStats.FindAllStringSubmatch(app.Log.String(), -1)
 		if len(all) > before {
 			return parseKV(all[len(all)-1][1])
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the app printed no stats:\n%s", app.log)
+			t.Fatalf("the app printed no stats:\n%s", app.Log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -247,10 +240,10 @@ var sumRetr = regexp.MustCompile(`\[SUM\].*?bits/sec\s+(\d+)\s+sender`)
 func iperfRetr(t *testing.T, server, client, srvAddr string, port int) (string, string) {
 	t.Helper()
 	p := strconv.Itoa(port)
-	srv := start(t, "iperf3 server", false, "ip", "netns", "exec", server, "taskset", "-c", "0",
+	srv := harness.Start(t, "iperf3 server", "ip", "netns", "exec", server, "taskset", "-c", "0",
 		"iperf3", "-s", "-1", "--forceflush", "-B", srvAddr, "-p", p)
-	srv.waitLog("Server listening", 5*time.Second)
-	out := run(t, "ip", "netns", "exec", client, "taskset", "-c", "0", "iperf3", "-c", srvAddr, "-p", p,
+	srv.WaitLog("Server listening", 5*time.Second)
+	out := harness.Run(t, "ip", "netns", "exec", client, "taskset", "-c", "0", "iperf3", "-c", srvAddr, "-p", p,
 		"-t", "3", "-P", rIperfStreams)
 	m := sumReceiver.FindStringSubmatch(out)
 	if m == nil {
@@ -342,7 +335,7 @@ func bulk(t *testing.T, from, to, addr string, port, n int) time.Duration {
 // dropped or found out of order (nstat, absolute, history untouched).
 func kernelDrops(t *testing.T, ns string) map[string]uint64 {
 	t.Helper()
-	out := run(t, "ip", "netns", "exec", ns, "nstat", "-asz", "IpInDiscards", "IpInHdrErrors", "IpExtInCsumErrors",
+	out := harness.Run(t, "ip", "netns", "exec", ns, "nstat", "-asz", "IpInDiscards", "IpInHdrErrors", "IpExtInCsumErrors",
 		"TcpInCsumErrors", "TcpInErrs", "TcpExtTCPBacklogDrop", "TcpExtTCPRcvQDrop", "TcpExtTCPOFODrop",
 		"TcpExtTCPOFOQueue", "TcpExtTCPZeroWindowDrop", "TcpExtPAWSEstab", "TcpExtTCPRcvCoalesce")
 	m := map[string]uint64{}
@@ -390,11 +383,11 @@ func TestVhostRefapp(t *testing.T) {
 	b := newRefBed(t, false)
 	kb := b.kbridge()
 	app := b.refapp(false)
-	app.waitLog("kbridge-refapp: ready", 30*time.Second)
-	kb.waitLog("vhost-user frontend connected", 10*time.Second)
-	if !strings.Contains(app.log.String(), "TCP_LRO=on") || !strings.Contains(app.log.String(), "TCP_TSO=on") ||
-		!strings.Contains(app.log.String(), " gro=on ") {
-		t.Errorf("the app's virtio port did not enable LRO, TSO and GRO:\n%s", app.log)
+	app.WaitLog("kbridge-refapp: ready", 30*time.Second)
+	kb.WaitLog("vhost-user frontend connected", 10*time.Second)
+	if !strings.Contains(app.Log.String(), "TCP_LRO=on") || !strings.Contains(app.Log.String(), "TCP_TSO=on") ||
+		!strings.Contains(app.Log.String(), " gro=on ") {
+		t.Errorf("the app's virtio port did not enable LRO, TSO and GRO:\n%s", app.Log)
 	}
 
 	t.Run("ping both ways", func(t *testing.T) {
@@ -452,7 +445,7 @@ func TestVhostRefapp(t *testing.T) {
 	if n := s.offload("fallbacks"); n != 0 {
 		t.Errorf("the kernel refused %d of kbridge's GSO writes (fallbacks)", n)
 	}
-	line := kb.log.String()
+	line := kb.Log.String()
 	if i := strings.LastIndex(line, "vhost-user frontend connected"); i < 0 ||
 		!strings.Contains(line[i:], "kernel_tso4=true") || !strings.Contains(line[i:], "app_tso=true") {
 		t.Errorf("kbridge's log does not show the offloads negotiated:\n%s", line)
@@ -487,18 +480,18 @@ func TestVhostRefapp(t *testing.T) {
 		rates := map[bool][]float64{}
 		for round := range rGRORounds {
 			for _, on := range []bool{false, true} {
-				app.stop(true)
-				if !strings.Contains(app.log.String(), "kbridge-refapp: stopped pool_in_use=0") {
-					t.Errorf("the app's pool is not whole after stop:\n%s", app.log)
+				app.Stop(true)
+				if !strings.Contains(app.Log.String(), "kbridge-refapp: stopped pool_in_use=0") {
+					t.Errorf("the app's pool is not whole after stop:\n%s", app.Log)
 				}
 				var extra []string
 				if !on {
 					extra = []string{"--vhost-no-gro"}
 				}
 				app = b.refapp(false, extra...)
-				app.waitLog("kbridge-refapp: ready", 30*time.Second)
-				if want := map[bool]string{true: " gro=on ", false: " gro=off "}[on]; !strings.Contains(app.log.String(), want) {
-					t.Fatalf("the app's ready line lacks%q:\n%s", want, app.log)
+				app.WaitLog("kbridge-refapp: ready", 30*time.Second)
+				if want := map[bool]string{true: " gro=on ", false: " gro=off "}[on]; !strings.Contains(app.Log.String(), want) {
+					t.Fatalf("the app's ready line lacks%q:\n%s", want, app.Log)
 				}
 				ping(t, rPeer, rKbAddr)
 				before, kbefore := b.stats(), kernelDrops(t, rDut)
@@ -530,9 +523,9 @@ func TestVhostRefapp(t *testing.T) {
 
 	t.Run("app restart: kbridge takes the next frontend", func(t *testing.T) {
 		before := b.stats().Connects
-		app.stop(true)
+		app.Stop(true)
 		app = b.refapp(false)
-		app.waitLog("kbridge-refapp: ready", 30*time.Second)
+		app.WaitLog("kbridge-refapp: ready", 30*time.Second)
 		ping(t, rPeer, rKbAddr)
 		ping(t, rDut, rPeerAddr)
 		if s := b.stats(); !s.Connected || s.Connects <= before {
@@ -542,18 +535,18 @@ func TestVhostRefapp(t *testing.T) {
 	})
 
 	// The app first: its pool must be whole once its ports are closed.
-	app.stop(true)
-	if !strings.Contains(app.log.String(), "kbridge-refapp: stopped pool_in_use=0") {
-		t.Errorf("the app's pool is not whole after stop:\n%s", app.log)
+	app.Stop(true)
+	if !strings.Contains(app.Log.String(), "kbridge-refapp: stopped pool_in_use=0") {
+		t.Errorf("the app's pool is not whole after stop:\n%s", app.Log)
 	}
-	kb.stop(true)
-	if !strings.Contains(kb.log.String(), "pool_in_use=0") {
-		t.Errorf("kbridge's mbufs still in use after stop:\n%s", kb.log)
+	kb.Stop(true)
+	if !strings.Contains(kb.Log.String(), "pool_in_use=0") {
+		t.Errorf("kbridge's mbufs still in use after stop:\n%s", kb.Log)
 	}
 	if _, err := os.Stat(b.sock); !os.IsNotExist(err) {
 		t.Errorf("socket %s still there after stop (%v)", b.sock, err)
 	}
-	if out, _ := exec.Command("ip", "-n", rDut, "link", "show", rIfname).CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+	if gone, out := harness.LinkGone(rDut, rIfname); !gone {
 		t.Errorf("%s still there after stop: %s", rIfname, out)
 	}
 }
@@ -566,10 +559,10 @@ func TestVhostRefappServer(t *testing.T) {
 	app := b.refapp(true)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the app's log:\n%s", app.log)
+			t.Logf("the app's log:\n%s", app.Log)
 		}
 	})
-	app.waitLog("waiting for kbridge", 30*time.Second)
+	app.WaitLog("waiting for kbridge", 30*time.Second)
 	// The line comes before virtio-user binds the socket: kbridge, the
 	// client, fails to start if nothing is there yet.
 	deadline := time.Now().Add(20 * time.Second)
@@ -578,17 +571,17 @@ func TestVhostRefappServer(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the app did not create %s:\n%s", b.sock, app.log)
+			t.Fatalf("the app did not create %s:\n%s", b.sock, app.Log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	for i := range 2 {
 		kb := b.kbridge()
-		app.waitLog("kbridge-refapp: ready", 30*time.Second) // once: the port stays up
+		app.WaitLog("kbridge-refapp: ready", 30*time.Second) // once: the port stays up
 		for deadline := time.Now().Add(15 * time.Second); !b.stats().Connected; time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				out, _ := exec.Command(kbridgeBin(t), "stats", "--socket", b.ctl).CombinedOutput()
-				t.Fatalf("run %d: kbridge not connected after 15 s: %s\n%s", i, out, kb.log)
+				out, _ := exec.Command(harness.Kbridge(t), "stats", "--socket", b.ctl).CombinedOutput()
+				t.Fatalf("run %d: kbridge not connected after 15 s: %s\n%s", i, out, kb.Log)
 			}
 		}
 		ping(t, rDut, rPeerAddr)
@@ -597,16 +590,16 @@ func TestVhostRefappServer(t *testing.T) {
 		if !s.Connected || !has(s.Features, "MQ") || !has(s.Features, "GUEST_TSO4") || len(s.Queues) != rVhostQueues {
 			t.Errorf("run %d: %+v", i, s)
 		}
-		kb.stop(true)
-		if !strings.Contains(kb.log.String(), "pool_in_use=0") {
-			t.Errorf("run %d: kbridge's mbufs still in use after stop:\n%s", i, kb.log)
+		kb.Stop(true)
+		if !strings.Contains(kb.Log.String(), "pool_in_use=0") {
+			t.Errorf("run %d: kbridge's mbufs still in use after stop:\n%s", i, kb.Log)
 		}
 		if _, err := os.Stat(b.sock); err != nil {
 			t.Errorf("run %d: kbridge removed the socket of the app, the server: %v", i, err)
 		}
 	}
-	app.stop(true)
-	if !strings.Contains(app.log.String(), "kbridge-refapp: stopped pool_in_use=0") {
-		t.Errorf("the app's pool is not whole after stop:\n%s", app.log)
+	app.Stop(true)
+	if !strings.Contains(app.Log.String(), "kbridge-refapp: stopped pool_in_use=0") {
+		t.Errorf("the app's pool is not whole after stop:\n%s", app.Log)
 	}
 }

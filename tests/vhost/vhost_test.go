@@ -12,9 +12,7 @@ package vhost
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -22,11 +20,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
+
+func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 
 const (
 	dut, peer = "kbvh-dut", "kbvh-peer"
@@ -38,40 +38,8 @@ const (
 	prefix    = "kbvh-testpmd"
 )
 
-func run(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// syncBuf is a log buffer written by a child process and read by the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func requirements(t *testing.T) {
-	if testing.Short() {
-		t.Skip("mode vhost's bed is not a unit test (go test -short)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("mode vhost needs root (namespaces, hugepages, TAP): run it as root (make test)")
-	}
+	harness.NeedRoot(t, "mode vhost needs root (namespaces, hugepages, TAP)")
 	for _, tool := range []string{"dpdk-testpmd", "iperf3", "ethtool", "taskset", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed", tool)
@@ -87,183 +55,6 @@ func requirements(t *testing.T) {
 	}
 }
 
-// setup makes the two namespaces and the veth between them.
-func setup(t *testing.T) {
-	// testpmd's af_packet port sends what it gets as it is: the peer must
-	// not hand it partial checksums.
-	wireUp(t, dut, peer, nic, wire, peerAddr)
-}
-
-// wireUp makes namespaces dutNS and peerNS joined by a veth (nicName in
-// dutNS, up without an address: the app's NIC; wireName in peerNS with
-// addr/24), removed when the test ends. The peer sends full checksums:
-// net_af_packet completes none, so nothing would complete what the peer
-// left partial.
-func wireUp(t *testing.T, dutNS, peerNS, nicName, wireName, addr string) {
-	for _, ns := range []string{dutNS, peerNS} {
-		_ = exec.Command("ip", "netns", "del", ns).Run() // a crashed run's leftovers
-	}
-	t.Cleanup(func() {
-		for _, ns := range []string{dutNS, peerNS} {
-			_ = exec.Command("ip", "netns", "del", ns).Run()
-		}
-	})
-	run(t, "ip", "netns", "add", dutNS)
-	run(t, "ip", "netns", "add", peerNS)
-	run(t, "ip", "link", "add", nicName, "netns", dutNS, "type", "veth", "peer", "name", wireName, "netns", peerNS)
-	run(t, "ip", "-n", dutNS, "link", "set", "lo", "up")
-	run(t, "ip", "-n", dutNS, "link", "set", nicName, "up")
-	run(t, "ip", "-n", peerNS, "link", "set", "lo", "up")
-	run(t, "ip", "-n", peerNS, "addr", "add", addr+"/24", "dev", wireName)
-	run(t, "ip", "-n", peerNS, "link", "set", wireName, "up")
-	run(t, "ip", "netns", "exec", peerNS, "ethtool", "-K", wireName, "tx", "off")
-}
-
-var buildOnce sync.Once
-var binPath string
-
-func kbridgeBin(t *testing.T) string {
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kbvh-bin")
-		if err != nil {
-			t.Fatal(err)
-		}
-		binPath = filepath.Join(dir, "kbridge")
-		if out, err := exec.Command("go", "build", "-o", binPath, "github.com/kbridge/kbridge/cmd/kbridge").CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-	})
-	return binPath
-}
-
-// proc is a child process, stopped by its pid.
-type proc struct {
-	t      *testing.T
-	name   string
-	cmd    *exec.Cmd
-	log    *syncBuf
-	exited chan error
-	stdin  io.Closer
-	once   sync.Once
-}
-
-func start(t *testing.T, name string, stdin bool, args ...string) *proc {
-	p := &proc{t: t, name: name, log: &syncBuf{}, exited: make(chan error, 1)}
-	p.cmd = exec.Command(args[0], args[1:]...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if stdin {
-		// testpmd without -i exits when its stdin ends: hold it open.
-		w, err := p.cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.stdin = w
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() { p.stop(false) })
-	return p
-}
-
-// stop sends SIGTERM to the process (its pid; `ip netns exec` execs it),
-// waits up to 10 s, then kills it. With check, a non-zero exit fails.
-func (p *proc) stop(check bool) {
-	p.once.Do(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.exited:
-			if err != nil && check {
-				p.t.Errorf("%s exited with %v\n%s", p.name, err, p.log)
-			}
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			p.t.Errorf("%s ignored SIGTERM", p.name)
-		}
-		if p.stdin != nil {
-			p.stdin.Close()
-		}
-	})
-}
-
-// kill sends SIGKILL to the process (a crash: nothing of its own clean-up
-// runs) and waits for it.
-func (p *proc) kill() {
-	p.once.Do(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		if p.stdin != nil {
-			p.stdin.Close()
-		}
-	})
-}
-
-// quit ends testpmd the way its prompt asks ("Press enter to exit"): its
-// stdin ends, it stops and closes its ports and exits. It returns how
-// testpmd exited.
-func (p *proc) quit() error {
-	var err error
-	p.once.Do(func() {
-		p.stdin.Close()
-		select {
-		case err = <-p.exited:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			err = fmt.Errorf("%s did not quit when its stdin ended", p.name)
-		}
-	})
-	return err
-}
-
-// running reports whether the process has not exited.
-func (p *proc) running() bool {
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		return false
-	default:
-		return true
-	}
-}
-
-// waitCount waits until what is in the log n times: the n-th connect of a
-// frontend, say.
-func (p *proc) waitCount(what string, n int, timeout time.Duration) {
-	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for strings.Count(p.log.String(), what) < n {
-		if !p.running() {
-			p.t.Fatalf("%s exited before %q #%d:\n%s", p.name, what, n, p.log)
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: %q %d times, not %d, after %v:\n%s", p.name, what,
-				strings.Count(p.log.String(), what), n, timeout, p.log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (p *proc) waitLog(what string, timeout time.Duration) {
-	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(p.log.String(), what) {
-		select {
-		case err := <-p.exited:
-			p.exited <- err
-			p.t.Fatalf("%s exited (%v) before %q:\n%s", p.name, err, what, p.log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: no %q after %v:\n%s", p.name, what, timeout, p.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 type bed struct {
 	t    *testing.T
 	dir  string
@@ -274,7 +65,9 @@ type bed struct {
 
 func newBed(t *testing.T, client bool) *bed {
 	requirements(t)
-	setup(t)
+	// testpmd's af_packet port sends what it gets as it is: the peer must
+	// not hand it partial checksums (Wire turns them off).
+	harness.Wire{DUT: dut, Peer: peer, NIC: nic, PeerIf: wire, PeerAddr: peerAddr}.Up(t)
 	dir := t.TempDir()
 	b := &bed{t: t, dir: dir, sock: filepath.Join("/run/kbridge", ifname+".sock"),
 		ctl: filepath.Join(dir, "ctl.sock"), cfg: filepath.Join(dir, "kbridge.yaml")}
@@ -323,26 +116,26 @@ vhost:
 
 // startKbridge runs kbridge with cfg in namespace ns and waits until its
 // path runs.
-func startKbridge(t *testing.T, ns, cfg string) *proc {
+func startKbridge(t *testing.T, ns, cfg string) *harness.Proc {
 	t.Helper()
-	p := start(t, "kbridge", false, "ip", "netns", "exec", ns, kbridgeBin(t), "run", "--config", cfg)
-	p.waitLog("bridge running", 20*time.Second)
+	p := harness.Start(t, "kbridge", "ip", "netns", "exec", ns, harness.Kbridge(t), "run", "--config", cfg)
+	p.WaitLog("bridge running", 20*time.Second)
 	return p
 }
 
-func (b *bed) kbridge() *proc {
+func (b *bed) kbridge() *harness.Proc {
 	b.t.Helper()
 	return startKbridge(b.t, dut, b.cfg)
 }
 
-func (b *bed) testpmd(server bool) *proc {
+func (b *bed) testpmd(server bool) *harness.Proc {
 	b.t.Helper()
 	_ = exec.Command("rm", "-rf", "/var/run/dpdk/"+prefix).Run()
 	vdev := "net_virtio_user0,path=" + b.sock + ",queues=1"
 	if server {
 		vdev += ",server=1"
 	}
-	p := start(b.t, "testpmd", true, "ip", "netns", "exec", dut, "taskset", "-c", "0,1",
+	p := harness.StartSpec(b.t, "testpmd", harness.Spec{Stdin: true}, "ip", "netns", "exec", dut, "taskset", "-c", "0,1",
 		"stdbuf", "-oL", "-eL", "dpdk-testpmd",
 		"--lcores", "0@0,1@1", "--main-lcore", "0", "--file-prefix", prefix, "--proc-type", "primary",
 		"--no-pci", "--single-file-segments", "-m", "256",
@@ -362,7 +155,7 @@ func ping(t *testing.T, ns, addr string) {
 			t.Fatalf("no answer from %s in %s", addr, ns)
 		}
 	}
-	run(t, "ip", "netns", "exec", ns, "ping", "-c", "5", "-i", "0.1", "-W", "2", addr)
+	harness.Run(t, "ip", "netns", "exec", ns, "ping", "-c", "5", "-i", "0.1", "-W", "2", addr)
 }
 
 var receiver = regexp.MustCompile(`([\d.]+ [KMG]?bits/sec)\s+receiver`)
@@ -372,10 +165,10 @@ var receiver = regexp.MustCompile(`([\d.]+ [KMG]?bits/sec)\s+receiver`)
 func iperf(t *testing.T, server, client, srvAddr string, port int) string {
 	t.Helper()
 	p := fmt.Sprint(port)
-	srv := start(t, "iperf3 server", false, "ip", "netns", "exec", server, "taskset", "-c", "0",
+	srv := harness.Start(t, "iperf3 server", "ip", "netns", "exec", server, "taskset", "-c", "0",
 		"iperf3", "-s", "-1", "--forceflush", "-B", srvAddr, "-p", p)
-	srv.waitLog("Server listening", 5*time.Second)
-	out := run(t, "ip", "netns", "exec", client, "taskset", "-c", "0", "iperf3", "-c", srvAddr, "-p", p, "-t", "3")
+	srv.WaitLog("Server listening", 5*time.Second)
+	out := harness.Run(t, "ip", "netns", "exec", client, "taskset", "-c", "0", "iperf3", "-c", srvAddr, "-p", p, "-t", "3")
 	m := receiver.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("iperf3 gave no receiver line:\n%s", out)
@@ -400,13 +193,7 @@ type status struct {
 func (b *bed) stats() status {
 	b.t.Helper()
 	var s status
-	out, err := exec.Command(kbridgeBin(b.t), "stats", "--socket", b.ctl).Output()
-	if err == nil {
-		err = json.Unmarshal(out, &s)
-	}
-	if err != nil {
-		b.t.Fatalf("kbridge stats: %v\n%s", err, out)
-	}
+	harness.KbridgeStats(b.t, b.ctl, &s)
 	return s
 }
 
@@ -415,7 +202,7 @@ func gone(t *testing.T, sock string) {
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket %s still there after stop (%v)", sock, err)
 	}
-	if out, _ := exec.Command("ip", "-n", dut, "link", "show", ifname).CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+	if gone, out := harness.LinkGone(dut, ifname); !gone {
 		t.Errorf("%s still there after stop: %s", ifname, out)
 	}
 }
@@ -447,10 +234,10 @@ func TestVhostServer(t *testing.T) {
 	})
 
 	tp := b.testpmd(false)
-	tp.waitLog("Press enter to exit", 30*time.Second)
-	kb.waitLog("vhost-user frontend connected", 10*time.Second)
-	if !strings.Contains(kb.log.String(), "MRG_RXBUF") {
-		t.Errorf("the negotiated features are not logged:\n%s", kb.log)
+	tp.WaitLog("Press enter to exit", 30*time.Second)
+	kb.WaitLog("vhost-user frontend connected", 10*time.Second)
+	if !strings.Contains(kb.Log.String(), "MRG_RXBUF") {
+		t.Errorf("the negotiated features are not logged:\n%s", kb.Log)
 	}
 
 	t.Run("ping both ways", func(t *testing.T) {
@@ -483,7 +270,7 @@ func TestVhostServer(t *testing.T) {
 
 	stopKbridge(t, kb)
 	gone(t, b.sock)
-	tp.stop(false)
+	tp.Stop(false)
 }
 
 // TestVhostClientReconnect: testpmd's virtio-user port is the server
@@ -499,9 +286,9 @@ func TestVhostClientReconnect(t *testing.T) {
 	var down time.Time
 	for i := range 3 {
 		kb := b.kbridge()
-		kb.waitLog("vhost-user frontend connected", 15*time.Second)
+		kb.WaitLog("vhost-user frontend connected", 15*time.Second)
 		up := time.Now()
-		tp.waitLog("Press enter to exit", 30*time.Second)
+		tp.WaitLog("Press enter to exit", 30*time.Second)
 		if stream != nil {
 			stream.waitEchoes(50, up, 20*time.Second)
 			t.Logf("kbridge restart %d under ping -i 0.01: %v; stop to reconnected %v",
@@ -522,11 +309,11 @@ func TestVhostClientReconnect(t *testing.T) {
 		if _, err := os.Stat(b.sock); err != nil {
 			t.Errorf("run %d: kbridge removed the socket of testpmd, the server: %v", i, err)
 		}
-		if out, _ := exec.Command("ip", "-n", dut, "link", "show", ifname).CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+		if gone, _ := harness.LinkGone(dut, ifname); !gone {
 			t.Errorf("run %d: %s still there after stop", i, ifname)
 		}
 	}
-	tp.stop(false)
+	tp.Stop(false)
 }
 
 // TestVhostServerAppRestart: kbridge serves; testpmd (a virtio-user client)
@@ -537,12 +324,12 @@ func TestVhostServerAppRestart(t *testing.T) {
 	b := newBed(t, false)
 	kb := b.kbridge()
 	tp := b.testpmd(false)
-	tp.waitLog("Press enter to exit", 30*time.Second)
-	kb.waitCount("vhost-user frontend connected", 1, 10*time.Second)
+	tp.WaitLog("Press enter to exit", 30*time.Second)
+	kb.WaitCount("vhost-user frontend connected", 1, 10*time.Second)
 	tp = b.appRestarts(kb, tp, false)
 	stopKbridge(t, kb)
 	gone(t, b.sock)
-	tp.stop(false)
+	tp.Stop(false)
 }
 
 // TestVhostClientAppRestart: testpmd is the server (server=1), kbridge the
@@ -555,18 +342,18 @@ func TestVhostClientAppRestart(t *testing.T) {
 	tp := b.testpmd(true)
 	b.waitSocket(tp)
 	kb := b.kbridge()
-	kb.waitCount("vhost-user frontend connected", 1, 15*time.Second)
-	tp.waitLog("Press enter to exit", 30*time.Second)
+	kb.WaitCount("vhost-user frontend connected", 1, 15*time.Second)
+	tp.WaitLog("Press enter to exit", 30*time.Second)
 	tp = b.appRestarts(kb, tp, true)
 	stopKbridge(t, kb)
-	tp.stop(false)
+	tp.Stop(false)
 }
 
 // appRestarts kills testpmd, then has it quit in order, and starts it again
 // each time (with server=1 when server) under a ping stream through kb,
 // which must see the frontend go and come back and carry the traffic again
 // without being touched. It returns the testpmd running at the end.
-func (b *bed) appRestarts(kb, tp *proc, server bool) *proc {
+func (b *bed) appRestarts(kb, tp *harness.Proc, server bool) *harness.Proc {
 	t := b.t
 	t.Helper()
 	ping(t, peer, kbAddr)
@@ -575,10 +362,10 @@ func (b *bed) appRestarts(kb, tp *proc, server bool) *proc {
 		stream.waitEchoes(50, time.Time{}, 10*time.Second)
 		down := time.Now()
 		if how == "quit" {
-			if err := tp.quit(); err != nil {
-				t.Errorf("testpmd quit with %v:\n%s", err, tp.log)
+			if err := tp.Quit(); err != nil {
+				t.Errorf("testpmd quit with %v:\n%s", err, tp.Log)
 			}
-		} else if tp.kill(); server {
+		} else if tp.Kill(); server {
 			// A killed server=1 app leaves its socket file, and DPDK 22.11's
 			// virtio-user then fails to bind it ("remove it and try again"):
 			// the app's launcher removes it, as its unit's ExecStartPre would.
@@ -586,11 +373,11 @@ func (b *bed) appRestarts(kb, tp *proc, server bool) *proc {
 				t.Errorf("no stale socket after SIGKILL: %v", err)
 			}
 		}
-		kb.waitCount("vhost-user frontend gone", i+1, 10*time.Second)
+		kb.WaitCount("vhost-user frontend gone", i+1, 10*time.Second)
 		tp = b.testpmd(server)
-		kb.waitCount("vhost-user frontend connected", i+2, 20*time.Second)
+		kb.WaitCount("vhost-user frontend connected", i+2, 20*time.Second)
 		up := time.Now()
-		tp.waitLog("Press enter to exit", 30*time.Second)
+		tp.WaitLog("Press enter to exit", 30*time.Second)
 		stream.waitEchoes(50, up, 20*time.Second)
 		t.Logf("testpmd (server=%v) %s and restart under ping -i 0.01: %v; down to reconnected %v",
 			server, how, stream.stop(), up.Sub(down).Round(time.Millisecond))
@@ -598,8 +385,8 @@ func (b *bed) appRestarts(kb, tp *proc, server bool) *proc {
 		if !s.Connected || s.Connects != uint64(i+2) {
 			t.Errorf("after testpmd's %s: %+v", how, s)
 		}
-		if !kb.running() {
-			t.Fatalf("kbridge exited:\n%s", kb.log)
+		if !kb.Running() {
+			t.Fatalf("kbridge exited:\n%s", kb.Log)
 		}
 	}
 	ping(t, dut, peerAddr)
@@ -607,11 +394,11 @@ func (b *bed) appRestarts(kb, tp *proc, server bool) *proc {
 }
 
 // stopKbridge stops kbridge, which must exit 0 having freed every mbuf.
-func stopKbridge(t *testing.T, kb *proc) {
+func stopKbridge(t *testing.T, kb *harness.Proc) {
 	t.Helper()
-	kb.stop(true)
-	if !strings.Contains(kb.log.String(), "pool_in_use=0") {
-		t.Errorf("mbufs still in use after stop:\n%s", kb.log)
+	kb.Stop(true)
+	if !strings.Contains(kb.Log.String(), "pool_in_use=0") {
+		t.Errorf("mbufs still in use after stop:\n%s", kb.Log)
 	}
 }
 
@@ -628,8 +415,8 @@ func TestVhostServerKbridgeRestart(t *testing.T) {
 	b := newBed(t, false)
 	kb := b.kbridge()
 	tp := b.testpmd(false)
-	tp.waitLog("Press enter to exit", 30*time.Second)
-	kb.waitLog("vhost-user frontend connected", 10*time.Second)
+	tp.WaitLog("Press enter to exit", 30*time.Second)
+	kb.WaitLog("vhost-user frontend connected", 10*time.Second)
 	ping(t, peer, kbAddr)
 	stream := startPing(t, peer, kbAddr)
 	stream.waitEchoes(50, time.Time{}, 10*time.Second)
@@ -645,8 +432,8 @@ func TestVhostServerKbridgeRestart(t *testing.T) {
 		t.Logf("the app's virtio-user client reconnected to the restarted kbridge: %v. "+
 			"The DPDK 22.11 limitation is gone from this DPDK: update README's virtio-user section", stream.stop())
 	} else {
-		if !tp.running() {
-			t.Fatalf("testpmd exited when kbridge restarted:\n%s", tp.log)
+		if !tp.Running() {
+			t.Fatalf("testpmd exited when kbridge restarted:\n%s", tp.Log)
 		}
 		stream.stop()
 		es := stream.echoes()
@@ -654,8 +441,8 @@ func TestVhostServerKbridgeRestart(t *testing.T) {
 			"(5 s after the restart: not connected, no echo since %v before the stop, testpmd runs with its port down). "+
 			"Supported for kbridge restarts: the app's port with server=1 and kbridge with vhost.client: true",
 			down.Sub(es[len(es)-1].at).Round(time.Millisecond))
-		if !strings.Contains(tp.log.String(), "is down") {
-			t.Logf("testpmd said nothing of its port going down:\n%s", tail(tp.log.String(), 2000))
+		if !strings.Contains(tp.Log.String(), "is down") {
+			t.Logf("testpmd said nothing of its port going down:\n%s", harness.Tail(tp.Log.String(), 2000))
 		}
 		// The way back without kbridge's help: restart the app.
 		stream = startPing(t, peer, kbAddr)
@@ -663,12 +450,12 @@ func TestVhostServerKbridgeRestart(t *testing.T) {
 		restart := time.Now()
 		// Its port's connection is gone: closing the port writes to it,
 		// and testpmd, which does not ignore SIGPIPE, dies of it.
-		if err := tp.quit(); err != nil {
+		if err := tp.Quit(); err != nil {
 			t.Logf("testpmd quit with %v", err)
 		}
 		tp = b.testpmd(false)
-		tp.waitLog("Press enter to exit", 30*time.Second)
-		kb.waitLog("vhost-user frontend connected", 15*time.Second)
+		tp.WaitLog("Press enter to exit", 30*time.Second)
+		kb.WaitLog("vhost-user frontend connected", 15*time.Second)
 		stream.waitEchoes(50, restart, 20*time.Second)
 		t.Logf("then testpmd restarted: traffic back %v after its restart began",
 			firstAfter(stream.echoes(), restart).Sub(restart).Round(time.Millisecond))
@@ -679,7 +466,7 @@ func TestVhostServerKbridgeRestart(t *testing.T) {
 	}
 	stopKbridge(t, kb)
 	gone(t, b.sock)
-	tp.stop(false)
+	tp.Stop(false)
 }
 
 // firstAfter returns when the first echo after t arrived.
@@ -696,7 +483,7 @@ func firstAfter(es []echo, t time.Time) time.Time {
 // got, with their arrival times, measure the gap.
 type pingStream struct {
 	t *testing.T
-	p *proc
+	p *harness.Proc
 }
 
 // echo is one reply: when it arrived (ping -D), its sequence number and
@@ -712,13 +499,13 @@ var echoLine = regexp.MustCompile(`(?m)^\[(\d+)\.(\d+)\] \d+ bytes from [^:]+: i
 // startPing pings addr from ns every 10 ms until stopped. stdbuf: ping's
 // output is a pipe, and a SIGTERM must not lose what stdio still holds.
 func startPing(t *testing.T, ns, addr string) *pingStream {
-	return &pingStream{t: t, p: start(t, "ping", false, "ip", "netns", "exec", ns,
+	return &pingStream{t: t, p: harness.Start(t, "ping", "ip", "netns", "exec", ns,
 		"stdbuf", "-oL", "ping", "-D", "-n", "-i", "0.01", addr)}
 }
 
 func (s *pingStream) echoes() []echo {
 	var es []echo
-	for _, m := range echoLine.FindAllStringSubmatch(s.p.log.String(), -1) {
+	for _, m := range echoLine.FindAllStringSubmatch(s.p.Log.String(), -1) {
 		sec, _ := strconv.ParseInt(m[1], 10, 64)
 		ns, _ := strconv.ParseInt((m[2] + "000000000")[:9], 10, 64) // ping -D: microseconds
 		seq, _ := strconv.Atoi(m[3])
@@ -745,7 +532,7 @@ func (s *pingStream) waitEchoes(n int, since time.Time, timeout time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			s.t.Fatalf("%d echoes, not %d, in %v after %s:\n%s", got, n, timeout,
-				since.Format("15:04:05.000"), tail(s.p.log.String(), 2000))
+				since.Format("15:04:05.000"), harness.Tail(s.p.Log.String(), 2000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -770,7 +557,7 @@ func (g gap) String() string {
 
 // stop ends the stream and measures its gap.
 func (s *pingStream) stop() gap {
-	s.p.stop(false)
+	s.p.Stop(false)
 	es := s.echoes()
 	var g gap
 	if len(es) == 0 {
@@ -793,23 +580,16 @@ func (s *pingStream) stop() gap {
 	return g
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
-
 // waitSocket waits for testpmd (server=1) to create its socket.
-func (b *bed) waitSocket(tp *proc) {
+func (b *bed) waitSocket(tp *harness.Proc) {
 	b.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, err := os.Stat(b.sock); err == nil {
 			return
 		}
-		if time.Now().After(deadline) || !tp.running() {
-			b.t.Fatalf("testpmd did not create %s:\n%s", b.sock, tp.log)
+		if time.Now().After(deadline) || !tp.Running() {
+			b.t.Fatalf("testpmd did not create %s:\n%s", b.sock, tp.Log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

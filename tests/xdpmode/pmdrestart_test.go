@@ -1,7 +1,6 @@
 package xdpmode
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,10 +8,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // The loader-pmd bed: kbxu-pdut holds the "NIC", kbxu-prem the remote host.
@@ -25,23 +25,6 @@ const (
 
 var pins = []string{"xsks_map", "steer_config", "stats"}
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestPMDRestartKeepsExceptionPath: with loader pmd the DPDK app's
 // kbridge_steer uses kbridge's pinned maps and redirects into kb0-x. A
 // kbridge restart (SIGTERM, start) while the app runs must leave the pins
@@ -49,9 +32,7 @@ func (l *lockedBuf) String() string {
 // exception path still works afterwards and a rule change (SIGHUP) reaches
 // the app's program.
 func TestPMDRestartKeepsExceptionPath(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("needs root (namespaces, XDP, DPDK)")
-	}
+	harness.NeedRoot(t, "needs root (namespaces, XDP, DPDK)")
 	if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
 		t.Skip("needs dpdk-testpmd")
 	}
@@ -65,26 +46,10 @@ func TestPMDRestartKeepsExceptionPath(t *testing.T) {
 			os.Remove(filepath.Join(pinRoot, p))
 		}
 	})
-	for _, ns := range []string{pDUT, pRemote} {
-		_ = exec.Command("ip", "netns", "del", ns).Run()
-	}
-	t.Cleanup(func() {
-		for _, ns := range []string{pDUT, pRemote} {
-			_ = exec.Command("ip", "netns", "del", ns).Run()
-		}
-	})
-	run(t, "ip", "netns", "add", pDUT)
-	run(t, "ip", "netns", "add", pRemote)
-	run(t, "ip", "link", "add", pNIC, "netns", pDUT, "type", "veth", "peer", "name", pWire, "netns", pRemote)
-	run(t, "ip", "-n", pRemote, "addr", "add", "198.18.4.1/24", "dev", pWire)
-	for _, c := range [][]string{{pRemote, pWire}, {pDUT, pNIC}, {pDUT, "lo"}, {pRemote, "lo"}} {
-		run(t, "ip", "-n", c[0], "link", "set", c[1], "up")
-	}
-	run(t, "ip", "netns", "exec", pRemote, "ethtool", "-K", pWire, "gro", "on", "tx", "off")
+	harness.Wire{DUT: pDUT, Peer: pRemote, NIC: pNIC, PeerIf: pWire, PeerAddr: "198.18.4.1", GRO: true}.Up(t)
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kbridge")
-	run(t, "go", "build", "-o", bin, "github.com/kbridge/kbridge/cmd/kbridge")
+	bin := harness.Kbridge(t)
 	cfg := filepath.Join(dir, "kbridge.yaml")
 	sock := filepath.Join(dir, "kbridge.sock")
 	obj := filepath.Join(dir, "xdp.o")
@@ -92,10 +57,7 @@ func TestPMDRestartKeepsExceptionPath(t *testing.T) {
 		y := "mode: xdp\ninterface:\n  name: kb0\n  addresses: [" + pAddr + "/24]\nxdp:\n  nic: " + pNIC +
 			"\n  loader: pmd\n  object_file: " + obj + "\n  xsk_fallback: drop\n  fast_path:\n    - {proto: udp, ports: \"" + ports +
 			"\"}\nstats:\n  socket: " + sock + "\n  metrics: \"\"\n"
-		if err := os.WriteFile(cfg+".new", []byte(y), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(cfg+".new", cfg); err != nil {
+		if err := harness.WriteAtomic(cfg, y); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,76 +65,25 @@ func TestPMDRestartKeepsExceptionPath(t *testing.T) {
 
 	// nsenter, not "ip netns exec": that mounts a fresh /sys, which hides
 	// the host's bpffs, and the app's libbpf must find kbridge's pins.
-	type daemon struct {
-		cmd    *exec.Cmd
-		log    *lockedBuf
-		exited chan error
+	start := func() *harness.Proc {
+		kb := harness.Start(t, "kbridge", "nsenter", "--net=/var/run/netns/"+pDUT, bin, "run", "--config", cfg)
+		kb.WaitReady(t, "come up", 15*time.Second, func() bool { return harness.KbridgeAnswers(t, sock) })
+		return kb
 	}
-	start := func() *daemon {
-		d := &daemon{log: &lockedBuf{}, exited: make(chan error, 1)}
-		d.cmd = exec.Command("nsenter", "--net=/var/run/netns/"+pDUT, bin, "run", "--config", cfg)
-		d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-		if err := d.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { d.exited <- d.cmd.Wait() }()
-		deadline := time.Now().Add(15 * time.Second)
-		for exec.Command(bin, "stats", "--socket", sock).Run() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("kbridge did not come up:\n%s", d.log)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return d
-	}
-	stop := func(d *daemon) {
-		if d.cmd.ProcessState != nil {
-			return
-		}
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-d.exited:
-			if err != nil {
-				t.Errorf("kbridge exited with %v\n%s", err, d.log)
-			}
-		case <-time.After(10 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-d.exited
-			t.Errorf("kbridge ignored SIGTERM\n%s", d.log)
-		}
-	}
+	stop := func(kb *harness.Proc) { kb.Stop(true) }
 
 	kb := start()
 	t.Cleanup(func() { stop(kb) })
 
 	// The DPDK app: testpmd through net_af_xdp with kbridge's object.
-	app := &lockedBuf{}
 	vdev := fmt.Sprintf("net_af_xdp0,iface=%s,start_queue=0,queue_count=1,xdp_prog=%s", pNIC, obj)
-	pmd := exec.Command("nsenter", "--net=/var/run/netns/"+pDUT, "dpdk-testpmd",
+	// testpmd exits when its stdin closes: Quit.
+	pmd := harness.StartSpec(t, "testpmd", harness.Spec{Stdin: true}, "nsenter", "--net=/var/run/netns/"+pDUT, "dpdk-testpmd",
 		"-l", fmt.Sprintf("0,%d", runtime.NumCPU()-1), "--no-huge", "-m", "256", "--no-pci", "--file-prefix", "kbxu-pmd",
 		"--vdev", vdev, "--", "--forward-mode=rxonly", "--total-num-mbufs=4096")
-	pmd.Stdout, pmd.Stderr = app, app
-	stdin, err := pmd.StdinPipe() // testpmd exits when stdin closes
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pmdDone := make(chan error, 1)
-	go func() { pmdDone <- pmd.Wait() }()
-	stopApp := func() {
-		if pmd.ProcessState != nil {
-			return
-		}
-		stdin.Close()
-		select {
-		case <-pmdDone:
-		case <-time.After(20 * time.Second):
-			_ = pmd.Process.Kill()
-			<-pmdDone
-		}
-	}
+	pmd.StopWait = 20 * time.Second
+	app := pmd.Log
+	stopApp := func() { _ = pmd.Quit() }
 	t.Cleanup(stopApp)
 	nicProg := func() bool {
 		out, _ := exec.Command("ip", "-n", pDUT, "-d", "link", "show", pNIC).CombinedOutput()
@@ -190,11 +101,11 @@ func TestPMDRestartKeepsExceptionPath(t *testing.T) {
 		t.Helper()
 		out, err := exec.Command("ip", "netns", "exec", pRemote, "ping", "-c", "3", "-i", "0.2", "-W", "2", pAddr).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), " 0% packet loss") {
-			t.Fatalf("%s: ping %s: %v\n%s\nkbridge:\n%s", what, pAddr, err, out, kb.log)
+			t.Fatalf("%s: ping %s: %v\n%s\nkbridge:\n%s", what, pAddr, err, out, kb.Log)
 		}
 	}
 	noPorts := func() int { // UDP datagrams the DUT's kernel got for a closed port
-		out := run(t, "ip", "netns", "exec", pDUT, "cat", "/proc/net/snmp")
+		out := harness.Run(t, "ip", "netns", "exec", pDUT, "cat", "/proc/net/snmp")
 		var head []string
 		for _, l := range strings.Split(out, "\n") {
 			if !strings.HasPrefix(l, "Udp: ") {
@@ -218,7 +129,7 @@ func TestPMDRestartKeepsExceptionPath(t *testing.T) {
 	sendUDP := func(port, n int) int {
 		before := noPorts()
 		for i := 0; i < n; i++ {
-			run(t, "ip", "netns", "exec", pRemote, "bash", "-c", fmt.Sprintf("echo x > /dev/udp/%s/%d", pAddr, port))
+			harness.Run(t, "ip", "netns", "exec", pRemote, "bash", "-c", fmt.Sprintf("echo x > /dev/udp/%s/%d", pAddr, port))
 		}
 		time.Sleep(300 * time.Millisecond)
 		return noPorts() - before
@@ -243,8 +154,8 @@ func TestPMDRestartKeepsExceptionPath(t *testing.T) {
 		t.Error("the app's program left the NIC")
 	}
 	kb = start()
-	if !strings.Contains(kb.log.String(), "keeping the exception veth") {
-		t.Errorf("the new kbridge did not keep the veth:\n%s", kb.log)
+	if !strings.Contains(kb.Log.String(), "keeping the exception veth") {
+		t.Errorf("the new kbridge did not keep the veth:\n%s", kb.Log)
 	}
 	ping("exception path after the restart")
 	if got := sendUDP(4790, 10); got != 10 {
@@ -253,14 +164,8 @@ func TestPMDRestartKeepsExceptionPath(t *testing.T) {
 
 	// A rule change after the restart reaches the app's program.
 	write("4789-4790")
-	_ = kb.cmd.Process.Signal(syscall.SIGHUP)
-	deadline = time.Now().Add(5 * time.Second)
-	for !strings.Contains(kb.log.String(), "msg=reloaded") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reload in the log:\n%s", kb.log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	_ = kb.Signal(syscall.SIGHUP)
+	kb.WaitLog("msg=reloaded", 5*time.Second)
 	if got := sendUDP(4790, 10); got != 0 {
 		t.Errorf("after SIGHUP made 4790 fast path: the kernel still got %d of 10 datagrams", got)
 	}
@@ -274,7 +179,7 @@ func TestPMDRestartKeepsExceptionPath(t *testing.T) {
 			t.Errorf("pin %s left after the app and kbridge stopped", p)
 		}
 	}
-	if out, _ := exec.Command("ip", "-n", pDUT, "link", "show", "kb0").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+	if gone, out := harness.LinkGone(pDUT, "kb0"); !gone {
 		t.Errorf("kb0 left after the app and kbridge stopped: %s", out)
 	}
 	if rx := regexpRX(app.String()); rx < 10 {

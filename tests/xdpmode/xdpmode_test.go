@@ -4,15 +4,14 @@
 package xdpmode
 
 import (
-	"bytes"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 const (
@@ -20,83 +19,29 @@ const (
 	kbAddr      = "198.19.50.2"
 )
 
-func run(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 
-func setup(t *testing.T) {
-	for _, ns := range []string{dut, remote} {
-		_ = exec.Command("ip", "netns", "del", ns).Run() // a crashed run's leftovers
-	}
-	t.Cleanup(func() {
-		for _, ns := range []string{dut, remote} {
-			_ = exec.Command("ip", "netns", "del", ns).Run()
-		}
-	})
-	run(t, "ip", "netns", "add", dut)
-	run(t, "ip", "netns", "add", remote)
-	run(t, "ip", "link", "add", "kbq-nic", "netns", dut, "type", "veth", "peer", "name", "kbq-wire", "netns", remote)
-	run(t, "ip", "-n", remote, "addr", "add", "198.19.50.1/24", "dev", "kbq-wire")
-	for _, c := range [][]string{{remote, "kbq-wire"}, {dut, "kbq-nic"}, {dut, "lo"}, {remote, "lo"}} {
-		run(t, "ip", "-n", c[0], "link", "set", c[1], "up")
-	}
+func TestKbridgeRunModeXDP(t *testing.T) {
+	harness.NeedRoot(t, "mode xdp needs root (namespaces, XDP)")
 	// The veth facts of docs/XDP.md ("What Attach does"): the remote end
 	// needs NAPI for redirected frames, and TCP needs its tx checksum
 	// offload off.
-	run(t, "ip", "netns", "exec", remote, "ethtool", "-K", "kbq-wire", "gro", "on", "tx", "off")
-}
-
-func TestKbridgeRunModeXDP(t *testing.T) {
-	if testing.Short() || os.Geteuid() != 0 {
-		t.Skip("mode xdp needs root (namespaces, XDP): run it as root (make test)")
-	}
-	setup(t)
+	harness.Wire{DUT: dut, Peer: remote, NIC: "kbq-nic", PeerIf: "kbq-wire", PeerAddr: "198.19.50.1", GRO: true}.Up(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kbridge")
-	run(t, "go", "build", "-o", bin, "github.com/kbridge/kbridge/cmd/kbridge")
+	bin := harness.Kbridge(t)
 	cfg := filepath.Join(dir, "kbridge.yaml")
 	sock := filepath.Join(dir, "kbridge.sock")
 	write := func(rule string) {
 		y := "mode: xdp\ninterface:\n  name: kb0\n  addresses: [" + kbAddr + "/24]\nxdp:\n  nic: kbq-nic\n" +
 			"  pin_path: /sys/fs/bpf/kbq\n  xsk_fallback: drop\n  fast_path:\n    - " + rule + "\nstats:\n  socket: " + sock + "\n  metrics: \"\"\n"
-		if err := os.WriteFile(cfg+".new", []byte(y), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(cfg+".new", cfg); err != nil {
+		if err := harness.WriteAtomic(cfg, y); err != nil {
 			t.Fatal(err)
 		}
 	}
 	write("{proto: udp, port: 4789}")
-	var log bytes.Buffer
-	cmd := exec.Command("ip", "netns", "exec", dut, bin, "run", "--config", cfg)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("kbridge exited with %v\n%s", err, &log)
-			}
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("kbridge ignored SIGTERM")
-		}
-	}
+	kb := harness.Start(t, "kbridge", "ip", "netns", "exec", dut, bin, "run", "--config", cfg)
+	log := kb.Log
+	stop := func() { kb.Stop(true) }
 	t.Cleanup(stop)
 
 	type status struct {
@@ -105,37 +50,22 @@ func TestKbridgeRunModeXDP(t *testing.T) {
 	}
 	read := func() status {
 		var s status
-		out, err := exec.Command(bin, "stats", "--socket", sock).Output()
-		if err == nil {
-			err = json.Unmarshal(out, &s)
-		}
-		if err != nil {
-			t.Fatalf("kbridge stats: %v\n%s", err, &log)
-		}
+		harness.KbridgeStats(t, sock, &s)
 		return s
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for exec.Command(bin, "stats", "--socket", sock).Run() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("kbridge did not come up:\n%s", &log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	kb.WaitReady(t, "come up", 15*time.Second, func() bool { return harness.KbridgeAnswers(t, sock) })
 
 	t.Run("ping reaches kb0 through the redirect", func(t *testing.T) {
-		out := run(t, "ip", "netns", "exec", remote, "ping", "-c", "5", "-i", "0.1", "-W", "2", kbAddr)
+		out := harness.Run(t, "ip", "netns", "exec", remote, "ping", "-c", "5", "-i", "0.1", "-W", "2", kbAddr)
 		if !strings.Contains(out, " 0% packet loss") {
 			t.Errorf("ping:\n%s", out)
 		}
 	})
 	t.Run("tcp both ways", func(t *testing.T) {
-		srv := exec.Command("ip", "netns", "exec", dut, "iperf3", "-s", "-1", "-B", kbAddr, "-p", "5299")
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+		srv := harness.Start(t, "iperf3 server", "ip", "netns", "exec", dut, "iperf3", "-s", "-1", "-B", kbAddr, "-p", "5299")
+		defer srv.Kill()
 		time.Sleep(300 * time.Millisecond)
-		out := run(t, "ip", "netns", "exec", remote, "iperf3", "-c", kbAddr, "-p", "5299", "-t", "2", "--bidir")
+		out := harness.Run(t, "ip", "netns", "exec", remote, "iperf3", "-c", kbAddr, "-p", "5299", "-t", "2", "--bidir")
 		if !strings.Contains(out, "receiver") {
 			t.Errorf("iperf3:\n%s", out)
 		}
@@ -146,7 +76,7 @@ func TestKbridgeRunModeXDP(t *testing.T) {
 		// for the datagrams' first send is exception traffic and may
 		// rightly reach kb0 meanwhile.
 		udp := func() string {
-			out := run(t, "ip", "netns", "exec", dut, "nstat", "-az", "UdpInDatagrams", "UdpNoPorts", "UdpInErrors")
+			out := harness.Run(t, "ip", "netns", "exec", dut, "nstat", "-az", "UdpInDatagrams", "UdpNoPorts", "UdpInErrors")
 			var vals []string
 			for _, l := range strings.Split(out, "\n") {
 				if f := strings.Fields(l); len(f) >= 2 && strings.HasPrefix(f[0], "Udp") {
@@ -158,7 +88,7 @@ func TestKbridgeRunModeXDP(t *testing.T) {
 		udpBefore := udp()
 		// nc is not assumed: bash's /dev/udp sends one datagram per echo.
 		for i := 0; i < 10; i++ {
-			run(t, "ip", "netns", "exec", remote, "bash", "-c", "echo x > /dev/udp/"+kbAddr+"/4789")
+			harness.Run(t, "ip", "netns", "exec", remote, "bash", "-c", "echo x > /dev/udp/"+kbAddr+"/4789")
 		}
 		after := read().Actions
 		if got := after["xsk_miss"].Packets - before["xsk_miss"].Packets; got != 10 {
@@ -170,26 +100,20 @@ func TestKbridgeRunModeXDP(t *testing.T) {
 	})
 	t.Run("a bad rule is refused, the old rules stay", func(t *testing.T) {
 		write(`{proto: tcp, ports: "70000-80"}`)
-		_ = cmd.Process.Signal(syscall.SIGHUP)
-		deadline := time.Now().Add(5 * time.Second)
-		for !strings.Contains(log.String(), "reload refused") {
-			if time.Now().After(deadline) {
-				t.Fatalf("no refusal in the log:\n%s", &log)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		_ = kb.Signal(syscall.SIGHUP)
+		kb.WaitCountIn(t, "reload refused", 1, 5*time.Second)
 		if !strings.Contains(log.String(), `xdp.fast_path[0].ports: \"70000-80\"`) && !strings.Contains(log.String(), "70000-80") {
-			t.Errorf("the refusal does not name the rule:\n%s", &log)
+			t.Errorf("the refusal does not name the rule:\n%s", log)
 		}
 	})
 	if s := read(); s.Actions["exception"].Packets == 0 || s.Actions["returned"].Packets == 0 {
 		t.Errorf("counters did not move: %+v", s.Actions)
 	}
 	stop()
-	if out, _ := exec.Command("ip", "-n", dut, "link", "show", "kb0").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+	if gone, out := harness.LinkGone(dut, "kb0"); !gone {
 		t.Errorf("kb0 left behind: %s", out)
 	}
-	if out := run(t, "ip", "-n", dut, "-d", "link", "show", "kbq-nic"); strings.Contains(out, "xdp") || strings.Contains(out, "PROMISC") {
+	if out := harness.Run(t, "ip", "-n", dut, "-d", "link", "show", "kbq-nic"); strings.Contains(out, "xdp") || strings.Contains(out, "PROMISC") {
 		t.Errorf("program or promiscuous flag left on the NIC:\n%s", out)
 	}
 	if _, err := os.Stat("/sys/fs/bpf/kbq"); err == nil {

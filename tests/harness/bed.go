@@ -1,10 +1,12 @@
-// Package bedtest has the helpers the end-to-end tests share to drive the
-// namespace test bed of tests/testbed/README.md: run commands in its namespaces, find the
+package harness
+
+// The namespace test bed of tests/testbed/README.md, as the tests that bring
+// it up with up.sh drive it: run commands in its namespaces, find the
 // processes it started by their PID files, and check that tearing it down
 // left nothing behind.
-package bedtest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,7 +57,7 @@ func Command(env []string, name string, args ...string) *exec.Cmd {
 }
 
 // Sh runs a command and fails the test, with its output, if it fails.
-func Sh(t *testing.T, env []string, name string, args ...string) string {
+func Sh(t testing.TB, env []string, name string, args ...string) string {
 	t.Helper()
 	out, err := Command(env, name, args...).CombinedOutput()
 	if err != nil {
@@ -73,34 +75,75 @@ func In(t *testing.T, env []string, ns string, args ...string) string {
 // PidOf reads the PID the bed recorded for process name.
 func PidOf(t *testing.T, name string) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(RunDir, name+".pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid, err := ReadPID(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pid
 }
 
+// ReadPID reads the PID the bed recorded for process name in RunDir.
+func ReadPID(name string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(RunDir, name+".pid"))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("bad pid in %s/%s.pid", RunDir, name)
+	}
+	return pid, nil
+}
+
+// Procs reads every PID the bed recorded (RunDir/NAME.pid), by name.
+func Procs() map[string]int {
+	procs := map[string]int{}
+	files, _ := filepath.Glob(filepath.Join(RunDir, "*.pid"))
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if pid, err := ReadPID(name); err == nil {
+			procs[name] = pid
+		}
+	}
+	return procs
+}
+
 // Alive reports whether pid runs. A zombie has exited: this VM's init reaps
 // orphans slowly.
 func Alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
 		return false
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return err == nil && !strings.Contains(string(b), ") Z ")
+	i := bytes.LastIndexByte(b, ')') // the state follows the command name
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 // WaitGone waits up to d for pid to exit and reports whether it did.
 func WaitGone(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for Alive(pid) && time.Now().Before(deadline) {
+	for Alive(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return !Alive(pid)
+	return true
+}
+
+// StopPID sends SIGTERM to pid, a process the bed started (what names it),
+// and fails t unless it exits within d.
+func StopPID(t *testing.T, what string, pid int, d time.Duration) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !WaitGone(pid, d) {
+		t.Fatalf("%s did not stop on SIGTERM", what)
+	}
 }
 
 // CheckNothingLeft reports every namespace, link (the bed's and extraLinks)
@@ -119,11 +162,9 @@ func CheckNothingLeft(t *testing.T, extraLinks ...string) {
 			t.Errorf("link %s left in the root namespace after testbed-down", l)
 		}
 	}
-	pids, _ := filepath.Glob(filepath.Join(RunDir, "*.pid"))
-	for _, p := range pids {
-		b, _ := os.ReadFile(p)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && Alive(pid) {
-			t.Errorf("process %d (%s) still alive after testbed-down", pid, filepath.Base(p))
+	for name, pid := range Procs() {
+		if Alive(pid) {
+			t.Errorf("process %d (%s.pid) still alive after testbed-down", pid, name)
 		}
 	}
 }

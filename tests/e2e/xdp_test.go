@@ -1,10 +1,4 @@
-// Package e2exdp brings up the XDP variant of the test bed (KBT_MODE=xdp
-// tests/testbed/up.sh): kbridge in mode xdp with loader pmd, and the reference
-// DPDK app on kbt-nic through net_af_xdp with kbridge's object. It checks what
-// a user would: ping, TCP and NFS reach kb0 through the XDP redirect both
-// ways, fast-path UDP reaches the app and not the kernel, kbridge's counters
-// move, and the tear-down leaves no program, pin, veth or process behind.
-package e2exdp
+package e2e
 
 import (
 	"encoding/json"
@@ -20,45 +14,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kbridge/kbridge/tests/bedtest"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
+// The XDP bed (KBT_MODE=xdp, tests/testbed/README.md): kbridge in mode xdp
+// with loader pmd, and the reference DPDK app on kbt-nic through net_af_xdp
+// with kbridge's object. Ping, TCP and NFS (the shared checks) reach kb0
+// through the XDP redirect both ways; its own checks: placement and
+// program, fast-path UDP reaches the app and not the kernel, kbridge's
+// counters move, and the orderly stop leaves no program, pin, veth or
+// process behind.
 const (
-	peerIP      = "198.18.0.1" // kbt-wire in kbt-peer
-	dutIP       = "198.18.0.2" // kb0 in kbt-dut
-	runDir      = bedtest.RunDir
-	fastPort    = 4789 // the fast-path rule of kbridge-xdp.yaml, the refapp's --own-udp-port
-	treeEntries = 2000*3 + 1
-	nic         = "kbt-nic"
+	fastPort = 4789 // the fast-path rule of kbridge-xdp.yaml, the refapp's --own-udp-port
+	nic      = "kbt-nic"
 )
-
-// bedEnv: up.sh and down.sh must not take the lock this test already holds.
-var bedEnv = []string{"KBT_LOCK_HELD=1"}
-
-var (
-	repoRoot  = bedtest.RepoRoot
-	pidOf     = bedtest.PidOf
-	alive     = bedtest.Alive
-	waitGone  = bedtest.WaitGone
-	clientCPU = func() string { return bedtest.ClientCPU }
-)
-
-func command(env []string, name string, args ...string) *exec.Cmd {
-	return bedtest.Command(append(append([]string(nil), bedEnv...), env...), name, args...)
-}
-
-func sh(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	return bedtest.Sh(t, bedEnv, name, args...)
-}
-
-func in(t *testing.T, ns string, args ...string) string {
-	t.Helper()
-	return bedtest.In(t, bedEnv, ns, args...)
-}
-
-// claimBed holds the bed for the whole test (bedtest.ClaimBed).
-var claimBed = bedtest.ClaimBed
 
 type xdpStatus struct {
 	Mode       string `json:"mode"`
@@ -69,66 +38,25 @@ type xdpStatus struct {
 	} `json:"actions"`
 }
 
-func TestXDPBed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the XDP test bed is skipped in -short mode")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the XDP test bed needs root (namespaces, XDP, DPDK): run it as root (make test)")
-	}
-	root := repoRoot(t)
-	for _, bin := range []string{"bin/kbridge", "bin/kbridge-refapp"} {
-		if _, err := os.Stat(filepath.Join(root, bin)); err != nil {
-			t.Fatalf("%s missing: run make build (make test does)", bin)
-		}
-	}
-	for _, tool := range []string{"bpftool", "nsenter", "iperf3", "nfs-ls", "nfs-cat", "ganesha.nfsd"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s missing: run make deps", tool)
-		}
-	}
-	kbridge := filepath.Join(root, "bin/kbridge")
-	sock := filepath.Join(runDir, "kbridge.sock")
-	start := time.Now()
-	claimBed(t, root)
-	if w := time.Since(start); w > time.Second {
-		t.Logf("waited %v for the test bed", w.Round(time.Second))
-	}
-
-	// What the bed records, read before the tear-down removes the records.
-	var pins []string // "PATH MAP_ID"
-	var object string
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, log := range []string{"kbridge.log", "refapp.log"} {
-				b, _ := os.ReadFile(filepath.Join(runDir, log))
-				t.Logf("%s:\n%s", log, b)
-			}
-		}
-		if out, err := command(nil, "bash", filepath.Join(root, "tests/testbed/down.sh")).CombinedOutput(); err != nil {
-			t.Errorf("down.sh: %v\n%s", err, out)
-		}
-		checkNothingLeft(t, pins, object)
-	})
-	upStart := time.Now()
-	out, err := command([]string{"KBT_MODE=xdp"}, "bash", filepath.Join(root, "tests/testbed/up.sh")).Output()
-	if err != nil || !strings.Contains(string(out), "testbed up") {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("KBT_MODE=xdp up.sh: %v\n%s%s", err, out, stderr)
-	}
-	t.Logf("xdp test bed up in %v", time.Since(upStart).Round(time.Millisecond))
+// xdpRecorded reads the pins and the object file the bed recorded, before
+// the tear-down removes the records.
+func xdpRecorded(t *testing.T, r *bedRun) {
 	if b, err := os.ReadFile(filepath.Join(runDir, "xdp-pins")); err == nil {
-		pins = strings.Split(strings.TrimSpace(string(b)), "\n")
+		r.pins = strings.Split(strings.TrimSpace(string(b)), "\n")
 	}
 	if b, err := os.ReadFile(filepath.Join(runDir, "xdp-object")); err == nil {
-		object = strings.TrimSpace(string(b))
+		r.object = strings.TrimSpace(string(b))
 	}
-	if len(pins) != 3 {
-		t.Errorf("the bed recorded pins %q, want xsks_map, steer_config and stats", pins)
+	if len(r.pins) != 3 {
+		t.Errorf("the bed recorded pins %q, want xsks_map, steer_config and stats", r.pins)
 	}
+}
+
+// xdpChecks are mode xdp's own checks, ending with its orderly stop.
+func xdpChecks(t *testing.T, r *bedRun) {
+	kbridge := filepath.Join(r.root, "bin/kbridge")
+	sock := filepath.Join(runDir, "kbridge.sock")
+	pins, object := r.pins, r.object
 	kbPID, appPID := pidOf(t, "kbridge"), pidOf(t, "refapp")
 
 	status := func(t *testing.T) xdpStatus {
@@ -175,63 +103,6 @@ func TestXDPBed(t *testing.T) {
 		if s := status(t); s.Mode != "xdp" {
 			t.Errorf("kbridge stats: mode %q, want xdp", s.Mode)
 		}
-	})
-
-	t.Run("ping both ways", func(t *testing.T) {
-		for _, c := range []struct{ ns, ip string }{{"kbt-dut", peerIP}, {"kbt-peer", dutIP}} {
-			out := in(t, c.ns, "ping", "-c", "10", "-i", "0.05", "-W", "2", c.ip)
-			if !strings.Contains(out, " 0% packet loss") {
-				t.Errorf("ping from %s to %s:\n%s", c.ns, c.ip, out)
-			}
-		}
-	})
-
-	for _, dir := range []struct{ name, flag string }{{"tcp to peer", ""}, {"tcp from peer", "-R"}} {
-		t.Run(dir.name, func(t *testing.T) {
-			args := []string{"iperf3", "-c", peerIP, "-p", "5201", "-t", "2", "-J"}
-			if dir.flag != "" {
-				args = append(args, dir.flag)
-			}
-			var res struct {
-				End struct {
-					SumReceived struct {
-						Bytes         float64 `json:"bytes"`
-						BitsPerSecond float64 `json:"bits_per_second"`
-					} `json:"sum_received"`
-				} `json:"end"`
-			}
-			if err := json.Unmarshal([]byte(in(t, "kbt-dut", args...)), &res); err != nil {
-				t.Fatal(err)
-			}
-			if res.End.SumReceived.Bytes < 1<<20 {
-				t.Errorf("iperf3 %s moved %.0f bytes", dir.flag, res.End.SumReceived.Bytes)
-			}
-			t.Logf("iperf3 %s: %.0f Mbit/s", dir.flag, res.End.SumReceived.BitsPerSecond/1e6)
-		})
-	}
-
-	t.Run("nfs listing", func(t *testing.T) {
-		start := time.Now()
-		out := in(t, "kbt-dut", "nfs-ls", "-R", "nfs://"+peerIP+"/export?version=4")
-		n := len(strings.Split(strings.TrimSpace(out), "\n"))
-		if n != treeEntries {
-			t.Errorf("nfs-ls -R listed %d entries, want %d", n, treeEntries)
-		}
-		t.Logf("nfs-ls -R: %d entries in %v", n, time.Since(start).Round(time.Millisecond))
-	})
-
-	t.Run("nfs big file hash", func(t *testing.T) {
-		want, err := os.ReadFile("/var/lib/kbt/big.bin.sha256")
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		out := sh(t, "bash", "-o", "pipefail", "-c", "ip netns exec kbt-dut taskset -c "+clientCPU()+
-			" nfs-cat 'nfs://"+peerIP+"/export/big.bin?version=4' | sha256sum")
-		if got := strings.Fields(out)[0]; got != strings.TrimSpace(string(want)) {
-			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
-		}
-		t.Logf("nfs-cat big.bin (256 MiB) in %v", time.Since(start).Round(time.Millisecond))
 	})
 
 	t.Run("fast path reaches the app, not the kernel", func(t *testing.T) {
@@ -324,21 +195,11 @@ func TestXDPBed(t *testing.T) {
 	// the app runs, a stopping kbridge leaves them to the app's program, so
 	// that a restart keeps the exception path: tests/xdpmode covers that.)
 	t.Run("clean stop", func(t *testing.T) {
-		if err := syscall.Kill(appPID, syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if !waitGone(appPID, 10*time.Second) {
-			t.Fatal("the DPDK app did not stop on SIGTERM")
-		}
+		harness.StopPID(t, "the DPDK app", appPID, 10*time.Second)
 		if link := sh(t, "ip", "-n", "kbt-dut", "link", "show", nic); strings.Contains(link, "prog/xdp") {
 			t.Errorf("the app left its XDP program on %s:\n%s", nic, link)
 		}
-		if err := syscall.Kill(kbPID, syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if !waitGone(kbPID, 10*time.Second) {
-			t.Fatal("kbridge did not stop on SIGTERM")
-		}
+		harness.StopPID(t, "kbridge", kbPID, 10*time.Second)
 		log, _ := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
 		if !strings.Contains(string(log), "xdp path detached") {
 			t.Errorf("kbridge did not log a clean detach:\n%s", log)
@@ -389,10 +250,10 @@ func appOwn(t *testing.T, pid int) uint64 {
 	return 0
 }
 
-// checkNothingLeft: after testbed-down no namespace, veth, program, pin,
-// object file or process of the bed remains.
-func checkNothingLeft(t *testing.T, pins []string, object string) {
-	bedtest.CheckNothingLeft(t, "kb0-x")
+// xdpLeftovers: after testbed-down no program's pin or object file of the
+// bed remains (namespaces, veths and processes are checked for every mode).
+func xdpLeftovers(t *testing.T, r *bedRun) {
+	pins, object := r.pins, r.object
 	for _, p := range pins {
 		f := strings.Fields(p)
 		if len(f) != 2 {
