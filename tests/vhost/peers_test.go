@@ -1,13 +1,14 @@
 package vhost
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // nobody is the foreign uid the peer tests connect as (Debian's nobody and
@@ -54,13 +55,7 @@ func (b *bed) refusedPeers(t *testing.T) uint64 {
 	var s struct {
 		Peers uint64 `json:"refused_peers"`
 	}
-	out, err := exec.Command(kbridgeBin(t), "stats", "--socket", b.ctl).Output()
-	if err == nil {
-		err = json.Unmarshal(out, &s)
-	}
-	if err != nil {
-		t.Fatalf("kbridge stats: %v\n%s", err, out)
-	}
+	harness.KbridgeStats(t, b.ctl, &s)
 	return s.Peers
 }
 
@@ -101,8 +96,8 @@ func TestVhostSocketAccess(t *testing.T) {
 		if _, err := f.GetFeatures(); err != nil {
 			t.Errorf("kbridge's own uid (root) is not served: %v", err)
 		}
-		kb.alive(t)
-		kb.stop(true)
+		kb.CheckRunning(t)
+		kb.Stop(true)
 	})
 	t.Run("mode 0660, group nogroup: the file's, and the group's gid passes", func(t *testing.T) {
 		b := newBed(t, false)
@@ -121,10 +116,10 @@ func TestVhostSocketAccess(t *testing.T) {
 		// uid nobody, gid nogroup: reaches the socket through the group and
 		// passes the peer check by its gid.
 		if got := asNobody(t, b.sock); got != "reply" {
-			t.Errorf("a peer of the socket's group: %s\n%s", got, kb.log)
+			t.Errorf("a peer of the socket's group: %s\n%s", got, kb.Log)
 		}
-		kb.alive(t)
-		kb.stop(true)
+		kb.CheckRunning(t)
+		kb.Stop(true)
 	})
 	t.Run("mode 0666: a foreign uid connects and is refused before any message", func(t *testing.T) {
 		b := newBed(t, false)
@@ -135,8 +130,8 @@ func TestVhostSocketAccess(t *testing.T) {
 		if got := asNobody(t, b.sock); got != "closed" {
 			t.Errorf("uid nobody on a 0666 socket: %s, want closed", got)
 		}
-		kb.waitCountIn(t, line, 1, 5*time.Second)
-		got := lastLine(kb.log.String(), line)
+		kb.WaitCountIn(t, line, 1, 5*time.Second)
+		got := lastLine(kb.Log.String(), line)
 		t.Log(got)
 		if !strings.Contains(got, "uid 65534") || !strings.Contains(got, "pid ") {
 			t.Errorf("the refusal does not name the peer's uid and pid: %s", got)
@@ -144,29 +139,29 @@ func TestVhostSocketAccess(t *testing.T) {
 		if n := b.refusedPeers(t); n != before+1 {
 			t.Errorf("refused_peers %d -> %d, want +1", before, n)
 		}
-		if strings.Contains(kb.log.String(), "read message VHOST_USER_GET_FEATURES") {
-			t.Errorf("librte_vhost read the refused peer's message:\n%s", kb.log)
+		if strings.Contains(kb.Log.String(), "read message VHOST_USER_GET_FEATURES") {
+			t.Errorf("librte_vhost read the refused peer's message:\n%s", kb.Log)
 		}
 		// kbridge's own uid is still served, and a device comes up.
 		f := dial(t, b.sock)
 		if _, err := f.Up(); err != nil {
 			t.Fatal(err)
 		}
-		kb.waitCountIn(t, "vhost-user frontend connected", 1, 10*time.Second)
-		kb.alive(t)
-		kb.stop(true)
+		kb.WaitCountIn(t, "vhost-user frontend connected", 1, 10*time.Second)
+		kb.CheckRunning(t)
+		kb.Stop(true)
 	})
 	t.Run("allow_uids: [65534] serves the foreign uid", func(t *testing.T) {
 		b := newBed(t, false)
 		b.withVhostKeys(t, "  socket_mode: \"0666\"\n  allow_uids: [65534]\n")
 		kb := b.kbridge()
 		if got := asNobody(t, b.sock); got != "reply" {
-			t.Errorf("an allowed uid: %s\n%s", got, kb.log)
+			t.Errorf("an allowed uid: %s\n%s", got, kb.Log)
 		}
 		if n := b.refusedPeers(t); n != 0 {
 			t.Errorf("refused_peers %d, want 0", n)
 		}
-		kb.stop(true)
+		kb.Stop(true)
 	})
 }
 
@@ -206,21 +201,21 @@ func TestVhostClientChecksListener(t *testing.T) {
 	}
 	sock := dir + "/foreign.sock"
 	vhostConfig{ifname: ifname, mac: kbMAC, addr: kbAddr, ctl: b.ctl, sock: sock, queues: 1, client: true}.write(t, b.cfg)
-	lst := start(t, "foreign listener", false, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+	lst := harness.Start(t, "foreign listener", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
 		"/usr/bin/python3", "-c", listenerScript, sock)
-	lst.waitLog("listening", 5*time.Second)
+	lst.WaitLog("listening", 5*time.Second)
 	kb := b.kbridge()
 	const line = "vhost-user peer refused, connection closed before any message"
-	kb.waitCountIn(t, line, 1, 10*time.Second)
-	got := lastLine(kb.log.String(), line)
+	kb.WaitCountIn(t, line, 1, 10*time.Second)
+	got := lastLine(kb.Log.String(), line)
 	t.Log(got)
 	if !strings.Contains(got, "the listener, uid 65534") {
 		t.Errorf("the refusal does not name the listener's uid: %s", got)
 	}
-	lst.waitLog("closed 0 bytes", 10*time.Second)
+	lst.WaitLog("closed 0 bytes", 10*time.Second)
 	if n := b.refusedPeers(t); n < 1 {
 		t.Errorf("refused_peers %d, want at least 1", n)
 	}
-	kb.alive(t)
-	kb.stop(true)
+	kb.CheckRunning(t)
+	kb.Stop(true)
 }

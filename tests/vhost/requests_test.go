@@ -2,11 +2,9 @@ package vhost
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kbridge/kbridge/tests/harness"
 	vu "github.com/kbridge/kbridge/vhost/vhostusertest"
 )
 
@@ -37,13 +36,7 @@ type refusals struct {
 func (b *bed) refusals(t *testing.T) refusals {
 	t.Helper()
 	var s refusals
-	out, err := exec.Command(kbridgeBin(t), "stats", "--socket", b.ctl).Output()
-	if err == nil {
-		err = json.Unmarshal(out, &s)
-	}
-	if err != nil {
-		t.Fatalf("kbridge stats: %v\n%s", err, out)
-	}
+	harness.KbridgeStats(t, b.ctl, &s)
 	return s
 }
 
@@ -174,14 +167,14 @@ func TestVhostRefusedRequests(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := b.refusals(t)
-			lines := strings.Count(kb.log.String(), line)
+			lines := strings.Count(kb.Log.String(), line)
 			f := dial(t, b.sock)
 			if c.running {
 				if _, err := f.Up(); err != nil {
 					t.Fatal(err)
 				}
 				connected++
-				kb.waitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
+				kb.WaitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
 				payload := "before " + c.name
 				if err := f.SendFrame(udpFrame(payload)); err != nil {
 					t.Fatal(err)
@@ -199,15 +192,15 @@ func TestVhostRefusedRequests(t *testing.T) {
 			if !f.HungUp(5 * time.Second) {
 				t.Errorf("kbridge did not hang up on %s", c.name)
 			}
-			kb.waitCountIn(t, line, lines+1, 5*time.Second)
-			got := lastLine(kb.log.String(), line)
+			kb.WaitCountIn(t, line, lines+1, 5*time.Second)
+			got := lastLine(kb.Log.String(), line)
 			t.Log(got)
 			if want := fmt.Sprintf("(%d, ", c.req); !strings.Contains(got, want) {
 				t.Errorf("the refusal does not name request %d: %s", c.req, got)
 			}
-			kb.alive(t)
+			kb.CheckRunning(t)
 			if c.running {
-				kb.waitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
+				kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
 			}
 			after := b.refusals(t)
 			if after.Requests != before.Requests+1 {
@@ -225,19 +218,19 @@ func TestVhostRefusedRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		connected++
-		kb.waitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
+		kb.WaitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
 		if err := f.SendFrame(udpFrame("after the refused requests")); err != nil {
 			t.Fatal(err)
 		}
 		if got := received(udp, 3*time.Second); len(got) != 1 || got[0] != "after the refused requests" {
-			t.Fatalf("got %q\n%s", got, kb.log)
+			t.Fatalf("got %q\n%s", got, kb.Log)
 		}
 		f.Close()
-		kb.waitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
+		kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
 	})
-	kb.stop(true)
-	if !strings.Contains(kb.log.String(), "pool_in_use=0") {
-		t.Errorf("mbufs still in use after stop:\n%s", kb.log)
+	kb.Stop(true)
+	if !strings.Contains(kb.Log.String(), "pool_in_use=0") {
+		t.Errorf("mbufs still in use after stop:\n%s", kb.Log)
 	}
 }
 
@@ -261,7 +254,7 @@ func TestVhostMemTableChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		connected++
-		kb.waitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
+		kb.WaitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
 		return f
 	}
 	through := func(t *testing.T, f *vu.Frontend, payload string) {
@@ -270,7 +263,7 @@ func TestVhostMemTableChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := received(udp, 3*time.Second); len(got) != 1 || got[0] != payload {
-			t.Fatalf("got %q, want %q\n%s", got, payload, kb.log)
+			t.Fatalf("got %q, want %q\n%s", got, payload, kb.Log)
 		}
 	}
 	refused := func(t *testing.T, f *vu.Frontend, before refusals) {
@@ -278,7 +271,7 @@ func TestVhostMemTableChecks(t *testing.T) {
 		if !f.HungUp(5 * time.Second) {
 			t.Errorf("kbridge did not hang up")
 		}
-		kb.alive(t)
+		kb.CheckRunning(t)
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			after := b.refusals(t)
@@ -287,7 +280,7 @@ func TestVhostMemTableChecks(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("refused_mem_tables %d -> %d (connected %v), want +1 and gone\n%s",
-					before.MemTables, after.MemTables, after.Connected, kb.log)
+					before.MemTables, after.MemTables, after.Connected, kb.Log)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -334,7 +327,7 @@ func TestVhostMemTableChecks(t *testing.T) {
 		if !f.HungUp(5 * time.Second) {
 			t.Errorf("kbridge did not hang up")
 		}
-		kb.alive(t)
+		kb.CheckRunning(t)
 		if after := b.refusals(t); after.MemTables != before.MemTables+1 {
 			t.Errorf("refused_mem_tables %d -> %d, want +1", before.MemTables, after.MemTables)
 		}
@@ -352,14 +345,14 @@ func TestVhostMemTableChecks(t *testing.T) {
 		}
 		deadline := time.Now().Add(5 * time.Second)
 		for b.refusals(t).TableChanges != before.TableChanges+1 {
-			kb.alive(t)
+			kb.CheckRunning(t)
 			if time.Now().After(deadline) {
-				t.Fatalf("table_changes did not move\n%s", kb.log)
+				t.Fatalf("table_changes did not move\n%s", kb.Log)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 		if f.HungUp(200 * time.Millisecond) {
-			t.Fatalf("kbridge hung up on a good table change\n%s", kb.log)
+			t.Fatalf("kbridge hung up on a good table change\n%s", kb.Log)
 		}
 		through(t, f, "after the new table")
 		// Again and again while frames flow: the worker is in and out of
@@ -371,9 +364,9 @@ func TestVhostMemTableChecks(t *testing.T) {
 			}
 			through(t, f, fmt.Sprintf("table %d", i))
 		}
-		kb.alive(t)
+		kb.CheckRunning(t)
 		f.Close()
-		kb.waitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
+		kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
 	})
 	t.Run("a table past its file's end re-sent to a running device", func(t *testing.T) {
 		f := up(t)
@@ -383,17 +376,17 @@ func TestVhostMemTableChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 		refused(t, f, before)
-		kb.waitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
+		kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
 	})
 	t.Run("a well-behaved frontend still gets through", func(t *testing.T) {
 		f := up(t)
 		through(t, f, "after the tables")
 		f.Close()
-		kb.waitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
+		kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
 	})
-	kb.stop(true)
-	if !strings.Contains(kb.log.String(), "pool_in_use=0") {
-		t.Errorf("mbufs still in use after stop:\n%s", kb.log)
+	kb.Stop(true)
+	if !strings.Contains(kb.Log.String(), "pool_in_use=0") {
+		t.Errorf("mbufs still in use after stop:\n%s", kb.Log)
 	}
 }
 
@@ -464,13 +457,13 @@ func TestVhostRandomSequences(t *testing.T) {
 		for _, fd := range open {
 			unix.Close(fd)
 		}
-		kb.alive(t)
+		kb.CheckRunning(t)
 	}
 	// Every device gone, and a well-behaved frontend served.
 	deadline := time.Now().Add(10 * time.Second)
 	for b.refusals(t).Connected {
 		if time.Now().After(deadline) {
-			t.Fatalf("a device is still connected after every sequence hung up\n%s", kb.log)
+			t.Fatalf("a device is still connected after every sequence hung up\n%s", kb.Log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -482,13 +475,13 @@ func TestVhostRandomSequences(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := received(udp, 3*time.Second); len(got) != 1 || got[0] != "after the random sequences" {
-		t.Fatalf("got %q\n%s", got, kb.log)
+		t.Fatalf("got %q\n%s", got, kb.Log)
 	}
 	t.Logf("%d sequences; %+v", n, b.refusals(t))
 	f.Close()
-	kb.alive(t)
-	kb.stop(true)
-	if !strings.Contains(kb.log.String(), "pool_in_use=0") {
-		t.Errorf("mbufs still in use after stop:\n%s", kb.log)
+	kb.CheckRunning(t)
+	kb.Stop(true)
+	if !strings.Contains(kb.Log.String(), "pool_in_use=0") {
+		t.Errorf("mbufs still in use after stop:\n%s", kb.Log)
 	}
 }
