@@ -155,7 +155,6 @@ type VhostStatus struct {
 	RefusedChains    uint64 `json:"refused_chains"`
 	RefusedRequests  uint64 `json:"refused_requests"`
 	RefusedPeers     uint64 `json:"refused_peers"`
-	TableChanges     uint64 `json:"table_changes"`
 }
 
 // Status is what the control socket serves.
@@ -167,8 +166,7 @@ func (d *Vhost) Status() any {
 		s.Features = vhost.FeatureNames(f)
 		s.Connects, s.Disconnects = d.backend.Connects()
 		s.RefusedMemTables, s.RefusedChains = d.backend.Refused()
-		s.RefusedRequests, s.TableChanges = d.backend.RefusedRequests(), d.backend.TableChanges()
-		s.RefusedPeers = d.backend.RefusedPeers()
+		s.RefusedRequests, s.RefusedPeers = d.backend.RefusedRequests(), d.backend.RefusedPeers()
 	}
 	return s
 }

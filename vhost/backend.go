@@ -281,10 +281,6 @@ func (b *Backend) RefusedRequests() uint64 { return uint64(C.kb_vh.refused_reque
 // not allowed; as a client, a listener not allowed).
 func (b *Backend) RefusedPeers() uint64 { return uint64(C.kb_vh.refused_peers) }
 
-// TableChanges counts the memory tables a running device's frontend
-// re-sent, taken with the workers held out of the device meanwhile.
-func (b *Backend) TableChanges() uint64 { return uint64(C.kb_vh.table_changes) }
-
 // Stop unregisters the socket (librte_vhost destroys the device, after the
 // workers, which must have stopped) and removes the socket file.
 func (b *Backend) Stop() error {

@@ -287,41 +287,6 @@ kb_vh_table_fault(struct kb_vh_msg_ctx *c)
 	return 0;
 }
 
-/* Stops the workers touching the device's memory (the destroy_device
- * handshake, keeping the device) while librte_vhost swaps a running
- * device's memory table; kb_vh_resume lets them go on. */
-static int kb_vh_quiesced;
-
-static void
-kb_vh_quiesce(void)
-{
-	int i;
-
-	for (i = 0; i < kb_vh.nb_queues; i++)
-		__atomic_store_n(&kb_vh.q[i].allow, 0, __ATOMIC_SEQ_CST);
-	for (i = 0; i < kb_vh.nb_queues; i++)
-		while (__atomic_load_n(&kb_vh.q[i].busy, __ATOMIC_SEQ_CST))
-			rte_pause();
-	kb_vh_quiesced = 1;
-}
-
-static void
-kb_vh_resume(int vid)
-{
-	int i;
-
-	if (!kb_vh_quiesced)
-		return;
-	kb_vh_quiesced = 0;
-	if (vid != kb_vh.vid)
-		return;
-	for (i = 0; i < kb_vh.nb_queues; i++)
-		if (kb_vh.q[i].vid == vid)
-			__atomic_store_n(&kb_vh.q[i].allow, 1, __ATOMIC_SEQ_CST);
-	kb_vh.table_changes++;
-	kb_vh_changed();
-}
-
 /* Before librte_vhost handles a message. DPDK 22.11 honours NEED_REPLY
  * whether or not REPLY_ACK was negotiated, and a refusal it acks leaves
  * the connection and what the refused message half-set (a ring size that
@@ -357,19 +322,30 @@ kb_vh_pre_msg(int vid, void *msg)
 			kb_vh_close_fds(c);
 			return RTE_VHOST_MSG_RESULT_ERR;
 		}
-		/* A running device's table changes (virtio-user re-sends it
-		 * when the app's memory grows): librte_vhost unmaps the old
-		 * regions, so no worker may be inside the device meanwhile. */
-		if (vid == kb_vh.vid)
-			kb_vh_quiesce();
+		/* A running device's table: librte_vhost would unmap the old
+		 * regions under the workers (the chain check reads the vrings
+		 * without its locks). Holding the workers out here cannot be
+		 * done safely: librte_vhost holds every vring's lock during
+		 * this handler, and a worker inside the device may be waiting
+		 * for one (rte_vhost_enqueue_burst, enable_guest_notification),
+		 * so refuse; the frontend's next connection starts afresh.
+		 * virtio-user re-sends its table only when the app's memory
+		 * grows (a mem event): the app must not grow it. */
+		if (vid == kb_vh.vid) {
+			kb_vh_fault(KB_VH_FAULT_MEM_TABLE,
+				    "a new memory table for the running device (%u regions): kbridge does not take one while the workers run",
+				    c->p.mem.nregions);
+			kb_vh_close_fds(c);
+			return RTE_VHOST_MSG_RESULT_ERR;
+		}
 	}
 	return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
 }
 
-/* After librte_vhost mapped a memory table, while it still holds every
- * vring's lock: the pre-handler's check, again against what was mapped (a
- * second line: the files cannot have been swapped, but an unsealed memfd
- * can have shrunk). Then the workers go on. */
+/* After librte_vhost mapped a memory table (of a device not yet running),
+ * while it still holds every vring's lock: the pre-handler's check, again
+ * against what was mapped (a second line: the files cannot have been
+ * swapped, but an unsealed memfd can have shrunk). */
 static enum rte_vhost_msg_result
 kb_vh_post_msg(int vid, void *msg)
 {
@@ -381,7 +357,7 @@ kb_vh_post_msg(int vid, void *msg)
 	if (h->request != KB_VH_REQ_SET_MEM_TABLE)
 		return res;
 	if (rte_vhost_get_mem_table(vid, &mem) != 0)
-		goto out;
+		return res;
 	for (i = 0; i < mem->nregions; i++) {
 		struct rte_vhost_mem_region *r = &mem->regions[i];
 		uint64_t off = r->host_user_addr - (uint64_t)(uintptr_t)r->mmap_addr;
@@ -403,11 +379,6 @@ kb_vh_post_msg(int vid, void *msg)
 		}
 	}
 	free(mem);
-out:
-	/* A refused table hangs up and destroys the device with the workers
-	 * still held out (destroy_device waits for none). */
-	if (res != RTE_VHOST_MSG_RESULT_ERR)
-		kb_vh_resume(vid);
 	return res;
 }
 
@@ -691,7 +662,6 @@ kb_vh_destroy_device(int vid)
 	}
 	kb_vh.vid = -1;
 	kb_vh.features = 0;
-	kb_vh_quiesced = 0;
 	kb_vh.disconnects++;
 	kb_vh_changed();
 }

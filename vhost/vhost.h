@@ -52,7 +52,6 @@ struct kb_vh_backend {
 	uint64_t connects, disconnects;
 	uint64_t refused_mem_tables, refused_chains, refused_requests;
 	uint64_t refused_peers;
-	uint64_t table_changes; /* memory tables re-sent to a running device, taken */
 	struct kb_vq q[KB_VH_MAX_QUEUES];
 };
 

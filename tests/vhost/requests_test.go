@@ -26,11 +26,10 @@ func envInt(name string, def int) int {
 
 // refusals reads the counters of issue 17's vhost-user checks.
 type refusals struct {
-	MemTables    uint64 `json:"refused_mem_tables"`
-	Chains       uint64 `json:"refused_chains"`
-	Requests     uint64 `json:"refused_requests"`
-	TableChanges uint64 `json:"table_changes"`
-	Connected    bool   `json:"connected"`
+	MemTables uint64 `json:"refused_mem_tables"`
+	Chains    uint64 `json:"refused_chains"`
+	Requests  uint64 `json:"refused_requests"`
+	Connected bool   `json:"connected"`
 }
 
 func (b *bed) refusals(t *testing.T) refusals {
@@ -238,8 +237,8 @@ func TestVhostRefusedRequests(t *testing.T) {
 // before librte_vhost maps it (DPDK 22.11 maps first, and translating a
 // vring that is already set then touches the mapping: a table whose rings
 // lie past the end of its memfd was a SIGBUS), and a table re-sent to a
-// running device is taken with the workers held out of the device (DPDK
-// 22.11 unmaps the old regions meanwhile), or refused like a first one.
+// running device is refused (DPDK 22.11 would unmap the old regions under
+// the workers).
 // On DPDK 24.11 librte_vhost checks the sizes too: the tests assert
 // "refused and kbridge alive", not whose line it was.
 func TestVhostMemTableChecks(t *testing.T) {
@@ -332,40 +331,21 @@ func TestVhostMemTableChecks(t *testing.T) {
 			t.Errorf("refused_mem_tables %d -> %d, want +1", before.MemTables, after.MemTables)
 		}
 	})
-	t.Run("a table changed under a running device, under traffic", func(t *testing.T) {
+	t.Run("a good table re-sent to a running device, under traffic", func(t *testing.T) {
 		f := up(t)
 		through(t, f, "before the new table")
+		// The same memory as a smaller region: DPDK 22.11 would unmap the
+		// old one under the worker. Refused; kbridge alive and serving.
 		before := b.refusals(t)
-		// The same memory as a smaller region: librte_vhost unmaps the
-		// old one and maps the new one while the worker polls.
 		r := vu.Whole()
 		r.Size = vu.MemSize / 2
 		if err := f.SetMemTableRaw(1, []vu.Region{r}, f.MemFd()); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for b.refusals(t).TableChanges != before.TableChanges+1 {
-			kb.CheckRunning(t)
-			if time.Now().After(deadline) {
-				t.Fatalf("table_changes did not move\n%s", kb.Log)
-			}
-			time.Sleep(20 * time.Millisecond)
+		refused(t, f, before)
+		if got := lastLine(kb.Log.String(), "vhost-user memory table refused"); !strings.Contains(got, "running device") {
+			t.Errorf("the refusal does not say why: %s", got)
 		}
-		if f.HungUp(200 * time.Millisecond) {
-			t.Fatalf("kbridge hung up on a good table change\n%s", kb.Log)
-		}
-		through(t, f, "after the new table")
-		// Again and again while frames flow: the worker is in and out of
-		// the device between the two.
-		for i := range 20 {
-			r.Size = vu.MemSize/2 + uint64(i%2)*vu.MemSize/4
-			if err := f.SetMemTableRaw(1, []vu.Region{r}, f.MemFd()); err != nil {
-				t.Fatal(err)
-			}
-			through(t, f, fmt.Sprintf("table %d", i))
-		}
-		kb.CheckRunning(t)
-		f.Close()
 		kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
 	})
 	t.Run("a table past its file's end re-sent to a running device", func(t *testing.T) {
