@@ -490,7 +490,7 @@ kb_vh_check_peers(void)
 			refused++;
 		} else if (!kb_vh_peer_allowed(&cred)) {
 			kb_vh_fault(KB_VH_FAULT_PEER, "%s uid %u gid %u pid %d is not allowed (vhost.allow_uids, vhost.socket_group)",
-				    kb_vh_acl.client ? "the listener, " : "peer", cred.uid, cred.gid, (int)cred.pid);
+				    kb_vh_acl.client ? "the listener," : "peer", cred.uid, cred.gid, (int)cred.pid);
 			refused++;
 		}
 	}
