@@ -1,22 +1,42 @@
 # kbridge: see README.md. Every target that needs packages or hugepages
 # depends on `deps`, which installs only what is missing.
 SHELL   := /bin/bash
-GO      ?= $(shell command -v go || echo /usr/local/go/bin/go)
+# The newest Go 1.21+ on PATH, in /usr/local/go or Debian's /usr/lib/go-1.N
+# (deploy/go.sh; make deps installs one); it fetches the toolchain go.mod
+# names by itself. Debian's Go says GOTOOLCHAIN=local in its go.env: auto
+# here, unless the caller chose. Looked up once, when a recipe first needs
+# it: after deps, which may have just installed it (make demo on a fresh
+# machine).
+ifeq ($(origin GO),undefined)
+GO       = $(eval GO := $(shell bash deploy/go.sh))$(GO)
+endif
+export GOTOOLCHAIN ?= auto
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN     := bin
 PREFIX  ?= /usr/local
+# The DPDK that pkg-config finds: Debian's, or one built into a prefix of
+# its own with PKG_CONFIG_PATH=<prefix>/lib/<triplet>/pkgconfig (docs/DPDK.md).
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk)
+# cgo refuses compiler flags it does not know, and DPDK's pkg-config file
+# names machine flags (24.11: -mrtm) that are none of its business to judge:
+# let the -m<feature> kind through, for this build and the go builds the
+# tests run. A plain go build needs the same (README, "DPDK versions").
+export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
+# Compiler warnings the DPDK app's side must not give, in C and in C++.
+# On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
+WERROR ?= -Werror
+HDR_WARN = -Wall -Wextra $(WERROR)
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h ring/include/*.h vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
 
-.PHONY: all deps build test fuzz unit-test testbed-up testbed-down demo install generate vet clean
+.PHONY: all deps deb build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 
 all: build
 
 deps:
 	@bash deploy/deps.sh
 
-build: $(BIN)/kbridge $(BIN)/kbridge-refapp
+build: $(BIN)/kbridge $(BIN)/kbridge-refapp header-check
 
 $(BIN)/kbridge: $(GOSRC)
 	@mkdir -p $(BIN)
@@ -24,7 +44,18 @@ $(BIN)/kbridge: $(GOSRC)
 
 $(BIN)/kbridge-refapp: tests/refapp/refapp.c ring/include/kbridge.h
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g -Wall -Wextra -Wno-unused-parameter -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+
+# kbridge.h compiles without a warning as C and as C++ (many DPDK apps are
+# C++), against whichever DPDK pkg-config finds.
+header-check: $(BIN)/.header-check
+$(BIN)/.header-check: ring/include/kbridge.h
+	@mkdir -p $(BIN)
+	printf '#include <kbridge.h>\nint main(void) { return 0; }\n' | \
+		$(CC) $(HDR_WARN) -std=gnu11 -x c -Iring/include $(DPDK_CFLAGS) -c -o /dev/null -
+	printf '#include <kbridge.h>\nint main() { return 0; }\n' | \
+		$(CXX) $(HDR_WARN) -std=gnu++17 -x c++ -Iring/include $(DPDK_CFLAGS) -c -o /dev/null -
+	@touch $@
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -35,6 +66,13 @@ vet:
 # one at a time (-p 1): several share the test bed, bpffs pins and CPU 1.
 test: deps build vet bench-test fuzz
 	$(GO) test -p 1 -count=1 -timeout 40m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
+
+# The DPDK tests again on Debian 13's DPDK 24.11, in a root that
+# tests/dpdk24/root.sh makes (and caches in /var/cache/kbridge), and across
+# the two DPDKs (tests/crossver). Root; part of .ci/run.
+.PHONY: test-dpdk24
+test-dpdk24: build
+	bash tests/dpdk24/ci.sh
 
 # Unit tests only: no root, no DPDK primary, no namespaces.
 unit-test: bench-test
@@ -95,6 +133,11 @@ soak: deps build
 latency-budget: deps build
 	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
 	KBT_BENCH_COMMAND="make latency-budget$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench -budget $(BENCH_FLAGS)
+
+# A Debian package of bin/kbridge, for the DPDK it was built against:
+# bin/kbridge_<version>_<arch>.deb (deploy/deb.sh; docs/PACKAGING.md).
+deb: $(BIN)/kbridge
+	@bash deploy/deb.sh $(BIN)
 
 generate:
 	$(GO) generate ./xdp/

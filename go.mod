@@ -2,6 +2,8 @@ module github.com/kbridge/kbridge
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/fsnotify/fsnotify v1.10.1

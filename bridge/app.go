@@ -5,15 +5,18 @@
 // AppIn (frame slots toward the app), AppTSO (super-frames handed whole to an
 // app that declared TSO) and Waker (the need-wakeup handshake: PrepareToPark,
 // Unpark, RegisterEventfd). kernel.go has the kernel's side, Kernel (Fd,
-// Write, Read). worker.go has the Worker: Run follows the policy.Ladder;
-// SetPolicy switches policies live between bursts; Beats and Poke feed the
-// watchdog; Stop makes Run free what it holds. stats.go has the Counters
-// (packets, bytes, drops by reason, parks, wakeups, offload events) and
-// their Snapshot.
+// Write, Read), which takes and returns plain batches (Packet, Frame) and
+// reports what it did in a Result. worker.go has the Worker: it does every
+// hand-over between the two sides and all the counting; Run follows the
+// policy.Ladder; SetPolicy switches policies live between bursts; Beats and
+// Poke feed the watchdog; Stop makes Run free what it holds. stats.go has
+// the Counters (packets, bytes, drops by reason, parks, wakeups, offload
+// events) and their Snapshot.
 //
-// Package ring implements the app's side over DPDK rings, bridgetest fakes it
-// in Go memory, and package tap implements Kernel over a TAP device with
-// virtio-net headers. The worker makes no syscall on either side itself and
+// Packages ring and vhost implement the app's side (DPDK rings, a vhost-user
+// backend), bridgetest fakes both sides in Go memory, and package tap
+// implements Kernel over a TAP device with virtio-net headers. Neither side
+// calls the other. The worker makes no syscall on either side itself and
 // knows no frame rule: it moves bursts and decides when to wait. See
 // docs/ARCHITECTURE.md, "The engine".
 package bridge
@@ -54,8 +57,6 @@ type AppOut interface {
 	Packet(i int) (Packet, error)
 	// Written marks packet i as delivered to the kernel.
 	Written(i int)
-	// Pending returns how many packets wait to be dequeued.
-	Pending() int
 	// Close releases the current burst and the reader.
 	Close()
 }

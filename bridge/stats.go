@@ -13,11 +13,11 @@ const (
 	DropNoMbuf               // the app's mempool was empty
 	DropRingFull             // the app's from_kernel ring was full
 	DropBadVnetHdr           // the kernel's virtio-net header made no sense
-	numDrops
+	NumDrops
 )
 
 // DropNames are the metric labels of the drop reasons.
-var DropNames = [numDrops]string{
+var DropNames = [NumDrops]string{
 	"oversize", "runt", "too_many_segments", "malformed",
 	"tap_write_error", "tap_read_error", "no_mbuf", "ring_full",
 	"bad_vnet_header",
@@ -30,7 +30,7 @@ type Counters struct {
 	ToKernelBytes     atomic.Uint64
 	FromKernelPackets atomic.Uint64
 	FromKernelBytes   atomic.Uint64
-	Drops             [numDrops]atomic.Uint64
+	Drops             [NumDrops]atomic.Uint64
 	Parks             atomic.Uint64 // times the worker blocked in epoll
 	Wakeups           atomic.Uint64 // parks ended by the app's kick or the TAP
 	Timeouts          atomic.Uint64 // parks ended by the park timeout
@@ -47,34 +47,94 @@ type OffloadCounters struct {
 	SplitReads    atomic.Uint64 // kernel super-frames split into MTU frames
 	SplitFrames   atomic.Uint64 // frames those splits made
 	TSOToApp      atomic.Uint64 // super-frames handed whole to an app that declared TSO
-	CsumCompleted atomic.Uint64 // kernel frames whose checksum kbridge finished
-	Fallbacks     atomic.Uint64 // merged writes the kernel refused, redone frame by frame
+	// CsumFromKernel counts kernel frames whose partial checksum
+	// (NEEDS_CSUM) kbridge finished before the app got them.
+	CsumFromKernel atomic.Uint64
+	// CsumToKernel counts app packets whose partial checksum kbridge
+	// finished before the kernel got them (mode vhost: a guest's
+	// NEEDS_CSUM; ring mode has none).
+	CsumToKernel atomic.Uint64
+	Fallbacks    atomic.Uint64 // merged writes the kernel refused, redone frame by frame
+	// What the coalescer saw of the app's packets (vnet.CoalesceStats):
+	// packets offered, writes it planned, and packets whose IPv4 or TCP
+	// checksum was wrong (written alone, unmerged, for the kernel to drop).
+	CoalescePackets atomic.Uint64
+	CoalesceWrites  atomic.Uint64
+	BadCsum         atomic.Uint64
 }
 
 // OffloadSnapshot is a plain copy of OffloadCounters.
 type OffloadSnapshot struct {
-	MergedWrites  uint64 `json:"merged_writes"`
-	MergedPackets uint64 `json:"merged_packets"`
-	LROWrites     uint64 `json:"lro_writes"`
-	SplitReads    uint64 `json:"split_reads"`
-	SplitFrames   uint64 `json:"split_frames"`
-	TSOToApp      uint64 `json:"tso_to_app"`
-	CsumCompleted uint64 `json:"csum_completed"`
-	Fallbacks     uint64 `json:"fallbacks"`
+	MergedWrites    uint64 `json:"merged_writes"`
+	MergedPackets   uint64 `json:"merged_packets"`
+	LROWrites       uint64 `json:"lro_writes"`
+	SplitReads      uint64 `json:"split_reads"`
+	SplitFrames     uint64 `json:"split_frames"`
+	TSOToApp        uint64 `json:"tso_to_app"`
+	CsumFromKernel  uint64 `json:"csum_completed_from_kernel"`
+	CsumToKernel    uint64 `json:"csum_completed_to_kernel"`
+	Fallbacks       uint64 `json:"fallbacks"`
+	CoalescePackets uint64 `json:"coalesce_packets"`
+	CoalesceWrites  uint64 `json:"coalesce_writes"`
+	BadCsum         uint64 `json:"coalesce_bad_csum"`
 }
 
 // Snapshot copies the counters.
 func (c *OffloadCounters) Snapshot() OffloadSnapshot {
 	return OffloadSnapshot{
-		MergedWrites:  c.MergedWrites.Load(),
-		MergedPackets: c.MergedPackets.Load(),
-		LROWrites:     c.LROWrites.Load(),
-		SplitReads:    c.SplitReads.Load(),
-		SplitFrames:   c.SplitFrames.Load(),
-		TSOToApp:      c.TSOToApp.Load(),
-		CsumCompleted: c.CsumCompleted.Load(),
-		Fallbacks:     c.Fallbacks.Load(),
+		MergedWrites:    c.MergedWrites.Load(),
+		MergedPackets:   c.MergedPackets.Load(),
+		LROWrites:       c.LROWrites.Load(),
+		SplitReads:      c.SplitReads.Load(),
+		SplitFrames:     c.SplitFrames.Load(),
+		TSOToApp:        c.TSOToApp.Load(),
+		CsumFromKernel:  c.CsumFromKernel.Load(),
+		CsumToKernel:    c.CsumToKernel.Load(),
+		Fallbacks:       c.Fallbacks.Load(),
+		CoalescePackets: c.CoalescePackets.Load(),
+		CoalesceWrites:  c.CoalesceWrites.Load(),
+		BadCsum:         c.BadCsum.Load(),
 	}
+}
+
+// add adds o's events, one atomic add each for those that happened.
+func (c *OffloadCounters) add(o *OffloadSnapshot) {
+	addIf(&c.MergedWrites, o.MergedWrites)
+	addIf(&c.MergedPackets, o.MergedPackets)
+	addIf(&c.LROWrites, o.LROWrites)
+	addIf(&c.SplitReads, o.SplitReads)
+	addIf(&c.SplitFrames, o.SplitFrames)
+	addIf(&c.TSOToApp, o.TSOToApp)
+	addIf(&c.CsumFromKernel, o.CsumFromKernel)
+	addIf(&c.CsumToKernel, o.CsumToKernel)
+	addIf(&c.Fallbacks, o.Fallbacks)
+	addIf(&c.CoalescePackets, o.CoalescePackets)
+	addIf(&c.CoalesceWrites, o.CoalesceWrites)
+	addIf(&c.BadCsum, o.BadCsum)
+}
+
+func addIf(c *atomic.Uint64, v uint64) {
+	if v != 0 {
+		c.Add(v)
+	}
+}
+
+// Events names the offload events with their values, in a fixed order, for
+// metrics and display.
+func (o OffloadSnapshot) Events() [12]Event {
+	return [...]Event{
+		{"merged_writes", o.MergedWrites}, {"merged_packets", o.MergedPackets}, {"lro_writes", o.LROWrites},
+		{"split_reads", o.SplitReads}, {"split_frames", o.SplitFrames}, {"tso_to_app", o.TSOToApp},
+		{"csum_completed_from_kernel", o.CsumFromKernel}, {"csum_completed_to_kernel", o.CsumToKernel},
+		{"fallbacks", o.Fallbacks}, {"coalesce_packets", o.CoalescePackets}, {"coalesce_writes", o.CoalesceWrites},
+		{"coalesce_bad_csum", o.BadCsum},
+	}
+}
+
+// Event is one named counter value.
+type Event struct {
+	Name  string
+	Value uint64
 }
 
 // Snapshot is a plain copy of Counters, for JSON and display.
@@ -104,7 +164,7 @@ func (c *Counters) Snapshot() Snapshot {
 		ToKernelBytes:     c.ToKernelBytes.Load(),
 		FromKernelPackets: c.FromKernelPackets.Load(),
 		FromKernelBytes:   c.FromKernelBytes.Load(),
-		Drops:             make(map[string]uint64, numDrops),
+		Drops:             make(map[string]uint64, NumDrops),
 		Parks:             c.Parks.Load(),
 		Wakeups:           c.Wakeups.Load(),
 		Timeouts:          c.Timeouts.Load(),

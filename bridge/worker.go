@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -24,12 +25,25 @@ type WorkerConfig struct {
 
 // Worker moves packets for one queue pair. Run it on its own goroutine.
 type Worker struct {
-	cfg      WorkerConfig
-	out      AppOut
-	in       AppIn
-	waker    Waker
-	kernel   Kernel
-	lens     []int
+	cfg    WorkerConfig
+	out    AppOut
+	in     AppIn
+	waker  Waker
+	kernel Kernel
+	tso    AppTSO // in, when the app's side can take super-frames whole
+
+	// The hand-over's scratch, the worker's own: the app's packets for
+	// Write (pkts, their burst indices idx, what Write delivered), the
+	// app's slots and what Read made of them, and the kernel side's
+	// Result.
+	pkts    []Packet
+	idx     []int
+	written []bool
+	slots   [][]byte
+	frames  []Frame
+	lens    []int
+	res     Result // zero between calls: count adds and zeroes it
+
 	counters Counters
 	canKick  bool
 	policy   atomic.Pointer[policy.Policy]
@@ -57,10 +71,17 @@ func NewWorker(cfg WorkerConfig, out AppOut, in AppIn, waker Waker, kernel Kerne
 		in:     in,
 		waker:  waker,
 		kernel: kernel,
+		slots:  make([][]byte, in.Cap()),
+		frames: make([]Frame, in.Cap()),
 		lens:   make([]int, in.Cap()),
 		waiter: waiter,
 		start:  time.Now(),
 	}
+	w.tso, _ = in.(AppTSO)
+	for i := range w.slots {
+		w.slots[i] = in.Slot(i)
+	}
+	w.grow(in.Cap())
 	p := cfg.Policy
 	w.policy.Store(&p)
 	if fw, ok := waker.(FdWaker); ok {
@@ -215,27 +236,135 @@ func (w *Worker) close() {
 }
 
 // FromKernel moves up to one burst of frames from the kernel to the app. It
-// returns the number of frames the kernel side read, dropped ones included.
+// returns the number of frames the kernel side read, dropped ones and
+// super-frames handed whole included: all of it is work for the ladder.
 func (w *Worker) FromKernel() int {
-	n, dropped := w.kernel.Read(w.in, w.lens, &w.counters)
-	if n == 0 {
-		return dropped
+	var flags ReadFlags
+	if w.tso != nil && w.tso.TakesTSO() {
+		flags = ReadTSO
 	}
-	res := w.in.Put(w.lens[:n])
+	moved := 0
+	for {
+		n := w.kernel.Read(w.slots, w.frames, flags, &w.res)
+		moved += n + w.res.Dropped
+		w.count(&w.res)
+		plain := n
+		if n > 0 && w.frames[n-1].Super != nil {
+			plain = n - 1
+		}
+		if plain > 0 {
+			for i := range plain {
+				w.lens[i] = w.frames[i].Len
+			}
+			w.queued(w.in.Put(w.lens[:plain]), w.lens[:plain])
+		}
+		if plain == n || w.putTSO(&w.frames[n-1]) {
+			return moved
+		}
+		// The app's port cannot take this one whole: the kernel side
+		// splits it into the slots, in this same poll.
+		moved--
+		flags |= ReadSplit
+	}
+}
+
+// putTSO hands super-frame f to the app whole. It returns false when the
+// app's port cannot take it (ErrTooManySegments).
+func (w *Worker) putTSO(f *Frame) bool {
+	res, err := w.tso.PutTSO(f.Super, f.TSO)
+	if err != nil {
+		return false
+	}
+	w.counters.Offload.TSOToApp.Add(1)
 	w.counters.FromKernelPackets.Add(uint64(res.Queued))
+	if res.Queued > 0 {
+		w.counters.FromKernelBytes.Add(uint64(len(f.Super)))
+	}
+	w.dropped(res)
+	return true
+}
+
+// queued counts what became of the frames of lens given to AppIn.Put. The
+// app's side queues a prefix of the burst (its ring takes what fits, in
+// order; a mempool that runs dry fails the rest), so the bytes counted are
+// those of the first res.Queued frames.
+func (w *Worker) queued(res PutResult, lens []int) {
+	var bytes uint64
+	for _, n := range lens[:min(res.Queued, len(lens))] {
+		bytes += uint64(n)
+	}
+	w.counters.FromKernelPackets.Add(uint64(res.Queued))
+	w.counters.FromKernelBytes.Add(bytes)
+	w.dropped(res)
+}
+
+func (w *Worker) dropped(res PutResult) {
 	if res.NoMbuf+res.RingFull > 0 {
 		w.counters.Drops[DropNoMbuf].Add(uint64(res.NoMbuf))
 		w.counters.Drops[DropRingFull].Add(uint64(res.RingFull))
 	}
-	return n + dropped
 }
 
 // ToKernel moves one burst from the app to the kernel. It returns the number
 // of packets dequeued.
 func (w *Worker) ToKernel() int {
 	n := w.out.Next()
-	if n > 0 {
-		w.kernel.Write(w.out, n, &w.counters)
+	if n == 0 {
+		return 0
 	}
+	w.grow(n)
+	k := 0
+	for i := range n {
+		p, err := w.out.Packet(i)
+		switch {
+		case err == nil:
+			w.pkts[k], w.idx[k], w.written[k] = p, i, false
+			k++
+		case errors.Is(err, ErrTooManySegments):
+			w.res.Drops[DropTooManySegs]++
+		default:
+			w.res.Drops[DropMalformed]++
+		}
+	}
+	if k > 0 {
+		w.kernel.Write(w.pkts[:k], w.written[:k], &w.res)
+	}
+	var pkts, bytes uint64
+	for j := range k {
+		if w.written[j] {
+			w.out.Written(w.idx[j])
+			pkts++
+			bytes += uint64(w.pkts[j].Len)
+		}
+	}
+	w.counters.ToKernelPackets.Add(pkts)
+	w.counters.ToKernelBytes.Add(bytes)
+	w.count(&w.res)
 	return n
+}
+
+// count adds a kernel side's Result to the counters and zeroes it for the
+// next call. Most polls have nothing to add: one comparison then.
+func (w *Worker) count(r *Result) {
+	if *r == (Result{}) {
+		return
+	}
+	for i, v := range r.Drops {
+		if v != 0 {
+			w.counters.Drops[i].Add(v)
+		}
+	}
+	w.counters.Offload.add(&r.Offload)
+	*r = Result{}
+}
+
+// grow makes room for bursts of n packets from the app. It allocates only
+// when a burst is larger than any before (in.Cap() at first).
+func (w *Worker) grow(n int) {
+	if n <= len(w.pkts) {
+		return
+	}
+	w.pkts = make([]Packet, n)
+	w.idx = make([]int, n)
+	w.written = make([]bool, n)
 }

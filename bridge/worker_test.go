@@ -89,22 +89,26 @@ func TestToKernelHandsBurstsOverAndFreesEachPacketOnce(t *testing.T) {
 		bridgetest.Frame(good),
 		bridgetest.Packet{Segs: split(chained, 100, 300, 500)},
 		bridgetest.Packet{Segs: [][]byte{frame(100, 8)}, ClaimLen: 90},
+		bridgetest.Packet{Segs: split(frame(500, 7), 50, 50, 50, 50)}, // 5 segments > 4
 	)
-	if n := r.w.ToKernel(); n != 3 {
-		t.Fatalf("ToKernel moved %d packets, want 3", n)
+	if n := r.w.ToKernel(); n != 4 {
+		t.Fatalf("ToKernel moved %d packets, want 4", n)
 	}
 	got := readPeer(t, r.k.Peer)
 	if len(got) != 2 || !bytes.Equal(got[0], good) || !bytes.Equal(got[1], chained) {
 		t.Fatalf("kernel got %d frames, want the 2 whole ones byte for byte", len(got))
 	}
 	s := r.w.Counters().Snapshot()
-	if s.Drops["malformed"] != 1 || s.ToKernelPackets != 2 || r.out.Delivered != 2 {
-		t.Errorf("malformed = %d, to_kernel_packets = %d, delivered = %d, want 1, 2, 2",
-			s.Drops["malformed"], s.ToKernelPackets, r.out.Delivered)
+	if s.Drops["malformed"] != 1 || s.Drops["too_many_segments"] != 1 || s.ToKernelPackets != 2 || r.out.Delivered != 2 {
+		t.Errorf("malformed = %d, too_many_segments = %d, to_kernel_packets = %d, delivered = %d, want 1, 1, 2, 2",
+			s.Drops["malformed"], s.Drops["too_many_segments"], s.ToKernelPackets, r.out.Delivered)
+	}
+	if want := uint64(len(good) + len(chained)); s.ToKernelBytes != want {
+		t.Errorf("to_kernel_bytes = %d, want %d: the bytes of the packets written", s.ToKernelBytes, want)
 	}
 	r.out.Next()
-	if r.out.Released != 3 {
-		t.Errorf("released %d packets, want all 3 exactly once", r.out.Released)
+	if r.out.Released != 4 {
+		t.Errorf("released %d packets, want all 4 exactly once", r.out.Released)
 	}
 }
 
@@ -152,6 +156,86 @@ func TestFromKernelQueuesFramesAndCountsDrops(t *testing.T) {
 	if s.Drops["ring_full"] != 2 || s.Drops["no_mbuf"] != 1 || s.FromKernelPackets != 3 {
 		t.Errorf("ring_full=%d no_mbuf=%d from_kernel=%d, want 2, 1, 3",
 			s.Drops["ring_full"], s.Drops["no_mbuf"], s.FromKernelPackets)
+	}
+	// Bytes are counted after the app's drops: f1, f2 and the one frame
+	// of 100 the ring took.
+	if want := uint64(len(f1) + len(f2) + 100); s.FromKernelBytes != want {
+		t.Errorf("from_kernel_bytes = %d, want %d", s.FromKernelBytes, want)
+	}
+}
+
+// superKernel is a kernel side that reads one TCP super-frame and nothing
+// else, as a TAP with TSO does for a bulk sender, and records the flags it
+// is read with.
+type superKernel struct {
+	*bridgetest.Kernel
+	super []byte
+	left  int // super-frames still to read
+	flags []bridge.ReadFlags
+}
+
+func (k *superKernel) Read(slots [][]byte, frames []bridge.Frame, flags bridge.ReadFlags, r *bridge.Result) int {
+	k.flags = append(k.flags, flags)
+	switch {
+	case flags&bridge.ReadSplit != 0:
+		r.Offload.SplitReads++
+		r.Offload.SplitFrames += 2
+		frames[0] = bridge.Frame{Len: copy(slots[0], k.super[:100])}
+		frames[1] = bridge.Frame{Len: copy(slots[1], k.super[100:200])}
+		return 2
+	case k.left == 0:
+		return 0
+	}
+	k.left--
+	if flags&bridge.ReadTSO == 0 {
+		frames[0] = bridge.Frame{Len: copy(slots[0], k.super[:100])}
+		return 1
+	}
+	frames[0] = bridge.Frame{Super: k.super, TSO: bridge.TSOFrame{L2: 14, L3: 20, L4: 20, MSS: 100}}
+	return 1
+}
+
+// A poll that handed only a super-frame to a TSO app moved something: it is
+// work for the ladder, counted by the worker; a super-frame the app refuses
+// is split in the same poll.
+func TestSuperFrameToATSOAppIsWork(t *testing.T) {
+	fk, err := bridgetest.NewKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fk.Close)
+	k := &superKernel{Kernel: fk, super: frame(3000, 5), left: 2}
+	out, in := bridgetest.NewOut(32, 4), bridgetest.NewIn(32, 2048)
+	in.TSO = true
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, &bridgetest.Waker{Out: out}, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := w.FromKernel(); n != 1 {
+		t.Fatalf("FromKernel moved %d, want 1: the super-frame", n)
+	}
+	s := w.Counters().Snapshot()
+	if len(in.Supers) != 1 || s.Offload.TSOToApp != 1 || s.FromKernelPackets != 1 || s.FromKernelBytes != 3000 {
+		t.Errorf("%d super-frames, tso_to_app %d, from_kernel %d packets %d bytes, want 1, 1, 1, 3000",
+			len(in.Supers), s.Offload.TSOToApp, s.FromKernelPackets, s.FromKernelBytes)
+	}
+	in.TSOMaxBytes = 1000 // the app's port cannot take it whole any more
+	if n := w.FromKernel(); n != 2 {
+		t.Fatalf("FromKernel moved %d after a refusal, want the 2 frames it was split into", n)
+	}
+	s = w.Counters().Snapshot()
+	if len(in.Supers) != 1 || len(in.Received()) != 2 || s.Offload.SplitReads != 1 || s.Offload.TSOToApp != 1 {
+		t.Errorf("after a refusal: %d super-frames, %d frames, split reads %d, tso_to_app %d, want 1, 2, 1, 1",
+			len(in.Supers), len(in.Received()), s.Offload.SplitReads, s.Offload.TSOToApp)
+	}
+	want := []bridge.ReadFlags{bridge.ReadTSO, bridge.ReadTSO, bridge.ReadTSO | bridge.ReadSplit}
+	if len(k.flags) != len(want) {
+		t.Fatalf("reads with flags %v, want %v", k.flags, want)
+	}
+	for i := range want {
+		if k.flags[i] != want[i] {
+			t.Errorf("read %d with flags %v, want %v", i, k.flags[i], want[i])
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -162,18 +163,31 @@ func TestWorkerCPUsAreOnlineCPUs(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	got, err := parseCPUList("0-2,4,6-7\n")
-	if err != nil || !reflect.DeepEqual(got, []int{0, 1, 2, 4, 6, 7}) {
-		t.Errorf("parse: %v %v", got, err)
+// The online CPUs come from sysfs in the kernel's list format (parsed by
+// internal/cpulist, tested there); a file that cannot be read, is not a
+// list, or lists no CPU falls back to CPUs 0 to NumCPU-1.
+func TestOnlineCPUs(t *testing.T) {
+	onlineFixture(t)
+	if got := onlineCPUs(); !reflect.DeepEqual(got, []int{0, 1, 2, 3, 6, 7}) {
+		t.Errorf("online CPUs %v from the fixture, want 0-3,6-7", got)
 	}
-	if s := formatCPUList(got); s != "0-2,4,6-7" {
-		t.Errorf("format: %s", s)
+	all := make([]int, runtime.NumCPU())
+	for i := range all {
+		all[i] = i
 	}
-	for _, bad := range []string{"", "a", "3-1", "1-", "-1"} {
-		if _, err := parseCPUList(bad); err == nil {
-			t.Errorf("%q parsed", bad)
+	dir := t.TempDir()
+	for _, content := range []string{"", "a", "3-1", "1-", "-1"} {
+		cpuOnlinePath = filepath.Join(dir, "online")
+		if err := os.WriteFile(cpuOnlinePath, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
 		}
+		if got := onlineCPUs(); !reflect.DeepEqual(got, all) {
+			t.Errorf("online file %q: CPUs %v, want the fallback %v", content, got, all)
+		}
+	}
+	cpuOnlinePath = filepath.Join(dir, "missing")
+	if got := onlineCPUs(); !reflect.DeepEqual(got, all) {
+		t.Errorf("no online file: CPUs %v, want the fallback %v", got, all)
 	}
 }
 
@@ -204,13 +218,9 @@ stats:
 	if !errors.As(err, &l) {
 		t.Fatalf("%v: not a conferr.List", err)
 	}
-	var keys []string
-	for _, e := range l {
-		var fe *conferr.FieldError
-		if !errors.As(e, &fe) {
-			t.Fatalf("%v: not a FieldError", e)
-		}
-		keys = append(keys, fe.Key)
+	keys, ferr := conferr.KeysOf(err)
+	if ferr != nil {
+		t.Fatalf("%v: not a FieldError", ferr)
 	}
 	want := []string{
 		"dpdk.fileprefix",           // unknown, found by viper

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/internal/sockfile"
 )
 
 // Control is the control socket: a unix socket of mode 0600 serving GET
@@ -85,35 +87,23 @@ func ListenControl(path string, log *slog.Logger) (*Control, error) {
 // checkStale refuses a path that is not a socket or that a live daemon
 // answers on, and removes a dead daemon's socket.
 func checkStale(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("control socket %s: %w", path, err)
-	}
-	if fi.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("control socket %s: the path exists and is not a socket (%s): kbridge will not replace it; remove it or set stats.socket", path, fi.Mode().Type())
-	}
-	if ControlAnswers(path) {
+	switch err := sockfile.RemoveStale(path, controlDial); {
+	case errors.Is(err, sockfile.ErrNotSocket):
+		return fmt.Errorf("control socket %s: %w: kbridge will not replace it; remove it or set stats.socket", path, err)
+	case errors.Is(err, sockfile.ErrServed):
 		return fmt.Errorf("control socket %s: another kbridge is serving %s: stop it or set stats.socket", path, path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("control socket %s: remove the stale socket: %w", path, err)
+	case err != nil:
+		return fmt.Errorf("control socket %s: %w", path, err)
 	}
 	return nil
 }
 
+// controlDial bounds the wait for a daemon's answer on its control socket.
+const controlDial = 500 * time.Millisecond
+
 // ControlAnswers reports whether something accepts connections on the unix
 // socket at path: a running daemon.
-func ControlAnswers(path string) bool {
-	c, err := net.DialTimeout("unix", path, 500*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
+func ControlAnswers(path string) bool { return sockfile.Answers(path, controlDial) }
 
 // removeSocket removes path if it is a socket.
 func removeSocket(path string) error {

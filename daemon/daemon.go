@@ -1,15 +1,14 @@
 // Package daemon runs kbridge: Start brings up the data path of the
-// configured mode as a Runner (runner.go), and Serve (serve.go) runs
-// everything around it until a signal, a fault or the path's own end: the
-// control socket, the metrics, reloads on SIGHUP and file changes, systemd's
-// READY/STATUS/WATCHDOG notifications and the stop. daemon.go has Ring, the
-// ring mode (the app's DPDK rings <-> a TAP interface, one bridge.Worker per
-// queue, the app watched through a pidfd), and xdp.go has XDP, the XDP
-// redirect mode. control.go has the control socket (ListenControl: mode
-// 0600, root or the daemon's user only, a live or foreign path refused;
-// ReadStatus for `kbridge stats`), status.go what it serves, and metrics.go
-// the Prometheus collector and ServeMetrics, which retries a busy address
-// instead of failing. Reload errors are a *ConfigError (nothing changed) or a
+// configured mode as a Runner, and Serve runs everything around it until a
+// signal, a fault or the path's own end: the control socket (mode 0600, root
+// or the daemon's user only, a live or foreign path refused), the metrics,
+// reloads on SIGHUP and file changes, systemd's READY/STATUS/WATCHDOG
+// notifications and the stop. Ring (the app's DPDK rings) and Vhost (a
+// vhost-user backend for the app's virtio-user port) share one TAP path: the
+// interface, one bridge.Worker per queue, the interface's keeper, the live
+// interface.offload switch, the stop order and the status base; each adds
+// only its app sides, its watchers and its status extras. XDP is the XDP
+// redirect mode. Reload errors are a *ConfigError (nothing changed) or a
 // *RestartError (live keys applied, the named ones need a restart). See
 // docs/ARCHITECTURE.md, "The lifecycle" and "Faults".
 package daemon
@@ -18,13 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
-	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/internal/conferr"
 	"github.com/kbridge/kbridge/ring"
@@ -32,16 +29,11 @@ import (
 )
 
 // Ring is the running ring path: the app's DPDK rings <-> the TAP
-// interface, one worker per queue. It is a Runner.
+// interface, one worker per queue (tapPath). It is a Runner.
 type Ring struct {
-	crew
-	cfg      config.Config // cfg.Policy is the policy in force; guarded by mu
-	port     *ring.Port
-	dev      *tap.Device
-	stopApp  func() // ends the app watch
-	stopKeep func() // ends the interface's keeper (kernel.go)
-	stopOnce sync.Once
-	stopErr  error
+	*tapPath
+	port    *ring.Port
+	stopApp func() // ends the app watch
 }
 
 var _ Runner = (*Ring)(nil)
@@ -54,6 +46,11 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 	deadline := time.Now().Add(cfg.DPDK.Wait)
 	if err := waitFor(deadline, log, progress, "the DPDK primary with --file-prefix="+cfg.DPDK.FilePrefix,
 		func() error { return ring.PrimaryAlive(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix) }); err != nil {
+		return nil, err
+	}
+	// Before EAL: a secondary of another DPDK fails inside rte_eal_init
+	// with a line of EAL's log; this says which versions and what to do.
+	if err := ring.CheckPrimaryVersion(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix); err != nil {
 		return nil, err
 	}
 	if err := ring.InitSecondary(ring.EALConfig{
@@ -81,33 +78,21 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 		return nil, &ConfigError{conferr.Errorf("interface.mtu", mtu, "frames of that size need %d bytes, but %d segments of the app's %d-byte mbufs hold %d (raise workers.max_segments)",
 			frame, cfg.Workers.MaxSegments, port.DataRoom(), room)}
 	}
-	dev, err := tap.Create(cfg.Interface, tap.Options{
-		Queues: port.NumQueues(), Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, Log: log,
-	})
+	p, err := newTapPath(cfg, port.NumQueues(), log)
 	if err != nil {
 		port.Release()
 		return nil, err
 	}
-	d := &Ring{crew: newCrew(log), cfg: cfg, port: port, dev: dev, stopApp: func() {}, stopKeep: func() {}}
+	d := &Ring{tapPath: p, port: port, stopApp: func() {}}
 	d.watchClosing()
-	for q := 0; q < port.NumQueues() && err == nil; q++ {
-		var w *bridge.Worker
-		if w, err = d.newWorker(q); err != nil {
-			break
-		}
-		d.workers = append(d.workers, w)
-		d.run(w)
-	}
-	go d.waitWorkers()
-	if err != nil {
+	if err := d.startWorkers(d.appSide); err != nil {
 		return nil, errors.Join(err, d.Stop())
 	}
-	d.beats = make([]uint64, len(d.workers))
 	d.watchApp()
 	d.keepInterface()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
-		"queues", port.NumQueues(), "app_pid", port.AppPID(), "mode", cfg.Policy.Mode,
-		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", dev.Queue(0).Merging())
+		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mode", cfg.Policy.Mode,
+		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", p.dev.Queue(0).Merging())
 	return d, nil
 }
 
@@ -135,35 +120,23 @@ func waitFor(deadline time.Time, log *slog.Logger, progress func(string), what s
 	return fmt.Errorf("gave up after dpdk.wait: %w", err)
 }
 
-func (d *Ring) newWorker(q int) (*bridge.Worker, error) {
+// appSide is queue q's app side: the port's rings.
+func (d *Ring) appSide(q int) (appSide, error) {
 	queue, err := d.port.Queue(q)
 	if err != nil {
-		return nil, err
+		return appSide{}, err
 	}
 	out, err := queue.Out(d.cfg.Workers.Batch, d.cfg.Workers.MaxSegments)
 	if err != nil {
-		return nil, err
+		return appSide{}, err
 	}
 	in, err := queue.In(d.cfg.Workers.Batch, tap.FrameLen(d.cfg.Interface.MTU))
 	if err != nil {
 		out.Close()
-		return nil, err
+		return appSide{}, err
 	}
-	w, err := bridge.NewWorker(bridge.WorkerConfig{
-		CPU:    d.cfg.WorkerCPU(q),
-		Policy: d.cfg.Policy,
-	}, out, in, queue, d.dev.Queue(q))
-	if err != nil {
-		out.Close()
-		in.Close()
-		return nil, err
-	}
-	return w, nil
+	return appSide{out: out, in: in, waker: queue}, nil
 }
-
-// run runs w on its own goroutine.
-
-// finish closes Done once, with err as the reason.
 
 // watchApp ends the path when the DPDK app's process exits.
 func (d *Ring) watchApp() {
@@ -204,29 +177,6 @@ func appName(pid int) string {
 // the app exited; Err says which) and once Stop has stopped it.
 func (d *Ring) Done() <-chan struct{} { return d.done }
 
-// Reload applies cfg's policy.* to the running workers, between bursts.
-// An invalid cfg, or one of another mode, changes nothing and returns a
-// *ConfigError. Otherwise the policy is applied; if keys that cannot change
-// live differ too, a *RestartError lists them.
-func (d *Ring) Reload(cfg config.Config) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := checkReload(d.cfg, cfg); err != nil {
-		return err
-	}
-	if err := d.reloadPolicy(&d.cfg.Policy, cfg.Policy); err != nil {
-		return err
-	}
-	if on := cfg.Interface.Offload; on != d.cfg.Interface.Offload {
-		if err := d.dev.SetOffload(on); err != nil {
-			return err
-		}
-		d.cfg.Interface.Offload = on
-		d.log.Info("interface offloads switched", "offload", on)
-	}
-	return restartNeeded(d.cfg, cfg, "policy", "interface.offload")
-}
-
 // Summary is the one-line STATUS= for systemd.
 func (d *Ring) Summary() string {
 	return "bridging " + d.cfg.Port + " <-> " + d.cfg.Interface.Name
@@ -238,43 +188,15 @@ func (d *Ring) Collector() prometheus.Collector { return newCollector(d) }
 // Port returns the exception port.
 func (d *Ring) Port() *ring.Port { return d.port }
 
-// Workers returns the workers, one per queue.
-func (d *Ring) Workers() []*bridge.Worker { return d.workers }
-
-// Config returns the configuration in force, with the live policy.
-func (d *Ring) Config() config.Config {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.cfg
-}
-
-// Stop stops the workers, which free every mbuf they hold, then removes the
-// TAP interface. It returns what the workers failed with too. It may be
+// Stop stops the app watch, then the path (tapPath.stop: the keeper, the
+// workers, which free every mbuf they hold, the TAP interface), then
+// releases the port. It returns what the workers failed with too. It may be
 // called more than once.
 func (d *Ring) Stop() error {
-	d.stopOnce.Do(func() {
-		d.stopping.Store(true)
-		d.stopApp()
-		if d.stopKeep != nil {
-			d.stopKeep() // before the queues close: a repair dup3s onto their fds
-		}
-		for _, w := range d.workers {
-			w.Stop()
-		}
-		<-d.workersDone
-		d.finish(nil)
-		var errs []error
-		if d.dev != nil {
-			errs = append(errs, d.dev.Close())
-		}
-		d.mu.Lock()
-		errs = append(errs, d.errs...)
-		d.mu.Unlock()
-		d.stopErr = errors.Join(errs...)
+	return d.stop(func() error { d.stopApp(); return nil }, func() {
 		if d.port != nil {
 			d.log.Info("stopped", "pool_in_use", d.port.PoolInUse(), "queues", len(d.workers))
 			d.port.Release()
 		}
 	})
-	return d.stopErr
 }

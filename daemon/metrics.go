@@ -49,13 +49,18 @@ func newCollector(d snapshotter) *collector {
 		spin:       desc("spin_seconds_total", "Time the worker polled with nothing to move."),
 		residence:  desc("residence_seconds", "Time from the app's enqueue to the TAP write."),
 		mode:       desc("policy_mode", "The polling policy in force (1 for the active mode).", "mode"),
-		appKicks:   desc("app_kicks_total", "Eventfd writes by the app to wake a parked worker."),
-		appDropped: desc("app_to_kernel_dropped_total", "Packets the app freed because the to_kernel ring was full."),
+		appKicks:   desc("app_kicks_total", "Eventfd writes by the app to wake a parked worker (ring mode)."),
+		appDropped: desc("app_to_kernel_dropped_total", "Packets the app freed because the to_kernel ring was full (ring mode)."),
 		canKick:    desc("wakeup_registered", "1 when the app holds the worker's eventfd."),
 		offload: desc("offload_total", "What the kernel side's offloads did, by event: merged_writes and merged_packets "+
 			"(TCP segments coalesced into one GSO write), lro_writes (an app's LRO packets, in mode vhost its TSO packets, "+
 			"written as one GSO frame), split_reads and split_frames (kernel super-frames "+
-			"cut into MTU frames), tso_to_app (super-frames handed whole to an app that declared TSO), csum_completed, fallbacks (merged writes the kernel refused, redone frame by frame).", "event"),
+			"cut into MTU frames), tso_to_app (super-frames handed whole to an app that declared TSO), "+
+			"csum_completed_from_kernel (kernel frames whose partial checksum kbridge finished), "+
+			"csum_completed_to_kernel (app packets whose partial checksum kbridge finished, mode vhost), "+
+			"fallbacks (merged writes the kernel refused, redone frame by frame), coalesce_packets and coalesce_writes "+
+			"(app packets the coalescer saw, writes it planned), coalesce_bad_csum (app packets with a wrong IPv4 or TCP "+
+			"checksum, written alone for the kernel to drop).", "event"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
 	}
 }
@@ -86,15 +91,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wakeups, q.Wakeups)
 		counter(c.timeouts, q.Timeouts)
 		counter(c.sleeps, q.Sleeps)
-		counter(c.appKicks, q.App.Kicks)
-		counter(c.appDropped, q.App.ToKernelDropped)
-		o := q.Offload
-		for event, v := range map[string]uint64{
-			"merged_writes": o.MergedWrites, "merged_packets": o.MergedPackets, "lro_writes": o.LROWrites,
-			"split_reads": o.SplitReads, "split_frames": o.SplitFrames, "tso_to_app": o.TSOToApp, "csum_completed": o.CsumCompleted,
-			"fallbacks": o.Fallbacks,
-		} {
-			counter(c.offload, v, event)
+		if q.App != nil { // ring mode: what the app counts
+			counter(c.appKicks, q.App.Kicks)
+			counter(c.appDropped, q.App.ToKernelDropped)
+		}
+		for _, e := range q.Offload.Events() {
+			counter(c.offload, e.Value, e.Name)
 		}
 		ch <- prometheus.MustNewConstMetric(c.spin, prometheus.CounterValue, float64(q.SpinNanos)/1e9, id)
 		kick := 0.0

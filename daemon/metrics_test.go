@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kbridge/kbridge/ring"
 )
 
 func TestMetricsRetryWhileThePortIsTaken(t *testing.T) {
@@ -67,5 +69,64 @@ func TestMetricsRetryWhileThePortIsTaken(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("ServeMetrics did not return after the context ended")
+	}
+}
+
+// fakeStatus is a snapshotter serving a fixed Status.
+type fakeStatus Status
+
+func (f fakeStatus) Snapshot() Status { return Status(f) }
+
+// The collector exports the offload events by name, the coalescer's bad
+// checksums and both checksum directions included, and the app's own
+// counters only where the app keeps them (ring mode: Queue.App set); mode
+// vhost's app keeps none, and zeros would claim it counted nothing.
+func TestCollectorExportsWhatIsReal(t *testing.T) {
+	q := Queue{App: &ring.AppCounters{Kicks: 7}}
+	q.Offload.BadCsum, q.Offload.CsumFromKernel, q.Offload.CsumToKernel = 3, 4, 5
+	for _, tc := range []struct {
+		name    string
+		st      Status
+		appKick bool
+	}{
+		{"ring", Status{Queues: []Queue{q}}, true},
+		{"vhost", Status{Queues: []Queue{{Snapshot: q.Snapshot}}}, false},
+	} {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(newCollector(fakeStatus(tc.st)))
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				key := mf.GetName()
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "event" {
+						key += "/" + l.GetValue()
+					}
+				}
+				if c := m.GetCounter(); c != nil {
+					got[key] = c.GetValue()
+				}
+			}
+		}
+		for key, want := range map[string]float64{
+			"kbridge_offload_total/coalesce_bad_csum":          3,
+			"kbridge_offload_total/csum_completed_from_kernel": 4,
+			"kbridge_offload_total/csum_completed_to_kernel":   5,
+			"kbridge_offload_total/coalesce_packets":           0,
+		} {
+			if v, ok := got[key]; !ok || v != want {
+				t.Errorf("%s: %s = %v (exported %v), want %v", tc.name, key, v, ok, want)
+			}
+		}
+		if v, ok := got["kbridge_app_kicks_total"]; ok != tc.appKick || (ok && v != 7) {
+			t.Errorf("%s: kbridge_app_kicks_total exported %v (%v), want exported %v", tc.name, ok, v, tc.appKick)
+		}
+		if _, ok := got["kbridge_app_to_kernel_dropped_total"]; ok != tc.appKick {
+			t.Errorf("%s: kbridge_app_to_kernel_dropped_total exported %v, want %v", tc.name, ok, tc.appKick)
+		}
 	}
 }

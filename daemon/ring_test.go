@@ -23,7 +23,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func testRing(t *testing.T, queues int, run bool) *Ring {
 	t.Helper()
 	cfg := config.Default()
-	d := &Ring{crew: newCrew(quiet()), cfg: cfg, stopApp: func() {}}
+	d := &Ring{tapPath: &tapPath{crew: newCrew(quiet()), cfg: cfg}, stopApp: func() {}}
 	for q := 0; q < queues; q++ {
 		k, err := bridgetest.NewKernel()
 		if err != nil {

@@ -15,15 +15,16 @@ import (
 // Runner is a running data path, whatever the mode: ring (*Ring), xdp
 // (*XDP), vhost (*Vhost), and whatever comes next. Serve runs everything around it.
 type Runner interface {
-	// Reload applies what of cfg can change live (ring: policy.*; xdp:
-	// xdp.fast_path and xdp.xsk_fallback). An invalid cfg, or one of
+	// Reload applies what of cfg can change live (ring and vhost:
+	// policy.* and interface.offload; xdp: xdp.fast_path and
+	// xdp.xsk_fallback). An invalid cfg, or one of
 	// another mode, changes nothing: the error is a *ConfigError.
 	// Otherwise the live part is applied, and if keys that cannot change
 	// live differ too the error is a *RestartError naming them.
 	Reload(cfg config.Config) error
 	// Alive is the systemd watchdog's question: has the data path
-	// advanced since the last call? (ring: every worker's loop, parked
-	// workers being poked; xdp: the program is still attached.)
+	// advanced since the last call? (ring and vhost: every worker's loop,
+	// parked workers being poked; xdp: the program is still attached.)
 	Alive() bool
 	// Done is closed when the data path stops by itself (workers died,
 	// the app exited), and once Stop has stopped it.

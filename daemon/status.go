@@ -17,12 +17,14 @@ type Status struct {
 	ResidenceBoundsNs []uint64 `json:"residence_bounds_ns"`
 }
 
-// Queue is one queue's counters: the worker's and the app's.
+// Queue is one queue's counters: the worker's and, in ring mode, the app's
+// (App: what the app counts in the port's control block; nil in mode vhost,
+// whose app keeps no such counters).
 type Queue struct {
 	bridge.Snapshot
-	App     ring.AppCounters `json:"app"`
-	CanKick bool             `json:"can_kick"`
-	CPU     int              `json:"cpu"`
+	App     *ring.AppCounters `json:"app,omitempty"`
+	CanKick bool              `json:"can_kick"`
+	CPU     int               `json:"cpu"`
 }
 
 // Status is what the control socket serves: a Snapshot.
@@ -32,27 +34,19 @@ func (d *Ring) Status() any { return d.Snapshot() }
 // a stopped worker's residence histogram then reads as zeros.
 func (d *Ring) Snapshot() Status {
 	cfg := d.Config()
-	s := Status{
-		Port:      cfg.Port,
-		Interface: cfg.Interface.Name,
-		AppPID:    d.port.AppPID(),
-		PoolInUse: d.port.PoolInUse(),
-		PoolSize:  d.port.PoolSize(),
-	}
+	s := d.status(cfg, func(q int, qs *Queue) {
+		qs.Residence = make([]uint64, ring.HistBuckets)
+		d.workers[q].Residence(qs.Residence)
+		if rq, err := d.port.Queue(q); err == nil {
+			app := rq.AppCounters()
+			qs.App = &app
+		}
+	})
+	s.Port = cfg.Port
+	s.AppPID = d.port.AppPID()
+	s.PoolInUse, s.PoolSize = d.port.PoolInUse(), d.port.PoolSize()
 	for i := 0; i < ring.HistBuckets; i++ {
 		s.ResidenceBoundsNs = append(s.ResidenceBoundsNs, ring.HistBound(i))
-	}
-	for q, w := range d.workers {
-		snap := w.Counters().Snapshot()
-		snap.Queue = q
-		snap.Mode = string(w.Policy().Mode)
-		snap.Residence = make([]uint64, ring.HistBuckets)
-		w.Residence(snap.Residence)
-		qs := Queue{Snapshot: snap, CanKick: w.CanKick(), CPU: cfg.WorkerCPU(q)}
-		if rq, err := d.port.Queue(q); err == nil {
-			qs.App = rq.AppCounters()
-		}
-		s.Queues = append(s.Queues, qs)
 	}
 	return s
 }

@@ -3,11 +3,9 @@ package daemon
 import (
 	"errors"
 	"log/slog"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/tap"
 	"github.com/kbridge/kbridge/vhost"
@@ -18,13 +16,9 @@ import (
 // the TAP interface. A frontend may come, go and come back: the path runs
 // on (and Done stays open) until Stop or until every worker has died.
 type Vhost struct {
-	crew
-	cfg      config.Config // cfg.Policy is the policy in force; guarded by mu
-	backend  *vhost.Backend
-	dev      *tap.Device
-	queues   []*vhost.Queue
-	stopOnce sync.Once
-	stopErr  error
+	*tapPath
+	backend *vhost.Backend
+	queues  []*vhost.Queue // the app sides, by queue; appended by appSide
 }
 
 var _ Runner = (*Vhost)(nil)
@@ -54,22 +48,12 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 		return nil, err
 	}
 	nq := cfg.Vhost.Queues
-	dev, err := tap.Create(cfg.Interface, tap.Options{
-		Queues: nq, Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, Log: log,
-	})
+	p, err := newTapPath(cfg, nq, log)
 	if err != nil {
 		return nil, err
 	}
-	d := &Vhost{crew: newCrew(log), cfg: cfg, dev: dev}
-	for q := 0; q < nq && err == nil; q++ {
-		var w *bridge.Worker
-		if w, err = d.newWorker(q); err != nil {
-			break
-		}
-		d.workers = append(d.workers, w)
-		d.run(w)
-	}
-	go d.waitWorkers()
+	d := &Vhost{tapPath: p}
+	err = d.startWorkers(d.appSide)
 	if err == nil {
 		d.backend, err = vhost.Start(vhost.Config{Path: cfg.VhostSocket(), Client: cfg.Vhost.Client, Queues: nq, Log: log,
 			Mode: cfg.Vhost.VhostSocketMode(), Group: cfg.Vhost.SocketGroup, AllowUIDs: cfg.Vhost.AllowUIDs})
@@ -77,45 +61,26 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 	if err != nil {
 		return nil, errors.Join(err, d.Stop())
 	}
-	d.beats = make([]uint64, len(d.workers))
+	d.keepInterface()
 	log.Info("bridge running", "mode", config.ModeVhost, "socket", cfg.VhostSocket(), "client", cfg.Vhost.Client,
 		"interface", cfg.Interface.Name, "queues", nq, "policy", cfg.Policy.Mode, "mbuf_room", room,
-		"pool", cfg.Vhost.PoolSize, "offload", cfg.Interface.Offload, "coalescing", dev.Queue(0).Merging())
+		"pool", cfg.Vhost.PoolSize, "offload", cfg.Interface.Offload, "coalescing", p.dev.Queue(0).Merging())
 	return d, nil
 }
 
-func (d *Vhost) newWorker(q int) (*bridge.Worker, error) {
+// appSide is queue pair q's app side: its two vrings.
+func (d *Vhost) appSide(q int) (appSide, error) {
 	out, err := vhost.NewQueue(q, d.cfg.Workers.Batch, d.cfg.Workers.MaxSegments)
 	if err != nil {
-		return nil, err
+		return appSide{}, err
 	}
 	in, err := vhost.NewIn(q, d.cfg.Workers.Batch, tap.FrameLen(d.cfg.Interface.MTU))
 	if err != nil {
 		out.Close()
-		return nil, err
-	}
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: d.cfg.WorkerCPU(q), Policy: d.cfg.Policy},
-		out, in, out, d.dev.Queue(q))
-	if err != nil {
-		out.Close()
-		in.Close()
-		return nil, err
+		return appSide{}, err
 	}
 	d.queues = append(d.queues, out)
-	return w, nil
-}
-
-// Reload applies policy.* live, as Ring.Reload.
-func (d *Vhost) Reload(cfg config.Config) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := checkReload(d.cfg, cfg); err != nil {
-		return err
-	}
-	if err := d.reloadPolicy(&d.cfg.Policy, cfg.Policy); err != nil {
-		return err
-	}
-	return restartNeeded(d.cfg, cfg, "policy")
+	return appSide{out: out, in: in, waker: out}, nil
 }
 
 // Summary is the one-line STATUS= for systemd.
@@ -125,16 +90,6 @@ func (d *Vhost) Summary() string {
 
 // Collector exports the counters to Prometheus, as in mode ring.
 func (d *Vhost) Collector() prometheus.Collector { return newCollector(d) }
-
-// Config returns the configuration in force, with the live policy.
-func (d *Vhost) Config() config.Config {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.cfg
-}
-
-// Workers returns the workers, one per queue pair.
-func (d *Vhost) Workers() []*bridge.Worker { return d.workers }
 
 // Backend returns the vhost-user backend (nil once a start failed).
 func (d *Vhost) Backend() *vhost.Backend { return d.backend }
@@ -171,50 +126,32 @@ func (d *Vhost) Status() any {
 	return s
 }
 
-// Snapshot reads every counter now, in the ring Status shape.
+// Snapshot reads every counter now, in the ring Status shape: the TAP
+// path's, the pool's and what the app side counts itself (the guest's
+// partial checksums kbridge finished).
 func (d *Vhost) Snapshot() Status {
 	cfg := d.Config()
-	s := Status{
-		Port:      cfg.VhostSocket(),
-		Interface: cfg.Interface.Name,
-		PoolInUse: vhost.PoolInUse(),
-		PoolSize:  vhost.PoolSize(),
-	}
-	for q, w := range d.workers {
-		snap := w.Counters().Snapshot()
-		snap.Queue = q
-		snap.Mode = string(w.Policy().Mode)
+	s := d.status(cfg, func(q int, qs *Queue) {
 		if q < len(d.queues) {
-			snap.Offload.CsumCompleted += d.queues[q].CsumCompleted()
+			qs.Offload.CsumToKernel += d.queues[q].CsumCompleted()
 		}
-		s.Queues = append(s.Queues, Queue{Snapshot: snap, CanKick: w.CanKick(), CPU: cfg.WorkerCPU(q)})
-	}
+	})
+	s.Port = cfg.VhostSocket()
+	s.PoolInUse, s.PoolSize = vhost.PoolInUse(), vhost.PoolSize()
 	return s
 }
 
 // Stop closes the socket first (librte_vhost destroys the device; the
-// workers see it go between bursts), then stops the workers, which free
-// every mbuf they hold, and removes the TAP interface and the socket file.
+// workers see it go between bursts), then stops the path (tapPath.stop: the
+// keeper, the workers, which free every mbuf they hold, the TAP interface).
+// The backend's stop removes the socket file.
 func (d *Vhost) Stop() error {
-	d.stopOnce.Do(func() {
-		d.stopping.Store(true)
-		var errs []error
+	return d.stop(func() error {
 		if d.backend != nil {
-			errs = append(errs, d.backend.Stop())
+			return d.backend.Stop()
 		}
-		for _, w := range d.workers {
-			w.Stop()
-		}
-		<-d.workersDone
-		d.finish(nil)
-		if d.dev != nil {
-			errs = append(errs, d.dev.Close())
-		}
-		d.mu.Lock()
-		errs = append(errs, d.errs...)
-		d.mu.Unlock()
-		d.stopErr = errors.Join(errs...)
+		return nil
+	}, func() {
 		d.log.Info("stopped", "pool_in_use", vhost.PoolInUse(), "queues", len(d.workers))
 	})
-	return d.stopErr
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs what kbridge's build, tests and test bed need on Debian 12, if it
-# is missing, and reserves 2 MB hugepages. Idempotent; run as root.
+# Installs what kbridge's build, tests and test bed need on Debian 12 or 13,
+# if it is missing, Go included, and reserves 2 MB hugepages. Idempotent; run
+# as root.
 set -euo pipefail
 
 pkgs=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev
       nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3 wrk linux-perf
-      ethtool iproute2 iputils-ping procps psmisc curl
-      clang llvm libbpf-dev bpftool systemd-container)
+      ethtool iproute2 iputils-ping procps psmisc curl git
+      clang llvm libbpf-dev bpftool systemd-container meson ninja-build)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -24,10 +25,9 @@ if systemctl is-active --quiet nfs-ganesha 2>/dev/null; then
 	systemctl stop nfs-ganesha || true
 fi
 
-if ! command -v go >/dev/null && [ ! -x /usr/local/go/bin/go ]; then
-	echo "deps: Go 1.26 is needed (https://go.dev/dl), at /usr/local/go or on PATH" >&2
-	exit 1
-fi
+# A Go that can build kbridge: one already here (1.21 or later), or Debian's
+# own package; it fetches the toolchain go.mod names (deploy/go.sh).
+bash "$(dirname "$0")/go.sh" --install >&2
 
 if [ "$(id -u)" = 0 ]; then
 	bash "$(dirname "$0")/../tests/testbed/hugepages.sh"

@@ -4,7 +4,10 @@
 # inside the container's private network. Needs root and systemd-nspawn
 # (Debian: systemd-container).
 #
-#   deploy/nspawn-check-xdp.sh KBRIDGE_BIN
+#   deploy/nspawn-check-xdp.sh KBRIDGE_BIN|KBRIDGE_DEB
+#
+# A .deb is installed with dpkg -i and purged at the end, as in
+# nspawn-check.sh.
 #
 # Inside the container's network namespace:
 #
@@ -23,7 +26,7 @@
 # stop comes back. Nothing outside the container changes.
 set -euo pipefail
 
-bin=$(readlink -f "${1:?usage: $0 KBRIDGE_BIN}")
+bin=$(readlink -f "${1:?usage: $0 KBRIDGE_BIN|KBRIDGE_DEB}")
 . "$(dirname "$0")/nspawn-lib.sh"
 # mode xdp needs no DPDK app; the drop-in's BindsTo= still names one.
 nspawn_prepare "$bin" "/bin/sleep infinity"
@@ -43,7 +46,7 @@ xdp:
 stats:
   metrics: ""
 EOF
-binds+=(--bind-ro="$work/etc/kbridge.yaml:/etc/kbridge/kbridge.yaml")
+nspawn_config "$work/etc/kbridge.yaml"
 
 # The same container as nspawn-check.sh, plus CAP_PERFMON (a host's PID 1
 # has it; the unit grants it) and bpf(2): nspawn's own seccomp
@@ -68,7 +71,7 @@ no_sys_admin() { # CAP_SYS_ADMIN is bit 21
 }
 ping_kb0() { inside ip netns exec "$peerns" ping -c 3 -i 0.2 -W 2 "$addr" >"$work/ping.log" 2>&1; }
 counted() { # the exception and returned counters moved
-	inside /opt/kbridge/bin/kbridge stats --socket /run/kbridge/kbridge.sock >"$work/stats.json" 2>&1 &&
+	inside "$kb" stats --socket /run/kbridge/kbridge.sock >"$work/stats.json" 2>&1 &&
 		grep -Eiq '"exception":\{"packets":[1-9]' <(tr -d ' \n' <"$work/stats.json") &&
 		grep -Eiq '"returned":\{"packets":[1-9]' <(tr -d ' \n' <"$work/stats.json")
 }
@@ -137,6 +140,9 @@ check "restart: active" active
 check "restart: ping reaches kb0 again" wait_for 5 ping_kb0
 inside systemctl stop kbridge.service || true
 check "restart: stop leaves nothing behind" all_gone
+
+nspawn_purge_checks
+[ -z "$deb" ] || check "purge: no program, pin or veth left" all_gone
 
 journal
 echo "--- $failures failure(s)"

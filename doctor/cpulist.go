@@ -6,41 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-)
 
-// parseCPUList parses the kernel's list format ("0-3,8,10-11"), as found
-// in /sys/devices/system/cpu/online and /proc/irq/N/smp_affinity_list.
-// An empty string is an empty set (isolated, nohz_full when unset).
-func parseCPUList(s string) ([]int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "(null)" {
-		return nil, nil
-	}
-	var cpus []int
-	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpu list %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			// A stride ("0-7:2") is legal on the kernel command line
-			// but never printed by sysfs; reject rather than misread.
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("cpu list %q: %w", s, err)
-			}
-		}
-		if b < a || a < 0 {
-			return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	slices.Sort(cpus)
-	return slices.Compact(cpus), nil
-}
+	"github.com/kbridge/kbridge/internal/cpulist"
+)
 
 // parseCPUMask parses a hex mask with comma-separated 32-bit words, as in
 // /proc/irq/N/affinity_hint ("00000000,00000003"), or a DPDK -c coremask
@@ -67,31 +35,6 @@ func parseCPUMask(s string) ([]int, error) {
 	}
 	slices.Sort(cpus)
 	return cpus, nil
-}
-
-// formatCPUList writes a set back in the kernel's list format, the form
-// smp_affinity_list accepts.
-func formatCPUList(cpus []int) string {
-	c := slices.Clone(cpus)
-	slices.Sort(c)
-	c = slices.Compact(c)
-	var b strings.Builder
-	for i := 0; i < len(c); {
-		j := i
-		for j+1 < len(c) && c[j+1] == c[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		if j == i {
-			fmt.Fprintf(&b, "%d", c[i])
-		} else {
-			fmt.Fprintf(&b, "%d-%d", c[i], c[j])
-		}
-		i = j + 1
-	}
-	return b.String()
 }
 
 // intersect returns the CPUs in both sets, sorted.
@@ -121,9 +64,9 @@ func subtract(a, b []int) []int {
 // cpuNoun names a set in prose: "CPU 3" or "CPUs 3-5".
 func cpuNoun(cpus []int) string {
 	if len(cpus) == 1 {
-		return "CPU " + formatCPUList(cpus)
+		return "CPU " + cpulist.Format(cpus)
 	}
-	return "CPUs " + formatCPUList(cpus)
+	return "CPUs " + cpulist.Format(cpus)
 }
 
 // verb picks the verb form that agrees with cpuNoun.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/kbridge/kbridge/internal/cpulist"
 )
 
 const (
@@ -21,7 +23,7 @@ func (e *env) readCPUSet(hostPath string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseCPUList(s)
+	return cpulist.Parse(s)
 }
 
 // checkCPUs checks the workers' CPUs exist and do not share a CPU with
@@ -45,8 +47,8 @@ func cpusResult(e *env, workers []int) Result {
 	}
 	possible, _ := e.readCPUSet(cpuPossible)
 	ev := []string{
-		fmt.Sprintf("worker CPUs %s", formatCPUList(workers)),
-		fmt.Sprintf("%s=%s", e.path(cpuOnline), formatCPUList(online)),
+		fmt.Sprintf("worker CPUs %s", cpulist.Format(workers)),
+		fmt.Sprintf("%s=%s", e.path(cpuOnline), cpulist.Format(online)),
 	}
 	var problems, fixes []string
 	if missing := subtract(workers, online); len(missing) > 0 {
@@ -55,7 +57,7 @@ func cpusResult(e *env, workers []int) Result {
 			what = "not present on this host"
 		}
 		problems = append(problems, fmt.Sprintf("%s %s %s", cpuNoun(missing), verb(missing, "is", "are"), what))
-		fixes = append(fixes, "pick worker CPUs from "+formatCPUList(online))
+		fixes = append(fixes, "pick worker CPUs from "+cpulist.Format(online))
 	}
 	if dup := duplicates(workers); len(dup) > 0 {
 		problems = append(problems, fmt.Sprintf("%s %s more than one worker", cpuNoun(dup), verb(dup, "carries", "carry")))
@@ -65,10 +67,10 @@ func cpusResult(e *env, workers []int) Result {
 	if len(lcores) == 0 {
 		ev = append(ev, "app lcores unknown (not configured, app not found)")
 	} else {
-		ev = append(ev, fmt.Sprintf("%s %s", src, formatCPUList(lcores)))
+		ev = append(ev, fmt.Sprintf("%s %s", src, cpulist.Format(lcores)))
 		if shared := intersect(workers, lcores); len(shared) > 0 {
 			problems = append(problems, fmt.Sprintf("%s %s both app lcore and kbridge worker: two pollers on one CPU starve each other", cpuNoun(shared), verb(shared, "is", "are")))
-			fixes = append(fixes, "move the workers to "+orNone(formatCPUList(subtract(online, lcores))))
+			fixes = append(fixes, "move the workers to "+orNone(cpulist.Format(subtract(online, lcores))))
 		}
 	}
 	r.Evidence = strings.Join(ev, "; ")
@@ -86,16 +88,16 @@ func isolationResult(e *env, workers []int) Result {
 	r := Result{Check: CheckCPUIsolation}
 	isolated, errI := e.readCPUSet(cpuIsolated)
 	nohz, errN := e.readCPUSet(cpuNohzFull)
-	ev := []string{fmt.Sprintf("worker CPUs %s", formatCPUList(workers))}
+	ev := []string{fmt.Sprintf("worker CPUs %s", cpulist.Format(workers))}
 	if errI != nil {
 		ev = append(ev, e.path(cpuIsolated)+" unreadable")
 	} else {
-		ev = append(ev, fmt.Sprintf("%s=%q", e.path(cpuIsolated), formatCPUList(isolated)))
+		ev = append(ev, fmt.Sprintf("%s=%q", e.path(cpuIsolated), cpulist.Format(isolated)))
 	}
 	if errN != nil {
 		ev = append(ev, e.path(cpuNohzFull)+" absent (kernel without NO_HZ_FULL)")
 	} else {
-		ev = append(ev, fmt.Sprintf("%s=%q", e.path(cpuNohzFull), formatCPUList(nohz)))
+		ev = append(ev, fmt.Sprintf("%s=%q", e.path(cpuNohzFull), cpulist.Format(nohz)))
 	}
 	notIso := subtract(workers, isolated)
 	r.Evidence = strings.Join(ev, "; ")
@@ -105,12 +107,12 @@ func isolationResult(e *env, workers []int) Result {
 		r.Status = Warn
 		r.Evidence += fmt.Sprintf(": %s %s not isolated, so the scheduler also runs other tasks there", cpuNoun(notIso), verb(notIso, "is", "are"))
 		r.Fix = fmt.Sprintf("boot with isolcpus=%s nohz_full=%s rcu_nocbs=%s (or keep other work off them with systemd AllowedCPUs=)",
-			formatCPUList(workers), formatCPUList(workers), formatCPUList(workers))
+			cpulist.Format(workers), cpulist.Format(workers), cpulist.Format(workers))
 		return r
 	}
 	r.Status = Pass
 	if errN == nil && len(subtract(workers, nohz)) > 0 {
-		r.Evidence += ": isolated, but the tick still runs on " + formatCPUList(subtract(workers, nohz))
+		r.Evidence += ": isolated, but the tick still runs on " + cpulist.Format(subtract(workers, nohz))
 	}
 	return r
 }

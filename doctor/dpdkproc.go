@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kbridge/kbridge/internal/cpulist"
 )
 
 // appProc is the running DPDK primary found in /proc by its
@@ -95,7 +97,7 @@ func parseEAL(pid int, args []string, wantPrefix string) *appProc {
 	switch {
 	case len(opts["-l"]) > 0:
 		v := opts["-l"][0]
-		app.lcores, _ = parseCPUList(v)
+		app.lcores, _ = cpulist.Parse(v)
 		app.lcoreArg = "-l " + v
 	case len(opts["--lcores"]) > 0:
 		v := opts["--lcores"][0]
@@ -169,7 +171,7 @@ func parseLcoresMap(s string) []int {
 			part = after
 		}
 		part = strings.Trim(part, "()")
-		if c, err := parseCPUList(part); err == nil {
+		if c, err := cpulist.Parse(part); err == nil {
 			cpus = append(cpus, c...)
 		}
 	}

@@ -11,26 +11,6 @@ import (
 	"testing"
 )
 
-func TestParseCPUList(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []int
-		err  bool
-	}{
-		{"", nil, false},
-		{"0", []int{0}, false},
-		{"0-3,8,10-11\n", []int{0, 1, 2, 3, 8, 10, 11}, false},
-		{"3,1,1-2", []int{1, 2, 3}, false},
-		{"4-2", nil, true},
-		{"a", nil, true},
-	} {
-		got, err := parseCPUList(tc.in)
-		if (err != nil) != tc.err || !slices.Equal(got, tc.want) {
-			t.Errorf("parseCPUList(%q) = %v, %v; want %v, err %v", tc.in, got, err, tc.want, tc.err)
-		}
-	}
-}
-
 func TestParseCPUMask(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -45,15 +25,6 @@ func TestParseCPUMask(t *testing.T) {
 		got, err := parseCPUMask(tc.in)
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("parseCPUMask(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
-	}
-}
-
-func TestFormatCPUList(t *testing.T) {
-	for in, want := range map[string]string{"": "", "0": "0", "0-3,8,10-11": "0-3,8,10-11", "1,2,3,5": "1-3,5"} {
-		cpus, _ := parseCPUList(in)
-		if got := formatCPUList(cpus); got != want {
-			t.Errorf("formatCPUList(%v) = %q, want %q", cpus, got, want)
 		}
 	}
 }

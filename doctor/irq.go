@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kbridge/kbridge/internal/cpulist"
 )
 
 // irqLine is one device interrupt from /proc/interrupts.
@@ -110,7 +112,7 @@ func nicIRQs(e *env, nic string) (found bool, irqs []nicIRQ, err error) {
 			if err != nil {
 				return true, nil, fmt.Errorf("IRQ %d: %w", l.irq, err)
 			}
-			if ni.affinity, err = parseCPUList(ni.raw); err != nil {
+			if ni.affinity, err = cpulist.Parse(ni.raw); err != nil {
 				return true, nil, fmt.Errorf("IRQ %d: %w", l.irq, err)
 			}
 			if h, err := e.read(base + "/affinity_hint"); err == nil {
@@ -170,7 +172,7 @@ func planIRQ(e *env) ([]Change, error) {
 		targets = subtract(online, lcores)
 	}
 	if len(targets) == 0 {
-		return nil, fmt.Errorf("every online CPU (%s) is an app lcore: no CPU left for IRQs", formatCPUList(online))
+		return nil, fmt.Errorf("every online CPU (%s) is an app lcore: no CPU left for IRQs", cpulist.Format(online))
 	}
 	var out []Change
 	for _, ni := range irqs {
@@ -183,7 +185,7 @@ func planIRQ(e *env) ([]Change, error) {
 		}
 		out = append(out, Change{IRQ: ni.irq, Name: ni.name,
 			Path: e.path("/proc/irq/" + strconv.Itoa(ni.irq) + "/smp_affinity_list"),
-			Old:  ni.raw, New: formatCPUList(next)})
+			Old:  ni.raw, New: cpulist.Format(next)})
 	}
 	return out, nil
 }
@@ -222,13 +224,13 @@ func checkIRQAffinity(_ context.Context, e *env) []Result {
 	lcores, src := e.appLcores()
 	var ev, problems []string
 	if len(lcores) > 0 {
-		ev = append(ev, fmt.Sprintf("%s %s", src, formatCPUList(lcores)))
+		ev = append(ev, fmt.Sprintf("%s %s", src, cpulist.Format(lcores)))
 	}
 	if e.opts.Interface != "" {
 		if len(e.opts.WorkerCPUs) == 0 {
 			ev = append(ev, e.opts.Interface+" (TAP) has no IRQs; its receive processing runs on the unpinned workers")
 		} else {
-			ev = append(ev, fmt.Sprintf("%s (TAP) has no IRQs; its receive processing runs on worker CPUs %s", e.opts.Interface, formatCPUList(e.opts.WorkerCPUs)))
+			ev = append(ev, fmt.Sprintf("%s (TAP) has no IRQs; its receive processing runs on worker CPUs %s", e.opts.Interface, cpulist.Format(e.opts.WorkerCPUs)))
 			if s := intersect(e.opts.WorkerCPUs, lcores); len(s) > 0 {
 				problems = append(problems, fmt.Sprintf("%s processing shares %s with app lcores", e.opts.Interface, cpuNoun(s)))
 			}
@@ -253,7 +255,7 @@ func checkIRQAffinity(_ context.Context, e *env) []Result {
 			for _, ni := range irqs {
 				p := fmt.Sprintf("IRQ %d %s -> %s", ni.irq, ni.name, ni.raw)
 				if len(ni.hint) > 0 {
-					p += " (hint " + formatCPUList(ni.hint) + ")"
+					p += " (hint " + cpulist.Format(ni.hint) + ")"
 				}
 				parts = append(parts, p)
 				if len(intersect(ni.affinity, lcores)) > 0 {
@@ -262,7 +264,7 @@ func checkIRQAffinity(_ context.Context, e *env) []Result {
 			}
 			ev = append(ev, e.path("/proc/irq")+"/*/smp_affinity_list: "+strings.Join(parts, ", "))
 			for _, ni := range conflicting {
-				problems = append(problems, fmt.Sprintf("IRQ %d (%s) may fire on app lcores %s", ni.irq, ni.name, formatCPUList(intersect(ni.affinity, lcores))))
+				problems = append(problems, fmt.Sprintf("IRQ %d (%s) may fire on app lcores %s", ni.irq, ni.name, cpulist.Format(intersect(ni.affinity, lcores))))
 			}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/internal/cpulist"
 )
 
 // TestLiveHost runs every check against this machine (Root "/") and
@@ -50,7 +52,7 @@ func envCPUs(t *testing.T, name string) []int {
 	if v == "" {
 		return nil
 	}
-	cpus, err := parseCPUList(v)
+	cpus, err := cpulist.Parse(v)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

@@ -51,8 +51,8 @@ type Policy struct {
 	// Spin is how long adaptive keeps polling after the last packet.
 	Spin time.Duration `mapstructure:"spin" json:"spin"`
 	// Learn makes adaptive spin only while it pays: while most recent idle
-	// gaps (last packet to next packet) ended within Spin. After gaps that
-	// outlast it (NFS requests that wait on the server, say), the worker
+	// gaps (last packet to next packet) ended within twice Spin
+	// (hitFactor). After gaps that outlast that (NFS requests that wait on the server, say), the worker
 	// parks at once instead of spinning on a CPU the workload needs, and
 	// spins again once gaps shorten.
 	Learn bool `mapstructure:"learn" json:"learn"`
@@ -157,11 +157,11 @@ type Ladder struct {
 	lastWork time.Duration
 	backoff  time.Duration
 	idle     bool  // the last poll moved nothing
-	score    uint8 // Learn: a saturating count of idle gaps that ended within Spin
+	score    uint8 // Learn: a saturating count of idle gaps that ended within hitFactor*Spin
 }
 
 // Learn's score: a 2-bit saturating counter, as a branch predictor keeps
-// one. A gap within Spin counts up, a longer one down; the worker spins
+// one. A gap within twice Spin (hitFactor) counts up, a longer one down; the worker spins
 // while the score is at least spinScore. It starts at the top: spinning,
 // as adaptive does without Learn.
 const (
@@ -188,7 +188,7 @@ func (l *Ladder) Reset(p Policy, now time.Duration) {
 }
 
 // Spinning reports whether adaptive would spin after the next idle poll
-// (always, unless Learn has seen idle gaps outlast Spin).
+// (always, unless Learn has seen idle gaps outlast twice Spin).
 func (l *Ladder) Spinning() bool { return !l.p.Learn || l.score >= spinScore }
 
 // Next returns what to do after a poll that moved packets (worked) or not.

@@ -138,13 +138,9 @@ func TestValidateReportsAll(t *testing.T) {
 	if !errors.As(err, &l) {
 		t.Fatalf("%v: not a List", err)
 	}
-	var keys []string
-	for _, e := range l {
-		var fe *conferr.FieldError
-		if !errors.As(e, &fe) {
-			t.Fatalf("%v: not a FieldError", e)
-		}
-		keys = append(keys, fe.Key)
+	keys, ferr := conferr.KeysOf(err)
+	if ferr != nil {
+		t.Fatalf("%v: not a FieldError", ferr)
 	}
 	want := []string{"policy.mode", "policy.spin", "policy.backoff.max"}
 	if !slices.Equal(keys, want) {

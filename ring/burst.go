@@ -24,7 +24,6 @@ func HistBound(i int) uint64 { return burst.HistBound(i) }
 // Out moves bursts from a to_kernel ring into Go's view. It implements
 // bridge.AppOut.
 type Out struct {
-	q *Queue
 	b *burst.Out
 }
 
@@ -46,7 +45,7 @@ func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ring: %w", err)
 	}
-	return &Out{q: q, b: b}, nil
+	return &Out{b: b}, nil
 }
 
 // held names the record of what this queue's worker holds toward the
@@ -72,9 +71,6 @@ func (o *Out) Packet(i int) (bridge.Packet, error) { return o.b.Packet(i) }
 
 // Written marks packet i as delivered: it counts toward residence time.
 func (o *Out) Written(i int) { o.b.Written(i) }
-
-// Pending returns how many packets wait in the ring.
-func (o *Out) Pending() int { return o.q.Pending() }
 
 // Residence copies the residence-time histogram into dst. After Close it
 // leaves dst as it is.

@@ -1,9 +1,11 @@
 // Package ring is kbridge's app side in ring mode: a DPDK secondary process
-// (Debian's libdpdk 22.11) joined to an app that created an exception port
-// with include/kbridge.h. It joins the app's EAL (InitSecondary,
+// (DPDK 22.11 or 24.11: docs/DPDK.md) joined to an app that created an
+// exception port with include/kbridge.h. It refuses an app that runs
+// another DPDK than kbridge was built with before EAL starts
+// (CheckPrimaryVersion, version.go), joins the app's EAL (InitSecondary,
 // PrimaryAlive), keeping EAL's threads off the app's lcores; finds and
-// claims the port (OpenPort checks the control block's magic, version 1 or
-// 2, and length; a version-2 port has an owner and a record of the mbufs
+// claims the port (OpenPort checks the control block's magic, version 1 to
+// 3, and length; a version-2 port has an owner and a record of the mbufs
 // kbridge holds, which the next kbridge frees after a crash); and gives each
 // Queue its app side: Out (bridge.AppOut) and In (bridge.AppIn,
 // bridge.AppTSO) over the app's rings, moved by the burst core of

@@ -128,14 +128,6 @@ func (p *Port) Claim() (Claim, error) {
 	return c, nil
 }
 
-// Owned reports whether this process claimed the port (and has not
-// released it).
-func (p *Port) Owned() bool {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return p.owner != 0 && !p.released
-}
-
 // FreeHeld frees what the record says the workers hold and clears it, and
 // returns how many mbufs it freed in each direction: after Claim and before
 // any worker starts, what a killed kbridge held; after the workers stopped,

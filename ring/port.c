@@ -15,6 +15,12 @@
 
 #include "port.h"
 
+uint32_t
+kb_rte_version(void)
+{
+	return RTE_VERSION;
+}
+
 /* Checks what the app wrote into the control block before kbridge relies on
  * it: an error in info->why (returns -1), or what is turned off in
  * info->warn. */
@@ -80,13 +86,20 @@ kb_port_open(const char *name, struct kb_port_info *info)
 		return -EPROTO;
 	if (c->version < KBRIDGE_VERSION_MIN || c->version > KBRIDGE_VERSION)
 		return -EPROTONOSUPPORT;
-	/* A version-1 block ends before the version-2 fields. */
-	if (mz->len < (c->version >= 2 ? sizeof(*c) :
+	/* A version-1 block ends before the version-2 fields, a version-2
+	 * block before the version-3 ones. */
+	if (mz->len < (c->version >= 3 ? sizeof(*c) :
+		       c->version == 2 ? offsetof(struct kbridge_ctl, dpdk_version) :
 		       offsetof(struct kbridge_ctl, app_offloads)))
 		return -EBADMSG;
 	if (kb_port_check(c, info) < 0)
 		return -EINVAL;
 	info->version = c->version;
+	if (c->version >= 3) {
+		memcpy(info->dpdk_version, c->dpdk_version, sizeof(info->dpdk_version));
+		info->dpdk_version[sizeof(info->dpdk_version) - 1] = '\0';
+		info->dpdk_version_num = c->dpdk_version_num;
+	}
 	if (c->version >= 2) {
 		info->app_offloads = __atomic_load_n(&c->app_offloads, __ATOMIC_ACQUIRE);
 		info->app_max_segs = c->app_max_segs;

@@ -106,6 +106,10 @@ func (p *Port) AppTSO() (ok bool, maxSegs int) {
 	return p.info.app_offloads&C.KBRIDGE_APP_TSO != 0, int(p.info.app_max_segs)
 }
 
+// AppDPDK returns the DPDK the app runs, as its kbridge.h (version 3)
+// recorded it (rte_version(), "DPDK 24.11.8"), or "" for an older app.
+func (p *Port) AppDPDK() string { return C.GoString(&p.info.dpdk_version[0]) }
+
 // AppPID returns the process ID of the app that created the port.
 func (p *Port) AppPID() int { return p.appPID }
 

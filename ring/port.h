@@ -17,6 +17,9 @@ struct kb_port_info {
 	uint32_t version;      /* of the app's kbridge.h */
 	uint32_t app_offloads; /* KBRIDGE_APP_*; 0 for a version-1 app */
 	uint16_t app_max_segs;
+	/* Version 3: the app's rte_version() and RTE_VERSION; "" and 0 before. */
+	char dpdk_version[32];
+	uint32_t dpdk_version_num;
 	/* Set by kb_port_open's validation. */
 	uint64_t tsc_hz;       /* ctl->tsc_hz when sane, else 0: residence off */
 	int32_t tsc_offset;    /* ctl->tsc_offset when sane, else -1 */
@@ -47,6 +50,8 @@ struct kbridge_held *kb_held_open(const char *name, int *created);
 /* Frees what rec names and clears it; returns the number of mbufs. */
 unsigned int kb_held_free(struct kbridge_held_q *rec);
 
+/* This kbridge's DPDK: RTE_VERSION of the headers it was built with. */
+uint32_t kb_rte_version(void);
 int kb_port_open(const char *name, struct kb_port_info *info);
 int kb_send_eventfd(const char *name, uint16_t queue, int fd);
 unsigned int kb_pool_in_use(const struct rte_mempool *mp);

@@ -182,6 +182,9 @@ func (d *Device) SetOffload(on bool) error {
 // Name returns the interface name.
 func (d *Device) Name() string { return d.name }
 
+// NumQueues returns the number of queues.
+func (d *Device) NumQueues() int { return len(d.queues) }
+
 // Queue returns queue q.
 func (d *Device) Queue(q int) *Queue { return d.queues[q] }
 

@@ -1,7 +1,6 @@
 package tap
 
 import (
-	"errors"
 	"log/slog"
 	"sync/atomic"
 	"unsafe"
@@ -62,14 +61,12 @@ type Queue struct {
 	plain    [vnet.HdrLen]byte // all zero: a frame as it is
 	valid    [vnet.HdrLen]byte // DATA_VALID: the app's NIC checked it
 
-	refuseGSO bool // tests: play a kernel that refuses GSO writes
-
 	rbuf    []byte
 	rlen    int
 	super   vnet.Super
 	next    int  // next segment of super to hand out
 	pending int  // segments of super still to hand out
-	tso     bool // super goes to the app whole, once the slots before it are put
+	offered bool // the last Read handed super over whole (Frame.Super)
 }
 
 var _ bridge.Kernel = (*Queue)(nil)
@@ -118,17 +115,15 @@ func (q *Queue) Close() error {
 	return unix.Close(q.fd)
 }
 
-// Write writes packets 0..n-1 of out's burst: merged where the Coalescer
-// can, alone otherwise, one writev each.
-func (q *Queue) Write(out bridge.AppOut, n int, c *bridge.Counters) {
-	var drops [len(bridge.DropNames)]uint64
-	var pkts, bytes uint64
+// Write writes pkts: merged where the Coalescer can, alone otherwise, one
+// writev each. It sets written[i] for each packet the kernel took.
+func (q *Queue) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
 	merge := q.merge.Load()
 	k := 0
-	for i := 0; i < n && k < len(q.pkts); i++ {
-		p, err := out.Packet(i)
-		if reason, ok := q.verdict(p, err, merge); !ok {
-			drops[reason]++
+	for i := 0; i < len(pkts) && k < len(q.pkts); i++ {
+		p := &pkts[i]
+		if reason, ok := q.verdict(p, merge); !ok {
+			r.Drops[reason]++
 			continue
 		}
 		vp := &q.pkts[k]
@@ -142,58 +137,55 @@ func (q *Queue) Write(out bridge.AppOut, n int, c *bridge.Counters) {
 		q.idx[k] = i
 		k++
 	}
-	written := func(ks ...int) {
+	done := func(ks ...int) {
 		for _, j := range ks {
-			out.Written(q.idx[j])
-			pkts++
-			bytes += uint64(q.pkts[j].Len)
+			written[q.idx[j]] = true
 		}
 	}
 	if !merge {
 		for j := 0; j < k; j++ {
 			if q.writeAlone(j) == 0 {
-				written(j)
+				done(j)
 			} else {
-				drops[bridge.DropTAPWriteError]++
+				r.Drops[bridge.DropTAPWriteError]++
 			}
 		}
-	} else {
-		for _, w := range q.co.Coalesce(q.pkts[:k]) {
-			errno := q.writev(w.Iov)
-			switch {
-			case errno == 0:
-				written(w.Pkts...)
-				if w.Merged {
-					c.Offload.MergedWrites.Add(1)
-					c.Offload.MergedPackets.Add(uint64(len(w.Pkts)))
-				} else if q.pkts[w.First].LROSize != 0 {
-					c.Offload.LROWrites.Add(1)
-				}
-			case errno == unix.EINVAL && (w.Merged || q.pkts[w.First].LROSize != 0):
-				// Some kernels refuse a GSO write (a short last
-				// segment, e269d79c7d35): redo it frame by frame
-				// and stop merging on this queue.
-				c.Offload.Fallbacks.Add(1)
-				q.fallBack(errno)
-				for _, j := range w.Pkts {
-					if q.pkts[j].Len > q.frameLimit(q.pkts[j].Segs[0]) {
-						drops[bridge.DropOversize]++ // an LRO packet, alone
-					} else if q.writeAlone(j) == 0 {
-						written(j)
-					} else {
-						drops[bridge.DropTAPWriteError]++
-					}
-				}
-			default:
-				drops[bridge.DropTAPWriteError] += uint64(len(w.Pkts))
-			}
-		}
+		return
 	}
-	c.ToKernelPackets.Add(pkts)
-	c.ToKernelBytes.Add(bytes)
-	for r, v := range drops {
-		if v > 0 {
-			c.Drops[r].Add(v)
+	before := q.co.Stats()
+	ws := q.co.Coalesce(q.pkts[:k])
+	after := q.co.Stats()
+	r.Offload.CoalescePackets += after.Packets - before.Packets
+	r.Offload.CoalesceWrites += after.Writes - before.Writes
+	r.Offload.BadCsum += after.BadCsum - before.BadCsum
+	for _, w := range ws {
+		errno := q.writev(w.Iov)
+		switch {
+		case errno == 0:
+			done(w.Pkts...)
+			if w.Merged {
+				r.Offload.MergedWrites++
+				r.Offload.MergedPackets += uint64(len(w.Pkts))
+			} else if q.pkts[w.First].LROSize != 0 {
+				r.Offload.LROWrites++
+			}
+		case errno == unix.EINVAL && (w.Merged || q.pkts[w.First].LROSize != 0):
+			// Some kernels refuse a GSO write (a short last
+			// segment, e269d79c7d35): redo it frame by frame and
+			// stop merging on this queue.
+			r.Offload.Fallbacks++
+			q.fallBack(errno)
+			for _, j := range w.Pkts {
+				if q.pkts[j].Len > q.frameLimit(q.pkts[j].Segs[0]) {
+					r.Drops[bridge.DropOversize]++ // an LRO packet, alone
+				} else if q.writeAlone(j) == 0 {
+					done(j)
+				} else {
+					r.Drops[bridge.DropTAPWriteError]++
+				}
+			}
+		default:
+			r.Drops[bridge.DropTAPWriteError] += uint64(len(w.Pkts))
 		}
 	}
 }
@@ -219,9 +211,6 @@ func (q *Queue) writeAlone(k int) unix.Errno {
 }
 
 func (q *Queue) writev(bufs [][]byte) unix.Errno {
-	if q.refuseGSO && vnet.Decode(bufs[0]).GSOType != vnet.GSONone {
-		return unix.EINVAL
-	}
 	iov := q.iov[:0]
 	for _, b := range bufs {
 		if len(iov) == cap(iov) {
@@ -232,8 +221,12 @@ func (q *Queue) writev(bufs [][]byte) unix.Errno {
 	return q.rawWritev(iov)
 }
 
-func (q *Queue) rawWritev(iov []unix.Iovec) unix.Errno {
-	_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(q.fd),
+func (q *Queue) rawWritev(iov []unix.Iovec) unix.Errno { return sysWritev(q.fd, iov) }
+
+// sysWritev is writev(2). It is a variable for one test, which plays a
+// kernel that refuses GSO writes.
+var sysWritev = func(fd int, iov []unix.Iovec) unix.Errno {
+	_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(fd),
 		uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
 	return errno
 }
@@ -245,13 +238,8 @@ func iovec(b []byte) unix.Iovec {
 }
 
 // verdict decides whether a packet from the app can be written.
-func (q *Queue) verdict(p bridge.Packet, err error, merge bool) (int, bool) {
-	switch {
-	case errors.Is(err, bridge.ErrTooManySegments):
-		return bridge.DropTooManySegs, false
-	case err != nil:
-		return bridge.DropMalformed, false
-	case p.Len < ethHeaderLen || len(p.Segs) == 0:
+func (q *Queue) verdict(p *bridge.Packet, merge bool) (int, bool) {
+	if p.Len < ethHeaderLen || len(p.Segs) == 0 {
 		return bridge.DropRunt, false
 	}
 	if p.LROSegSize != 0 && merge && p.Len <= 1<<16 {
@@ -275,35 +263,28 @@ func (q *Queue) frameLimit(first []byte) int {
 	return q.maxFrame
 }
 
-// Read fills in's slots with frames from the kernel: plain frames as they
-// are, super-frames split into MTU frames (what does not fit in this burst
-// waits for the next call), frames with a partial checksum finished.
-func (q *Queue) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (filled, dropped int) {
-	limit := min(len(lens), in.Cap())
-	var bytes uint64
-	var runt, oversize, bad uint64
-	tsoIn, _ := in.(bridge.AppTSO)
+// Read fills slots with frames from the kernel: plain frames as they are,
+// super-frames split into MTU frames (what does not fit in this burst waits
+// for the next call) or, with ReadTSO, handed whole as the batch's last
+// frame; frames with a partial checksum finished.
+func (q *Queue) Read(slots [][]byte, frames []bridge.Frame, flags bridge.ReadFlags, r *bridge.Result) int {
+	limit := min(len(slots), len(frames))
+	if q.offered {
+		q.offered = false
+		if flags&bridge.ReadSplit != 0 {
+			// The app's port cannot take it whole: split it.
+			r.Offload.SplitReads++
+			r.Offload.SplitFrames += uint64(q.super.N())
+			q.next, q.pending = 0, q.super.N()
+		}
+	}
+	filled := 0
 	// Bounded work: a kernel that sends only frames kbridge drops must not
 	// keep the worker here.
 	for reads := 0; filled < limit && reads < 2*limit; {
-		if q.tso {
-			if filled > 0 {
-				break // the frames before it go to the app first
-			}
-			q.tso = false
-			if q.putTSO(tsoIn, c) {
-				continue
-			}
-			// The app's port cannot take it whole: split it.
-			c.Offload.SplitReads.Add(1)
-			c.Offload.SplitFrames.Add(uint64(q.super.N()))
-			q.next, q.pending = 0, q.super.N()
-		}
 		if q.pending > 0 {
 			for q.pending > 0 && filled < limit {
-				n := q.super.Segment(q.next, q.rbuf[vnet.HdrLen:q.rlen], in.Slot(filled))
-				lens[filled] = n
-				bytes += uint64(n)
+				frames[filled] = bridge.Frame{Len: q.super.Segment(q.next, q.rbuf[vnet.HdrLen:q.rlen], slots[filled])}
 				filled++
 				q.next++
 				q.pending--
@@ -311,81 +292,59 @@ func (q *Queue) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (filled, d
 			continue
 		}
 		reads++
-		r, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(q.fd),
+		n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(q.fd),
 			uintptr(unsafe.Pointer(&q.rbuf[0])), uintptr(len(q.rbuf)))
 		if errno != 0 {
 			if errno != unix.EAGAIN && errno != unix.EINTR {
-				c.Drops[bridge.DropTAPReadError].Add(1)
+				r.Drops[bridge.DropTAPReadError]++
 			}
 			break
 		}
-		if int(r) < vnet.HdrLen+ethHeaderLen {
-			runt++
-			dropped++
+		if int(n) < vnet.HdrLen+ethHeaderLen {
+			r.Drops[bridge.DropRunt]++
+			r.Dropped++
 			continue
 		}
 		h := vnet.Decode(q.rbuf[:vnet.HdrLen])
-		frame := q.rbuf[vnet.HdrLen:r]
+		frame := q.rbuf[vnet.HdrLen:n]
 		if h.GSOType == vnet.GSONone && h.Flags&vnet.FlagNeedsCsum == 0 {
 			// The common case: a whole frame with its checksums.
 			if len(frame) > q.frameLimit(frame) {
-				oversize++
-				dropped++
+				r.Drops[bridge.DropOversize]++
+				r.Dropped++
 				continue
 			}
-			lens[filled] = copy(in.Slot(filled), frame)
-			bytes += uint64(len(frame))
+			frames[filled] = bridge.Frame{Len: copy(slots[filled], frame)}
 			filled++
 			continue
 		}
 		if h.GSOType == vnet.GSONone && len(frame) > q.frameLimit(frame) {
-			oversize++ // a partial checksum does not make it fit
-			dropped++
+			r.Drops[bridge.DropOversize]++ // a partial checksum does not make it fit
+			r.Dropped++
 			continue
 		}
 		s, err := vnet.Parse(h, frame, q.mtu)
 		if err != nil {
-			bad++
-			dropped++
+			r.Drops[bridge.DropBadVnetHdr]++
+			r.Dropped++
 			continue
 		}
-		q.super, q.rlen = s, int(r)
-		if _, _, _, _, _, ok := s.TSO(); ok && tsoIn != nil && tsoIn.TakesTSO() {
-			q.tso = true
-			continue
+		q.super, q.rlen = s, int(n)
+		if l2, l3, l4, mss, v6, ok := s.TSO(); ok && flags&bridge.ReadTSO != 0 {
+			// Whole, after the frames read before it; the app may
+			// refuse it, and the next Read then splits it.
+			frames[filled] = bridge.Frame{Super: frame,
+				TSO: bridge.TSOFrame{L2: l2, L3: l3, L4: l4, MSS: mss, IPv6: v6}}
+			q.offered = true
+			return filled + 1
 		}
 		if h.GSOType != vnet.GSONone {
-			c.Offload.SplitReads.Add(1)
-			c.Offload.SplitFrames.Add(uint64(s.N()))
+			r.Offload.SplitReads++
+			r.Offload.SplitFrames += uint64(s.N())
 		} else {
-			c.Offload.CsumCompleted.Add(1)
+			r.Offload.CsumFromKernel++
 		}
 		q.next, q.pending = 0, s.N()
 	}
-	c.FromKernelBytes.Add(bytes)
-	if runt+oversize+bad > 0 {
-		c.Drops[bridge.DropRunt].Add(runt)
-		c.Drops[bridge.DropOversize].Add(oversize)
-		c.Drops[bridge.DropBadVnetHdr].Add(bad)
-	}
-	return filled, dropped
-}
-
-// putTSO hands the super-frame in q.rbuf to an app that segments it itself.
-// It returns false when the app's port cannot take it whole.
-func (q *Queue) putTSO(in bridge.AppTSO, c *bridge.Counters) bool {
-	l2, l3, l4, mss, v6, _ := q.super.TSO()
-	frame := q.rbuf[vnet.HdrLen:q.rlen]
-	res, err := in.PutTSO(frame, bridge.TSOFrame{L2: l2, L3: l3, L4: l4, MSS: mss, IPv6: v6})
-	if err != nil {
-		return false
-	}
-	c.Offload.TSOToApp.Add(1)
-	c.FromKernelPackets.Add(uint64(res.Queued))
-	c.FromKernelBytes.Add(uint64(len(frame)))
-	if res.NoMbuf+res.RingFull > 0 {
-		c.Drops[bridge.DropNoMbuf].Add(uint64(res.NoMbuf))
-		c.Drops[bridge.DropRingFull].Add(uint64(res.RingFull))
-	}
-	return true
+	return filled
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/bridge/bridgetest"
+	"github.com/kbridge/kbridge/policy"
 	"github.com/kbridge/kbridge/tap/vnet"
 	"github.com/kbridge/kbridge/tap/vnet/vnettest"
 )
@@ -19,16 +21,34 @@ const mtu = 1500
 // keeps frame boundaries like a TAP fd, and the other end for the test.
 func newTestQueue(t *testing.T, merge bool) (*Queue, int) {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, peer, err := bridgetest.SeqPacket()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, fd := range fds {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+	q := NewQueue(fd, QueueConfig{MTU: mtu, Batch: 32, MaxSegs: 4, Merge: merge})
+	t.Cleanup(func() { q.Close(); unix.Close(peer) })
+	return q, peer
+}
+
+// newTestWorker returns a worker between the fakes and q, for the tests that
+// drive q through the engine's hand-over (ToKernel, FromKernel) rather than
+// by hand. It is never Run.
+func newTestWorker(t *testing.T, q *Queue, out *bridgetest.Out, in *bridgetest.In) *bridge.Worker {
+	t.Helper()
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, &bridgetest.Waker{Out: out}, q)
+	if err != nil {
+		t.Fatal(err)
 	}
-	q := NewQueue(fds[0], QueueConfig{MTU: mtu, Batch: 32, MaxSegs: 4, Merge: merge})
-	t.Cleanup(func() { q.Close(); unix.Close(fds[1]) })
-	return q, fds[1]
+	return w
+}
+
+// slotsOf returns in's slots and room for what Read makes of them.
+func slotsOf(in *bridgetest.In) ([][]byte, []bridge.Frame) {
+	slots := make([][]byte, in.Cap())
+	for i := range slots {
+		slots[i] = in.Slot(i)
+	}
+	return slots, make([]bridge.Frame, in.Cap())
 }
 
 var flow = vnettest.DefaultFlow()
@@ -87,7 +107,8 @@ func TestWriteAppliesFrameRules(t *testing.T) {
 	for _, merge := range []bool{false, true} {
 		q, peer := newTestQueue(t, merge)
 		out := bridgetest.NewOut(32, 4)
-		var c bridge.Counters
+		w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(mtu)))
+		c := w.Counters()
 		good1 := frame(60, 1)
 		good2 := frame(mtu+14, 2) // the largest legal frame
 		chained := frame(1000, 3)
@@ -104,7 +125,7 @@ func TestWriteAppliesFrameRules(t *testing.T) {
 			bridgetest.Packet{Segs: split(frame(500, 7), 50, 50, 50, 50)}, // 5 segments > 4
 			bridgetest.Packet{Segs: [][]byte{frame(100, 8)}, ClaimLen: 90},
 		)
-		q.Write(out, out.Next(), &c)
+		w.ToKernel()
 		got := readAll(t, peer)
 		want := [][]byte{good1, good2, chained, vlan, frame(200, 9)}
 		if len(got) != len(want) {
@@ -138,7 +159,8 @@ func TestWriteAppliesFrameRules(t *testing.T) {
 func TestWriteMergesAFlowIntoOneGSOWrite(t *testing.T) {
 	q, peer := newTestQueue(t, true)
 	out := bridgetest.NewOut(32, 4)
-	var c bridge.Counters
+	w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(mtu)))
+	c := w.Counters()
 	var frames [][]byte
 	seq := uint32(1000)
 	for i := range 10 {
@@ -154,7 +176,7 @@ func TestWriteMergesAFlowIntoOneGSOWrite(t *testing.T) {
 	}
 	arp := frame(60, 1)
 	out.Enqueue(bridgetest.Frame(arp))
-	q.Write(out, out.Next(), &c)
+	w.ToKernel()
 	got := readAll(t, peer)
 	if len(got) != 2 {
 		t.Fatalf("%d writes, want 2 (the merged flow, the ARP frame)", len(got))
@@ -184,21 +206,51 @@ func TestWriteMergesAFlowIntoOneGSOWrite(t *testing.T) {
 		t.Errorf("merged writes %d, merged packets %d, to kernel %d, delivered %d",
 			c.Offload.MergedWrites.Load(), c.Offload.MergedPackets.Load(), c.ToKernelPackets.Load(), out.Delivered)
 	}
+	if o := c.Offload.Snapshot(); o.CoalescePackets != 11 || o.CoalesceWrites != 2 || o.BadCsum != 0 {
+		t.Errorf("coalescer saw %d packets, planned %d writes, %d bad checksums: want 11, 2, 0",
+			o.CoalescePackets, o.CoalesceWrites, o.BadCsum)
+	}
+}
+
+// A segment with a wrong TCP checksum is not merged (the kernel would take a
+// NEEDS_CSUM write as verified): it goes down alone and the coalescer's
+// count of bad checksums, exported to operators, says so.
+func TestBadChecksumIsCountedAndNotMerged(t *testing.T) {
+	q, peer := newTestQueue(t, true)
+	out := bridgetest.NewOut(32, 4)
+	w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(mtu)))
+	seq := uint32(1)
+	for i := range 3 {
+		f := tcpFrame(seq, uint16(i), 1000, ack)
+		if i == 1 {
+			f[14+20+16] ^= 0xff // the TCP checksum
+		}
+		seq += 1000
+		out.Enqueue(bridgetest.Frame(f))
+	}
+	w.ToKernel()
+	got := readAll(t, peer)
+	o := w.Counters().Offload.Snapshot()
+	if len(got) != 3 || o.BadCsum != 1 || o.MergedWrites != 0 || o.CoalescePackets != 3 {
+		t.Errorf("%d writes, %d bad checksums, %d merged writes, %d packets coalesced: want 3, 1, 0, 3",
+			len(got), o.BadCsum, o.MergedWrites, o.CoalescePackets)
+	}
 }
 
 // A kernel that refuses the merged write gets the same frames one by one,
 // and the queue stops merging.
 func TestRefusedMergedWriteIsRedoneFrameByFrame(t *testing.T) {
 	q, peer := newTestQueue(t, true)
-	q.refuseGSO = true
+	refuseGSO(t)
 	out := bridgetest.NewOut(32, 4)
-	var c bridge.Counters
+	w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(mtu)))
+	c := w.Counters()
 	seq := uint32(1)
 	for range 4 {
 		out.Enqueue(bridgetest.Frame(tcpFrame(seq, 1, 1000, ack)))
 		seq += 1000
 	}
-	q.Write(out, out.Next(), &c)
+	w.ToKernel()
 	got := readAll(t, peer)
 	if len(got) != 4 || c.Offload.Fallbacks.Load() != 1 || c.ToKernelPackets.Load() != 4 || q.Merging() {
 		t.Fatalf("%d writes, %d fallbacks, %d packets, merging %v: want 4, 1, 4, false",
@@ -211,15 +263,29 @@ func TestRefusedMergedWriteIsRedoneFrameByFrame(t *testing.T) {
 	}
 }
 
+// refuseGSO makes writev refuse GSO writes with EINVAL, as some kernels do,
+// until the test ends.
+func refuseGSO(t *testing.T) {
+	real := sysWritev
+	sysWritev = func(fd int, iov []unix.Iovec) unix.Errno {
+		if vnet.Decode(unsafe.Slice(iov[0].Base, iov[0].Len)).GSOType != vnet.GSONone {
+			return unix.EINVAL
+		}
+		return real(fd, iov)
+	}
+	t.Cleanup(func() { sysWritev = real })
+}
+
 func TestWriteErrorCountsAndGoesOn(t *testing.T) {
 	q, _ := newTestQueue(t, true)
 	if err := unix.Shutdown(q.Fd(), unix.SHUT_WR); err != nil {
 		t.Fatal(err)
 	}
 	out := bridgetest.NewOut(32, 4)
-	var c bridge.Counters
+	w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(mtu)))
+	c := w.Counters()
 	out.Enqueue(bridgetest.Frame(frame(100, 1)), bridgetest.Frame(frame(100, 2)))
-	q.Write(out, out.Next(), &c)
+	w.ToKernel()
 	if got := c.Drops[bridge.DropTAPWriteError].Load(); got != 2 {
 		t.Fatalf("tap_write_error = %d, want 2", got)
 	}
@@ -241,8 +307,8 @@ func send(t *testing.T, fd int, h vnet.Hdr, f []byte) {
 
 func TestReadAppliesFrameRules(t *testing.T) {
 	q, peer := newTestQueue(t, true)
-	in := bridgetest.NewIn(32, FrameLen(mtu))
-	var c bridge.Counters
+	slots, frames := slotsOf(bridgetest.NewIn(32, FrameLen(mtu)))
+	var r bridge.Result
 	f1, f2 := frame(64, 1), frame(mtu+14, 2)
 	send(t, peer, vnet.Hdr{}, f1)
 	send(t, peer, vnet.Hdr{}, f2)
@@ -250,16 +316,15 @@ func TestReadAppliesFrameRules(t *testing.T) {
 	send(t, peer, vnet.Hdr{}, frame(10, 4))                                 // runt
 	send(t, peer, vnet.Hdr{GSOType: vnet.GSOTCPv4 | vnet.GSOECN}, f1)       // bad header
 	send(t, peer, vnet.Hdr{Flags: vnet.FlagNeedsCsum, CsumStart: 9999}, f1) // bad header
-	lens := make([]int, 32)
-	n, dropped := q.Read(in, lens, &c)
-	if n != 2 || dropped != 4 {
-		t.Fatalf("Read filled %d, dropped %d, want 2 and 4", n, dropped)
+	n := q.Read(slots, frames, 0, &r)
+	if n != 2 || r.Dropped != 4 {
+		t.Fatalf("Read filled %d, dropped %d, want 2 and 4", n, r.Dropped)
 	}
-	if !bytes.Equal(in.Slot(0)[:lens[0]], f1) || !bytes.Equal(in.Slot(1)[:lens[1]], f2) {
+	if !bytes.Equal(slots[0][:frames[0].Len], f1) || !bytes.Equal(slots[1][:frames[1].Len], f2) {
 		t.Error("legal frames changed on the way")
 	}
 	for reason, want := range map[int]uint64{bridge.DropOversize: 1, bridge.DropRunt: 1, bridge.DropBadVnetHdr: 2} {
-		if got := c.Drops[reason].Load(); got != want {
+		if got := r.Drops[reason]; got != want {
 			t.Errorf("drops[%s] = %d, want %d", bridge.DropNames[reason], got, want)
 		}
 	}
@@ -269,19 +334,18 @@ func TestReadAppliesFrameRules(t *testing.T) {
 // waits for the next Read, in order.
 func TestReadSplitsSuperFramesAcrossBursts(t *testing.T) {
 	q, peer := newTestQueue(t, true)
-	in := bridgetest.NewIn(8, FrameLen(mtu))
-	var c bridge.Counters
+	slots, frames := slotsOf(bridgetest.NewIn(8, FrameLen(mtu)))
+	var r bridge.Result
 	const segs, mss = 20, 1448
 	want := flow.Stream(5000, 1, segs, mss, psh)
 	if _, err := unix.Write(peer, flow.Super(5000, 1, segs, mss, psh)); err != nil {
 		t.Fatal(err)
 	}
-	lens := make([]int, 8)
 	var got [][]byte
 	for range 5 {
-		n, _ := q.Read(in, lens, &c)
+		n := q.Read(slots, frames, 0, &r)
 		for i := range n {
-			got = append(got, append([]byte(nil), in.Slot(i)[:lens[i]]...))
+			got = append(got, append([]byte(nil), slots[i][:frames[i].Len]...))
 		}
 	}
 	if len(got) != segs {
@@ -292,8 +356,8 @@ func TestReadSplitsSuperFramesAcrossBursts(t *testing.T) {
 			t.Errorf("frame %d differs", k)
 		}
 	}
-	if c.Offload.SplitReads.Load() != 1 || c.Offload.SplitFrames.Load() != segs {
-		t.Errorf("split reads %d frames %d", c.Offload.SplitReads.Load(), c.Offload.SplitFrames.Load())
+	if r.Offload.SplitReads != 1 || r.Offload.SplitFrames != segs {
+		t.Errorf("split reads %d frames %d", r.Offload.SplitReads, r.Offload.SplitFrames)
 	}
 }
 
@@ -304,7 +368,8 @@ func TestQueueHotPathDoesNotAllocate(t *testing.T) {
 	out := bridgetest.NewOut(32, 4)
 	in := bridgetest.NewIn(32, FrameLen(mtu))
 	in.Discard = true
-	var c bridge.Counters
+	w := newTestWorker(t, q, out, in)
+	c := w.Counters()
 	var burst []bridgetest.Packet
 	seq := uint32(1)
 	for range 16 {
@@ -314,18 +379,16 @@ func TestQueueHotPathDoesNotAllocate(t *testing.T) {
 	burst = append(burst, bridgetest.Frame(frame(60, 1)))
 	wireSuper := flow.Super(1, 1, 10, 1448, 0)
 	buf := make([]byte, maxRead)
-	lens := make([]int, 32)
 	round := func() {
 		out.Enqueue(burst...)
-		q.Write(out, out.Next(), &c)
+		w.ToKernel()
 		for {
 			if _, err := unix.Read(peer, buf); err != nil {
 				break
 			}
 		}
 		_, _ = unix.Write(peer, wireSuper)
-		n, _ := q.Read(in, lens, &c)
-		in.Put(lens[:n])
+		w.FromKernel()
 	}
 	round()
 	if allocs := testing.AllocsPerRun(500, round); allocs != 0 {
@@ -338,38 +401,85 @@ func TestQueueHotPathDoesNotAllocate(t *testing.T) {
 }
 
 // An app that declared TSO gets a super-frame whole, after the frames read
-// before it; one its port cannot take whole is split as for any app.
+// before it and in the same poll; one its port cannot take whole is split as
+// for any app. A poll that only handed a super-frame over is work: the
+// worker is busy, not idle.
 func TestReadHandsSuperFramesToATSOApp(t *testing.T) {
 	q, peer := newTestQueue(t, true)
 	in := bridgetest.NewIn(8, FrameLen(mtu))
 	in.TSO = true
-	var c bridge.Counters
+	w := newTestWorker(t, q, bridgetest.NewOut(8, 4), in)
+	c := w.Counters()
 	arp := frame(60, 1)
 	send(t, peer, vnet.Hdr{}, arp)
 	if _, err := unix.Write(peer, flow.Super(5000, 1, 20, 1448, psh)); err != nil {
 		t.Fatal(err)
 	}
-	lens := make([]int, 8)
-	n, _ := q.Read(in, lens, &c)
-	if n != 1 || !bytes.Equal(in.Slot(0)[:lens[0]], arp) || len(in.Supers) != 0 {
-		t.Fatalf("first Read: %d frames, %d super-frames: want the ARP frame alone first", n, len(in.Supers))
+	if n := w.FromKernel(); n != 2 {
+		t.Fatalf("FromKernel moved %d, want 2: the ARP frame and the super-frame", n)
 	}
-	if n, _ = q.Read(in, lens, &c); n != 0 || len(in.Supers) != 1 {
-		t.Fatalf("second Read: %d frames, %d super-frames, want 0 and 1", n, len(in.Supers))
+	if got := in.Received(); len(got) != 1 || !bytes.Equal(got[0], arp) || len(in.Supers) != 1 {
+		t.Fatalf("%d frames, %d super-frames: want the ARP frame, then the super-frame", len(got), len(in.Supers))
 	}
 	got := in.Supers[0]
 	if got.L2 != 14 || got.L3 != 20 || got.L4 != 20 || got.MSS != 1448 || got.IPv6 || len(got.Frame) != 14+40+20*1448 {
 		t.Errorf("super-frame handed over as %+v, %d bytes", got.TSOFrame, len(got.Frame))
 	}
-	if c.Offload.TSOToApp.Load() != 1 || c.FromKernelPackets.Load() != 1 {
-		t.Errorf("tso_to_app %d, from_kernel_packets %d, want 1 and 1", c.Offload.TSOToApp.Load(), c.FromKernelPackets.Load())
+	if c.Offload.TSOToApp.Load() != 1 || c.FromKernelPackets.Load() != 2 || c.FromKernelBytes.Load() != uint64(len(arp)+len(got.Frame)) {
+		t.Errorf("tso_to_app %d, from_kernel_packets %d, bytes %d, want 1, 2 and %d", c.Offload.TSOToApp.Load(),
+			c.FromKernelPackets.Load(), c.FromKernelBytes.Load(), len(arp)+len(got.Frame))
+	}
+
+	// A poll that moved nothing but a super-frame counts as work.
+	if _, err := unix.Write(peer, flow.Super(1, 1, 4, 1448, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.FromKernel(); n != 1 || len(in.Supers) != 2 {
+		t.Fatalf("a super-frame alone: FromKernel moved %d, %d super-frames, want 1 and 2", n, len(in.Supers))
 	}
 
 	in.TSOMaxBytes = 10000 // a port that takes fewer segments: split
 	if _, err := unix.Write(peer, flow.Super(1, 1, 8, 1448, 0)); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ = q.Read(in, lens, &c); n != 8 || len(in.Supers) != 1 {
-		t.Errorf("a super-frame too large for the port: %d frames, %d super-frames, want 8 and 1", n, len(in.Supers))
+	if n := w.FromKernel(); n != 8 || len(in.Supers) != 2 || len(in.Received()) != 9 {
+		t.Errorf("a super-frame too large for the port: moved %d, %d super-frames, %d frames, want 8, 2 and 9",
+			n, len(in.Supers), len(in.Received()))
+	}
+	if c.Offload.SplitReads.Load() != 1 || c.Offload.SplitFrames.Load() != 8 || c.Offload.TSOToApp.Load() != 2 {
+		t.Errorf("split reads %d, split frames %d, tso_to_app %d, want 1, 8 and 2",
+			c.Offload.SplitReads.Load(), c.Offload.SplitFrames.Load(), c.Offload.TSOToApp.Load())
+	}
+}
+
+// Read hands a super-frame to an app that takes TSO as the batch's last
+// frame, in the kernel side's buffer, and splits it when the next Read says
+// the app refused it.
+func TestReadEndsABatchWithASuperFrame(t *testing.T) {
+	q, peer := newTestQueue(t, true)
+	slots, frames := slotsOf(bridgetest.NewIn(8, FrameLen(mtu)))
+	var r bridge.Result
+	arp := frame(60, 1)
+	send(t, peer, vnet.Hdr{}, arp)
+	super := flow.Super(5000, 1, 6, 1448, psh)
+	if _, err := unix.Write(peer, super); err != nil {
+		t.Fatal(err)
+	}
+	send(t, peer, vnet.Hdr{}, arp)
+	n := q.Read(slots, frames, bridge.ReadTSO, &r)
+	if n != 2 || !bytes.Equal(slots[0][:frames[0].Len], arp) || frames[0].Super != nil {
+		t.Fatalf("Read made %d frames, want the ARP frame and then the super-frame", n)
+	}
+	f := frames[1]
+	if !bytes.Equal(f.Super, super[vnet.HdrLen:]) || f.TSO.MSS != 1448 || f.TSO.L4 != 20 {
+		t.Fatalf("super-frame %d bytes, %+v", len(f.Super), f.TSO)
+	}
+	n = q.Read(slots, frames, bridge.ReadTSO|bridge.ReadSplit, &r)
+	if n != 7 || r.Offload.SplitReads != 1 || r.Offload.SplitFrames != 6 {
+		t.Fatalf("after a refusal: %d frames, split reads %d frames %d, want 7 (6 segments, the ARP frame), 1, 6",
+			n, r.Offload.SplitReads, r.Offload.SplitFrames)
+	}
+	if !bytes.Equal(slots[6][:frames[6].Len], arp) {
+		t.Error("the frame after the super-frame came out of order")
 	}
 }

@@ -10,16 +10,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/internal/sockfile"
 )
 
 // MaxQueues is the most queue pairs a backend serves.
@@ -34,16 +36,8 @@ type Backend struct {
 	queues   int
 	log      *slog.Logger
 	notify   int // eventfd the callbacks write
-	events   chan Event
 	stopOnce sync.Once
 	done     chan struct{}
-}
-
-// Event is a frontend connecting or leaving.
-type Event struct {
-	Connected bool
-	Features  uint64
-	At        time.Time
 }
 
 // Config says where and how to serve.
@@ -151,7 +145,7 @@ func Start(cfg Config) (*Backend, error) {
 		}
 	}
 	b := &Backend{path: cfg.Path, client: cfg.Client, queues: cfg.Queues, log: cfg.Log,
-		notify: evfd, events: make(chan Event, 16), done: make(chan struct{})}
+		notify: evfd, done: make(chan struct{})}
 	role := "server"
 	if cfg.Client {
 		role = "client"
@@ -166,28 +160,20 @@ func Start(cfg Config) (*Backend, error) {
 // removeStale removes a socket file nobody listens on any more (a kbridge
 // that was killed); one that answers belongs to a running backend.
 func removeStale(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("vhost: %w", err)
-	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("vhost: %s exists and is not a socket", path)
-	}
-	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
-		c.Close()
+	switch err := sockfile.RemoveStale(path, 200*time.Millisecond); {
+	case errors.Is(err, sockfile.ErrServed):
 		return fmt.Errorf("vhost: %s is served by another process", path)
+	case err != nil:
+		return fmt.Errorf("vhost: %s: %w", path, err)
 	}
-	return os.Remove(path)
+	return nil
 }
 
-// watch turns the callbacks' notifications into log lines and Events.
+// watch turns the callbacks' notifications into log lines.
 func (b *Backend) watch() {
 	defer close(b.done)
 	var buf [8]byte
-	connected := false
+	up := false
 	for {
 		if _, err := unix.Read(b.notify, buf[:]); err != nil {
 			if err == unix.EINTR {
@@ -199,21 +185,18 @@ func (b *Backend) watch() {
 			return
 		}
 		b.logFaults()
-		vid := int(C.kb_vh.vid)
-		f := uint64(C.kb_vh.features)
+		vid, f := connected()
 		switch {
-		case vid >= 0 && !connected:
-			connected = true
+		case vid >= 0 && !up:
+			up = true
 			o := OffloadsOf(f)
 			b.log.Info("vhost-user frontend connected", "socket", b.path, "vid", vid,
 				"features", featureString(f), "app_csum", o.AppCsum, "app_tso", o.AppTSO,
 				"kernel_csum", o.KernelCsum, "kernel_tso4", o.KernelTSO4, "kernel_tso6", o.KernelTSO6,
 				"mrg_rxbuf", o.Mergeable)
-			b.send(Event{Connected: true, Features: f, At: time.Now()})
-		case vid < 0 && connected:
-			connected = false
+		case vid < 0 && up:
+			up = false
 			b.log.Info("vhost-user frontend gone", "socket", b.path)
-			b.send(Event{At: time.Now()})
 		}
 	}
 }
@@ -242,27 +225,28 @@ func (b *Backend) logFaults() {
 	}
 }
 
-func (b *Backend) send(e Event) {
-	select {
-	case b.events <- e:
-	default:
-	}
-}
-
-// Events delivers connects and disconnects (dropped when nobody reads).
-func (b *Backend) Events() <-chan Event { return b.events }
-
 // Path returns the socket's path.
 func (b *Backend) Path() string { return b.path }
 
 // Connected reports whether a frontend is connected, and its features.
 func (b *Backend) Connected() (bool, uint64) {
-	return int(C.kb_vh.vid) >= 0, uint64(C.kb_vh.features)
+	vid, f := connected()
+	return vid >= 0, f
+}
+
+// connected reads the device the callbacks (librte_vhost's thread) set:
+// its vid (-1: none) and negotiated features, with atomic loads, as the
+// callbacks store them.
+func connected() (vid int, features uint64) {
+	v := atomic.LoadInt32((*int32)(unsafe.Pointer(&C.kb_vh.vid)))
+	f := atomic.LoadUint64((*uint64)(unsafe.Pointer(&C.kb_vh.features)))
+	return int(v), f
 }
 
 // Connects counts frontends that connected; Disconnects, that left.
 func (b *Backend) Connects() (connects, disconnects uint64) {
-	return uint64(C.kb_vh.connects), uint64(C.kb_vh.disconnects)
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&C.kb_vh.connects))),
+		atomic.LoadUint64((*uint64)(unsafe.Pointer(&C.kb_vh.disconnects)))
 }
 
 // Refused counts the memory tables kbridge refused (a region past the end

@@ -2,22 +2,43 @@ package vhost
 
 import (
 	"os"
+	"sync"
 	"testing"
 )
+
+var (
+	ealOnce sync.Once
+	ealErr  error // no EAL here: skip
+	poolErr error // an EAL without kbridge's pool: fail
+)
+
+// testEAL starts kbridge's own EAL and a pool of 1024 mbufs of 2048 bytes,
+// once per test binary (an EAL starts once per process), or skips: root
+// and hugepages only.
+func testEAL(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 || testing.Short() {
+		t.Skip("needs root and hugepages for kbridge's own EAL")
+	}
+	ealOnce.Do(func() {
+		ealErr = InitEAL(EALConfig{CPU: 0, Args: []string{"--log-level=lib.eal:error", "-m", "64"}})
+		if ealErr == nil {
+			poolErr = CreatePool(1024, 2048)
+		}
+	})
+	if ealErr != nil {
+		t.Skipf("no EAL here: %v", ealErr)
+	}
+	if poolErr != nil {
+		t.Fatal(poolErr)
+	}
+}
 
 // TestHotPathNoDevice runs the app side with kbridge's own EAL and pool but
 // no frontend: bursts move nothing, allocate nothing in Go, and every mbuf
 // of a Put comes back to the pool. Root only (hugepages).
 func TestHotPathNoDevice(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root and hugepages for kbridge's own EAL")
-	}
-	if err := InitEAL(EALConfig{CPU: 0, Args: []string{"--log-level=lib.eal:error", "-m", "64"}}); err != nil {
-		t.Skipf("no EAL here: %v", err)
-	}
-	if err := CreatePool(1024, 2048); err != nil {
-		t.Fatal(err)
-	}
+	testEAL(t)
 	q, err := NewQueue(0, 32, 16)
 	if err != nil {
 		t.Fatal(err)

@@ -72,9 +72,6 @@ func (q *Queue) Packet(i int) (bridge.Packet, error) { return q.b.Packet(i) }
 // enqueue time is not in the guest's buffers).
 func (q *Queue) Written(int) {}
 
-// Pending returns how many descriptors wait in the app's TX vring.
-func (q *Queue) Pending() int { return int(C.kb_vh_pending(C.int(q.id))) }
-
 // CsumCompleted counts packets whose partial checksum (NEEDS_CSUM) kbridge
 // completed in software.
 func (q *Queue) CsumCompleted() uint64 { return q.b.CsumCompleted() }
@@ -191,8 +188,13 @@ func (in *In) Slot(i int) []byte { return in.b.Slot(i) }
 func (in *In) Put(lens []int) bridge.PutResult { return in.b.Put(lens) }
 
 // TakesTSO reports whether the connected frontend negotiated GUEST_TSO4 or
-// GUEST_TSO6 (a virtio-user port whose app enabled TCP LRO).
-func (in *In) TakesTSO() bool { return C.kb_vh_takes_tso() != 0 }
+// GUEST_TSO6 (a virtio-user port whose app enabled TCP LRO). The worker asks
+// at every poll: it reads the features the callbacks store, with an atomic
+// load and no cgo call.
+func (in *In) TakesTSO() bool {
+	_, f := connected()
+	return f&(1<<FeatGuestTSO4|1<<FeatGuestTSO6) != 0
+}
 
 // PutTSO enqueues one TCP super-frame as one TSO mbuf, which librte_vhost
 // turns into a GSO virtio-net header. ErrTooManySegments when the frontend

@@ -626,7 +626,9 @@ kb_vh_new_device(int vid)
 		return -1;
 	}
 	rte_vhost_get_negotiated_features(vid, &features);
-	kb_vh.features = features;
+	/* Go reads vid, features and the counts with atomic loads
+	 * (Backend.Connected, Connects, In.TakesTSO). */
+	__atomic_store_n(&kb_vh.features, features, __ATOMIC_RELAXED);
 	for (i = 0; i < kb_vh.nb_queues; i++) {
 		struct kb_vq *q = &kb_vh.q[i];
 
@@ -639,8 +641,8 @@ kb_vh_new_device(int vid)
 			__atomic_store_n(&q->allow, 1, __ATOMIC_SEQ_CST);
 		}
 	}
-	kb_vh.vid = vid;
-	kb_vh.connects++;
+	__atomic_store_n(&kb_vh.vid, vid, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&kb_vh.connects, 1, __ATOMIC_RELAXED);
 	kb_vh_changed();
 	return 0;
 }
@@ -660,9 +662,9 @@ kb_vh_destroy_device(int vid)
 			rte_pause();
 		q->vid = -1;
 	}
-	kb_vh.vid = -1;
-	kb_vh.features = 0;
-	kb_vh.disconnects++;
+	__atomic_store_n(&kb_vh.vid, -1, __ATOMIC_RELEASE);
+	__atomic_store_n(&kb_vh.features, 0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&kb_vh.disconnects, 1, __ATOMIC_RELAXED);
 	kb_vh_changed();
 }
 
@@ -813,15 +815,6 @@ kb_vh_enqueue(void *ctx, struct rte_mbuf **m, uint16_t n)
 	return sent;
 }
 
-int
-kb_vh_takes_tso(void)
-{
-	uint64_t f = __atomic_load_n(&kb_vh.features, __ATOMIC_RELAXED);
-
-	return (f & ((1ULL << VIRTIO_NET_F_GUEST_TSO4) |
-		     (1ULL << VIRTIO_NET_F_GUEST_TSO6))) != 0;
-}
-
 /* A super-frame goes whole only where the guest negotiated TSO for its IP
  * version; librte_vhost turns the TSO mbuf into a GSO virtio-net header. */
 static int
@@ -896,19 +889,6 @@ kb_vh_unpark(int qi, int kickfd)
 	if (kickfd >= 0 && read(kickfd, &v, sizeof(v)) < 0) {
 		/* EAGAIN: nothing to drain */
 	}
-}
-
-int
-kb_vh_pending(int qi)
-{
-	struct kb_vq *q = &kb_vh.q[qi];
-	int n = 0;
-
-	if (!__atomic_load_n(&q->refused, __ATOMIC_RELAXED) && kb_vq_enter(q)) {
-		n = rte_vhost_avail_entries(q->vid, 2 * q->id + 1);
-		kb_vq_leave(q);
-	}
-	return n;
 }
 
 void

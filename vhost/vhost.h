@@ -81,8 +81,6 @@ int kb_vh_fault_take(char *what);
  * frontend's NEEDS_CSUM arrives as RX_L4_CKSUM_NONE). */
 extern const struct kb_burst_ops kb_vh_burst_ops;
 
-/* Whether the guest takes TSO super-frames (GUEST_TSO4 or 6). */
-int kb_vh_takes_tso(void);
 
 /* Need-wakeup. */
 /* If the queue's device changed since *gen, updates *gen and returns the
@@ -93,7 +91,6 @@ int kb_vh_sync(int q, uint64_t *gen);
  * descriptors wait. */
 int kb_vh_prepare_park(int q);
 void kb_vh_unpark(int q, int kickfd);
-int kb_vh_pending(int q);
 void kb_vh_set_evfd(int q, int fd);
 
 #endif

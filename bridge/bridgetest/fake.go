@@ -108,7 +108,8 @@ func (o *Out) Written(i int) {
 	o.Delivered++
 }
 
-// Pending returns the packets not yet dequeued.
+// Pending returns the packets not yet dequeued (what Waker.PrepareToPark
+// reports).
 func (o *Out) Pending() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -305,54 +306,58 @@ var _ bridge.Kernel = (*Kernel)(nil)
 
 // NewKernel returns a non-blocking fake kernel side.
 func NewKernel() (*Kernel, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, peer, err := SeqPacket()
 	if err != nil {
 		return nil, err
+	}
+	return &Kernel{WorkerFd: fd, Peer: peer, iov: make([]unix.Iovec, 0, 64)}, nil
+}
+
+// SeqPacket returns a non-blocking SOCK_SEQPACKET pair with room for a
+// burst of 64 KiB frames each way: it keeps frame boundaries like a TAP fd.
+// Tests put a real kernel side (tap.NewQueue) on fd and play the kernel on
+// peer.
+func SeqPacket() (fd, peer int, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, err
 	}
 	for _, fd := range fds {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
 	}
-	return &Kernel{WorkerFd: fds[0], Peer: fds[1], iov: make([]unix.Iovec, 0, 64)}, nil
+	return fds[0], fds[1], nil
 }
 
 // Fd returns the worker's end.
 func (k *Kernel) Fd() int { return k.WorkerFd }
 
 // Write writes every packet whole; a refused one counts as a write error.
-func (k *Kernel) Write(out bridge.AppOut, n int, c *bridge.Counters) {
-	for i := 0; i < n; i++ {
-		p, err := out.Packet(i)
-		if err != nil {
-			c.Drops[bridge.DropMalformed].Add(1)
-			continue
-		}
+func (k *Kernel) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
+	for i, p := range pkts {
 		_, _, errno := unix.RawSyscall(unix.SYS_WRITEV, uintptr(k.WorkerFd),
 			uintptr(unsafe.Pointer(unsafe.SliceData(p.Segs))), uintptr(len(p.Segs)))
 		if errno != 0 {
-			c.Drops[bridge.DropTAPWriteError].Add(1)
+			r.Drops[bridge.DropTAPWriteError]++
 			continue
 		}
-		out.Written(i)
-		c.ToKernelPackets.Add(1)
-		c.ToKernelBytes.Add(uint64(p.Len))
+		written[i] = true
 	}
 }
 
 // Read reads whole frames into the slots.
-func (k *Kernel) Read(in bridge.AppIn, lens []int, c *bridge.Counters) (int, int) {
+func (k *Kernel) Read(slots [][]byte, frames []bridge.Frame, _ bridge.ReadFlags, _ *bridge.Result) int {
 	n := 0
-	for n < len(lens) {
-		slot := in.Slot(n)
+	for n < len(slots) {
+		slot := slots[n]
 		r, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(k.WorkerFd),
 			uintptr(unsafe.Pointer(&slot[0])), uintptr(len(slot)))
 		if errno != 0 {
 			break
 		}
-		lens[n] = int(r)
-		c.FromKernelBytes.Add(uint64(r))
+		frames[n] = bridge.Frame{Len: int(r)}
 		n++
 	}
-	return n, 0
+	return n
 }
 
 // Close closes both ends.

@@ -14,6 +14,7 @@ import (
 	"os"
 
 	"github.com/kbridge/kbridge/daemon"
+	"github.com/kbridge/kbridge/ring"
 )
 
 // version is set by the Makefile (-ldflags -X main.version=...).
@@ -70,7 +71,8 @@ func (e usageError) Unwrap() error { return e.error }
 
 func exitCode(err error) int {
 	var ue usageError
-	if errors.As(err, &ue) || daemon.IsConfigError(err) {
+	// A DPDK version mismatch (ring mode) is no fault a restart mends.
+	if errors.As(err, &ue) || daemon.IsConfigError(err) || errors.Is(err, ring.ErrVersionMismatch) {
 		return 2
 	}
 	return 1

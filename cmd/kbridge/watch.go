@@ -53,6 +53,10 @@ func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {
 			break
 		}
 		p := prev.Queues[i]
+		kicks := 0.0 // mode vhost: the app keeps no kick count
+		if q.App != nil && p.App != nil {
+			kicks = rate(p.App.Kicks, q.App.Kicks)
+		}
 		hist := make([]uint64, len(q.Residence))
 		for k := range hist {
 			if k < len(p.Residence) {
@@ -63,7 +67,7 @@ func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {
 			q.Queue, q.Mode,
 			rate(p.ToKernelPackets, q.ToKernelPackets), rate(p.FromKernelPackets, q.FromKernelPackets),
 			rate(p.ToKernelBytes, q.ToKernelBytes)*8/1e6, rate(p.FromKernelBytes, q.FromKernelBytes)*8/1e6,
-			rate(p.TotalDrops(), q.TotalDrops()), rate(p.Parks, q.Parks), rate(p.App.Kicks, q.App.Kicks),
+			rate(p.TotalDrops(), q.TotalDrops()), rate(p.Parks, q.Parks), kicks,
 			quantile(hist, cur.ResidenceBoundsNs, 0.50), quantile(hist, cur.ResidenceBoundsNs, 0.99))
 	}
 	fmt.Fprintln(w)
@@ -79,10 +83,11 @@ func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {
 			break
 		}
 		o, po := q.Offload, prev.Queues[i].Offload
-		fmt.Fprintf(w, "queue %d offloads/s: merged writes %.0f (%.0f pkts), split reads %.0f (%.0f frames), csum completed %.0f, fallbacks since start %d\n",
+		fmt.Fprintf(w, "queue %d offloads/s: merged writes %.0f (%.0f pkts), split reads %.0f (%.0f frames), tso to app %.0f, "+
+			"csum completed from kernel %.0f to kernel %.0f; since start: fallbacks %d, bad checksums %d\n",
 			q.Queue, rate(po.MergedWrites, o.MergedWrites), rate(po.MergedPackets, o.MergedPackets),
-			rate(po.SplitReads, o.SplitReads), rate(po.SplitFrames, o.SplitFrames),
-			rate(po.CsumCompleted, o.CsumCompleted), o.Fallbacks)
+			rate(po.SplitReads, o.SplitReads), rate(po.SplitFrames, o.SplitFrames), rate(po.TSOToApp, o.TSOToApp),
+			rate(po.CsumFromKernel, o.CsumFromKernel), rate(po.CsumToKernel, o.CsumToKernel), o.Fallbacks, o.BadCsum)
 	}
 }
 

@@ -120,6 +120,25 @@ func Prefix(prefix string, err error) error {
 	return err
 }
 
+// KeysOf returns the keys named by the errors of err, a List (or one error),
+// in order. It fails on the first error that is not, or does not wrap, a
+// *FieldError: that error is returned.
+func KeysOf(err error) ([]string, error) {
+	var l List
+	if !errors.As(err, &l) {
+		l = List{err}
+	}
+	keys := make([]string, 0, len(l))
+	for _, e := range l {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			return keys, e
+		}
+		keys = append(keys, fe.Key)
+	}
+	return keys, nil
+}
+
 // List is several configuration errors reported together.
 type List []error
 

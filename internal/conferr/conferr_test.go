@@ -3,6 +3,7 @@ package conferr_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -93,5 +94,22 @@ func TestPrefix(t *testing.T) {
 	}
 	if conferr.Prefix("a", nil) != nil {
 		t.Error("Prefix(nil) not nil")
+	}
+}
+
+func TestKeysOf(t *testing.T) {
+	var c conferr.Collector
+	c.Add("a", 1, "bad")
+	c.Include(conferr.List{conferr.New("b.c", 2, "bad"), conferr.New("d", nil, "bad")})
+	keys, err := conferr.KeysOf(c.Err())
+	if err != nil || !slices.Equal(keys, []string{"a", "b.c", "d"}) {
+		t.Errorf("KeysOf = %v, %v", keys, err)
+	}
+	if keys, err := conferr.KeysOf(conferr.New("x", 1, "bad")); err != nil || !slices.Equal(keys, []string{"x"}) {
+		t.Errorf("KeysOf one FieldError = %v, %v", keys, err)
+	}
+	other := errors.New("not a field")
+	if _, err := conferr.KeysOf(conferr.List{conferr.New("a", 1, "bad"), other}); err != other {
+		t.Errorf("KeysOf with a plain error returned %v, want it", err)
 	}
 }

@@ -16,6 +16,7 @@ package eal
 #cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations
 #include <stdlib.h>
 #include <rte_eal.h>
+#include <errno.h>
 #include <rte_errno.h>
 
 static int
@@ -23,7 +24,12 @@ kb_eal_init(int argc, char **argv)
 {
 	int rc = rte_eal_init(argc, argv);
 
-	return rc < 0 ? -rte_errno : rc;
+	// Some of rte_eal_init's failures leave rte_errno as it was (0), the
+	// version mismatch of a secondary among them: a failure must never
+	// look like success.
+	if (rc < 0)
+		return rte_errno > 0 ? -rte_errno : -EIO;
+	return rc;
 }
 */
 import "C"
@@ -115,8 +121,12 @@ func initArgs(args []string) error {
 	return nil
 }
 
-// threads are the names DPDK 22.11 gives the threads EAL starts itself.
-var threads = map[string]bool{"eal-intr-thread": true, "rte_mp_handle": true, "telemetry-v2": true}
+// threads are the names DPDK gives the threads EAL starts itself: 22.11's,
+// and from 23.11 on "dpdk-" and a short name (rte_thread_create_internal_control).
+var threads = map[string]bool{
+	"eal-intr-thread": true, "rte_mp_handle": true, "telemetry-v2": true, // 22.11
+	"dpdk-intr": true, "dpdk-mp-msg": true, "dpdk-telemet-v2": true, // 23.11, 24.11
+}
 
 // pinControlThreads moves EAL's own threads to cpus, away from the app's
 // lcores, where an interrupt or IPC thread would wait for a busy poller.

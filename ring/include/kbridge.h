@@ -48,15 +48,16 @@
 #include <rte_memzone.h>
 #include <rte_ring.h>
 #include <rte_string_fns.h>
+#include <rte_version.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define KBRIDGE_MAGIC 0x4b425247u /* "KBRG" */
-/* Version 2 appends fields to the control block (see struct kbridge_ctl);
- * kbridge still serves version-1 apps, which lack them. */
-#define KBRIDGE_VERSION 2u
+/* Versions 2 and 3 append fields to the control block (see struct
+ * kbridge_ctl); kbridge still serves version-1 and 2 apps, which lack them. */
+#define KBRIDGE_VERSION 3u
 #define KBRIDGE_VERSION_MIN 1u
 #define KBRIDGE_MAX_QUEUES 16
 /* Port names fit an interface name (IFNAMSIZ - 1) and keep ring names short. */
@@ -120,6 +121,13 @@ struct kbridge_ctl {
 	uint32_t reserved4;
 	/* Room for more lifecycle state; zero until used. */
 	uint64_t reserved3[6];
+	/* ---- version 3 ---- */
+	/* The DPDK the app runs, rte_version() ("DPDK 24.11.8"), and the
+	 * RTE_VERSION of the headers it was built with. kbridge (a DPDK
+	 * secondary) must run exactly the app's DPDK; it reports both. */
+	char dpdk_version[32];
+	uint32_t dpdk_version_num;
+	uint32_t reserved5;
 } __rte_cache_aligned;
 
 /* Parameters of the IPC message KBRIDGE_MP_WAKEUP (fds[0] is the eventfd). */
@@ -193,7 +201,7 @@ kbridge_mp_wakeup_(const struct rte_mp_msg *msg, const void *peer)
 	rte_strlcpy(reply.name, msg->name, sizeof(reply.name));
 	reply.len_param = sizeof(status);
 	memcpy(reply.param, &status, sizeof(status));
-	return rte_mp_reply(&reply, peer);
+	return rte_mp_reply(&reply, (const char *)peer);
 }
 
 static inline void
@@ -296,7 +304,7 @@ kbridge_held_free_(struct kbridge_port *p, int free_mbufs)
 		return;
 	if (!free_mbufs)
 		return; /* a live kbridge may still write it: leave it */
-	h = mz->addr;
+	h = (struct kbridge_held *)mz->addr;
 	if (mz->len >= sizeof(*h) && h->magic == KBRIDGE_HELD_MAGIC) {
 		for (q = 0; q < KBRIDGE_MAX_QUEUES; q++) {
 			uint32_t n = h->out[q].n;
@@ -356,6 +364,7 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 		.name = KBRIDGE_DYNFIELD_TSC,
 		.size = sizeof(uint64_t),
 		.align = __alignof__(uint64_t),
+		.flags = 0,
 	};
 	char mzname[RTE_MEMZONE_NAMESIZE];
 	char rname[RTE_RING_NAMESIZE];
@@ -380,7 +389,7 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 		return NULL;
 	}
 
-	p = rte_zmalloc("kbridge_port", sizeof(*p), 0);
+	p = (struct kbridge_port *)rte_zmalloc("kbridge_port", sizeof(*p), 0);
 	if (p == NULL) {
 		rte_errno = ENOMEM;
 		return NULL;
@@ -392,7 +401,7 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 	p->mz = rte_memzone_reserve(mzname, sizeof(*c), socket_id, 0);
 	if (p->mz == NULL)
 		goto fail;
-	c = p->mz->addr;
+	c = (struct kbridge_ctl *)p->mz->addr;
 	memset(c, 0, sizeof(*c));
 	p->ctl = c;
 	rte_strlcpy(c->name, name, sizeof(c->name));
@@ -402,6 +411,8 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 	c->app_pid = (int32_t)getpid();
 	c->tsc_offset = rte_mbuf_dynfield_register(&tsc_field);
 	c->tsc_hz = rte_get_tsc_hz();
+	rte_strlcpy(c->dpdk_version, rte_version(), sizeof(c->dpdk_version));
+	c->dpdk_version_num = RTE_VERSION;
 
 	for (q = 0; q < nb_queues; q++) {
 		if (kbridge_ring_name(rname, sizeof(rname), name, "tk", q) != 0)

@@ -2,6 +2,8 @@ module github.com/kbridge/kbridge/tests/bench
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require gonum.org/v1/plot v0.17.0
 
 require (

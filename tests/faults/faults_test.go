@@ -191,7 +191,7 @@ func TestVersion1AppWithoutOwnership(t *testing.T) {
 		return k.status().ToKernelPackets >= 4
 	})
 	k.Stop(true)
-	p.port.SetCtl(2, -1, -1)
+	p.port.SetCtl(3, -1, -1)
 }
 
 // An insane control block is refused with a clear error, or its TSC rate

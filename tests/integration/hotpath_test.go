@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/bridge/bridgetest"
 	"github.com/kbridge/kbridge/policy"
 	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/ring/ringtest"
@@ -39,16 +40,12 @@ func TestHotPathOnRealRings(t *testing.T) {
 	}
 	// The real kernel side (tap.Queue, offloads on) over a socket pair
 	// that keeps frame boundaries like a TAP fd; the test plays the kernel.
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, peer, err := bridgetest.SeqPacket()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, fd := range fds {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
-	}
-	peer := fds[1]
 	defer unix.Close(peer)
-	kq := tap.NewQueue(fds[0], tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: true})
+	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: true})
 	defer kq.Close()
 	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, q, kq)
 	if err != nil {
@@ -197,13 +194,12 @@ func TestSuperFrameToATSOApp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			fd, peer, err := bridgetest.SeqPacket()
 			if err != nil {
 				t.Fatal(err)
 			}
-			_ = unix.SetsockoptInt(fds[1], unix.SOL_SOCKET, unix.SO_SNDBUF, 1<<20)
-			defer unix.Close(fds[1])
-			kq := tap.NewQueue(fds[0], tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: true})
+			defer unix.Close(peer)
+			kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: true})
 			defer kq.Close()
 			w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, q, kq)
 			if err != nil {
@@ -213,7 +209,7 @@ func TestSuperFrameToATSOApp(t *testing.T) {
 
 			const segs, mss = 20, 1448
 			flow := vnettest.DefaultFlow()
-			if _, err := unix.Write(fds[1], flow.Super(1, 7, segs, mss, vnettest.PSH)); err != nil {
+			if _, err := unix.Write(peer, flow.Super(1, 7, segs, mss, vnettest.PSH)); err != nil {
 				t.Fatal(err)
 			}
 			w.FromKernel()

@@ -2,31 +2,19 @@ package integration
 
 import (
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // interface.offload switches live on SIGHUP: TSO and checksum offload leave
 // the TAP's features and come back, and kbridge says so in its log.
 func TestOffloadSwitchesLive(t *testing.T) {
 	b := newBed(t, bedOpts{})
-	tso := func() string {
-		out, err := exec.Command("ip", "netns", "exec", env.NS, "ethtool", "-k", b.Ifname).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ethtool -k %s: %v: %s", b.Ifname, err, out)
-		}
-		for _, l := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(l, "tcp-segmentation-offload:") {
-				return strings.Fields(l)[1]
-			}
-		}
-		t.Fatalf("no tcp-segmentation-offload line:\n%s", out)
-		return ""
-	}
-	if got := tso(); got != "on" {
+	if got := harness.TSO(t, env.NS, b.Ifname); got != "on" {
 		t.Fatalf("TSO %s on %s at start, want on (interface.offload defaults to true)", got, b.Ifname)
 	}
 	cfg, err := os.ReadFile(b.Cfg)
@@ -41,11 +29,7 @@ func TestOffloadSwitchesLive(t *testing.T) {
 		if err := b.Kb.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for tso() != want && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if got := tso(); got != want {
+		if got := harness.WaitTSO(t, env.NS, b.Ifname, want, 5*time.Second); got != want {
 			t.Fatalf("TSO %s after reloading with offload %s\n%s", got, want, b.Out)
 		}
 	}

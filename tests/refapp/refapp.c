@@ -402,8 +402,10 @@ flow_queue(const struct rte_mbuf *m, uint16_t n)
 		uint32_t s, d;
 
 		for (i = 0; i < 16; i += 4) {
-			memcpy(&s, ip->src_addr + i, 4);
-			memcpy(&d, ip->dst_addr + i, 4);
+			/* An array in 22.11, struct rte_ipv6_addr from 24.11:
+			 * its address is the 16 bytes either way. */
+			memcpy(&s, (const uint8_t *)&ip->src_addr + i, 4);
+			memcpy(&d, (const uint8_t *)&ip->dst_addr + i, 4);
 			a ^= s ^ d;
 		}
 		l3 = ip->proto;

@@ -1,6 +1,9 @@
 // Package service boots a real systemd (systemd-nspawn --boot on a volatile
-// root) and puts deploy/kbridge.service through start, crash, watchdog,
-// stop and BindsTo, with the real kbridge beside the reference DPDK app.
+// root), installs kbridge's Debian package in it (make deb) and puts its
+// kbridge.service through start, crash, watchdog, stop and BindsTo, with
+// the real kbridge beside the reference DPDK app, then purges the package
+// and finds nothing of it left. TestGoStepOnFreshDebian runs make deps'
+// Go step on fresh Debian 12 and 13 roots.
 package service
 
 import (
@@ -9,19 +12,54 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
+// buildDeb packages bin/kbridge as make deb does, into a temporary
+// directory, and returns the .deb's path.
+func buildDeb(t *testing.T, root string) string {
+	t.Helper()
+	out, err := exec.Command("bash", filepath.Join(root, "deploy/deb.sh"), t.TempDir()).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("deploy/deb.sh: %v\n%s", err, stderr)
+	}
+	deb := strings.TrimSpace(string(out))
+	if !strings.HasSuffix(deb, ".deb") {
+		t.Fatalf("deploy/deb.sh printed %q, not a .deb", deb)
+	}
+	return deb
+}
+
+// packageChecks fails t unless the package checks of nspawn-lib.sh ran and
+// passed: the install's (dpkg -i, unit, conffile, pkg-config, a C build)
+// and the purge's.
+func packageChecks(t *testing.T, checks []string) {
+	t.Helper()
+	var installed, purged int
+	for _, c := range checks {
+		switch {
+		case strings.HasPrefix(c, "PASS  package: "):
+			installed++
+		case strings.HasPrefix(c, "PASS  purge: "):
+			purged++
+		}
+	}
+	if installed < 6 || purged < 7 {
+		t.Errorf("package checks: %d install and %d purge checks passed, want 6 and 7", installed, purged)
+	}
+}
+
 func TestUnitUnderRealSystemd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipped in -short mode")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("booting systemd in a container needs root: run it as root (make test)")
-	}
+	harness.NeedRoot(t, "booting systemd in a container needs root")
 	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
 		t.Skip("systemd-nspawn missing: make deps installs systemd-container")
 	}
-	root, _ := filepath.Abs("../..")
+	root := harness.RepoRoot(t)
 	bin := filepath.Join(root, "bin")
 	for _, b := range []string{"kbridge", "kbridge-refapp"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
@@ -42,7 +80,8 @@ stats:
 	}
 	// net_ring0: an ethdev with no traffic, so the app needs no NIC.
 	app := "/opt/kbridge/bin/kbridge-refapp -l 1 --file-prefix kbns --proc-type primary --no-pci --vdev net_ring0 -m 64 -- --port kb0"
-	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check.sh"), filepath.Join(bin, "kbridge"), app, cfg)
+	deb := buildDeb(t, root)
+	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check.sh"), deb, app, cfg)
 	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
 	out, err := cmd.CombinedOutput()
 	var checks []string
@@ -55,6 +94,7 @@ stats:
 	if err != nil || len(checks) < 8 || strings.Contains(string(out), "FAIL ") {
 		t.Fatalf("nspawn-check: %v\n%s", err, out)
 	}
+	packageChecks(t, checks)
 }
 
 // TestXDPUnitUnderRealSystemd runs deploy/kbridge.service with mode: xdp
@@ -62,21 +102,16 @@ stats:
 // active (running) without CAP_SYS_ADMIN, kb0 and the pins exist, a ping
 // from the peer reaches kb0 through the redirect, stop leaves nothing.
 func TestXDPUnitUnderRealSystemd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipped in -short mode")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("booting systemd in a container needs root: run it as root (make test)")
-	}
+	harness.NeedRoot(t, "booting systemd in a container needs root")
 	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
 		t.Skip("systemd-nspawn missing: make deps installs systemd-container")
 	}
-	root, _ := filepath.Abs("../..")
+	root := harness.RepoRoot(t)
 	bin := filepath.Join(root, "bin", "kbridge")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatal("bin/kbridge missing: run make build (make test does)")
 	}
-	out, err := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-xdp.sh"), bin).CombinedOutput()
+	out, err := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-xdp.sh"), buildDeb(t, root)).CombinedOutput()
 	var checks []string
 	for _, l := range strings.Split(string(out), "\n") {
 		if strings.HasPrefix(l, "PASS ") || strings.HasPrefix(l, "FAIL ") {
@@ -86,5 +121,53 @@ func TestXDPUnitUnderRealSystemd(t *testing.T) {
 	t.Logf("checks:\n%s", strings.Join(checks, "\n"))
 	if err != nil || len(checks) < 20 || strings.Contains(string(out), "FAIL ") {
 		t.Fatalf("nspawn-check-xdp: %v\n%s", err, out)
+	}
+	packageChecks(t, checks)
+}
+
+// TestGoStepOnFreshDebian runs deploy/go.sh --install (make deps' Go
+// step) in fresh debootstrapped Debian 12 and 13 roots, which have no Go:
+// it must install Debian's own (bookworm-backports' golang-1.23-go, trixie's
+// golang-go), and the go the Makefile then picks must be the toolchain
+// go.mod names. Needs the network; about a minute.
+func TestGoStepOnFreshDebian(t *testing.T) {
+	harness.NeedRoot(t, "debootstrap and systemd-nspawn need root")
+	for _, c := range []string{"debootstrap", "systemd-nspawn"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s missing: make deps installs it", c)
+		}
+	}
+	root := harness.RepoRoot(t)
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, l := range strings.Split(string(gomod), "\n") {
+		if v, ok := strings.CutPrefix(l, "toolchain "); ok {
+			want = "go version " + strings.TrimSpace(v) + " "
+		}
+	}
+	if want == "" {
+		t.Fatal("go.mod has no toolchain line: GOTOOLCHAIN would fetch its go line's release")
+	}
+	for _, tc := range []struct{ suite, goPath string }{
+		{"bookworm", "/usr/lib/go-1.23/bin/go"},
+		{"trixie", "/usr/bin/go"},
+	} {
+		t.Run(tc.suite, func(t *testing.T) {
+			t.Parallel()
+			out, err := exec.Command("bash", filepath.Join(root, "deploy/go-check.sh"), tc.suite).CombinedOutput()
+			t.Logf("go-check.sh %s:\n%s", tc.suite, out)
+			if err != nil {
+				t.Fatalf("go-check.sh %s: %v", tc.suite, err)
+			}
+			if !strings.Contains(string(out), "make GO: "+tc.goPath+"\n") {
+				t.Errorf("the Makefile's GO is not Debian's %s", tc.goPath)
+			}
+			if !strings.Contains(string(out), "make go version: "+want) {
+				t.Errorf("the Makefile's go does not say %q", want)
+			}
+		})
 	}
 }

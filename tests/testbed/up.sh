@@ -171,6 +171,11 @@ NFS_CORE_PARAM {
 	Enable_NLM = false;
 	Enable_RQUOTA = false;
 	Enable_UDP = false;
+	# ganesha 6 (Debian 13) stops at start when prctl(PR_SET_IO_FLUSHER)
+	# fails, and it needs CAP_SYS_RESOURCE, which a container or a sandbox
+	# may withhold even from root; the bed's server needs no such priority.
+	# ganesha 4 (Debian 12) warns "Unknown parameter" and goes on.
+	Allow_Set_Io_Flusher_Fail = true;
 }
 NFS_KRB5 {
 	Active_krb5 = false;

@@ -197,6 +197,12 @@ func TestVhostHostileFrontend(t *testing.T) {
 		send func(f *vu.Frontend) error
 		line string // the log line that proves the refusal
 	}
+	// From DPDK 24.11 librte_vhost refuses these tables itself, before
+	// kbridge's check sees them: its own log line then proves the refusal.
+	line24 := map[string]string{
+		"memory table: a region larger than its memfd": "exceeds backing file size",
+		"memory table: mmap_offset beyond the memfd":   "exceeds backing file size",
+	}
 	memfd := func(f *vu.Frontend) error {
 		if _, err := f.Negotiate(vu.FeatureVersion1); err != nil {
 			return err
@@ -265,7 +271,11 @@ func TestVhostHostileFrontend(t *testing.T) {
 		{"ring size 65536 (> 32768)", ring(65536, vu.Version), "invalid virtqueue size 65536"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := strings.Count(kb.Log.String(), c.line)
+			line := c.line
+			if l, ok := line24[c.name]; ok && dpdkAtLeast(t, 24, 11) {
+				line = l
+			}
+			before := strings.Count(kb.Log.String(), line)
 			f := dial(t, b.sock)
 			if err := c.send(f); err != nil {
 				t.Fatal(err)
@@ -273,8 +283,8 @@ func TestVhostHostileFrontend(t *testing.T) {
 			if !f.HungUp(5 * time.Second) {
 				t.Errorf("kbridge did not hang up on the hostile frontend")
 			}
-			kb.WaitCountIn(t, c.line, before+1, 5*time.Second)
-			t.Log(lastLine(kb.Log.String(), c.line))
+			kb.WaitCountIn(t, line, before+1, 5*time.Second)
+			t.Log(lastLine(kb.Log.String(), line))
 			kb.CheckRunning(t)
 			if s := b.stats(); s.Connected {
 				t.Errorf("a refused frontend counts as connected: %+v", s)

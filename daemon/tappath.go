@@ -1,0 +1,194 @@
+package daemon
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/config"
+	"github.com/kbridge/kbridge/tap"
+)
+
+// tapPath is what every mode with a TAP interface runs, written once: the
+// TAP device, one worker per queue between it and the app's side, the
+// interface's keeper, the live interface.offload switch, the stop order and
+// the status base. Ring and Vhost embed it and supply only their per-queue
+// app sides, their watchers and their status extras.
+type tapPath struct {
+	crew
+	cfg      config.Config // cfg.Policy, cfg.Interface.Offload: what is in force; guarded by mu
+	dev      *tap.Device
+	stopKeep func() // ends the interface's keeper
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// appSide is one queue's app side, as a mode makes it.
+type appSide struct {
+	out   bridge.AppOut
+	in    bridge.AppIn
+	waker bridge.Waker
+}
+
+func (a appSide) close() {
+	a.out.Close()
+	a.in.Close()
+}
+
+// newTapPath creates the TAP interface with queues queues.
+func newTapPath(cfg config.Config, queues int, log *slog.Logger) (*tapPath, error) {
+	dev, err := tap.Create(cfg.Interface, tap.Options{
+		Queues: queues, Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &tapPath{crew: newCrew(log), cfg: cfg, dev: dev, stopKeep: func() {}}, nil
+}
+
+// startWorkers starts one worker per TAP queue, each between queue q and
+// the app side app(q) makes. On error the workers already started run on:
+// the caller stops the path.
+func (p *tapPath) startWorkers(app func(q int) (appSide, error)) error {
+	var err error
+	for q := 0; q < p.dev.NumQueues() && err == nil; q++ {
+		var w *bridge.Worker
+		if w, err = p.newWorker(q, app); err == nil {
+			p.workers = append(p.workers, w)
+			p.run(w)
+		}
+	}
+	go p.waitWorkers()
+	p.beats = make([]uint64, len(p.workers))
+	return err
+}
+
+func (p *tapPath) newWorker(q int, app func(q int) (appSide, error)) (*bridge.Worker, error) {
+	a, err := app(q)
+	if err != nil {
+		return nil, err
+	}
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: p.cfg.WorkerCPU(q), Policy: p.cfg.Policy},
+		a.out, a.in, a.waker, p.dev.Queue(q))
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// keepInterface repairs what others do to the TAP interface while the
+// bridge runs (tap.Device.Keep): a deleted interface is made again and its
+// new queues take the old fd numbers under the running workers, which are
+// then poked so that their next park watches the new fds; routes come back
+// after a down/up; a changed MTU is set back. If the interface cannot be
+// made again, the path stops with the cause and kbridge exits non-zero, so
+// that systemd's Restart=on-failure brings it back.
+func (p *tapPath) keepInterface() {
+	stop, err := p.dev.Keep(tap.KeepOptions{
+		Log: p.log,
+		Recreated: func() {
+			for _, w := range p.workers {
+				w.Poke()
+			}
+		},
+		Lost: func(err error) {
+			p.log.Error("stopping", "err", err)
+			p.finish(err)
+		},
+	})
+	if err != nil {
+		p.log.Warn("not watching the interface: a deleted interface will not be made again, nor routes re-applied after a down/up", "err", err)
+		return
+	}
+	p.stopKeep = stop
+}
+
+// Reload applies cfg's policy.* to the running workers, between bursts, and
+// interface.offload to the TAP interface. An invalid cfg, or one of another
+// mode, changes nothing and returns a *ConfigError. Otherwise the live keys
+// are applied; if keys that cannot change live differ too, a *RestartError
+// lists them.
+func (p *tapPath) Reload(cfg config.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := checkReload(p.cfg, cfg); err != nil {
+		return err
+	}
+	if err := p.reloadPolicy(&p.cfg.Policy, cfg.Policy); err != nil {
+		return err
+	}
+	if on := cfg.Interface.Offload; on != p.cfg.Interface.Offload {
+		if err := p.dev.SetOffload(on); err != nil {
+			return err
+		}
+		p.cfg.Interface.Offload = on
+		p.log.Info("interface offloads switched", "offload", on)
+	}
+	return restartNeeded(p.cfg, cfg, "policy", "interface.offload")
+}
+
+// Config returns the configuration in force, with the live keys.
+func (p *tapPath) Config() config.Config {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg
+}
+
+// Workers returns the workers, one per queue.
+func (p *tapPath) Workers() []*bridge.Worker { return p.workers }
+
+// Device returns the TAP interface.
+func (p *tapPath) Device() *tap.Device { return p.dev }
+
+// status is the Status every mode shares: the interface and each queue's
+// worker counters. extra adds a mode's own to queue q.
+func (p *tapPath) status(cfg config.Config, extra func(q int, qs *Queue)) Status {
+	s := Status{Interface: cfg.Interface.Name}
+	for q, w := range p.workers {
+		snap := w.Counters().Snapshot()
+		snap.Queue = q
+		snap.Mode = string(w.Policy().Mode)
+		qs := Queue{Snapshot: snap, CanKick: w.CanKick(), CPU: cfg.WorkerCPU(q)}
+		if extra != nil {
+			extra(q, &qs)
+		}
+		s.Queues = append(s.Queues, qs)
+	}
+	return s
+}
+
+// stop stops the path in the one order every mode needs: first the mode's
+// watchers (first; their errors are returned), then the keeper (before the
+// queues close: a repair dup3s onto their fds), then the workers, which
+// free every mbuf they hold, then the TAP interface; last runs after. It
+// returns what the workers failed with too, and runs once.
+func (p *tapPath) stop(first func() error, last func()) error {
+	p.stopOnce.Do(func() {
+		p.stopping.Store(true)
+		var errs []error
+		if first != nil {
+			errs = append(errs, first())
+		}
+		if p.stopKeep != nil {
+			p.stopKeep()
+		}
+		for _, w := range p.workers {
+			w.Stop()
+		}
+		<-p.workersDone
+		p.finish(nil)
+		if p.dev != nil {
+			errs = append(errs, p.dev.Close())
+		}
+		p.mu.Lock()
+		errs = append(errs, p.errs...)
+		p.mu.Unlock()
+		p.stopErr = errors.Join(errs...)
+		if last != nil {
+			last()
+		}
+	})
+	return p.stopErr
+}

@@ -1,0 +1,478 @@
+// Package crossver tests kbridge across two DPDK releases on one machine:
+// the host's (Debian 12: 22.11) and the Debian 13 root's (24.11) that
+// tests/dpdk24 makes. Mode vhost needs no match: kbridge built on one DPDK
+// serves the other DPDK's unmodified dpdk-testpmd and the reference app
+// through virtio-user (ping, and a TCP transfer checked by SHA-256 each
+// way). Ring mode needs an exact match: kbridge built on one DPDK, started
+// against the other DPDK's primary, refuses with both versions named and
+// exit status 2, before its EAL starts (and crashes as it once did).
+//
+// The test runs on the host, inside tests/dpdk24/run.sh --host, which
+// mounts the root and exports KBR_ROOT and KBR_SRC; programs of the root
+// run through chroot. Without KBR_ROOT it skips. Root only:
+//
+//	flock /tmp/kbridge-root.lock tests/dpdk24/ci.sh crossver
+package crossver
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/tests/harness"
+)
+
+const (
+	dut, peer = "kbxv-dut", "kbxv-peer"
+	nic, wire = "kbxv-nic", "kbxv-wire"
+	ifname    = "kbxv0"
+	kbAddr    = "198.18.14.2"
+	peerAddr  = "198.18.14.1"
+	appPrefix = "kbxv-app"
+	sockDir   = "/run/kbxv" // in /run: the root shares it with the host
+)
+
+// side is one DPDK build: the host's or the root's.
+type side struct {
+	name    string // "host" or "root"
+	dpdk    string // pkg-config --modversion libdpdk
+	kbridge string // the kbridge binary, in the side's own file system
+	refapp  string
+	chroot  string // "" for the host, the root's path otherwise
+}
+
+// cmd returns args run on the side (in namespace ns when not "").
+func (s side) cmd(ns string, args ...string) []string {
+	if s.chroot != "" {
+		args = append([]string{"chroot", s.chroot}, args...)
+	}
+	if ns != "" {
+		args = append([]string{"ip", "netns", "exec", ns}, args...)
+	}
+	return args
+}
+
+var sides struct {
+	once       sync.Once
+	host, root side
+	skip       string
+}
+
+// twoSides finds both builds: the host's bin/ (make build) and the root's
+// (tests/dpdk24/ci.sh builds it), with their DPDK versions.
+func twoSides(t *testing.T) (host, root side) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: run it through tests/dpdk24/ci.sh")
+	}
+	sides.once.Do(func() {
+		r, src := os.Getenv("KBR_ROOT"), os.Getenv("KBR_SRC")
+		if r == "" || src == "" {
+			sides.skip = "KBR_ROOT unset: run it through tests/dpdk24/ci.sh (a DPDK 24.11 root beside the host's DPDK)"
+			return
+		}
+		repo := harness.RepoRoot(t)
+		sides.host = side{name: "host", kbridge: filepath.Join(repo, "bin/kbridge"), refapp: filepath.Join(repo, "bin/kbridge-refapp")}
+		sides.root = side{name: "root", kbridge: filepath.Join(src, "bin/kbridge"), refapp: filepath.Join(src, "bin/kbridge-refapp"), chroot: r}
+		for _, s := range []*side{&sides.host, &sides.root} {
+			for _, bin := range []string{s.kbridge, s.refapp} {
+				if _, err := os.Stat(filepath.Join(s.chroot, bin)); err != nil {
+					sides.skip = fmt.Sprintf("%s: %v: make build on that side first (tests/dpdk24/ci.sh does)", s.name, err)
+					return
+				}
+			}
+			pc := s.cmd("", "pkg-config", "--modversion", "libdpdk")
+			out, err := exec.Command(pc[0], pc[1:]...).Output()
+			if err != nil {
+				sides.skip = fmt.Sprintf("%s: pkg-config: %v", s.name, err)
+				return
+			}
+			s.dpdk = strings.TrimSpace(string(out))
+		}
+		if sides.host.dpdk == sides.root.dpdk {
+			sides.skip = "host and root run the same DPDK " + sides.host.dpdk + ": nothing to cross"
+		}
+	})
+	if sides.skip != "" {
+		t.Skip(sides.skip)
+	}
+	return sides.host, sides.root
+}
+
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// syncBuf is a child's log, written by it and read by the test.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a child process, stopped by its pid when the test ends.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	log    *syncBuf
+	exited chan struct{}
+	err    error
+}
+
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, log: &syncBuf{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(args[0], args[1:]...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// testpmd without -i ends when its stdin does: hold it open.
+	stdin, err := p.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			t.Errorf("%s ignored SIGTERM", name)
+		}
+		stdin.Close()
+	})
+	return p
+}
+
+// waitLog waits until the child's log holds s; it fails if the child exits.
+func (p *proc) waitLog(t *testing.T, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.log.String(), s) {
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited (%v) before it said %q:\n%s", p.name, p.err, s, p.log)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not say %q within %v:\n%s", p.name, s, d, p.log)
+		}
+	}
+}
+
+// wireUp makes the two namespaces and the veth between them (the app's NIC
+// in dut, the peer's end with peerAddr in peer), removed at the end.
+func wireUp(t *testing.T) {
+	for _, ns := range []string{dut, peer} {
+		_ = exec.Command("ip", "netns", "del", ns).Run() // a crashed run's leftovers
+	}
+	t.Cleanup(func() {
+		for _, ns := range []string{dut, peer} {
+			_ = exec.Command("ip", "netns", "del", ns).Run()
+		}
+	})
+	run(t, "ip", "netns", "add", dut)
+	run(t, "ip", "netns", "add", peer)
+	run(t, "ip", "link", "add", nic, "netns", dut, "type", "veth", "peer", "name", wire, "netns", peer)
+	run(t, "ip", "-n", dut, "link", "set", "lo", "up")
+	run(t, "ip", "-n", dut, "link", "set", nic, "up")
+	run(t, "ip", "-n", peer, "link", "set", "lo", "up")
+	run(t, "ip", "-n", peer, "addr", "add", peerAddr+"/24", "dev", wire)
+	run(t, "ip", "-n", peer, "link", "set", wire, "up")
+	// net_af_packet completes no checksum the peer left partial.
+	run(t, "ip", "netns", "exec", peer, "ethtool", "-K", wire, "tx", "off")
+}
+
+// cleanPrefix removes what a primary with appPrefix leaves behind.
+func cleanPrefix(t *testing.T) {
+	rm := func() {
+		_ = os.RemoveAll("/run/dpdk/" + appPrefix)
+		files, _ := filepath.Glob("/dev/hugepages/" + appPrefix + "map_*")
+		for _, f := range files {
+			_ = os.Remove(f)
+		}
+	}
+	rm()
+	t.Cleanup(rm)
+}
+
+// writeFile writes a configuration readable from both sides: under
+// sockDir, which the root shares.
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	if err := os.MkdirAll(sockDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(sockDir, name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(path) })
+	return path
+}
+
+// TestVhostAcrossVersions: kbridge of one side serves, in mode vhost, the
+// other side's testpmd and reference app; traffic crosses both ways.
+func TestVhostAcrossVersions(t *testing.T) {
+	host, root := twoSides(t)
+	for _, pair := range [][2]side{{host, root}, {root, host}} {
+		kb, app := pair[0], pair[1]
+		for _, which := range []string{"testpmd", "refapp"} {
+			t.Run(fmt.Sprintf("kbridge %s (DPDK %s) serves %s of DPDK %s", kb.name, kb.dpdk, which, app.dpdk), func(t *testing.T) {
+				vhostAcross(t, kb, app, which)
+			})
+		}
+	}
+}
+
+func vhostAcross(t *testing.T, kb, app side, which string) {
+	wireUp(t)
+	cleanPrefix(t)
+	sock := filepath.Join(sockDir, ifname+".sock")
+	_ = os.Remove(sock)
+	t.Cleanup(func() { _ = os.Remove(sock) })
+	ctl := filepath.Join(sockDir, "ctl.sock")
+	cfg := writeFile(t, "kbridge-vhost.yaml", fmt.Sprintf(`mode: vhost
+interface:
+  name: %s
+  mac: "02:6b:78:76:00:02"
+  addresses: [%s/24]
+  up: true
+  offload: true
+workers:
+  cpus: [0]
+stats:
+  socket: %s
+  metrics: ""
+vhost:
+  socket: %s
+  queues: 1
+  client: false
+`, ifname, kbAddr, ctl, sock))
+	k := start(t, "kbridge", kb.cmd(dut, kb.kbridge, "run", "--config", cfg)...)
+	k.waitLog(t, "bridge running", 20*time.Second)
+
+	var a *proc
+	eal := []string{"--file-prefix", appPrefix, "--proc-type", "primary", "--no-pci", "--single-file-segments", "-m", "256"}
+	if which == "testpmd" {
+		args := append([]string{"taskset", "-c", "0,1", "stdbuf", "-oL", "-eL", "dpdk-testpmd", "--lcores", "0@0,1@1", "--main-lcore", "0"}, eal...)
+		args = append(args, "--vdev", "net_virtio_user0,path="+sock+",queues=1", "--vdev", "net_af_packet0,iface="+nic,
+			"--", "--forward-mode=io", "--auto-start", "--nb-cores=1", "--rxq=1", "--txq=1",
+			"--total-num-mbufs=16384", "--disable-link-check")
+		a = start(t, "testpmd", app.cmd(dut, args...)...)
+		a.waitLog(t, "Press enter to exit", 30*time.Second)
+	} else {
+		args := append([]string{"taskset", "-c", "1", "stdbuf", "-oL", "-eL", app.refapp, "-l", "1"}, eal...)
+		args = append(args, "--vdev", "net_af_packet0,iface="+nic, "--", "--pool-size", "16383", "--vhost", sock)
+		a = start(t, "kbridge-refapp", app.cmd(dut, args...)...)
+		a.waitLog(t, "kbridge-refapp: ready", 30*time.Second)
+	}
+	k.waitLog(t, "vhost-user frontend connected", 10*time.Second)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for exec.Command("ip", "netns", "exec", peer, "ping", "-c", "1", "-W", "1", kbAddr).Run() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer from %s through %s and kbridge\nkbridge:\n%s\n%s:\n%s", kbAddr, which, k.log, which, a.log)
+		}
+	}
+	run(t, "ip", "netns", "exec", peer, "ping", "-c", "5", "-i", "0.1", "-W", "2", kbAddr)
+	const n = 32 << 20
+	d1 := bulk(t, peer, dut, kbAddr, 5201, n)
+	d2 := bulk(t, dut, peer, peerAddr, 5202, n)
+	t.Logf("%d MB each way, SHA-256 checked: peer -> kbridge %v, kbridge -> peer %v", n>>20, d1.Round(time.Millisecond), d2.Round(time.Millisecond))
+	select {
+	case <-k.exited:
+		t.Fatalf("kbridge exited (%v):\n%s", k.err, k.log)
+	default:
+	}
+}
+
+// inNetns runs f on an OS thread in namespace ns; the thread dies with
+// the goroutine, so the sockets f made stay in ns.
+func inNetns(ns string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// bulk sends n pseudo-random bytes over TCP from namespace from to
+// addr:port in namespace to and compares the receiver's SHA-256.
+func bulk(t *testing.T, from, to, addr string, port, n int) time.Duration {
+	t.Helper()
+	var ln net.Listener
+	if err := inNetns(to, func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+		h := sha256.New()
+		if _, err := io.Copy(h, c); err != nil {
+			got <- nil
+			return
+		}
+		got <- h.Sum(nil)
+	}()
+	var c net.Conn
+	if err := inNetns(from, func() (err error) {
+		c, err = net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(port)), 10*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, n)
+	_, _ = rand.NewChaCha8([32]byte{byte(port)}).Read(buf)
+	want := sha256.Sum256(buf)
+	t0 := time.Now()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := c.Write(buf); err != nil {
+		c.Close()
+		t.Fatalf("bulk %s -> %s: %v", from, to, err)
+	}
+	c.Close()
+	if h := <-got; !bytes.Equal(h, want[:]) {
+		t.Fatalf("bulk %s -> %s: %d bytes arrived with SHA-256 %x, sent %x", from, to, n, h, want)
+	}
+	return time.Since(t0)
+}
+
+// TestRingRefusesOtherVersion: kbridge of one side, started in ring mode
+// against the other side's reference app (a DPDK primary), says which
+// versions differ and how to build, and exits 2 without crashing.
+func TestRingRefusesOtherVersion(t *testing.T) {
+	host, root := twoSides(t)
+	for _, pair := range [][2]side{{root, host}, {host, root}} {
+		kb, app := pair[0], pair[1]
+		t.Run(fmt.Sprintf("kbridge %s (DPDK %s) against an app of DPDK %s", kb.name, kb.dpdk, app.dpdk), func(t *testing.T) {
+			ringRefuses(t, kb, app)
+		})
+	}
+}
+
+func ringRefuses(t *testing.T, kb, app side) {
+	cleanPrefix(t)
+	_ = exec.Command("ip", "netns", "del", dut).Run()
+	run(t, "ip", "netns", "add", dut)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", dut).Run() })
+	a := start(t, "kbridge-refapp", app.cmd(dut, app.refapp, "-l", "1", "--file-prefix", appPrefix,
+		"--proc-type", "primary", "--no-pci", "--single-file-segments", "-m", "128", "--vdev", "net_null0",
+		"--", "--port", ifname)...)
+	a.waitLog(t, "kbridge-refapp: ready", 30*time.Second)
+	cfg := writeFile(t, "kbridge-ring.yaml", fmt.Sprintf(`dpdk:
+  file_prefix: %s
+  wait: 1s
+port: %s
+interface:
+  name: %s
+workers:
+  cpus: [0]
+stats:
+  socket: %s
+  metrics: ""
+`, appPrefix, ifname, ifname, filepath.Join(sockDir, "ctl.sock")))
+	args := kb.cmd(dut, kb.kbridge, "run", "--config", cfg)
+	c := exec.Command(args[0], args[1:]...)
+	var out syncBuf
+	c.Stdout, c.Stderr = &out, &out
+	done := make(chan error, 1)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- c.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		_ = c.Process.Kill()
+		<-done
+		t.Fatalf("kbridge ran on against an app of another DPDK:\n%s", &out)
+	}
+	code := -1
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	want := fmt.Sprintf("the app runs DPDK %s, this kbridge was built with DPDK %s: build kbridge against the app's DPDK (PKG_CONFIG_PATH=", app.dpdk, kb.dpdk)
+	log := out.String()
+	if code != 2 || !strings.Contains(log, want) {
+		t.Fatalf("kbridge exited %d (%v), want 2 and %q:\n%s", code, err, want, log)
+	}
+	for _, bad := range []string{"SIGSEGV", "panic", "goroutine "} {
+		if strings.Contains(log, bad) {
+			t.Errorf("kbridge's refusal shows %q:\n%s", bad, log)
+		}
+	}
+	if strings.Contains(log, "EAL:") {
+		t.Errorf("kbridge started its EAL before it refused:\n%s", log)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		if strings.Contains(l, want) {
+			t.Logf("kbridge said: %s", l)
+		}
+	}
+	if _, err := os.Stat("/run/dpdk/" + appPrefix + "/config"); err != nil {
+		t.Errorf("the app's runtime directory vanished: %v", err)
+	}
+	select {
+	case <-a.exited:
+		t.Errorf("the app exited when kbridge refused (%v):\n%s", a.err, a.log)
+	default:
+	}
+}
