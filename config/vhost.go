@@ -1,7 +1,9 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/kbridge/kbridge/internal/conferr"
@@ -26,13 +28,31 @@ type Vhost struct {
 	EALArgs []string `mapstructure:"eal_args" json:"eal_args,omitempty"`
 	// PoolSize is the number of mbufs in kbridge's own pool.
 	PoolSize int `mapstructure:"pool_size" json:"pool_size"`
+	// SocketMode is the socket file's mode (server: set once librte_vhost
+	// made it), in octal. connect() needs write permission on it.
+	SocketMode string `mapstructure:"socket_mode" json:"socket_mode"`
+	// SocketGroup is the socket file's group, a name or a gid; empty:
+	// kbridge's own. A peer whose gid it is passes the peer check too.
+	SocketGroup string `mapstructure:"socket_group" json:"socket_group,omitempty"`
+	// AllowUIDs are the peers (SO_PEERCRED) kbridge serves, or, as a
+	// client, serves through, besides root and kbridge's own uid.
+	AllowUIDs []int `mapstructure:"allow_uids" json:"allow_uids,omitempty"`
+}
+
+// VhostSocketMode returns vhost.socket_mode as a mode (valid: see
+// validateVhost).
+func (v Vhost) VhostSocketMode() os.FileMode {
+	m, _ := strconv.ParseUint(v.SocketMode, 8, 32)
+	return os.FileMode(m)
 }
 
 // sunPathMax is the longest socket path sockaddr_un holds, its NUL aside.
 const sunPathMax = 107
 
 // DefaultVhost returns the vhost section an empty file gets.
-func DefaultVhost() Vhost { return Vhost{Queues: 1, PoolSize: 8192} }
+// 0600: only kbridge's uid (root) and root may connect until the
+// operator names a group for the app (vhost.socket_group, mode 0660).
+func DefaultVhost() Vhost { return Vhost{Queues: 1, PoolSize: 8192, SocketMode: "0600"} }
 
 // VhostSocket returns the socket path in force.
 func (c Config) VhostSocket() string {
@@ -55,6 +75,16 @@ func (c Config) validateVhost(errs *conferr.Collector) {
 	}
 	if v.PoolSize < 1024 || v.PoolSize > 1<<20 {
 		errs.Add("vhost.pool_size", v.PoolSize, "must be between 1024 and 1048576 mbufs")
+	}
+	if m, err := strconv.ParseUint(v.SocketMode, 8, 32); err != nil || m&^0o777 != 0 {
+		errs.Add("vhost.socket_mode", v.SocketMode, "must be permission bits in octal, e.g. \"0600\" or \"0660\"")
+	} else if v.SocketGroup != "" && m&0o020 == 0 {
+		errs.Add("vhost.socket_mode", v.SocketMode, "lets no member of vhost.socket_group connect (connect needs write permission): use \"0660\"")
+	}
+	for i, u := range v.AllowUIDs {
+		if u < 0 || u > 1<<32-2 {
+			errs.Add(conferr.Index("vhost.allow_uids", i), u, "must be a uid, 0 to 4294967294")
+		}
 	}
 	for i, a := range v.EALArgs {
 		for _, owned := range []string{"--proc-type", "-l", "--lcores", "-c", "--vdev", "-a", "--allow", "-b", "--block"} {

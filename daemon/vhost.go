@@ -55,7 +55,8 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 	d := &Vhost{tapPath: p}
 	err = d.startWorkers(d.appSide)
 	if err == nil {
-		d.backend, err = vhost.Start(vhost.Config{Path: cfg.VhostSocket(), Client: cfg.Vhost.Client, Queues: nq, Log: log})
+		d.backend, err = vhost.Start(vhost.Config{Path: cfg.VhostSocket(), Client: cfg.Vhost.Client, Queues: nq, Log: log,
+			Mode: cfg.Vhost.VhostSocketMode(), Group: cfg.Vhost.SocketGroup, AllowUIDs: cfg.Vhost.AllowUIDs})
 	}
 	if err != nil {
 		return nil, errors.Join(err, d.Stop())
@@ -107,6 +108,8 @@ type VhostStatus struct {
 	// What kbridge refused of hostile or broken frontends (each also logged).
 	RefusedMemTables uint64 `json:"refused_mem_tables"`
 	RefusedChains    uint64 `json:"refused_chains"`
+	RefusedRequests  uint64 `json:"refused_requests"`
+	RefusedPeers     uint64 `json:"refused_peers"`
 }
 
 // Status is what the control socket serves.
@@ -118,6 +121,7 @@ func (d *Vhost) Status() any {
 		s.Features = vhost.FeatureNames(f)
 		s.Connects, s.Disconnects = d.backend.Connects()
 		s.RefusedMemTables, s.RefusedChains = d.backend.Refused()
+		s.RefusedRequests, s.RefusedPeers = d.backend.RefusedRequests(), d.backend.RefusedPeers()
 	}
 	return s
 }

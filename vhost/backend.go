@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +46,34 @@ type Config struct {
 	Client bool // connect to a frontend running virtio-user with server=1
 	Queues int
 	Log    *slog.Logger
+	// Mode and Group (a name or a gid; "": kbridge's) are set on the
+	// socket file once librte_vhost made it (server). Mode 0: 0600.
+	Mode  os.FileMode
+	Group string
+	// AllowUIDs are the peers served besides root and kbridge's uid (and
+	// a peer whose gid is Group's).
+	AllowUIDs []int
+}
+
+// ErrGroup: vhost.socket_group names no group.
+var ErrGroup = errors.New("vhost: no such group")
+
+func lookupGroup(g string) (int64, error) {
+	if g == "" {
+		return -1, nil
+	}
+	if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+		return int64(n), nil
+	}
+	gr, err := user.LookupGroup(g)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %q: %w", ErrGroup, g, err)
+	}
+	n, err := strconv.ParseUint(gr.Gid, 10, 32)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %q: gid %q", ErrGroup, g, gr.Gid)
+	}
+	return int64(n), nil
 }
 
 var started bool
@@ -59,6 +89,23 @@ func Start(cfg Config) (*Backend, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Mode == 0 {
+		cfg.Mode = 0o600
+	}
+	gid, err := lookupGroup(cfg.Group)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.AllowUIDs) > C.KB_VH_MAX_UIDS {
+		return nil, fmt.Errorf("vhost: %d allowed uids: at most %d", len(cfg.AllowUIDs), C.KB_VH_MAX_UIDS)
+	}
+	uids := make([]C.uint32_t, len(cfg.AllowUIDs)+1)
+	for i, u := range cfg.AllowUIDs {
+		uids[i] = C.uint32_t(u)
+	}
+	if C.kb_vh_allow(&uids[0], C.int(len(cfg.AllowUIDs)), C.int64_t(gid)) != 0 {
+		return nil, errors.New("vhost: bad allow-list")
 	}
 	if !cfg.Client {
 		if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
@@ -83,6 +130,20 @@ func Start(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("vhost: serve %s: %w (see DPDK's VHOST_CONFIG lines above)", cfg.Path, unix.Errno(-rc))
 	}
 	started = true
+	if !cfg.Client {
+		// librte_vhost bound the socket with the umask's mode; until
+		// here the peer check alone keeps others out.
+		err := os.Chmod(cfg.Path, cfg.Mode)
+		if err == nil && gid >= 0 {
+			err = os.Chown(cfg.Path, -1, int(gid))
+		}
+		if err != nil {
+			C.kb_vh_stop(cpath)
+			unix.Close(evfd)
+			started = false
+			return nil, fmt.Errorf("vhost: socket %s: %w", cfg.Path, err)
+		}
+	}
 	b := &Backend{path: cfg.Path, client: cfg.Client, queues: cfg.Queues, log: cfg.Log,
 		notify: evfd, done: make(chan struct{})}
 	role := "server"
@@ -90,6 +151,7 @@ func Start(cfg Config) (*Backend, error) {
 		role = "client"
 	}
 	cfg.Log.Info("vhost-user backend listening", "socket", cfg.Path, "role", role, "queues", cfg.Queues,
+		"mode", fmt.Sprintf("%04o", cfg.Mode), "group", cfg.Group, "allow_uids", append([]int{0, os.Geteuid()}, cfg.AllowUIDs...),
 		"offered", featureString(uint64(C.kb_vh_offered(cpath))))
 	go b.watch()
 	return b, nil
@@ -148,6 +210,12 @@ func (b *Backend) logFaults() {
 		case C.KB_VH_FAULT_MEM_TABLE:
 			b.log.Error("vhost-user memory table refused, frontend disconnected", "socket", b.path,
 				"why", C.GoString(&buf[0]))
+		case C.KB_VH_FAULT_REQUEST:
+			b.log.Error("vhost-user request refused, frontend disconnected", "socket", b.path,
+				"why", C.GoString(&buf[0]))
+		case C.KB_VH_FAULT_PEER:
+			b.log.Error("vhost-user peer refused, connection closed before any message", "socket", b.path,
+				"why", C.GoString(&buf[0]))
 		case C.KB_VH_FAULT_CHAIN:
 			b.log.Error("vhost-user descriptor chain refused, the vring is not served until the frontend reconnects",
 				"socket", b.path, "why", C.GoString(&buf[0]))
@@ -187,6 +255,15 @@ func (b *Backend) Connects() (connects, disconnects uint64) {
 func (b *Backend) Refused() (memTables, chains uint64) {
 	return uint64(C.kb_vh.refused_mem_tables), uint64(C.kb_vh.refused_chains)
 }
+
+// RefusedRequests counts the requests kbridge refused because it does not
+// use them (the dirty log, inflight tracking, postcopy, IOTLB, the backend
+// channel, ...): each hung up on its frontend.
+func (b *Backend) RefusedRequests() uint64 { return uint64(C.kb_vh.refused_requests) }
+
+// RefusedPeers counts the connections refused by the peer check (a uid
+// not allowed; as a client, a listener not allowed).
+func (b *Backend) RefusedPeers() uint64 { return uint64(C.kb_vh.refused_peers) }
 
 // Stop unregisters the socket (librte_vhost destroys the device, after the
 // workers, which must have stopped) and removes the socket file.

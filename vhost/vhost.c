@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* struct ucred */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -7,12 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_pause.h>
+#include <rte_version.h>
 #include <rte_vhost.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_net.h>
@@ -36,7 +43,14 @@ volatile int kb_vh_stopping;
 #define KB_VH_DROP                                                          \
 	((1ULL << VIRTIO_F_RING_PACKED) | (1ULL << VIRTIO_RING_F_EVENT_IDX) | \
 	 (1ULL << VIRTIO_NET_F_HOST_UFO) | (1ULL << VIRTIO_NET_F_GUEST_UFO) | \
-	 (1ULL << VIRTIO_NET_F_HOST_ECN) | (1ULL << VIRTIO_NET_F_GUEST_ECN))
+	 (1ULL << VIRTIO_NET_F_HOST_ECN) | (1ULL << VIRTIO_NET_F_GUEST_ECN) | \
+	 (1ULL << VHOST_F_LOG_ALL))
+
+/* The protocol features kbridge offers: MQ only (virtio-user's queues=N).
+ * The others name requests kbridge refuses (kb_vh_allowed): the dirty log
+ * (live migration), the backend-request channel, inflight tracking,
+ * postcopy, config space, crypto, status; REPLY_ACK: see kb_vh_pre_msg. */
+#define KB_VH_PROTOCOL_WANT (1ULL << VHOST_USER_PROTOCOL_F_MQ)
 
 int
 kb_vh_pool_create(unsigned int n, uint16_t data_room)
@@ -115,6 +129,10 @@ kb_vh_fault(int kind, const char *fmt, ...)
 	va_end(ap);
 	if (kind == KB_VH_FAULT_MEM_TABLE)
 		kb_vh.refused_mem_tables++;
+	else if (kind == KB_VH_FAULT_REQUEST)
+		kb_vh.refused_requests++;
+	else if (kind == KB_VH_FAULT_PEER)
+		kb_vh.refused_peers++;
 	else
 		kb_vh.refused_chains++;
 	pthread_mutex_unlock(&kb_vh_faults.mu);
@@ -136,37 +154,198 @@ kb_vh_fault_take(char *what)
 	return kind;
 }
 
-/* The vhost-user header as on the wire: librte_vhost hands the external
- * handlers its message context, which starts with it. */
+/* The vhost-user message as librte_vhost hands it to the external handlers:
+ * its message context (struct vhu_msg_context, lib/vhost/vhost_user.h),
+ * the packed message and then the fds that came with it. The payload is a
+ * union whose largest member, in DPDK 22.11 and 24.11 alike, is the crypto
+ * session parameter (kb_vh_crypto_sess mirrors its layout, for its size);
+ * the fds follow the payload. librte_vhost fills fds and fd_num from the
+ * socket's SCM_RIGHTS, never from the frontend's bytes. */
 struct kb_vh_msg_hdr {
 	uint32_t request;
 	uint32_t flags;
 	uint32_t size;
 };
+struct kb_vh_crypto_sess {
+	int64_t session_id;
+	uint32_t u32s[7];
+	uint8_t u8s[4];
+	uint8_t *keys[2];
+	uint8_t key_bufs[64 + 512];
+};
+struct kb_vh_mem_region {
+	uint64_t gpa, size, uaddr, mmap_offset;
+};
+#define KB_VH_MAX_FDS 8 /* VHOST_MEMORY_MAX_NREGIONS */
+struct kb_vh_msg_ctx {
+	struct kb_vh_msg_hdr h;
+	union {
+		uint64_t u64;
+		struct {
+			uint32_t nregions, padding;
+			struct kb_vh_mem_region r[KB_VH_MAX_FDS];
+		} mem;
+		uint8_t config[12 + 256];
+		struct kb_vh_crypto_sess crypto;
+	} p;
+	int fds[KB_VH_MAX_FDS];
+	int fd_num;
+} __attribute__((packed));
+#if RTE_VERSION >= RTE_VERSION_NUM(25, 0, 0, 0)
+#error "check struct kb_vh_msg_ctx against this DPDK's struct vhu_msg_context (lib/vhost/vhost_user.h)"
+#endif
+_Static_assert(sizeof(((struct kb_vh_msg_ctx *)0)->p) == 632,
+	       "the payload of DPDK 22.11's and 24.11's VhostUserMsg");
+
 #define KB_VH_REQ_SET_MEM_TABLE 5
 #define KB_VH_NEED_REPLY (1u << 3)
+
+/* The requests librte_vhost handles, by number, for the log. */
+static const char *const kb_vh_req_names[] = {
+	[1] = "GET_FEATURES", [2] = "SET_FEATURES", [3] = "SET_OWNER",
+	[4] = "RESET_OWNER", [5] = "SET_MEM_TABLE", [6] = "SET_LOG_BASE",
+	[7] = "SET_LOG_FD", [8] = "SET_VRING_NUM", [9] = "SET_VRING_ADDR",
+	[10] = "SET_VRING_BASE", [11] = "GET_VRING_BASE", [12] = "SET_VRING_KICK",
+	[13] = "SET_VRING_CALL", [14] = "SET_VRING_ERR",
+	[15] = "GET_PROTOCOL_FEATURES", [16] = "SET_PROTOCOL_FEATURES",
+	[17] = "GET_QUEUE_NUM", [18] = "SET_VRING_ENABLE", [19] = "SEND_RARP",
+	[20] = "NET_SET_MTU", [21] = "SET_BACKEND_REQ_FD", [22] = "IOTLB_MSG",
+	[24] = "GET_CONFIG", [25] = "SET_CONFIG", [26] = "CRYPTO_CREATE_SESS",
+	[27] = "CRYPTO_CLOSE_SESS", [28] = "POSTCOPY_ADVISE",
+	[29] = "POSTCOPY_LISTEN", [30] = "POSTCOPY_END", [31] = "GET_INFLIGHT_FD",
+	[32] = "SET_INFLIGHT_FD", [36] = "GET_MAX_MEM_SLOTS", [37] = "ADD_MEM_REG",
+	[38] = "REM_MEM_REG", [39] = "SET_STATUS", [40] = "GET_STATUS",
+};
+
+/* The requests a virtio-user port sends (DPDK 22.11 and 24.11,
+ * drivers/net/virtio/virtio_user/vhost_user.c, with only the protocol
+ * features kbridge offers) and QEMU's RESET_OWNER, which librte_vhost
+ * handles by destroying the device first. Every other request is refused
+ * before librte_vhost sees it: the dirty log (SET_LOG_BASE maps the
+ * frontend's fd at the size it gives), inflight tracking (SET_INFLIGHT_FD
+ * likewise, then writes to it), postcopy, IOTLB, the backend channel,
+ * config space, crypto, status, the memory-slot requests. */
+static int
+kb_vh_allowed(uint32_t req)
+{
+	switch (req) {
+	case 1: case 2: case 3: case 4: case 5:
+	case 8: case 9: case 10: case 11: case 12: case 13:
+	case 15: case 16: case 17: case 18:
+		return 1;
+	}
+	return 0;
+}
+
+static void
+kb_vh_close_fds(struct kb_vh_msg_ctx *c)
+{
+	int i;
+
+	/* librte_vhost closes a message's fds only when it handles it. */
+	for (i = 0; i < c->fd_num && i < KB_VH_MAX_FDS; i++)
+		if (c->fds[i] >= 0) {
+			close(c->fds[i]);
+			c->fds[i] = -1;
+		}
+	c->fd_num = 0;
+}
+
+/* Whether the memory table of c lies within its files, before librte_vhost
+ * maps it: mmap maps past the end of a file without complaint, and the
+ * first touch there (librte_vhost's own, translating a ring that is already
+ * set; a worker's) is a SIGBUS that kills kbridge. Only regular files
+ * (memfd, hugetlbfs) have a size to check against. A table whose fd count
+ * disagrees is left to librte_vhost, which refuses it before mapping. */
+static int
+kb_vh_table_fault(struct kb_vh_msg_ctx *c)
+{
+	uint32_t i, n = c->p.mem.nregions;
+
+	if (c->h.size < 8 || n > KB_VH_MAX_FDS || c->h.size < 8 + n * sizeof(c->p.mem.r[0]) ||
+	    c->fd_num != (int)n)
+		return 0;
+	for (i = 0; i < n; i++) {
+		struct kb_vh_mem_region reg, *r = &reg;
+		struct stat st;
+
+		memcpy(&reg, (uint8_t *)c->p.mem.r + i * sizeof(reg), sizeof(reg)); /* unaligned */
+
+		if (fstat(c->fds[i], &st) != 0 || !S_ISREG(st.st_mode)) {
+			kb_vh_fault(KB_VH_FAULT_MEM_TABLE,
+				    "region %u (guest 0x%" PRIx64 ", 0x%" PRIx64 " bytes): its fd is not a regular file or memfd",
+				    i, r->gpa, r->size);
+			return 1;
+		}
+		if (r->mmap_offset > (uint64_t)st.st_size || r->size > (uint64_t)st.st_size - r->mmap_offset) {
+			kb_vh_fault(KB_VH_FAULT_MEM_TABLE,
+				    "region %u (guest 0x%" PRIx64 ", 0x%" PRIx64 " bytes at file offset 0x%" PRIx64 ") reaches past the end of its file (0x%" PRIx64 " bytes)",
+				    i, r->gpa, r->size, r->mmap_offset, (uint64_t)st.st_size);
+			return 1;
+		}
+	}
+	return 0;
+}
 
 /* Before librte_vhost handles a message. DPDK 22.11 honours NEED_REPLY
  * whether or not REPLY_ACK was negotiated, and a refusal it acks leaves
  * the connection and what the refused message half-set (a ring size that
  * is not a power of two, with no shadow ring allocated) in place for the
  * next message to build on. kbridge does not offer REPLY_ACK, so no
- * frontend may ask for an ack: every refusal then hangs up. */
+ * frontend may ask for an ack: every refusal then hangs up (RESULT_ERR
+ * without NEED_REPLY: librte_vhost closes the connection and destroys the
+ * device). */
 static enum rte_vhost_msg_result
 kb_vh_pre_msg(int vid, void *msg)
 {
-	struct kb_vh_msg_hdr *h = msg;
+	struct kb_vh_msg_ctx *c = msg;
+	uint32_t req = c->h.request;
 
-	(void)vid;
-	h->flags &= ~KB_VH_NEED_REPLY;
+	c->h.flags &= ~KB_VH_NEED_REPLY;
+	if (c->fd_num < 0 || c->fd_num > KB_VH_MAX_FDS) {
+		/* Not the layout kbridge was built for: fail closed. */
+		kb_vh_fault(KB_VH_FAULT_REQUEST, "request %u: %d fds: librte_vhost's message layout is not the one kbridge knows",
+			    req, c->fd_num);
+		return RTE_VHOST_MSG_RESULT_ERR;
+	}
+	if (!kb_vh_allowed(req)) {
+		const char *name = req < sizeof(kb_vh_req_names) / sizeof(kb_vh_req_names[0]) &&
+					   kb_vh_req_names[req] ? kb_vh_req_names[req] : "unknown";
+
+		kb_vh_fault(KB_VH_FAULT_REQUEST, "VHOST_USER_%s (%u, %u payload bytes, %d fds): kbridge does not use it",
+			    name, req, c->h.size, c->fd_num);
+		kb_vh_close_fds(c);
+		return RTE_VHOST_MSG_RESULT_ERR;
+	}
+	if (req == KB_VH_REQ_SET_MEM_TABLE) {
+		if (kb_vh_table_fault(c)) {
+			kb_vh_close_fds(c);
+			return RTE_VHOST_MSG_RESULT_ERR;
+		}
+		/* A running device's table: librte_vhost would unmap the old
+		 * regions under the workers (the chain check reads the vrings
+		 * without its locks). Holding the workers out here cannot be
+		 * done safely: librte_vhost holds every vring's lock during
+		 * this handler, and a worker inside the device may be waiting
+		 * for one (rte_vhost_enqueue_burst, enable_guest_notification),
+		 * so refuse; the frontend's next connection starts afresh.
+		 * virtio-user re-sends its table only when the app's memory
+		 * grows (a mem event): the app must not grow it. */
+		if (vid == kb_vh.vid) {
+			kb_vh_fault(KB_VH_FAULT_MEM_TABLE,
+				    "a new memory table for the running device (%u regions): kbridge does not take one while the workers run",
+				    c->p.mem.nregions);
+			kb_vh_close_fds(c);
+			return RTE_VHOST_MSG_RESULT_ERR;
+		}
+	}
 	return RTE_VHOST_MSG_RESULT_NOT_HANDLED;
 }
 
-/* After librte_vhost mapped a memory table, while it still holds every
- * vring's lock: a region must lie within its file. mmap maps past the end
- * of a file without complaint, and the first touch there (a ring, a
- * descriptor's buffer) raises SIGBUS, which would kill kbridge. Only
- * regular files (memfd, hugetlbfs) have a size to check against. */
+/* After librte_vhost mapped a memory table (of a device not yet running),
+ * while it still holds every vring's lock: the pre-handler's check, again
+ * against what was mapped (a second line: the files cannot have been
+ * swapped, but an unsealed memfd can have shrunk). */
 static enum rte_vhost_msg_result
 kb_vh_post_msg(int vid, void *msg)
 {
@@ -208,10 +387,130 @@ static const struct rte_vhost_user_extern_ops kb_vh_extern = {
 	.post_msg_handle = kb_vh_post_msg,
 };
 
+/* The peer check. librte_vhost has no accessor for a connection's socket,
+ * so kbridge finds it: every AF_UNIX socket of the process bound to the
+ * vhost-user path (server: getsockname, not the listener) or connected to
+ * it (client: getpeername), told apart from those already checked by its
+ * inode (unique among open sockets). new_connection runs after accept() or
+ * connect() and before librte_vhost polls the fd (socket.c,
+ * vhost_user_add_connection), and connections are added one at a time, in
+ * the fdset thread (server) or the reconnect thread (client, one
+ * connection): the one new socket is this vid's. A refused peer makes
+ * new_connection fail, and librte_vhost closes the fd before reading one
+ * message. */
+static struct {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int client;
+	uint32_t uids[KB_VH_MAX_UIDS + 2];
+	int nuids;
+	int64_t gid;
+	ino_t known[64];
+	int nknown;
+} kb_vh_acl = { .gid = -1 };
+
+int
+kb_vh_allow(const uint32_t *uids, int n, int64_t gid)
+{
+	int i;
+
+	if (n < 0 || n > KB_VH_MAX_UIDS)
+		return -EINVAL;
+	kb_vh_acl.uids[0] = 0;
+	kb_vh_acl.uids[1] = (uint32_t)geteuid();
+	for (i = 0; i < n; i++)
+		kb_vh_acl.uids[2 + i] = uids[i];
+	kb_vh_acl.nuids = 2 + n;
+	kb_vh_acl.gid = gid;
+	return 0;
+}
+
+static int
+kb_vh_peer_allowed(const struct ucred *c)
+{
+	int i;
+
+	for (i = 0; i < kb_vh_acl.nuids; i++)
+		if (c->uid == kb_vh_acl.uids[i])
+			return 1;
+	return kb_vh_acl.gid >= 0 && (int64_t)c->gid == kb_vh_acl.gid;
+}
+
+/* Whether fd is a connection on the vhost-user path. */
+static int
+kb_vh_on_path(int fd)
+{
+	struct sockaddr_un a;
+	socklen_t l = sizeof(a);
+	int listening = 0;
+	socklen_t ll = sizeof(listening);
+
+	memset(&a, 0, sizeof(a));
+	if (kb_vh_acl.client) {
+		if (getpeername(fd, (struct sockaddr *)&a, &l) != 0)
+			return 0;
+	} else {
+		if (getsockname(fd, (struct sockaddr *)&a, &l) != 0 ||
+		    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) != 0 || listening)
+			return 0;
+	}
+	return a.sun_family == AF_UNIX && l > offsetof(struct sockaddr_un, sun_path) &&
+	       strncmp(a.sun_path, kb_vh_acl.path, sizeof(a.sun_path)) == 0;
+}
+
+/* Checks the peers of the connections not seen before; returns how many
+ * were refused (each logged and counted) or -1 when the scan failed. */
+static int
+kb_vh_check_peers(void)
+{
+	ino_t seen[64];
+	int nseen = 0, refused = 0, fresh = 0, i;
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/fd");
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		int fd = atoi(e->d_name), known = 0;
+		struct stat st;
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d) ||
+		    fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || !kb_vh_on_path(fd))
+			continue;
+		if (nseen < (int)(sizeof(seen) / sizeof(seen[0])))
+			seen[nseen++] = st.st_ino;
+		for (i = 0; i < kb_vh_acl.nknown; i++)
+			known |= kb_vh_acl.known[i] == st.st_ino;
+		if (known)
+			continue;
+		fresh++;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) {
+			kb_vh_fault(KB_VH_FAULT_PEER, "a connection whose peer credentials are unreadable: %s", strerror(errno));
+			refused++;
+		} else if (!kb_vh_peer_allowed(&cred)) {
+			kb_vh_fault(KB_VH_FAULT_PEER, "%s uid %u gid %u pid %d is not allowed (vhost.allow_uids, vhost.socket_group)",
+				    kb_vh_acl.client ? "the listener," : "peer", cred.uid, cred.gid, (int)cred.pid);
+			refused++;
+		}
+	}
+	closedir(d);
+	memcpy(kb_vh_acl.known, seen, nseen * sizeof(seen[0]));
+	kb_vh_acl.nknown = nseen;
+	if (fresh == 0) {
+		/* Not found: fail closed. */
+		kb_vh_fault(KB_VH_FAULT_PEER, "a new connection not found among the process's sockets on %s", kb_vh_acl.path);
+		return 1;
+	}
+	return refused;
+}
+
 /* A connection, before its first message. */
 static int
 kb_vh_new_connection(int vid)
 {
+	if (kb_vh_check_peers() != 0)
+		return -1;
 	return rte_vhost_extern_callback_register(vid, &kb_vh_extern, NULL);
 }
 
@@ -386,17 +685,17 @@ static const struct rte_vhost_device_ops kb_vh_ops = {
 	.vring_state_changed = kb_vh_vring_state_changed,
 };
 
-/* See kb_vh_pre_msg. Frontends ask for acks only when REPLY_ACK was
+/* KB_VH_PROTOCOL_WANT of librte_vhost's protocol features. Without
+ * REPLY_ACK (see kb_vh_pre_msg): frontends ask for acks only when it was
  * negotiated (virtio-user and QEMU both do without). */
 static int
-kb_vh_no_reply_ack(const char *path)
+kb_vh_protocol_features(const char *path)
 {
 	uint64_t pf;
 
 	if (rte_vhost_driver_get_protocol_features(path, &pf) != 0)
 		return -1;
-	return rte_vhost_driver_set_protocol_features(path,
-		pf & ~(1ULL << VHOST_USER_PROTOCOL_F_REPLY_ACK));
+	return rte_vhost_driver_set_protocol_features(path, pf & KB_VH_PROTOCOL_WANT);
 }
 
 int
@@ -405,8 +704,12 @@ kb_vh_start(const char *path, int client, int nb_queues, int notify_fd)
 	uint64_t flags = RTE_VHOST_USER_NET_COMPLIANT_OL_FLAGS;
 	int i;
 
-	if (nb_queues < 1 || nb_queues > KB_VH_MAX_QUEUES)
+	if (nb_queues < 1 || nb_queues > KB_VH_MAX_QUEUES || strlen(path) >= sizeof(kb_vh_acl.path))
 		return -EINVAL;
+	if (kb_vh_acl.nuids == 0)
+		kb_vh_allow(NULL, 0, -1);
+	snprintf(kb_vh_acl.path, sizeof(kb_vh_acl.path), "%s", path);
+	kb_vh_acl.client = client;
 	kb_vh.nb_queues = nb_queues;
 	kb_vh.notify_fd = notify_fd;
 	for (i = 0; i < KB_VH_MAX_QUEUES; i++) {
@@ -423,7 +726,7 @@ kb_vh_start(const char *path, int client, int nb_queues, int notify_fd)
 		return -EIO;
 	if (rte_vhost_driver_enable_features(path, KB_VH_WANT) != 0 ||
 	    rte_vhost_driver_disable_features(path, KB_VH_DROP) != 0 ||
-	    kb_vh_no_reply_ack(path) != 0 ||
+	    kb_vh_protocol_features(path) != 0 ||
 	    rte_vhost_driver_callback_register(path, &kb_vh_ops) != 0 ||
 	    rte_vhost_driver_start(path) != 0) {
 		rte_vhost_driver_unregister(path);

@@ -37,6 +37,9 @@ struct kb_vq {
 /* What kbridge refused of a frontend, for Go to log. */
 #define KB_VH_FAULT_MEM_TABLE 1
 #define KB_VH_FAULT_CHAIN 2
+#define KB_VH_FAULT_REQUEST 3 /* a request kbridge does not use */
+#define KB_VH_FAULT_PEER 4    /* a peer not on the allow-list */
+#define KB_VH_MAX_UIDS 32
 #define KB_VH_FAULT_LEN 240
 #define KB_VH_FAULTS 16
 
@@ -47,7 +50,8 @@ struct kb_vh_backend {
 	int vid;       /* the connected device, or -1 */
 	uint64_t features; /* negotiated with the connected device */
 	uint64_t connects, disconnects;
-	uint64_t refused_mem_tables, refused_chains;
+	uint64_t refused_mem_tables, refused_chains, refused_requests;
+	uint64_t refused_peers;
 	struct kb_vq q[KB_VH_MAX_QUEUES];
 };
 
@@ -61,6 +65,10 @@ unsigned int kb_vh_pool_size(void);
 /* Registers the socket with the wanted features and callbacks and starts it. */
 int kb_vh_start(const char *path, int client, int nb_queues, int notify_fd);
 int kb_vh_stop(const char *path);
+/* The peers kbridge serves (server) or serves through (client), checked by
+ * SO_PEERCRED on each new connection: root, kbridge's own uid, uids[0..n),
+ * and a peer whose gid is gid (-1: none). Before kb_vh_start. */
+int kb_vh_allow(const uint32_t *uids, int n, int64_t gid);
 /* The features a frontend may negotiate (for the log). */
 uint64_t kb_vh_offered(const char *path);
 /* Copies the oldest refusal not yet taken into what (KB_VH_FAULT_LEN
