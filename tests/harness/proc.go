@@ -145,7 +145,9 @@ func (p *Proc) Stop(check bool) {
 func (p *Proc) Kill() {
 	p.t.Helper()
 	p.once.Do(func() {
-		if err := p.Cmd.Process.Kill(); err != nil && p.Running() {
+		// A process that exited a moment ago was reaped by Wait before
+		// Running notices: os.ErrProcessDone is not a failure to kill.
+		if err := p.Cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) && p.Running() {
 			p.t.Fatal(err)
 		}
 		if !p.ExitedWithin(10 * time.Second) {
