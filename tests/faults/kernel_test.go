@@ -78,7 +78,7 @@ func TestKernelDeletedInterfaceIsMadeAgain(t *testing.T) {
 	if a := kfAddrs(b); !slices.Contains(a, "198.18.77.2/24") {
 		t.Errorf("addresses %v, want 198.18.77.2/24", a)
 	}
-	if !strings.Contains(b.Out.String(), "deleted and made again") {
+	if !kfWaitLog(t, b, "deleted and made again") {
 		t.Errorf("no log line says the interface was made again:\n%s", b.Out)
 	}
 
@@ -136,7 +136,7 @@ func TestKernelDownUpRestoresRoutes(t *testing.T) {
 		return slices.Contains(kfRoutes(b), want) && slices.Contains(kfAddrs(b), "198.18.77.2/24")
 	})
 	t.Logf("address and route back %v after the up", took)
-	if !strings.Contains(b.Out.String(), "addresses and routes re-applied") {
+	if !kfWaitLog(t, b, "addresses and routes re-applied") {
 		t.Errorf("no log line says the routes were re-applied:\n%s", b.Out)
 	}
 	kfRoundTrip(t, b, 1)
@@ -153,6 +153,7 @@ func TestKernelMTUChangeIsSetBack(t *testing.T) {
 			return err == nil && l.Attrs().MTU == 1400
 		})
 		t.Logf("mtu %s set back to 1400 after %v", mtu, took)
+		kfWaitLogCount(t, b, "MTU was changed outside kbridge", i+1)
 		if n := strings.Count(b.Out.String(), "MTU was changed outside kbridge"); n != i+1 {
 			t.Errorf("%d log lines about the MTU change, want %d:\n%s", n, i+1, b.Out)
 		}

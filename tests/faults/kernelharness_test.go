@@ -82,6 +82,27 @@ func kfAddrs(b *kfBed) []string {
 }
 
 // kfWaitUntil polls cond for up to within and returns how long it took.
+// kfWaitLogCount waits up to 5 s for n lines containing sub in kbridge's
+// log. A line written before the state a test just saw still reaches b.Out
+// through a pipe, so a log check right after a state check must wait.
+func kfWaitLogCount(t *testing.T, b *kfBed, sub string, n int) bool {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(b.Out.String(), sub) < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+// kfWaitLog waits for one line containing sub (kfWaitLogCount).
+func kfWaitLog(t *testing.T, b *kfBed, sub string) bool {
+	t.Helper()
+	return kfWaitLogCount(t, b, sub, 1)
+}
+
 func kfWaitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	return harness.WaitUntil(t, what, within, cond)

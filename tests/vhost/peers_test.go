@@ -27,15 +27,16 @@ try:
 except OSError as e:
     print("connect:", e.strerror); sys.exit(0)
 s.settimeout(5)
-s.sendall(struct.pack("<III", 1, 1, 0))
 got = b""
 try:
+    # kbridge may close a refused peer before this write: EPIPE, still no reply.
+    s.sendall(struct.pack("<III", 1, 1, 0))
     while len(got) < 20:
         b = s.recv(20 - len(got))
         if not b: break
         got += b
-except ConnectionResetError:
-    pass  # closed with our request unread: a reset, still no reply
+except (ConnectionResetError, BrokenPipeError):
+    pass  # closed with our request unread (a reset) or before it: no reply
 except OSError as e:
     print("error:", e); sys.exit(0)
 print("reply" if len(got) == 20 else "closed")
