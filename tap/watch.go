@@ -51,6 +51,7 @@ func (d *Device) remember(cfg Config) error {
 	if cfg.MAC == "" {
 		cfg.MAC = link.Attrs().HardwareAddr.String()
 	}
+	markOwner(link) // kbridge cleanup tells this live TAP from an orphan (owner.go)
 	d.cfg = cfg
 	d.index = link.Attrs().Index
 	return nil
