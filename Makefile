@@ -154,6 +154,7 @@ install: build
 	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf
 	install -D -m 0644 docs/DOCTOR.md $(DESTDIR)$(PREFIX)/share/doc/kbridge/DOCTOR.md
+	install -D -m 0644 deploy/kbridge.service.d/30-mode-xdp.conf.example $(DESTDIR)$(PREFIX)/share/doc/kbridge/examples/30-mode-xdp.conf.example
 	test -e $(DESTDIR)/etc/kbridge/kbridge.yaml || install -D -m 0644 deploy/kbridge.yaml $(DESTDIR)/etc/kbridge/kbridge.yaml
 
 clean:
