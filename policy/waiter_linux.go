@@ -74,8 +74,8 @@ func (w *Waiter) Unwatch(fd int) error {
 // does that under a running worker when a deleted interface is made
 // again). It is needed because epoll watches a file, not a number: when
 // dup3 closes the old file before any park saw its error (a busy worker),
-// its epoll entry vanishes without an event, nothing is lost, and the new
-// file would never be watched. Call Follow before the first Park.
+// its epoll entry vanishes without an event (so no park marks the fd
+// lost), and the new file would never be watched. Call Follow before the first Park.
 func (w *Waiter) Follow(gen func() uint64) {
 	w.gen = gen
 	w.seen = gen()
@@ -112,9 +112,10 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 		if g := w.gen(); g != w.seen {
 			w.seen = g
 			w.rewatches++
-			// The old file's entry is gone if dup3 closed it, or
-			// still there if a park saw its error first: take out
-			// whatever is there, then watch the file there now.
+			// The old file's entry went when dup3 closed it (or
+			// with unwatch, if a park saw its error first); DEL
+			// clears any left, and rewatch adds the file there now
+			// once a poll shows it healthy.
 			_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
 			w.lost = true
 		}
