@@ -432,14 +432,14 @@ func TestVhostServerKbridgeRestart(t *testing.T) {
 	if s := b.stats(); s.Connected {
 		stream.waitEchoes(50, down, 10*time.Second)
 		t.Logf("the app's virtio-user client reconnected to the restarted kbridge: %v. "+
-			"The DPDK 22.11 limitation is gone from this DPDK: update README's virtio-user section", stream.stop())
+			"This DPDK's virtio-user client reconnects (22.11 and 24.11 did not): update docs/VHOST.md's restart table", stream.stop())
 	} else {
 		if !tp.Running() {
 			t.Fatalf("testpmd exited when kbridge restarted:\n%s", tp.Log)
 		}
 		stream.stop()
 		es := stream.echoes()
-		t.Logf("DPDK 22.11 limitation: the app's virtio-user client does not reconnect to a restarted kbridge "+
+		t.Logf("virtio-user limitation (DPDK 22.11 and 24.11): the app's client does not reconnect to a restarted kbridge "+
 			"(5 s after the restart: not connected, no echo since %v before the stop, testpmd runs with its port down). "+
 			"Supported for kbridge restarts: the app's port with server=1 and kbridge with vhost.client: true",
 			down.Sub(es[len(es)-1].at).Round(time.Millisecond))
