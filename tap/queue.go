@@ -54,6 +54,7 @@ type Queue struct {
 	merge    atomic.Bool // coalesce writes; the worker reads it once per burst
 	log      *slog.Logger
 	closed   atomic.Bool
+	swaps    atomic.Uint64 // files the keeper put in fd's number (FdGeneration)
 
 	co       *vnet.Coalescer
 	pkts     []vnet.Packet
@@ -110,6 +111,12 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 
 // Fd returns the queue's descriptor.
 func (q *Queue) Fd() int { return q.fd }
+
+// FdGeneration counts the files the interface's keeper put in the queue's
+// fd number with dup3 (a deleted interface made again). The worker's waiter
+// follows it (bridge.FdSwapper), so that the new file is watched even when
+// the old one was closed before any park saw its error.
+func (q *Queue) FdGeneration() uint64 { return q.swaps.Load() }
 
 // Merging reports whether writes are coalesced.
 func (q *Queue) Merging() bool { return q.merge.Load() }
