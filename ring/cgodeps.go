@@ -7,5 +7,5 @@ package ring
 // (internal/cgodeps).
 const _ = `
 ../internal/burst/burst.h a7b64c04e38e2aefe336c7770f010c953f76151ffb3e1e53a0efd904fd8a8ffb
-include/kbridge.h 4e601af34a93ad1f3eeda889a350efa98ca2ae9b417e07524b2479b58f5479af
+include/kbridge.h c6fa28865012852b6bf0085174401064ce0987d5ecfe0fc0f1d1321c7ee2f8c0
 `

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Whose is a TAP interface? kbridge's TAP is not persistent: the kernel
@@ -106,7 +107,7 @@ func holders(name string) (pids []int, complete bool) {
 			continue
 		}
 		for _, fd := range fds {
-			if t, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err != nil || t != "/dev/net/tun" {
+			if !isTUN(filepath.Join(dir, "fd", fd.Name())) {
 				continue
 			}
 			if tunIface(filepath.Join(dir, "fdinfo", fd.Name())) == name {
@@ -116,6 +117,18 @@ func holders(name string) (pids []int, complete bool) {
 		}
 	}
 	return pids, complete
+}
+
+// isTUN reports whether the fd behind path (/proc/PID/fd/N) is an open
+// /dev/net/tun: by its device number (char 10:200), since the link's text
+// depends on the reader's root and mounts (a holder in another mount
+// namespace or chroot shows another path).
+func isTUN(path string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false
+	}
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) == 10 && unix.Minor(st.Rdev) == 200
 }
 
 // tunIface reads the interface a TUN fd is attached to from its fdinfo.

@@ -354,7 +354,10 @@ kbridge_port_free(struct kbridge_port *p)
 /*
  * Create exception port `name` with `nb_queues` queue pairs of `ring_size`
  * entries (a power of two), whose kernel-to-app mbufs kbridge allocates from
- * `mp`. Returns NULL and sets rte_errno on failure.
+ * `mp`: a pktmbuf pool (rte_pktmbuf_pool_create) whose mbufs hold at least
+ * 128 bytes after RTE_PKTMBUF_HEADROOM, else kbridge refuses to attach
+ * (frames longer than one mbuf arrive as chains). Returns NULL and sets
+ * rte_errno on failure.
  */
 static inline struct kbridge_port *
 kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size,

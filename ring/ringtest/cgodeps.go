@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h 4e601af34a93ad1f3eeda889a350efa98ca2ae9b417e07524b2479b58f5479af
+../include/kbridge.h c6fa28865012852b6bf0085174401064ce0987d5ecfe0fc0f1d1321c7ee2f8c0
 `

@@ -61,6 +61,30 @@ func NewPool(name string, n int) (*Pool, error) {
 	return &Pool{mp: mp}, nil
 }
 
+// NewPoolRoom is NewPool with mbufs of dataRoom bytes, headroom included
+// (NewPool's are RTE_MBUF_DEFAULT_BUF_SIZE).
+func NewPoolRoom(name string, n, dataRoom int) (*Pool, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	mp := C.kbt_pool_room(cname, C.uint(n), C.uint16_t(dataRoom))
+	if mp == nil {
+		return nil, fmt.Errorf("ringtest: mempool %q: %w", name, unix.Errno(C.rte_errno_get()))
+	}
+	return &Pool{mp: mp}, nil
+}
+
+// NewPlainPool creates a mempool of n 2048-byte objects that is no pktmbuf
+// pool (no private data), as an app might pass by mistake.
+func NewPlainPool(name string, n int) (*Pool, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	mp := C.kbt_plain_pool(cname, C.uint(n))
+	if mp == nil {
+		return nil, fmt.Errorf("ringtest: mempool %q: %w", name, unix.Errno(C.rte_errno_get()))
+	}
+	return &Pool{mp: mp}, nil
+}
+
 // InUse returns how many mbufs are allocated.
 func (p *Pool) InUse() int { return int(C.kbt_in_use(p.mp)) }
 
