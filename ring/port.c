@@ -303,6 +303,10 @@ kb_owner_alive(uint64_t v)
 		return 0;
 	if (kill(pid, 0) < 0 && errno != EPERM)
 		return 0;
+	/* A zombie has exited: its rings, fds and mappings are gone, only
+	 * its pid waits for a parent (or an init) that reaps late. */
+	if (kbridge_pid_exited_(pid))
+		return 0;
 	start = kb_pid_start(pid);
 	/* Unreadable: the pid exists, so count it as alive. */
 	return start == 0 || (start & 0xffffffffull) == v >> 32;

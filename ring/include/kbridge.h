@@ -247,6 +247,27 @@ struct kbridge_held {
 };
 
 /* Whether the kbridge named by a kbridge_ctl.owner value still runs. */
+/* Whether pid is a zombie (state Z or X in /proc/PID/stat): it has exited,
+ * only its pid waits for a parent that reaps late. */
+static inline int
+kbridge_pid_exited_(pid_t pid)
+{
+	char path[64], buf[512];
+	const char *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold ')' */
+	return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
 static inline int
 kbridge_owner_alive_(uint64_t owner)
 {
@@ -254,7 +275,9 @@ kbridge_owner_alive_(uint64_t owner)
 
 	if (owner == 0 || pid <= 0)
 		return 0;
-	return kill(pid, 0) == 0 || errno == EPERM;
+	if (kill(pid, 0) < 0 && errno != EPERM)
+		return 0;
+	return !kbridge_pid_exited_(pid);
 }
 
 /*

@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h c6fa28865012852b6bf0085174401064ce0987d5ecfe0fc0f1d1321c7ee2f8c0
+../include/kbridge.h 89b5ed548c79ce83d6111f5bb6e4274f0b6c6b546f1dd591d7f81dac99ac580e
 `
