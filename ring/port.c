@@ -261,24 +261,12 @@ const struct kb_burst_ops kb_ring_burst_ops = {
 uint64_t
 kb_pid_start(int pid)
 {
-	char path[64], buf[1024], *p;
+	char buf[1024];
+	const char *p = kbridge_proc_stat_(pid, buf, sizeof(buf));
 	unsigned long long start = 0;
-	size_t n;
-	FILE *f;
 	int field;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (f == NULL)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* The command name (field 2) may hold spaces and parentheses: count
-	 * from the last ')'. It ends field 2; starttime is field 22. */
-	p = strrchr(buf, ')');
-	if (p == NULL)
-		return 0;
+	/* p ends field 2; starttime is field 22. */
 	for (field = 2; field < 22 && p != NULL; field++)
 		p = strchr(p + 1, ' ');
 	if (p == NULL || sscanf(p + 1, "%llu", &start) != 1)

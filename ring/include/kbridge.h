@@ -247,24 +247,34 @@ struct kbridge_held {
 };
 
 /* Whether the kbridge named by a kbridge_ctl.owner value still runs. */
-/* Whether pid is a zombie (state Z or X in /proc/PID/stat): it has exited,
- * only its pid waits for a parent that reaps late. */
-static inline int
-kbridge_pid_exited_(pid_t pid)
+/* Reads /proc/PID/stat into buf and returns what follows the command name
+ * (field 2, which may hold spaces and parentheses: it ends at the last ')'):
+ * " S ppid ...", field 3 first; NULL when unreadable. */
+static inline const char *
+kbridge_proc_stat_(pid_t pid, char *buf, size_t size)
 {
-	char path[64], buf[512];
-	const char *p;
+	char path[64];
 	size_t n;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	f = fopen(path, "re");
 	if (f == NULL)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
+		return NULL;
+	n = fread(buf, 1, size - 1, f);
 	fclose(f);
 	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* the command name may hold ')' */
+	return strrchr(buf, ')');
+}
+
+/* Whether pid is a zombie (state Z or X): it has exited, only its pid waits
+ * for a parent that reaps late. */
+static inline int
+kbridge_pid_exited_(pid_t pid)
+{
+	char buf[512];
+	const char *p = kbridge_proc_stat_(pid, buf, sizeof(buf));
+
 	return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 

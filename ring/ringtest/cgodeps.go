@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h 89b5ed548c79ce83d6111f5bb6e4274f0b6c6b546f1dd591d7f81dac99ac580e
+../include/kbridge.h 718887ade3446d958b476e6060fad41a53a6376afa8d4d2c1679abc3d3f0db9e
 `
