@@ -152,16 +152,9 @@ func tunIface(path string) string {
 // ErrInUse, saying who or why not, if it cannot. A missing interface is
 // not an error; one that is no TAP is refused as Remove refuses it.
 func RemoveOrphan(name string) error {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return nil
-		}
-		return fmt.Errorf("tap: find %q: %w", name, err)
-	}
-	if l.Type() != "tuntap" {
-		return fmt.Errorf("tap: %q is a %s, not a TAP: not removing it", name, l.Type())
+	l, err := findTAP(name)
+	if l == nil || err != nil {
+		return err
 	}
 	pids, complete := holders(name)
 	if len(pids) > 0 {
@@ -174,8 +167,5 @@ func RemoveOrphan(name string) error {
 	case !complete && !marked:
 		return fmt.Errorf("tap: %s: %w as far as can be told: no kbridge mark, and some processes' fds cannot be read", name, ErrInUse)
 	}
-	if err := netlink.LinkDel(l); err != nil {
-		return fmt.Errorf("tap: remove %q: %w", name, err)
-	}
-	return nil
+	return removeLink(l)
 }

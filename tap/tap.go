@@ -153,19 +153,34 @@ func configure(cfg Config) error {
 // Remove deletes a leftover interface called name if it is a TAP (a
 // persistent one left by another tool). A missing interface is not an error.
 func Remove(name string) error {
+	l, err := findTAP(name)
+	if l == nil || err != nil {
+		return err
+	}
+	return removeLink(l)
+}
+
+// findTAP returns the interface called name if it is a TAP, nil and no
+// error if there is none, and an error if it is something else.
+func findTAP(name string) (netlink.Link, error) {
 	l, err := netlink.LinkByName(name)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) {
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("tap: find %q: %w", name, err)
+		return nil, fmt.Errorf("tap: find %q: %w", name, err)
 	}
 	if l.Type() != "tuntap" {
-		return fmt.Errorf("tap: %q is a %s, not a TAP: not removing it", name, l.Type())
+		return nil, fmt.Errorf("tap: %q is a %s, not a TAP: not removing it", name, l.Type())
 	}
+	return l, nil
+}
+
+// removeLink deletes interface l.
+func removeLink(l netlink.Link) error {
 	if err := netlink.LinkDel(l); err != nil {
-		return fmt.Errorf("tap: remove %q: %w", name, err)
+		return fmt.Errorf("tap: remove %q: %w", l.Attrs().Name, err)
 	}
 	return nil
 }
