@@ -43,6 +43,26 @@ func (o Owner) Started() time.Time {
 	return boot.Add(time.Duration(ticks) * (time.Second / 100))
 }
 
+func (o Owner) value() uint64 { return uint64(uint32(o.PID)) | uint64(o.Start)<<32 }
+
+// Fate says what became of the owner, as /proc says now: "" while it runs
+// (stopped, frozen or starved included), else why it counts as dead.
+// kbridge.h's kbridge_port_free() applies the same rule.
+func (o Owner) Fate() string {
+	switch C.kb_owner_state(C.uint64_t(o.value())) {
+	case C.KBRIDGE_OWNER_ALIVE:
+		return ""
+	case C.KBRIDGE_OWNER_ZOMBIE:
+		return "a zombie (it exited; its parent has not reaped it)"
+	case C.KBRIDGE_OWNER_REUSED:
+		return "its pid now names another process (another start time)"
+	case C.KBRIDGE_OWNER_NONE:
+		return "none"
+	default:
+		return "exited"
+	}
+}
+
 func (o Owner) String() string {
 	if t := o.Started(); !t.IsZero() {
 		return fmt.Sprintf("kbridge pid %d (started %s)", o.PID, t.Format(time.DateTime))
@@ -85,14 +105,17 @@ type Claim struct {
 	// held is not recorded.
 	Enforced bool
 	// Previous is the owner that was gone (exited without releasing,
-	// killed; or its pid now runs another process) and was taken over.
+	// killed, a zombie not yet reaped; or its pid now runs another
+	// process) and was taken over.
 	Previous *Owner
 }
 
 // Claim makes this process the port's one kbridge, atomically, in the
 // control block; call it before touching a ring or sending an eventfd. It
 // fails with an *OwnedError while another kbridge runs and serves the port,
-// and with ErrClosing while the app frees it. A gone owner is taken over.
+// and with ErrClosing while the app frees it. A gone owner is taken over:
+// one that exited, a zombie its parent has not reaped, a pid that now names
+// another process (Owner.Fate).
 // It then opens (or creates) the shared record of what the workers hold.
 func (p *Port) Claim() (Claim, error) {
 	me := uint64(C.kb_self_owner())

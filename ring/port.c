@@ -261,27 +261,12 @@ const struct kb_burst_ops kb_ring_burst_ops = {
 uint64_t
 kb_pid_start(int pid)
 {
-	char path[64], buf[1024], *p;
 	unsigned long long start = 0;
-	size_t n;
-	FILE *f;
-	int field;
+	long threads = 0;
+	char state = '?';
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (f == NULL)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* The command name (field 2) may hold spaces and parentheses: count
-	 * from the last ')'. It ends field 2; starttime is field 22. */
-	p = strrchr(buf, ')');
-	if (p == NULL)
-		return 0;
-	for (field = 2; field < 22 && p != NULL; field++)
-		p = strchr(p + 1, ' ');
-	if (p == NULL || sscanf(p + 1, "%llu", &start) != 1)
+	/* One parser of /proc/<pid>/stat for kbridge and the app: kbridge.h's. */
+	if (pid <= 0 || kbridge_proc_stat_((pid_t)pid, &state, &threads, &start) < 0)
 		return 0;
 	return start;
 }
@@ -293,19 +278,18 @@ kb_self_owner(void)
 	       (kb_pid_start((int)getpid()) & 0xffffffffull) << 32;
 }
 
+/* The app's header decides whether it may free the port by the same rule
+ * (kbridge_owner_state_): a zombie and a reused pid are no owner. */
+int
+kb_owner_state(uint64_t v)
+{
+	return (int)kbridge_owner_state_(v);
+}
+
 int
 kb_owner_alive(uint64_t v)
 {
-	int pid = (int)(uint32_t)v;
-	uint64_t start;
-
-	if (v == 0 || pid <= 0)
-		return 0;
-	if (kill(pid, 0) < 0 && errno != EPERM)
-		return 0;
-	start = kb_pid_start(pid);
-	/* Unreadable: the pid exists, so count it as alive. */
-	return start == 0 || (start & 0xffffffffull) == v >> 32;
+	return kbridge_owner_alive_(v);
 }
 
 int

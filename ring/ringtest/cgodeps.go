@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h c6fa28865012852b6bf0085174401064ce0987d5ecfe0fc0f1d1321c7ee2f8c0
+../include/kbridge.h 7130f091de1ea77c947f9e548319ef1bdcfb964cc49bde43b276b1bf5c43cfc2
 `
