@@ -31,7 +31,7 @@ func ownerOf(v uint64) Owner { return Owner{PID: int(uint32(v)), Start: uint32(v
 
 // Started returns when the owner started, if it still runs; zero otherwise.
 func (o Owner) Started() time.Time {
-	ticks := uint64(C.kb_pid_start(C.int(o.PID)))
+	ticks := kbPidStart(o.PID)
 	if ticks == 0 || uint32(ticks) != o.Start {
 		return time.Time{}
 	}
@@ -42,6 +42,10 @@ func (o Owner) Started() time.Time {
 	// USER_HZ, the unit of /proc/<pid>/stat, is 100 on every Linux ABI.
 	return boot.Add(time.Duration(ticks) * (time.Second / 100))
 }
+
+// kbPidStart is pid's start time in clock ticks since boot, 0 when it
+// does not run (field 22 of /proc/<pid>/stat, read by kbridge.h's parser).
+func kbPidStart(pid int) uint64 { return uint64(C.kb_pid_start(C.int(pid))) }
 
 func (o Owner) value() uint64 { return uint64(uint32(o.PID)) | uint64(o.Start)<<32 }
 
