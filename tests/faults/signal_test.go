@@ -24,7 +24,7 @@ func TestSignalsDuringStartup(t *testing.T) {
 			t.Fatal(err)
 		}
 		k.ready()
-		if !kfWaitLogIn(k.Log.String, "reloaded") {
+		if !waitLogCount(k.Log.String, "reloaded", 1) {
 			t.Errorf("the SIGHUP during start-up was not remembered (no reload):\n%s", k.Log)
 		}
 		k.Stop(true)
@@ -86,16 +86,4 @@ func TestSignalsDuringStartup(t *testing.T) {
 			t.Errorf("no log line says kbridge stopped during start-up:\n%s", k.Log)
 		}
 	})
-}
-
-// kfWaitLogIn waits up to 5 s for sub in what log returns.
-func kfWaitLogIn(log func() string, sub string) bool {
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(log(), sub) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
 }
