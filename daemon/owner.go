@@ -28,7 +28,8 @@ func claimPort(port *ring.Port, log *slog.Logger) error {
 		return nil
 	}
 	if c.Previous != nil {
-		log.Warn("taking the port over from a kbridge that is gone", "port", port.Name(), "previous_pid", c.Previous.PID)
+		log.Warn("taking the port over from a kbridge that is gone", "port", port.Name(), "previous_pid", c.Previous.PID,
+			"previous", c.Previous.Fate())
 	}
 	out, in := port.FreeHeld()
 	if c.Previous != nil || out+in > 0 {

@@ -7,5 +7,5 @@ package ring
 // (internal/cgodeps).
 const _ = `
 ../internal/burst/burst.h a7b64c04e38e2aefe336c7770f010c953f76151ffb3e1e53a0efd904fd8a8ffb
-include/kbridge.h 718887ade3446d958b476e6060fad41a53a6376afa8d4d2c1679abc3d3f0db9e
+include/kbridge.h 7130f091de1ea77c947f9e548319ef1bdcfb964cc49bde43b276b1bf5c43cfc2
 `

@@ -31,7 +31,7 @@ func ownerOf(v uint64) Owner { return Owner{PID: int(uint32(v)), Start: uint32(v
 
 // Started returns when the owner started, if it still runs; zero otherwise.
 func (o Owner) Started() time.Time {
-	ticks := uint64(C.kb_pid_start(C.int(o.PID)))
+	ticks := kbPidStart(o.PID)
 	if ticks == 0 || uint32(ticks) != o.Start {
 		return time.Time{}
 	}
@@ -41,6 +41,30 @@ func (o Owner) Started() time.Time {
 	}
 	// USER_HZ, the unit of /proc/<pid>/stat, is 100 on every Linux ABI.
 	return boot.Add(time.Duration(ticks) * (time.Second / 100))
+}
+
+// kbPidStart is pid's start time in clock ticks since boot, 0 when it
+// does not run (field 22 of /proc/<pid>/stat, read by kbridge.h's parser).
+func kbPidStart(pid int) uint64 { return uint64(C.kb_pid_start(C.int(pid))) }
+
+func (o Owner) value() uint64 { return uint64(uint32(o.PID)) | uint64(o.Start)<<32 }
+
+// Fate says what became of the owner, as /proc says now: "" while it runs
+// (stopped, frozen or starved included), else why it counts as dead.
+// kbridge.h's kbridge_port_free() applies the same rule.
+func (o Owner) Fate() string {
+	switch C.kb_owner_state(C.uint64_t(o.value())) {
+	case C.KBRIDGE_OWNER_ALIVE:
+		return ""
+	case C.KBRIDGE_OWNER_ZOMBIE:
+		return "a zombie (it exited; its parent has not reaped it)"
+	case C.KBRIDGE_OWNER_REUSED:
+		return "its pid now names another process (another start time)"
+	case C.KBRIDGE_OWNER_NONE:
+		return "none"
+	default:
+		return "exited"
+	}
 }
 
 func (o Owner) String() string {
@@ -85,14 +109,17 @@ type Claim struct {
 	// held is not recorded.
 	Enforced bool
 	// Previous is the owner that was gone (exited without releasing,
-	// killed; or its pid now runs another process) and was taken over.
+	// killed, a zombie not yet reaped; or its pid now runs another
+	// process) and was taken over.
 	Previous *Owner
 }
 
 // Claim makes this process the port's one kbridge, atomically, in the
 // control block; call it before touching a ring or sending an eventfd. It
 // fails with an *OwnedError while another kbridge runs and serves the port,
-// and with ErrClosing while the app frees it. A gone owner is taken over.
+// and with ErrClosing while the app frees it. A gone owner is taken over:
+// one that exited, a zombie its parent has not reaped, a pid that now names
+// another process (Owner.Fate).
 // It then opens (or creates) the shared record of what the workers hold.
 func (p *Port) Claim() (Claim, error) {
 	me := uint64(C.kb_self_owner())

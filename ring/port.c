@@ -261,15 +261,12 @@ const struct kb_burst_ops kb_ring_burst_ops = {
 uint64_t
 kb_pid_start(int pid)
 {
-	char buf[1024];
-	const char *p = kbridge_proc_stat_(pid, buf, sizeof(buf));
 	unsigned long long start = 0;
-	int field;
+	long threads = 0;
+	char state = '?';
 
-	/* p ends field 2; starttime is field 22. */
-	for (field = 2; field < 22 && p != NULL; field++)
-		p = strchr(p + 1, ' ');
-	if (p == NULL || sscanf(p + 1, "%llu", &start) != 1)
+	/* One parser of /proc/<pid>/stat for kbridge and the app: kbridge.h's. */
+	if (pid <= 0 || kbridge_proc_stat_((pid_t)pid, &state, &threads, &start) < 0)
 		return 0;
 	return start;
 }
@@ -281,23 +278,18 @@ kb_self_owner(void)
 	       (kb_pid_start((int)getpid()) & 0xffffffffull) << 32;
 }
 
+/* The app's header decides whether it may free the port by the same rule
+ * (kbridge_owner_state_): a zombie and a reused pid are no owner. */
+int
+kb_owner_state(uint64_t v)
+{
+	return (int)kbridge_owner_state_(v);
+}
+
 int
 kb_owner_alive(uint64_t v)
 {
-	int pid = (int)(uint32_t)v;
-	uint64_t start;
-
-	if (v == 0 || pid <= 0)
-		return 0;
-	if (kill(pid, 0) < 0 && errno != EPERM)
-		return 0;
-	/* A zombie has exited: its rings, fds and mappings are gone, only
-	 * its pid waits for a parent (or an init) that reaps late. */
-	if (kbridge_pid_exited_(pid))
-		return 0;
-	start = kb_pid_start(pid);
-	/* Unreadable: the pid exists, so count it as alive. */
-	return start == 0 || (start & 0xffffffffull) == v >> 32;
+	return kbridge_owner_alive_(v);
 }
 
 int

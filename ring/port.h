@@ -39,9 +39,11 @@ struct kb_port_info {
 uint64_t kb_self_owner(void);
 /* Start time (clock ticks since boot) of pid, or 0 when it does not run. */
 uint64_t kb_pid_start(int pid);
-/* Whether the owner named by v runs: its pid exists and started at the
- * recorded time. */
+/* Whether the owner named by v runs: its pid exists, started at the
+ * recorded time and is no zombie (kbridge.h's kbridge_owner_alive_). */
 int kb_owner_alive(uint64_t v);
+/* What became of it: enum kbridge_owner_state. */
+int kb_owner_state(uint64_t v);
 /* Claims the port for me. 0: claimed (*prev is the dead owner taken over,
  * or 0); -EBUSY: *prev runs and owns it; -ESHUTDOWN: the app is freeing the
  * port; -ENOTSUP: a version-1 block, which has no owner field. */

@@ -24,16 +24,22 @@
  *    re-checks its ring before it sleeps. kbridge_to_kernel() enqueues, fences
  *    and writes the worker's eventfd only when need_wakeup was set, so a busy
  *    worker costs the app no syscall. The eventfd reaches the app through DPDK
- *    multi-process IPC (action KBRIDGE_MP_WAKEUP). An app that never receives
- *    one still works: the worker bounds each park with a precise timer.
+ *    multi-process IPC (action KBRIDGE_MP_WAKEUP), taken only from the
+ *    kbridge that owns the port. An app that never receives one still
+ *    works: the worker bounds each park with a precise timer.
+ *  - Freeing: kbridge_port_free() never touches the rings while the kbridge
+ *    that owns the port (pid and start time) runs; it returns -EBUSY instead
+ *    and lets the app decide.
  */
 #ifndef KBRIDGE_H
 #define KBRIDGE_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -47,6 +53,7 @@
 #include <rte_malloc.h>
 #include <rte_memzone.h>
 #include <rte_ring.h>
+#include <rte_spinlock.h>
 #include <rte_string_fns.h>
 #include <rte_version.h>
 
@@ -154,11 +161,199 @@ kbridge_ring_name(char *buf, size_t len, const char *port, const char *dir,
 	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
 }
 
+/*
+ * Who owns the port: kbridge_ctl.owner names the kbridge that serves it by
+ * its pid and the low 32 bits of its start time (field 22 of
+ * /proc/<pid>/stat), so a pid the kernel gave to another process since is
+ * told apart. kbridge decides with these same functions whether it may take
+ * a port over (ring/port.c), and kbridge_port_free() whether it may touch
+ * the rings: one rule on both sides.
+ */
+enum kbridge_owner_state {
+	KBRIDGE_OWNER_NONE = 0, /* owner is 0: no kbridge serves the port */
+	/* It runs, or may: stopped (SIGSTOP), in a frozen cgroup, starved of
+	 * CPU, or its /proc entry unreadable (hidepid) while the pid exists.
+	 * It may still dequeue from the rings and free what it holds. */
+	KBRIDGE_OWNER_ALIVE,
+	KBRIDGE_OWNER_GONE,   /* exited and reaped: the pid does not exist */
+	/* Exited, not yet reaped by its parent: state Z and no thread left,
+	 * so none of its code runs or will run again. */
+	KBRIDGE_OWNER_ZOMBIE,
+	KBRIDGE_OWNER_REUSED, /* the pid is another process's: another start time */
+};
+
+/* Reads what /proc/<pid>/stat says of a process: its state (field 3), its
+ * number of threads (field 20) and its start time (field 22, clock ticks
+ * since boot). Returns 0, or -errno (-ENOENT: not in this /proc). */
+static inline int
+kbridge_proc_stat_(pid_t pid, char *state, long *threads, unsigned long long *start)
+{
+	char path[32], buf[1024];
+	const char *s;
+	size_t n;
+	FILE *f;
+	int field, ok = 1;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return errno > 0 ? -errno : -ENOENT;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Field 2, the command name, may hold spaces and parentheses: count
+	 * the fields from its last ')'. */
+	s = strrchr(buf, ')');
+	for (field = 3; ok && s != NULL && field <= 22; field++) {
+		s = strchr(s + 1, ' '); /* the space before field `field` */
+		if (s == NULL)
+			break;
+		if (field == 3)
+			ok = sscanf(s + 1, "%c", state) == 1;
+		else if (field == 20)
+			ok = sscanf(s + 1, "%ld", threads) == 1;
+		else if (field == 22)
+			ok = sscanf(s + 1, "%llu", start) == 1;
+	}
+	return ok && s != NULL && field > 22 ? 0 : -EINVAL;
+}
+
+/* What became of the kbridge a kbridge_ctl.owner value names. */
+static inline enum kbridge_owner_state
+kbridge_owner_state_(uint64_t owner)
+{
+	pid_t pid = (pid_t)(uint32_t)owner;
+	uint32_t start = (uint32_t)(owner >> 32);
+	unsigned long long st = 0;
+	long threads = 0;
+	char state = '?';
+
+	if (owner == 0)
+		return KBRIDGE_OWNER_NONE;
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return KBRIDGE_OWNER_GONE;
+	if (kbridge_proc_stat_(pid, &state, &threads, &st) < 0)
+		/* Unreadable (hidepid, no /proc): trust kill(), asked again in
+		 * case it exited in between. */
+		return kill(pid, 0) < 0 && errno == ESRCH ? KBRIDGE_OWNER_GONE :
+							     KBRIDGE_OWNER_ALIVE;
+	/* A start time of 0 is one kbridge could not read of itself: the pid
+	 * alone must do. */
+	if (start != 0 && (uint32_t)st != start)
+		return KBRIDGE_OWNER_REUSED;
+	/* A thread-group leader shows Z as soon as it exits, while other
+	 * threads may still run; the group is dead once it alone is left. */
+	if ((state == 'Z' || state == 'X') && threads <= 1)
+		return KBRIDGE_OWNER_ZOMBIE;
+	return KBRIDGE_OWNER_ALIVE;
+}
+
+/* Whether the kbridge named by a kbridge_ctl.owner value still runs. */
+static inline int
+kbridge_owner_alive_(uint64_t owner)
+{
+	return kbridge_owner_state_(owner) == KBRIDGE_OWNER_ALIVE;
+}
+
+/* The pid of the kbridge that serves the port and still runs, 0 when none
+ * does: after kbridge_port_free() returned -EBUSY, the one to name. */
+static inline pid_t
+kbridge_port_owner_pid(const struct kbridge_port *p)
+{
+	uint64_t owner;
+
+	if (p == NULL || p->ctl == NULL)
+		return 0;
+	owner = __atomic_load_n(&p->ctl->owner, __ATOMIC_SEQ_CST);
+	return kbridge_owner_alive_(owner) ? (pid_t)(uint32_t)owner : 0;
+}
+
 /* Registry for the IPC handler, which gets no user data. Weak, not static:
  * every translation unit that includes this header shares one registry, so
- * a port created in one file and freed in another is never left stale. */
+ * a port created in one file and freed in another is never left stale. The
+ * lock keeps the handler (on DPDK's IPC thread) and kbridge_port_free()
+ * apart: the handler never uses a port that is being freed. */
 #define KBRIDGE_MAX_PORTS 8
 __attribute__((weak)) struct kbridge_port *kbridge_ports_[KBRIDGE_MAX_PORTS];
+__attribute__((weak)) rte_spinlock_t kbridge_ports_lock_ = RTE_SPINLOCK_INITIALIZER;
+
+/* The pid in a DPDK IPC peer name: a secondary process binds its socket at
+ * "<runtime dir>/mp_socket_<pid>_<tsc>" (DPDK 17.11 to 24.11). -1 when the
+ * name holds none (the primary's own socket, another naming). */
+static inline long
+kbridge_mp_peer_pid_(const char *peer)
+{
+	static const char pre[] = "mp_socket_";
+	const char *s;
+	char *end;
+	long pid;
+
+	if (peer == NULL)
+		return -1;
+	s = strrchr(peer, '/');
+	s = s == NULL ? peer : s + 1;
+	if (strncmp(s, pre, sizeof(pre) - 1) != 0 || s[sizeof(pre) - 1] < '0' ||
+	    s[sizeof(pre) - 1] > '9')
+		return -1;
+	pid = strtol(s + sizeof(pre) - 1, &end, 10);
+	return *end == '_' && pid > 0 ? pid : -1;
+}
+
+/*
+ * Takes the eventfd fd for queue q of p from IPC peer `peer`, or refuses it
+ * (-errno; fd is then the caller's to close).
+ *
+ * Only the kbridge that owns the port may hand one over: an eventfd from any
+ * other secondary (a tool, a kbridge that was refused the port or is still
+ * starting, a stale one) would take the kicks away from the worker. The
+ * sender is identified by the pid in its IPC socket's name, which DPDK forms
+ * from getpid() of the process that bound it, and it must be the pid of
+ * kbridge_ctl.owner, whose start time must still match (kbridge claims the
+ * owner before it sends an eventfd). A token in the message would prove no
+ * more: whatever the header could check it against lies in the shared
+ * memory every secondary maps, and such a process is trusted as root anyway
+ * (it can write the rings). The check stops mistakes, not an attacker with
+ * access to the app's /run/dpdk.
+ *
+ * An lcore may have loaded the current fd and be about to write it, so the
+ * number is never closed while the port lives: a later eventfd is dup2()ed
+ * onto it, which swaps the file behind the number atomically. The lcore
+ * writes the old eventfd or the new one, never a descriptor that took the
+ * number meanwhile.
+ */
+static inline int
+kbridge_mp_wakeup_take_(struct kbridge_port *p, uint16_t q, int fd, const char *peer)
+{
+	struct kbridge_ctl *c = p->ctl;
+	uint64_t owner = __atomic_load_n(&c->owner, __ATOMIC_SEQ_CST);
+	long peer_pid = kbridge_mp_peer_pid_(peer);
+	int cur;
+
+	if (q >= c->nb_queues)
+		return -ERANGE;
+	if (__atomic_load_n(&c->closing, __ATOMIC_SEQ_CST) != 0)
+		return -ESHUTDOWN;
+	if (peer_pid <= 0 || owner == 0 || (uint32_t)owner != (uint32_t)peer_pid ||
+	    !kbridge_owner_alive_(owner)) {
+		fprintf(stderr,
+			"kbridge.h: port %s: refused the eventfd of queue %u from %s (pid %ld): the port is served by kbridge pid %u\n",
+			c->name, (unsigned int)q, peer != NULL ? peer : "?", peer_pid,
+			(unsigned int)(uint32_t)owner);
+		return -EPERM;
+	}
+	cur = __atomic_load_n(&p->eventfd[q], __ATOMIC_ACQUIRE);
+	if (cur < 0) {
+		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+		__atomic_store_n(&p->eventfd[q], fd, __ATOMIC_RELEASE);
+	} else {
+		if (dup2(fd, cur) < 0)
+			return errno > 0 ? -errno : -EBADF;
+		(void)fcntl(cur, F_SETFD, FD_CLOEXEC);
+		close(fd);
+	}
+	c->q[q].have_eventfd = 1;
+	return 0;
+}
 
 static inline int
 kbridge_mp_wakeup_(const struct rte_mp_msg *msg, const void *peer)
@@ -172,30 +367,22 @@ kbridge_mp_wakeup_(const struct rte_mp_msg *msg, const void *peer)
 	if (msg->len_param < (int)sizeof(*req) || msg->num_fds != 1) {
 		status = -EINVAL;
 	} else {
+		rte_spinlock_lock(&kbridge_ports_lock_);
 		for (i = 0; i < KBRIDGE_MAX_PORTS; i++) {
 			struct kbridge_port *p = kbridge_ports_[i];
-			int old;
 
 			if (p == NULL ||
 			    strncmp(p->ctl->name, req->name, KBRIDGE_NAME_MAX) != 0)
 				continue;
-			if (req->queue >= p->ctl->nb_queues) {
-				status = -ERANGE;
-				break;
-			}
-			/* The lcore reads eventfd[] concurrently: swap atomically
-			 * and close the previous worker's fd (a restarted kbridge). */
-			old = __atomic_exchange_n(&p->eventfd[req->queue],
-						  msg->fds[0], __ATOMIC_SEQ_CST);
-			if (old >= 0)
-				close(old);
-			p->ctl->q[req->queue].have_eventfd = 1;
-			status = 0;
+			status = kbridge_mp_wakeup_take_(p, req->queue, msg->fds[0],
+							 (const char *)peer);
 			break;
 		}
+		rte_spinlock_unlock(&kbridge_ports_lock_);
 	}
-	if (status != 0 && msg->num_fds > 0)
-		close(msg->fds[0]);
+	if (status != 0)
+		for (i = 0; i < msg->num_fds && i < RTE_MP_MAX_FD_NUM; i++)
+			close(msg->fds[i]);
 
 	memset(&reply, 0, sizeof(reply));
 	rte_strlcpy(reply.name, msg->name, sizeof(reply.name));
@@ -230,7 +417,7 @@ kbridge_drain_ring_(struct rte_ring *r)
 #define KBRIDGE_HELD_SUFFIX "_held"
 #define KBRIDGE_HELD_MAGIC 0x4b42484cu /* "KBHL" */
 #define KBRIDGE_HELD_MAX 1024          /* the largest burst kbridge takes */
-/* How long kbridge_port_free() waits for a live kbridge to let go. */
+/* How long one kbridge_port_free() waits for a live kbridge to let go. */
 #define KBRIDGE_FREE_WAIT_MS 2000
 
 struct kbridge_held_q {
@@ -246,55 +433,12 @@ struct kbridge_held {
 	struct kbridge_held_q in[KBRIDGE_MAX_QUEUES];  /* allocated for from_kernel */
 };
 
-/* Whether the kbridge named by a kbridge_ctl.owner value still runs. */
-/* Reads /proc/PID/stat into buf and returns what follows the command name
- * (field 2, which may hold spaces and parentheses: it ends at the last ')'):
- * " S ppid ...", field 3 first; NULL when unreadable. */
-static inline const char *
-kbridge_proc_stat_(pid_t pid, char *buf, size_t size)
-{
-	char path[64];
-	size_t n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	f = fopen(path, "re");
-	if (f == NULL)
-		return NULL;
-	n = fread(buf, 1, size - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	return strrchr(buf, ')');
-}
-
-/* Whether pid is a zombie (state Z or X): it has exited, only its pid waits
- * for a parent that reaps late. */
-static inline int
-kbridge_pid_exited_(pid_t pid)
-{
-	char buf[512];
-	const char *p = kbridge_proc_stat_(pid, buf, sizeof(buf));
-
-	return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
-static inline int
-kbridge_owner_alive_(uint64_t owner)
-{
-	pid_t pid = (pid_t)(uint32_t)owner;
-
-	if (owner == 0 || pid <= 0)
-		return 0;
-	if (kill(pid, 0) < 0 && errno != EPERM)
-		return 0;
-	return !kbridge_pid_exited_(pid);
-}
-
 /*
  * Tells kbridge that the port goes away (kbridge_ctl.closing) and waits, at
  * most KBRIDGE_FREE_WAIT_MS, until no live kbridge owns it: kbridge stops
- * touching the rings, frees what it holds and clears owner. Returns 1 when
- * no live kbridge owns the port, 0 when the wait timed out.
+ * touching the rings, frees what it holds and clears owner; or it is gone
+ * (exited, a zombie, its pid reused). Returns 0 then, -EBUSY when the owner
+ * still lives after the wait.
  */
 static inline int
 kbridge_port_detach_(struct kbridge_port *p)
@@ -309,21 +453,21 @@ kbridge_port_detach_(struct kbridge_port *p)
 	for (waited = 0;; waited += 10) {
 		owner = __atomic_load_n(&c->owner, __ATOMIC_SEQ_CST);
 		if (!kbridge_owner_alive_(owner))
-			return 1;
+			return 0;
 		if (waited >= KBRIDGE_FREE_WAIT_MS) {
 			fprintf(stderr,
-				"kbridge.h: port %s: kbridge pid %u did not let go within %d ms; freeing the port anyway\n",
+				"kbridge.h: port %s: kbridge pid %u still serves it after %d ms (stopped, frozen or starved?): the port is left as it is, kbridge_port_free() returns -EBUSY\n",
 				c->name, (unsigned int)(uint32_t)owner, KBRIDGE_FREE_WAIT_MS);
-			return 0;
+			return -EBUSY;
 		}
 		rte_delay_us_sleep(10000);
 	}
 }
 
-/* Frees what a dead (or departed) kbridge held, when free_mbufs says no
- * live kbridge owns the port, and the record's memzone. */
+/* Frees what a dead (or departed) kbridge held, and the record's memzone:
+ * only once no live kbridge owns the port. */
 static inline void
-kbridge_held_free_(struct kbridge_port *p, int free_mbufs)
+kbridge_held_free_(struct kbridge_port *p)
 {
 	char mzname[RTE_MEMZONE_NAMESIZE];
 	const struct rte_memzone *mz;
@@ -335,8 +479,6 @@ kbridge_held_free_(struct kbridge_port *p, int free_mbufs)
 	mz = rte_memzone_lookup(mzname);
 	if (mz == NULL)
 		return;
-	if (!free_mbufs)
-		return; /* a live kbridge may still write it: leave it */
 	h = (struct kbridge_held *)mz->addr;
 	if (mz->len >= sizeof(*h) && h->magic == KBRIDGE_HELD_MAGIC) {
 		for (q = 0; q < KBRIDGE_MAX_QUEUES; q++) {
@@ -355,22 +497,46 @@ kbridge_held_free_(struct kbridge_port *p, int free_mbufs)
 }
 
 /*
- * Free a port: kbridge is told and given KBRIDGE_FREE_WAIT_MS to let go (it
- * then exits, saying why), then the rings are drained (their mbufs freed), and
- * the rings, the memzones and the handle freed. Better: stop kbridge first.
+ * Frees a port; call it once no lcore uses the port. kbridge is told
+ * (kbridge_ctl.closing) and given KBRIDGE_FREE_WAIT_MS to let go: it stops
+ * touching the rings, frees what it holds, clears owner and exits, saying
+ * why. Then what a dead kbridge held is freed, the rings are drained (their
+ * mbufs freed), and the rings, the memzones, the eventfds and the handle
+ * are freed. Better: stop kbridge first.
+ *
+ * Returns 0 once the port is freed (also for NULL).
+ *
+ * Returns -EBUSY, and sets rte_errno to EBUSY, when the kbridge that serves
+ * the port still lives after the wait: stopped (SIGSTOP), in a frozen
+ * cgroup, starved of CPU. It may still dequeue from to_kernel (its ring has
+ * one consumer) and free the mbufs it holds, so nothing was drained or
+ * freed: the handle stays valid, closing stays set (kbridge stops as soon
+ * as it runs again), and kbridge_port_owner_pid() names it. The app decides:
+ * call kbridge_port_free() again to wait again, or exit without it (kbridge
+ * watches the app's pid and exits too; the shared memory goes with the last
+ * process that maps it). Only a kbridge that runs counts: one that exited,
+ * a zombie (state Z, not reaped yet) and a pid that now names another
+ * process (another start time) are dead, and the port is freed at once,
+ * what they held with it.
  */
-static inline void
+static inline int
 kbridge_port_free(struct kbridge_port *p)
 {
 	int i;
 
 	if (p == NULL)
-		return;
+		return 0;
+	if (p->ctl != NULL && kbridge_port_detach_(p) < 0) {
+		rte_errno = EBUSY;
+		return -EBUSY;
+	}
+	rte_spinlock_lock(&kbridge_ports_lock_);
 	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
 		if (kbridge_ports_[i] == p)
 			kbridge_ports_[i] = NULL;
+	rte_spinlock_unlock(&kbridge_ports_lock_);
 	if (p->ctl != NULL)
-		kbridge_held_free_(p, kbridge_port_detach_(p));
+		kbridge_held_free_(p);
 	for (i = 0; i < KBRIDGE_MAX_QUEUES; i++) {
 		kbridge_drain_ring_(p->to_kernel[i]);
 		kbridge_drain_ring_(p->from_kernel[i]);
@@ -382,6 +548,7 @@ kbridge_port_free(struct kbridge_port *p)
 	if (p->mz != NULL)
 		rte_memzone_free(p->mz);
 	rte_free(p);
+	return 0;
 }
 
 /*
@@ -468,7 +635,19 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 	if (rte_mp_action_register(KBRIDGE_MP_WAKEUP, kbridge_mp_wakeup_) < 0 &&
 	    rte_errno != EEXIST && rte_errno != ENOTSUP)
 		goto fail;
-	kbridge_ports_[slot] = p;
+	/* The slot seen free above may have been taken since (another thread
+	 * creating a port): look again under the lock. */
+	rte_spinlock_lock(&kbridge_ports_lock_);
+	for (slot = -1, i = 0; i < KBRIDGE_MAX_PORTS && slot < 0; i++)
+		if (kbridge_ports_[i] == NULL)
+			slot = i;
+	if (slot >= 0)
+		kbridge_ports_[slot] = p;
+	rte_spinlock_unlock(&kbridge_ports_lock_);
+	if (slot < 0) {
+		rte_errno = ENOSPC;
+		goto fail;
+	}
 
 	/* Publish last: kbridge checks the magic before it trusts the rest. */
 	rte_atomic_thread_fence(__ATOMIC_RELEASE);

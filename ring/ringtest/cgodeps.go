@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h 718887ade3446d958b476e6060fad41a53a6376afa8d4d2c1679abc3d3f0db9e
+../include/kbridge.h 7130f091de1ea77c947f9e548319ef1bdcfb964cc49bde43b276b1bf5c43cfc2
 `

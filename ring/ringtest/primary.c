@@ -122,10 +122,30 @@ kbt_collect(struct kbridge_port *p, uint16_t q, uint8_t *out, uint32_t cap, uint
 	return total;
 }
 
-void
+int
 kbt_port_free(struct kbridge_port *p)
 {
-	kbridge_port_free(p);
+	return kbridge_port_free(p);
+}
+
+/* Writes the control block's owner as a kbridge's claim would: tests
+ * record a dead, reused or zombie owner. */
+void
+kbt_set_owner(struct kbridge_port *p, uint64_t v)
+{
+	__atomic_store_n(&p->ctl->owner, v, __ATOMIC_SEQ_CST);
+}
+
+int
+kbt_port_owner_pid(struct kbridge_port *p)
+{
+	return (int)kbridge_port_owner_pid(p);
+}
+
+int
+kbt_memzone_exists(const char *name)
+{
+	return rte_memzone_lookup(name) != NULL;
 }
 
 int

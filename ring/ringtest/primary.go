@@ -98,6 +98,7 @@ func (p *Pool) Hold() (n int, release func()) {
 type Port struct {
 	p    *C.struct_kbridge_port
 	pool *Pool
+	name string
 }
 
 // NewPort creates exception port name with the given queues and ring size,
@@ -109,7 +110,7 @@ func NewPort(name string, queues, ringSize int, pool *Pool) (*Port, error) {
 	if p == nil {
 		return nil, fmt.Errorf("ringtest: kbridge_port_create(%q): %w", name, unix.Errno(C.rte_errno_get()))
 	}
-	return &Port{p: p, pool: pool}, nil
+	return &Port{p: p, pool: pool, name: name}, nil
 }
 
 // InjectOpts shape the mbufs Inject builds.
@@ -222,10 +223,44 @@ func (p *Port) Counters(q int) Counters {
 	}
 }
 
-// Free drains and frees the port's rings and control block.
-func (p *Port) Free() {
-	C.kbt_port_free(p.p)
+// Free drains and frees the port's rings and control block
+// (kbridge_port_free). While the kbridge that owns the port still runs
+// after the header's wait it frees nothing and returns an error matching
+// unix.EBUSY; the port stays usable and Free may be called again.
+func (p *Port) Free() error {
+	if rc := C.kbt_port_free(p.p); rc < 0 {
+		return fmt.Errorf("ringtest: kbridge_port_free(%s): %w", p.name, unix.Errno(-rc))
+	}
 	p.p = nil
+	return nil
+}
+
+// SetOwner writes the control block's owner (kbridge_ctl.owner) as a
+// kbridge's claim would: OwnerValue(pid, start).
+func (p *Port) SetOwner(v uint64) { C.kbt_set_owner(p.p, C.uint64_t(v)) }
+
+// Owner returns the control block's owner value.
+func (p *Port) Owner() uint64 { return uint64(C.kbt_owner(p.p)) }
+
+// LiveOwnerPID is kbridge_port_owner_pid(): the owner's pid while it runs,
+// 0 when it is gone (exited, a zombie, a reused pid) or there is none.
+func (p *Port) LiveOwnerPID() int { return int(C.kbt_port_owner_pid(p.p)) }
+
+// OwnerValue is the owner value of the process pid that started at start
+// (clock ticks since boot, field 22 of /proc/<pid>/stat).
+func OwnerValue(pid int, start uint64) uint64 {
+	return uint64(uint32(pid)) | (start&0xffffffff)<<32
+}
+
+// HeldRecordExists reports whether the memzone of the mbufs kbridge holds
+// (kbridge_<name>_held) exists.
+func (p *Port) HeldRecordExists() bool { return MemzoneExists("kbridge_" + p.name + "_held") }
+
+// MemzoneExists reports whether memzone name exists.
+func MemzoneExists(name string) bool {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return C.kbt_memzone_exists(cname) != 0
 }
 
 // Audit runs rte_mempool_audit on the pool, which panics (aborting the

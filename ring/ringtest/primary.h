@@ -28,7 +28,10 @@ unsigned int kbt_hold(struct rte_mempool *mp, struct rte_mbuf **held, unsigned i
 void kbt_preload(const uint8_t *f, uint32_t len);
 int kbt_inject_preloaded(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, uint16_t n);
 int kbt_drain(struct kbridge_port *p, uint16_t q);
-void kbt_port_free(struct kbridge_port *p);
+int kbt_port_free(struct kbridge_port *p);
+void kbt_set_owner(struct kbridge_port *p, uint64_t v);
+int kbt_port_owner_pid(struct kbridge_port *p);
+int kbt_memzone_exists(const char *name);
 int kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5]);
 void kbt_release(struct rte_mbuf **held, unsigned int n);
 /* What an app sees of one mbuf from kbridge_from_kernel(). */

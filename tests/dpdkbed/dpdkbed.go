@@ -170,7 +170,9 @@ func (e *Env) NewBed(t *testing.T, o Opts) *Bed {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		b.Port.Free()
+		if err := b.Port.Free(); err != nil {
+			t.Error(err)
+		}
 		if n := b.Pool.InUse(); n != 0 {
 			t.Errorf("mbuf leak: %d mbufs of the pool still in use after kbridge stopped and the port was freed", n)
 		}
@@ -261,17 +263,18 @@ func WaitServing(t *testing.T, kb *harness.Proc, sock string) {
 // StartRefapp starts the reference DPDK app (bin/kbridge-refapp, skipping t
 // when it is not built) as a primary of its own, file prefix prefix, on an
 // ethdev without traffic (net_ring0) with exception port port, and waits
-// until it is ready. It is stopped, and its runtime files removed, when t
-// ends.
-func StartRefapp(t *testing.T, prefix, port string) *harness.Proc {
+// until it is ready; extra are more of its own arguments (after --port).
+// It is stopped, and its runtime files removed, when t ends.
+func StartRefapp(t *testing.T, prefix, port string, extra ...string) *harness.Proc {
 	t.Helper()
 	refapp := filepath.Join(harness.RepoRoot(t), "bin/kbridge-refapp")
 	if _, err := os.Stat(refapp); err != nil {
 		t.Skip("bin/kbridge-refapp missing: run make build (make test does)")
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/var/run/dpdk", prefix)) })
-	app := harness.Start(t, "kbridge-refapp", refapp, "-l", "0", "--file-prefix", prefix, "--proc-type", "primary",
-		"--no-pci", "--vdev", "net_ring0", "-m", "64", "--", "--port", port)
+	args := append([]string{refapp, "-l", "0", "--file-prefix", prefix, "--proc-type", "primary",
+		"--no-pci", "--vdev", "net_ring0", "-m", "64", "--", "--port", port}, extra...)
+	app := harness.Start(t, "kbridge-refapp", args...)
 	app.WaitLog("kbridge-refapp: ready", 20*time.Second)
 	return app
 }

@@ -18,10 +18,11 @@ import (
 
 // kbridge stopped (SIGTERM) and started again on the same port while the
 // app runs: the app receives the new kbridge's eventfd (have_eventfd set
-// again, the app's descriptor is one the new process holds, not the old
-// one), frames the app queued meanwhile are delivered, and in interrupt
-// mode with a one-minute park timeout every frame after the restart wakes
-// the worker through a kick: a stale eventfd would leave it parked.
+// again, the app's descriptor, still the same number, is one the new
+// process holds, not the old one), frames the app queued meanwhile are
+// delivered, and in interrupt mode with a one-minute park timeout every
+// frame after the restart wakes the worker through a kick: a stale eventfd
+// would leave it parked.
 func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 	b := kfNewBed(t, "", "policy:\n  mode: interrupt\n  park_timeout: 1m\n")
 	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
@@ -63,6 +64,12 @@ func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 	}
 	if !rsHoldsEventfd(t, pid2, id2) {
 		t.Fatalf("the app's eventfd (fd %d, eventfd-id %d) is not one the new kbridge pid %d holds", fd2, id2, pid2)
+	}
+	// The new eventfd replaced the old one behind the same number (dup2):
+	// the number was never free, so an lcore that had just loaded it could
+	// not write into a descriptor that took it.
+	if fd2 != fd1 {
+		t.Errorf("the app's eventfd moved from descriptor %d to %d: the old number was closed while lcores may hold it", fd1, fd2)
 	}
 	t.Logf("second kbridge (pid %d): app fd %d eventfd-id %d", pid2, fd2, id2)
 

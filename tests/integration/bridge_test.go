@@ -273,7 +273,12 @@ func TestWaitsForTheAppsPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	// kbridge first: kbridge_port_free() under a running kbridge ends it.
-	t.Cleanup(func() { b.Stop(true); port.Free() })
+	t.Cleanup(func() {
+		b.Stop(true)
+		if err := port.Free(); err != nil {
+			t.Error(err)
+		}
+	})
 	waitUntil(t, "kbridge to attach", func() bool { _, err := daemon.ReadStatus(b.Sock); return err == nil })
 	ps := b.PacketSocket()
 	if _, err := port.Inject(0, [][]byte{testFrame(100, 1)}, ringtestOpts(0, 0)); err != nil {

@@ -18,12 +18,20 @@
  *
  *   kbridge-refapp <EAL args> -- [--port NAME] [--queues N] [--ring-size N]
  *                                [--pool-size N] [--own-udp-port P]
+ *                                [--free-wait SECONDS]
  *                                [--vhost PATH [--vhost-queues N] [--vhost-server]
  *                                 [--vhost-no-gro]]
  *
  * It does not read stdin. SIGTERM/SIGINT stop it; SIGUSR1 prints its
  * counters, including the mempool's in-use count (the leak check of the test
  * bed compares it with the baseline printed at start-up).
+ *
+ * At the stop it frees its kbridge port. kbridge_port_free() refuses while
+ * the kbridge that serves the port still runs after the header's wait
+ * (stopped, frozen or starved: it may still use the rings); the app then
+ * asks again for up to --free-wait seconds (default 10) and, if kbridge
+ * still holds the port, exits with status 3 and a message naming its pid,
+ * leaving the rings and their mbufs alone.
  */
 /* rte_ipv4/ipv6_udptcp_cksum_mbuf (checksums over an mbuf chain, for
  * the segments of --vhost) are still experimental in DPDK 22.11. */
@@ -81,6 +89,7 @@ struct opts {
 	uint16_t vhost_queues;
 	bool vhost_server;
 	bool vhost_no_gro;
+	unsigned int free_wait; /* seconds to wait for a live kbridge at the stop */
 };
 
 struct counters {
@@ -92,7 +101,7 @@ usage(const char *prog)
 {
 	fprintf(stderr,
 		"usage: %s <EAL args> -- [--port NAME] [--queues N] [--ring-size N]\n"
-		"       [--pool-size N] [--own-udp-port P]\n"
+		"       [--pool-size N] [--own-udp-port P] [--free-wait SECONDS]\n"
 		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n",
 		prog);
 }
@@ -110,6 +119,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "vhost-queues", required_argument, NULL, 'Q' },
 		{ "vhost-server", no_argument, NULL, 'S' },
 		{ "vhost-no-gro", no_argument, NULL, 'G' },
+		{ "free-wait", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -143,6 +153,9 @@ parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'G':
 			o->vhost_no_gro = true;
+			break;
+		case 'W':
+			o->free_wait = (unsigned int)atoi(optarg);
 			break;
 		default:
 			usage(argv[0]);
@@ -863,11 +876,44 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 	return 0;
 }
 
+/*
+ * Frees the kbridge port. kbridge_port_free() returns -EBUSY while the
+ * kbridge that owns the port still runs after its own wait (it may still
+ * dequeue from to_kernel and free what it holds): ask again until wait_s
+ * seconds have passed, then name that kbridge and give up (-1), leaving the
+ * rings and their mbufs to it. It stops once it runs again: it sees the port
+ * closing, or this app gone.
+ */
+static int
+free_port(struct kbridge_port *kp, const char *name, unsigned int wait_s)
+{
+	uint64_t start = rte_get_timer_cycles(), hz = rte_get_timer_hz();
+	pid_t pid;
+
+	while (kbridge_port_free(kp) != 0) {
+		pid = kbridge_port_owner_pid(kp);
+		if (pid == 0)
+			continue; /* it let go or died a moment ago: free now */
+		if (rte_get_timer_cycles() - start >= (uint64_t)wait_s * hz) {
+			fprintf(stderr,
+				"kbridge-refapp: kbridge pid %d still serves port %s after %u s (stopped, frozen or starved?): "
+				"exiting without freeing the port; its rings and mbufs stay with that kbridge\n",
+				(int)pid, name, wait_s);
+			return -1;
+		}
+		printf("kbridge-refapp: kbridge pid %d still serves port %s: waiting for it (up to %u s)\n",
+		       (int)pid, name, wait_s);
+		fflush(stdout);
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	struct opts o = { .port = "kb0", .queues = 1, .ring_size = 1024,
-			  .pool_size = 8191, .own_udp_port = 0, .vhost_queues = 1 };
+			  .pool_size = 8191, .own_udp_port = 0, .vhost_queues = 1,
+			  .free_wait = 10 };
 	struct rte_mbuf *pkts[BURST], *fwd[BURST];
 	struct counters c = { 0 };
 	struct kbridge_port *kp;
@@ -992,7 +1038,11 @@ main(int argc, char **argv)
 	}
 
 	print_counters(kp, mp, &c, o.queues);
-	kbridge_port_free(kp);
+	if (free_port(kp, o.port, o.free_wait) != 0) {
+		rte_eth_dev_stop(port);
+		rte_eth_dev_close(port);
+		return 3;
+	}
 	rte_eth_dev_stop(port);
 	rte_eth_dev_close(port);
 	/* kbridge_port_free() had kbridge let go before it drained the rings:

@@ -1,0 +1,450 @@
+package faults
+
+// Who owns the port (issue 17, findings 3, 9 and 10's IPC part): the app
+// freeing its port under a kbridge that lives but does not run, an owner
+// whose pid now names another process, an owner that is a zombie, and an
+// eventfd handed over by a secondary that is not the owner. Every
+// identifier here starts with ow.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/daemon"
+	"github.com/kbridge/kbridge/ring"
+	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
+)
+
+// owFreeWait is kbridge.h's KBRIDGE_FREE_WAIT_MS.
+const owFreeWait = 2 * time.Second
+
+// owStat is what /proc/<pid>/stat says of a process.
+type owStat struct {
+	state   string // field 3
+	threads int    // field 20
+	start   uint64 // field 22, clock ticks since boot
+}
+
+func owReadStat(pid int) (owStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return owStat{}, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return owStat{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3
+	if len(f) < 20 {
+		return owStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	threads, err1 := strconv.Atoi(f[17])
+	start, err2 := strconv.ParseUint(f[19], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return owStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return owStat{state: f[0], threads: threads, start: start}, nil
+}
+
+func owStart(t *testing.T, pid int) uint64 {
+	t.Helper()
+	st, err := owReadStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.start
+}
+
+// owWaitState waits until pid's state is state.
+func owWaitState(t *testing.T, pid int, state string) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("pid %d to be in state %s", pid, state), 10*time.Second, func() bool {
+		st, err := owReadStat(pid)
+		return err == nil && st.state == state
+	})
+}
+
+// owHoldBurst queues n frames and waits until kbridge's worker holds them
+// (KBRIDGE_TEST_HOLD=out): they are on record in the held memzone.
+func owHoldBurst(t *testing.T, p *port, log *harness.Buffer, n int) {
+	t.Helper()
+	if q, err := p.port.Inject(0, frames(n), optsNone); err != nil || q != n {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	waitUntil(t, "the worker to hold the burst", 10*time.Second, func() bool {
+		return strings.Contains(log.String(), fmt.Sprintf("the worker holds %d mbufs (out)", n))
+	})
+	if r, u := p.port.InRings(0), p.pool.InUse(); r != 0 || u != n {
+		t.Fatalf("%d mbufs in the rings and %d in use, want 0 and %d (held by the worker)", r, u, n)
+	}
+}
+
+// owFreeRefused frees the port under a live owner: the free must wait the
+// header's wait, report EBUSY and touch nothing (rings, pool, held record,
+// owner).
+func owFreeRefused(t *testing.T, p *port, ownerPid int) {
+	t.Helper()
+	inRings, inUse := p.port.InRings(0), p.pool.InUse()
+	took, err := p.tryFree()
+	if !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("kbridge_port_free under live owner pid %d returned %v after %v, want EBUSY", ownerPid, err, took)
+	}
+	if took < owFreeWait || took > owFreeWait+2*time.Second {
+		t.Errorf("the refused free took %v, want the header's wait of %v", took, owFreeWait)
+	}
+	if r, u := p.port.InRings(0), p.pool.InUse(); r != inRings || u != inUse {
+		t.Errorf("after the refused free: %d mbufs in the rings and %d in use, want %d and %d untouched (drained or freed under a live owner)",
+			r, u, inRings, inUse)
+	}
+	if !p.port.HeldRecordExists() {
+		t.Errorf("the held-mbuf memzone was freed under a live owner")
+	}
+	if got := p.port.LiveOwnerPID(); got != ownerPid {
+		t.Errorf("kbridge_port_owner_pid() = %d, want the live owner %d", got, ownerPid)
+	}
+}
+
+// owFreedAtOnce frees the port of a dead owner: at once, what the owner held
+// freed with its record, the pool whole.
+func owFreedAtOnce(t *testing.T, p *port, why string) {
+	t.Helper()
+	took, err := p.tryFree()
+	if err != nil {
+		t.Fatalf("kbridge_port_free with %s: %v after %v", why, err, took)
+	}
+	if took > 500*time.Millisecond {
+		t.Errorf("kbridge_port_free with %s took %v: the owner was taken for alive", why, took)
+	}
+	if u := p.pool.InUse(); u != 0 {
+		t.Errorf("%d mbufs in use after the port of %s was freed", u, why)
+	}
+	if p.port.HeldRecordExists() {
+		t.Errorf("the held-mbuf memzone is left after the port of %s was freed", why)
+	}
+	p.pool.Audit()
+	t.Logf("kbridge_port_free with %s took %v", why, took)
+}
+
+// The app frees its port while kbridge is stopped (SIGSTOP: alive, but not
+// running, like a frozen cgroup or a starved CPU). The free waits, reports
+// EBUSY and drains nothing: the worker may still dequeue once it runs. Once
+// kbridge runs again it sees the port closing and lets go; killed, it is
+// dead. Either way the next free is at once and the pool is whole.
+func TestAppFreesPortUnderStoppedKbridge(t *testing.T) {
+	for _, end := range []string{"cont", "kill"} {
+		t.Run(end, func(t *testing.T) {
+			p := newPort(t)
+			k := newKbridge(t, p)
+			k.ready()
+			if q, err := p.port.Inject(0, frames(8), optsNone); err != nil || q != 8 {
+				t.Fatalf("inject: queued %d: %v", q, err)
+			}
+			waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+				return k.status().ToKernelPackets >= 8
+			})
+			k.send(3) // towards the app: left in from_kernel
+			waitUntil(t, "the frames to reach from_kernel", 5*time.Second, func() bool { return p.port.InRings(0) >= 3 })
+
+			if err := k.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = k.Signal(syscall.SIGCONT) }) // before its Stop
+			owWaitState(t, k.Pid(), "T")
+			// Queued while kbridge does not run: they stay in to_kernel.
+			if q, err := p.port.Inject(0, frames(16), optsNone); err != nil || q != 16 {
+				t.Fatalf("inject: queued %d: %v", q, err)
+			}
+			owFreeRefused(t, p, k.Pid())
+			if k.ExitedWithin(0) {
+				t.Fatalf("kbridge exited while stopped:\n%s", k.Log)
+			}
+
+			switch end {
+			case "cont":
+				if err := k.Signal(syscall.SIGCONT); err != nil {
+					t.Fatal(err)
+				}
+				if !k.ExitedWithin(10 * time.Second) {
+					t.Fatalf("kbridge still runs 10s after SIGCONT on a closing port:\n%s", k.Log)
+				}
+				if code := k.ExitCode(); code <= 0 {
+					t.Errorf("kbridge exited with %v, want a non-zero status", k.Err())
+				}
+				if out := k.Log.String(); !strings.Contains(out, "the DPDK app is freeing port "+p.name) {
+					t.Errorf("kbridge did not name the cause:\n%s", out)
+				}
+				if got := p.port.Owner(); got != 0 {
+					t.Errorf("owner %#x after kbridge let go, want 0", got)
+				}
+			case "kill":
+				k.Kill()
+			}
+			owFreedAtOnce(t, p, "an owner that "+map[string]string{"cont": "let go", "kill": "was killed"}[end])
+		})
+	}
+}
+
+// The owner's pid now names another process (a live one, started later):
+// it is no kbridge. Recorded with that process's own start time it counts
+// as a live owner (the free is refused); with the start time the owner had,
+// the free is at once, and what the killed owner held is freed with its
+// record (no 2 s stall, no leak).
+func TestAppFreesPortOfReusedPid(t *testing.T) {
+	p := newPort(t)
+	victim := newKbridge(t, p, "KBRIDGE_TEST_HOLD=out")
+	victim.ready()
+	owHoldBurst(t, p, victim.Log, 8)
+	victim.Kill()
+
+	other := harness.Start(t, "sleep", "sleep", "600")
+	start := owStart(t, other.Pid())
+	p.port.SetOwner(ringtest.OwnerValue(other.Pid(), start))
+	owFreeRefused(t, p, other.Pid())
+
+	p.port.SetOwner(ringtest.OwnerValue(other.Pid(), start+1))
+	if got := p.port.LiveOwnerPID(); got != 0 {
+		t.Errorf("kbridge_port_owner_pid() = %d for a reused pid, want 0", got)
+	}
+	owFreedAtOnce(t, p, "a reused owner pid")
+}
+
+// kbridge's own check: an owner whose pid names another process is taken
+// over; the same process with its own start time is a live owner, refused.
+func TestReusedOwnerPidIsTakenOver(t *testing.T) {
+	p := newPort(t)
+	other := harness.Start(t, "sleep", "sleep", "600")
+	start := owStart(t, other.Pid())
+
+	p.port.SetOwner(ringtest.OwnerValue(other.Pid(), start))
+	refused := newKbridge(t, p)
+	if !refused.ExitedWithin(15 * time.Second) {
+		t.Fatalf("kbridge runs on a port whose owner lives:\n%s", refused.Log)
+	}
+	want := fmt.Sprintf("port %s is served by kbridge pid %d", p.name, other.Pid())
+	if out := refused.Log.String(); refused.ExitCode() <= 0 || !strings.Contains(out, want) {
+		t.Errorf("exit %v, want a non-zero exit saying %q:\n%s", refused.Err(), want, out)
+	}
+
+	p.port.SetOwner(ringtest.OwnerValue(other.Pid(), start+1))
+	k := newKbridge(t, p)
+	k.ready()
+	out := k.Log.String()
+	if !strings.Contains(out, "taking the port over from a kbridge that is gone") ||
+		!strings.Contains(out, fmt.Sprintf("previous_pid=%d", other.Pid())) ||
+		!strings.Contains(out, "another start time") {
+		t.Errorf("kbridge did not say it took over from the reused pid %d:\n%s", other.Pid(), out)
+	}
+	if got := p.port.OwnerPID(); got != k.Pid() {
+		t.Errorf("owner pid %d, want the new kbridge's %d", got, k.Pid())
+	}
+	k.Stop(true)
+}
+
+var owChildRE = regexp.MustCompile(`owholder: child=(\d+)`)
+
+// owUnderHolder starts kbridge for p, with env added, as the child of a
+// process that never reaps it (sh starts it in the background, then execs
+// sleep, which never calls wait): killed, it stays a zombie until the holder
+// ends. It returns the holder (whose log has kbridge's) and kbridge's pid,
+// once kbridge answers on its control socket.
+func owUnderHolder(t *testing.T, p *port, env ...string) (*harness.Proc, int) {
+	t.Helper()
+	kbSeqMu.Lock()
+	kbSeq++
+	n := kbSeq
+	kbSeqMu.Unlock()
+	dir := t.TempDir()
+	c := dpdkbed.Config{Prefix: prefix, Port: p.name, Ifname: fmt.Sprintf("kbft%dk%d", n, os.Getpid()%1000),
+		DPDK: "  wait: 2s\n", Iface: "  mtu: 1500\n", Sock: filepath.Join(dir, "kbridge.sock")}
+	cfg := filepath.Join(dir, "kbridge.yaml")
+	c.Write(t, cfg)
+	script := fmt.Sprintf("ip netns exec %s %s run --config %s & echo owholder: child=$!; exec sleep 600", nsName, kbridgeBin, cfg)
+	holder := harness.StartSpec(t, "holder", harness.Spec{Env: env}, "sh", "-c", script)
+	var pid int
+	waitUntil(t, "the holder to start kbridge", 5*time.Second, func() bool {
+		m := owChildRE.FindStringSubmatch(holder.Log.String())
+		if m != nil {
+			pid, _ = strconv.Atoi(m[1])
+		}
+		return pid > 0
+	})
+	start := owStart(t, pid)
+	// Registered after the holder's own: runs first. By pid, and only while
+	// the pid is still that kbridge's (a zombie's too: SIGKILL is harmless).
+	t.Cleanup(func() {
+		if st, err := owReadStat(pid); err == nil && st.start == start {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	waitUntil(t, "kbridge to answer on "+c.Sock, 20*time.Second, func() bool {
+		_, err := daemon.ReadStatus(c.Sock)
+		return err == nil
+	})
+	if got := p.port.OwnerPID(); got != pid {
+		t.Fatalf("owner pid %d, want kbridge's %d:\n%s", got, pid, holder.Log)
+	}
+	return holder, pid
+}
+
+// owKillToZombie kills kbridge (SIGKILL) and waits until it is a zombie
+// whose threads are all gone.
+func owKillToZombie(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	owWaitState(t, pid, "Z")
+	waitUntil(t, "the zombie's threads to be gone", 5*time.Second, func() bool {
+		st, err := owReadStat(pid)
+		return err == nil && st.threads <= 1
+	})
+}
+
+// kbridge killed (-9) under a parent that does not reap it: a zombie is a
+// dead owner. A new kbridge takes the port over (it refused with "stop it
+// first" before) and frees what the dead one held; the zombie is still
+// unreaped when it does.
+func TestZombieOwnerIsTakenOver(t *testing.T) {
+	p := newPort(t)
+	holder, pid := owUnderHolder(t, p, "KBRIDGE_TEST_HOLD=out")
+	owHoldBurst(t, p, holder.Log, 8)
+	owKillToZombie(t, pid)
+
+	next := newKbridge(t, p)
+	next.ready()
+	out := next.Log.String()
+	if !strings.Contains(out, "taking the port over from a kbridge that is gone") ||
+		!strings.Contains(out, fmt.Sprintf("previous_pid=%d", pid)) || !strings.Contains(out, "a zombie") {
+		t.Errorf("the new kbridge did not say it took over from zombie pid %d:\n%s", pid, out)
+	}
+	if !strings.Contains(out, "to_kernel=8 from_kernel=0") {
+		t.Errorf("the new kbridge did not say it freed the 8 held mbufs:\n%s", out)
+	}
+	if st, err := owReadStat(pid); err != nil || st.state != "Z" {
+		t.Errorf("pid %d is no longer a zombie (%+v, %v): the test did not test a zombie", pid, st, err)
+	}
+	if got := p.port.OwnerPID(); got != next.Pid() {
+		t.Errorf("owner pid %d, want the new kbridge's %d", got, next.Pid())
+	}
+	waitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
+		return p.pool.InUse() == p.port.InRings(0)
+	})
+	if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	waitUntil(t, "the new kbridge to move the frames", 5*time.Second, func() bool {
+		return next.status().ToKernelPackets >= 4
+	})
+	next.Stop(true)
+	p.pool.Audit()
+}
+
+// The header's check: the port of a zombie owner is freed at once, with
+// what the zombie held and its record.
+func TestAppFreesPortOfZombieOwner(t *testing.T) {
+	p := newPort(t)
+	holder, pid := owUnderHolder(t, p, "KBRIDGE_TEST_HOLD=out")
+	owHoldBurst(t, p, holder.Log, 8)
+	owKillToZombie(t, pid)
+	owFreedAtOnce(t, p, "a zombie owner")
+	if st, err := owReadStat(pid); err != nil || st.state != "Z" {
+		t.Errorf("pid %d is no longer a zombie (%+v, %v): the test did not test a zombie", pid, st, err)
+	}
+}
+
+// owPeerEnv names the port a peer process (this test binary run again, see
+// TestMain) hands an eventfd for, as a DPDK secondary that is not its owner.
+const owPeerEnv = "KBFT_WAKEUP_PEER"
+
+// owPeerMain is that process: it joins the test's DPDK primary, opens the
+// port without claiming it, sends an eventfd for queue 0 as kbridge would,
+// and prints what the app answered.
+func owPeerMain(port, filePrefix string) int {
+	if err := ring.InitSecondary(ring.EALConfig{FilePrefix: filePrefix, CPU: 0}); err != nil {
+		fmt.Println("owpeer: eal:", err)
+		return 1
+	}
+	p, err := ring.OpenPort(port)
+	if err != nil {
+		fmt.Println("owpeer: open:", err)
+		return 1
+	}
+	q, err := p.Queue(0)
+	if err != nil {
+		fmt.Println("owpeer: queue:", err)
+		return 1
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		fmt.Println("owpeer: eventfd:", err)
+		return 1
+	}
+	if err := q.RegisterEventfd(efd); err != nil {
+		fmt.Printf("owpeer: pid %d: refused: %v\n", os.Getpid(), err)
+		return 0
+	}
+	fmt.Printf("owpeer: pid %d: accepted\n", os.Getpid())
+	return 0
+}
+
+// A DPDK secondary that is not the port's kbridge hands the app an eventfd
+// for the served queue: the header refuses it (EPERM), the app keeps the
+// owner's eventfd (same descriptor, same eventfd), and every kick still
+// reaches the worker (interrupt mode, a one-minute park timeout).
+func TestWakeupFromAnotherSecondaryIsRefused(t *testing.T) {
+	b := kfNewBed(t, "", "policy:\n  mode: interrupt\n  park_timeout: 1m\n")
+	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
+		return b.Port.Counters(0).HaveEventfd
+	})
+	fd1 := b.Port.AppEventfd(0)
+	id1 := rsEventfdID(t, os.Getpid(), fd1)
+	rsPingPong(t, b, 0, 20)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), owPeerEnv+"="+b.Name, "KBFT_WAKEUP_PREFIX="+b.Env.Prefix)
+	outb, err := cmd.CombinedOutput()
+	out := string(outb)
+	if err != nil {
+		t.Fatalf("the peer secondary failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "owpeer: pid ") || !strings.Contains(out, ": refused: ") ||
+		!strings.Contains(out, unix.EPERM.Error()) {
+		t.Fatalf("the app did not refuse the peer's eventfd with EPERM:\n%s", out)
+	}
+
+	if fd2 := b.Port.AppEventfd(0); fd2 != fd1 {
+		t.Fatalf("the app's eventfd descriptor changed from %d to %d", fd1, fd2)
+	}
+	if id2 := rsEventfdID(t, os.Getpid(), fd1); id2 != id1 {
+		t.Fatalf("the app's descriptor %d now is eventfd-id %d, not the owner's %d", fd1, id2, id1)
+	}
+	if !rsHoldsEventfd(t, b.Kb.Pid(), id1) {
+		t.Fatalf("kbridge pid %d no longer holds the app's eventfd-id %d", b.Kb.Pid(), id1)
+	}
+	app1 := b.Port.Counters(0)
+	rsPingPong(t, b, 100, 50)
+	st, app2 := b.Status(), b.Port.Counters(0)
+	if app2.Kicks == app1.Kicks || st.Timeouts != 0 {
+		t.Errorf("after the refusal: %d kicks, %d park timeouts; want kicks and no timeout", app2.Kicks-app1.Kicks, st.Timeouts)
+	}
+	if d := st.TotalDrops(); d != 0 {
+		t.Errorf("kbridge dropped %d frames: %v", d, st.Drops)
+	}
+}
