@@ -32,8 +32,9 @@ import (
 // interface, one worker per queue (tapPath). It is a Runner.
 type Ring struct {
 	*tapPath
-	port    *ring.Port
-	stopApp func() // ends the app watch
+	port     *ring.Port
+	stopApp  func()   // ends the app watch
+	recovery Recovery // what claimPort found of a predecessor
 }
 
 var _ Runner = (*Ring)(nil)
@@ -69,7 +70,8 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 	}); err != nil {
 		return nil, err
 	}
-	if err := claimPort(port, log); err != nil {
+	recovery, err := claimPort(port, log)
+	if err != nil {
 		return nil, err
 	}
 	mtu := cfg.Interface.MTU
@@ -83,7 +85,7 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 		port.Release()
 		return nil, err
 	}
-	d := &Ring{tapPath: p, port: port, stopApp: func() {}}
+	d := &Ring{tapPath: p, port: port, stopApp: func() {}, recovery: recovery}
 	d.watchClosing()
 	if err := d.startWorkers(d.appSide); err != nil {
 		return nil, errors.Join(err, d.Stop())
