@@ -57,6 +57,7 @@ func claimPort(port *ring.Port, log *slog.Logger) (Recovery, error) {
 		log.Warn("reconciled the rings with what a killed kbridge's ring operation left", "port", port.Name(),
 			"to_kernel_reclaimed", rr.ToKernelReclaimed, "to_kernel_freed", rr.ToKernelFreed,
 			"from_kernel_discarded", rr.FromKernelDiscarded, "from_kernel_freed", rr.FromKernelFreed,
+			"from_kernel_published", rr.FromKernelPublished,
 			"inconsistent", rr.Inconsistent)
 	}
 	r.HeldToKernel, r.HeldFromKernel = port.FreeHeld()

@@ -31,6 +31,9 @@ type Recovered struct {
 	FromKernelDiscarded int `json:"from_kernel_discarded"`
 	// FromKernelFreed mbufs of that enqueue it had not published: freed.
 	FromKernelFreed int `json:"from_kernel_freed"`
+	// FromKernelPublished mbufs of it that it had published (prod.tail
+	// moved) before it died: the app's, left to it.
+	FromKernelPublished int `json:"from_kernel_published"`
 	// Inconsistent records whose pend word named more than an operation
 	// could move: left alone (a leak at worst, never a double free).
 	Inconsistent int `json:"inconsistent"`
@@ -65,6 +68,7 @@ func (p *Port) Reconcile() (Recovered, error) {
 		ToKernelFreed:       int(res.to_kernel_freed),
 		FromKernelDiscarded: int(res.from_kernel_discarded),
 		FromKernelFreed:     int(res.from_kernel_freed),
+		FromKernelPublished: int(res.from_kernel_published),
 		Inconsistent:        int(res.inconsistent),
 	}, nil
 }

@@ -161,7 +161,7 @@ func TestKillInsideFromKernelEnqueue(t *testing.T) {
 	rec := rcRecovery(t, b)
 	t.Logf("after the kill inside from_kernel's enqueue of %d: %+v", n, rec)
 	if rec.TakenOverFrom != pid || rec.Rings.FromKernelDiscarded != n || rec.Rings.FromKernelFreed != n ||
-		rec.HeldFromKernel != 0 || rec.Rings.ToKernelReclaimed != 0 || rec.Rings.Inconsistent != 0 {
+		rec.Rings.FromKernelPublished != 0 || rec.HeldFromKernel != 0 || rec.Rings.ToKernelReclaimed != 0 || rec.Rings.Inconsistent != 0 {
 		t.Errorf("recovery %+v, want taken over from %d, %d slots discarded and %d mbufs freed", rec, pid, n, n)
 	}
 	if st := b.Port.RingState(0, false); st.ProdHead != st.ProdTail || st.ProdTail != before.ProdTail {
