@@ -132,6 +132,13 @@ bench: deps build
 soak: deps build
 	GO=$(GO) bash tests/soak/soak.sh
 
+# Issue 17's vhost-user fuzz target (root): FuzzVhostSequences against one
+# kbridge per fuzz worker for FUZZTIME (default 60s), one worker at a time.
+FUZZTIME ?= 60s
+.PHONY: fuzz-vhost
+fuzz-vhost: deps build
+	$(GO) test -p 1 -count=1 -run '^$$' -fuzz FuzzVhostSequences -fuzztime $(FUZZTIME) -parallel 1 ./tests/vhost/
+
 # Issue 11's latency budget (root): a traced ping-pong per forwarder (direct,
 # kbridge-adaptive, testpmd) split into wakeup delays (perf sched), kbridge's
 # counters and residence, and the rest; writes results/latency-budget-<UTC>.md.
@@ -154,6 +161,7 @@ install: build
 	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf
 	install -D -m 0644 docs/DOCTOR.md $(DESTDIR)$(PREFIX)/share/doc/kbridge/DOCTOR.md
+	install -D -m 0644 deploy/kbridge.service.d/30-mode-xdp.conf.example $(DESTDIR)$(PREFIX)/share/doc/kbridge/examples/30-mode-xdp.conf.example
 	test -e $(DESTDIR)/etc/kbridge/kbridge.yaml || install -D -m 0644 deploy/kbridge.yaml $(DESTDIR)/etc/kbridge/kbridge.yaml
 
 clean:

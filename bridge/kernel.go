@@ -26,6 +26,14 @@ type Kernel interface {
 	Read(slots [][]byte, frames []Frame, flags ReadFlags, r *Result) int
 }
 
+// FdSwapper is a Kernel whose Fd number may get a new file under the running
+// worker (tap's keeper dup3s a re-made interface's queue onto it).
+// FdGeneration counts those swaps; the worker's waiter follows it
+// (policy.Waiter.Follow) and watches the new file at the next park.
+type FdSwapper interface {
+	FdGeneration() uint64
+}
+
 // ReadFlags say what the app's side takes at this Read.
 type ReadFlags uint8
 

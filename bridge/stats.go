@@ -55,6 +55,11 @@ type OffloadCounters struct {
 	// NEEDS_CSUM; ring mode has none).
 	CsumToKernel atomic.Uint64
 	Fallbacks    atomic.Uint64 // merged writes the kernel refused, redone frame by frame
+	// SplitWrites counts app LRO (mode vhost: TSO) packets cut into MTU
+	// frames in software, because the kernel refuses GSO writes or they
+	// are not TCP super-frames it segments; SplitWriteFrames the frames.
+	SplitWrites      atomic.Uint64
+	SplitWriteFrames atomic.Uint64
 	// What the coalescer saw of the app's packets (vnet.CoalesceStats):
 	// packets offered, writes it planned, and packets whose IPv4 or TCP
 	// checksum was wrong (written alone, unmerged, for the kernel to drop).
@@ -65,35 +70,39 @@ type OffloadCounters struct {
 
 // OffloadSnapshot is a plain copy of OffloadCounters.
 type OffloadSnapshot struct {
-	MergedWrites    uint64 `json:"merged_writes"`
-	MergedPackets   uint64 `json:"merged_packets"`
-	LROWrites       uint64 `json:"lro_writes"`
-	SplitReads      uint64 `json:"split_reads"`
-	SplitFrames     uint64 `json:"split_frames"`
-	TSOToApp        uint64 `json:"tso_to_app"`
-	CsumFromKernel  uint64 `json:"csum_completed_from_kernel"`
-	CsumToKernel    uint64 `json:"csum_completed_to_kernel"`
-	Fallbacks       uint64 `json:"fallbacks"`
-	CoalescePackets uint64 `json:"coalesce_packets"`
-	CoalesceWrites  uint64 `json:"coalesce_writes"`
-	BadCsum         uint64 `json:"coalesce_bad_csum"`
+	MergedWrites     uint64 `json:"merged_writes"`
+	MergedPackets    uint64 `json:"merged_packets"`
+	LROWrites        uint64 `json:"lro_writes"`
+	SplitReads       uint64 `json:"split_reads"`
+	SplitFrames      uint64 `json:"split_frames"`
+	TSOToApp         uint64 `json:"tso_to_app"`
+	CsumFromKernel   uint64 `json:"csum_completed_from_kernel"`
+	CsumToKernel     uint64 `json:"csum_completed_to_kernel"`
+	Fallbacks        uint64 `json:"fallbacks"`
+	SplitWrites      uint64 `json:"split_writes"`
+	SplitWriteFrames uint64 `json:"split_write_frames"`
+	CoalescePackets  uint64 `json:"coalesce_packets"`
+	CoalesceWrites   uint64 `json:"coalesce_writes"`
+	BadCsum          uint64 `json:"coalesce_bad_csum"`
 }
 
 // Snapshot copies the counters.
 func (c *OffloadCounters) Snapshot() OffloadSnapshot {
 	return OffloadSnapshot{
-		MergedWrites:    c.MergedWrites.Load(),
-		MergedPackets:   c.MergedPackets.Load(),
-		LROWrites:       c.LROWrites.Load(),
-		SplitReads:      c.SplitReads.Load(),
-		SplitFrames:     c.SplitFrames.Load(),
-		TSOToApp:        c.TSOToApp.Load(),
-		CsumFromKernel:  c.CsumFromKernel.Load(),
-		CsumToKernel:    c.CsumToKernel.Load(),
-		Fallbacks:       c.Fallbacks.Load(),
-		CoalescePackets: c.CoalescePackets.Load(),
-		CoalesceWrites:  c.CoalesceWrites.Load(),
-		BadCsum:         c.BadCsum.Load(),
+		MergedWrites:     c.MergedWrites.Load(),
+		MergedPackets:    c.MergedPackets.Load(),
+		LROWrites:        c.LROWrites.Load(),
+		SplitReads:       c.SplitReads.Load(),
+		SplitFrames:      c.SplitFrames.Load(),
+		TSOToApp:         c.TSOToApp.Load(),
+		CsumFromKernel:   c.CsumFromKernel.Load(),
+		CsumToKernel:     c.CsumToKernel.Load(),
+		Fallbacks:        c.Fallbacks.Load(),
+		SplitWrites:      c.SplitWrites.Load(),
+		SplitWriteFrames: c.SplitWriteFrames.Load(),
+		CoalescePackets:  c.CoalescePackets.Load(),
+		CoalesceWrites:   c.CoalesceWrites.Load(),
+		BadCsum:          c.BadCsum.Load(),
 	}
 }
 
@@ -108,6 +117,8 @@ func (c *OffloadCounters) add(o *OffloadSnapshot) {
 	addIf(&c.CsumFromKernel, o.CsumFromKernel)
 	addIf(&c.CsumToKernel, o.CsumToKernel)
 	addIf(&c.Fallbacks, o.Fallbacks)
+	addIf(&c.SplitWrites, o.SplitWrites)
+	addIf(&c.SplitWriteFrames, o.SplitWriteFrames)
 	addIf(&c.CoalescePackets, o.CoalescePackets)
 	addIf(&c.CoalesceWrites, o.CoalesceWrites)
 	addIf(&c.BadCsum, o.BadCsum)
@@ -121,12 +132,13 @@ func addIf(c *atomic.Uint64, v uint64) {
 
 // Events names the offload events with their values, in a fixed order, for
 // metrics and display.
-func (o OffloadSnapshot) Events() [12]Event {
+func (o OffloadSnapshot) Events() [14]Event {
 	return [...]Event{
 		{"merged_writes", o.MergedWrites}, {"merged_packets", o.MergedPackets}, {"lro_writes", o.LROWrites},
 		{"split_reads", o.SplitReads}, {"split_frames", o.SplitFrames}, {"tso_to_app", o.TSOToApp},
 		{"csum_completed_from_kernel", o.CsumFromKernel}, {"csum_completed_to_kernel", o.CsumToKernel},
-		{"fallbacks", o.Fallbacks}, {"coalesce_packets", o.CoalescePackets}, {"coalesce_writes", o.CoalesceWrites},
+		{"fallbacks", o.Fallbacks}, {"split_writes", o.SplitWrites}, {"split_write_frames", o.SplitWriteFrames},
+		{"coalesce_packets", o.CoalescePackets}, {"coalesce_writes", o.CoalesceWrites},
 		{"coalesce_bad_csum", o.BadCsum},
 	}
 }

@@ -84,6 +84,9 @@ func NewWorker(cfg WorkerConfig, out AppOut, in AppIn, waker Waker, kernel Kerne
 	w.grow(in.Cap())
 	p := cfg.Policy
 	w.policy.Store(&p)
+	if s, ok := kernel.(FdSwapper); ok {
+		waiter.Follow(s.FdGeneration)
+	}
 	if fw, ok := waker.(FdWaker); ok {
 		fw.BindWatcher(waiter)
 	}

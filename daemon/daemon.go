@@ -14,6 +14,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,9 +44,13 @@ var _ Runner = (*Ring)(nil)
 // interface, starts the workers and watches the app's process. On error
 // nothing is left behind but the EAL, which cannot be left.
 func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Ring, error) {
+	return startRing(context.Background(), cfg, log, progress)
+}
+
+func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string)) (*Ring, error) {
 	progress("joining the DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
 	deadline := time.Now().Add(cfg.DPDK.Wait)
-	if err := waitFor(deadline, log, progress, "the DPDK primary with --file-prefix="+cfg.DPDK.FilePrefix,
+	if err := waitFor(ctx, deadline, log, progress, "the DPDK primary with --file-prefix="+cfg.DPDK.FilePrefix,
 		func() error { return ring.PrimaryAlive(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix) }); err != nil {
 		return nil, err
 	}
@@ -64,10 +69,16 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 		return nil, err
 	}
 	var port *ring.Port
-	if err := waitFor(deadline, log, progress, "kbridge port "+cfg.Port+" in the DPDK app", func() (err error) {
+	if err := cancelled(ctx); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, deadline, log, progress, "kbridge port "+cfg.Port+" in the DPDK app", func() (err error) {
 		port, err = ring.OpenPort(cfg.Port)
 		return err
 	}); err != nil {
+		return nil, err
+	}
+	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
 	recovery, err := claimPort(port, log)
@@ -100,7 +111,8 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 
 // waitFor retries try until it succeeds or the deadline passes, saying what
 // it waits for at once and every few seconds. The last error is returned.
-func waitFor(deadline time.Time, log *slog.Logger, progress func(string), what string, try func() error) error {
+// It gives up at once when ctx ends.
+func waitFor(ctx context.Context, deadline time.Time, log *slog.Logger, progress func(string), what string, try func() error) error {
 	err := try()
 	if err == nil || !time.Now().Before(deadline) {
 		return err
@@ -110,7 +122,11 @@ func waitFor(deadline time.Time, log *slog.Logger, progress func(string), what s
 	progress(msg)
 	next := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return cancelled(ctx)
+		case <-time.After(100 * time.Millisecond):
+		}
 		if err = try(); err == nil {
 			return nil
 		}
@@ -120,6 +136,14 @@ func waitFor(deadline time.Time, log *slog.Logger, progress func(string), what s
 		}
 	}
 	return fmt.Errorf("gave up after dpdk.wait: %w", err)
+}
+
+// cancelled returns ErrStartCancelled, with the cause, once ctx ended.
+func cancelled(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrStartCancelled, context.Cause(ctx))
 }
 
 // appSide is queue q's app side: the port's rings.

@@ -58,7 +58,8 @@ func newCollector(d snapshotter) *collector {
 			"cut into MTU frames), tso_to_app (super-frames handed whole to an app that declared TSO), "+
 			"csum_completed_from_kernel (kernel frames whose partial checksum kbridge finished), "+
 			"csum_completed_to_kernel (app packets whose partial checksum kbridge finished, mode vhost), "+
-			"fallbacks (merged writes the kernel refused, redone frame by frame), coalesce_packets and coalesce_writes "+
+			"fallbacks (merged writes the kernel refused, redone frame by frame), split_writes and split_write_frames "+
+			"(app LRO/TSO packets cut into MTU frames in software, and the frames), coalesce_packets and coalesce_writes "+
 			"(app packets the coalescer saw, writes it planned), coalesce_bad_csum (app packets with a wrong IPv4 or TCP "+
 			"checksum, written alone for the kernel to drop).", "event"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,13 +46,26 @@ type Runner interface {
 // Start starts the data path cfg.Mode names. progress is told what it
 // waits for (systemd's STATUS=).
 func Start(cfg config.Config, log *slog.Logger, progress func(string)) (Runner, error) {
+	return StartContext(context.Background(), cfg, log, progress)
+}
+
+// ErrStartCancelled is what StartContext returns when its context ended
+// before the data path was up; nothing it took is left (the EAL aside).
+var ErrStartCancelled = errors.New("start-up cancelled")
+
+// StartContext is Start, given up when ctx ends (a SIGTERM during start-up):
+// a wait for the primary or the port ends at once, and the steps after the
+// EAL check ctx before they take anything. A step in progress (the EAL's
+// init, a TAP being made) finishes first; what the path took by then is
+// the caller's to Stop, since StartContext then returns it running.
+func StartContext(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string)) (Runner, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
 	// No typed nil in the interface: a failed start returns a nil Runner.
 	switch cfg.Mode {
 	case config.ModeRing, "":
-		r, err := StartRing(cfg, log, progress)
+		r, err := startRing(ctx, cfg, log, progress)
 		if err != nil {
 			return nil, err
 		}

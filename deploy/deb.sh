@@ -91,6 +91,7 @@ install -m 0644 "$top/docs/DOCTOR.md" "$doc/DOCTOR.md"
 install -m 0644 "$top/docs/PACKAGING.md" "$doc/PACKAGING.md"
 install -m 0644 "$top/deploy/README.md" "$doc/SERVICE.md"
 install -D -m 0644 "$top/deploy/kbridge.service.d/20-iova-pa.conf.example" "$doc/examples/20-iova-pa.conf.example"
+install -m 0644 "$top/deploy/kbridge.service.d/30-mode-xdp.conf.example" "$doc/examples/30-mode-xdp.conf.example"
 install -m 0644 "$top/deploy/debian/copyright" "$doc/copyright"
 commit=$(git -C "$top" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 {

@@ -56,6 +56,18 @@ nspawn_config "$work/etc/kbridge.yaml"
 nspawn_boot kbxu --capability=CAP_IPC_LOCK,CAP_BPF,CAP_PERFMON,CAP_SYS_NICE,CAP_NET_RAW \
 	--system-call-filter=bpf
 
+# Mode xdp's privileges come from its drop-in, enabled as deploy/README.md
+# tells an operator to: the example copied to /etc/systemd/system (the
+# package's copy, for a .deb). Purge leaves it, as it leaves any drop-in an
+# operator made (nspawn_purge_checks checks that).
+operator_dropin=/etc/systemd/system/kbridge.service.d/30-mode-xdp.conf
+if [ -n "$deb" ]; then
+	inside install -D -m 0644 /usr/share/doc/kbridge/examples/30-mode-xdp.conf.example "$operator_dropin"
+else
+	install -D -m 0644 "$(dirname "$0")/kbridge.service.d/30-mode-xdp.conf.example" "$sys/kbridge.service.d/30-mode-xdp.conf"
+fi
+inside systemctl daemon-reload
+
 has_link() { inside ip link show "$1" >/dev/null 2>&1; }
 no_link() { ! has_link "$1"; }
 nic_has_xdp() { inside ip -d link show "$nic" | grep -q 'prog/xdp'; }
@@ -118,6 +130,8 @@ fi
 echo "      STATUS=$(prop StatusText)"
 echo "      capabilities: $(inside grep CapBnd "/proc/$(prop MainPID)/status")"
 check "start: runs without CAP_SYS_ADMIN" no_sys_admin
+# CAP_NET_ADMIN, CAP_NET_RAW, CAP_IPC_LOCK (base) + CAP_PERFMON, CAP_BPF (the drop-in).
+check "start: the bounding set is the base unit's plus the xdp drop-in's" capbnd 000000c000007000
 check "start: kb0 and kb0-x exist" veth_exists
 check "start: kbridge_steer is attached to $nic" nic_has_xdp
 check "start: the maps are pinned in $pins" pins_exist

@@ -38,6 +38,12 @@ restarts_at_least() { [ "$(prop NRestarts)" -ge "$1" ] && active; }
 no_tap() { ! inside ip link show kb0 >/dev/null 2>&1; }
 
 inside systemctl start dpdk-app.service
+# /run/dpdk is the app's: as a non-root primary's would be, owned by
+# another user with its own mode. kbridge's start must not change either.
+inside mkdir -p /run/dpdk
+inside chown 65534:65534 /run/dpdk
+inside chmod 0755 /run/dpdk
+run_dpdk_kept() { [ "$(inside stat -c %a:%u:%g /run/dpdk)" = 755:65534:65534 ]; }
 check "start: Type=notify reaches active (running)" inside systemctl start kbridge.service
 check "start: active" active
 if ! active; then
@@ -50,10 +56,15 @@ if ! active; then
 fi
 echo "      STATUS=$(prop StatusText)"
 echo "      capabilities: $(inside grep CapBnd "/proc/$(prop MainPID)/status")"
+# CAP_NET_ADMIN, CAP_NET_RAW, CAP_IPC_LOCK: no CAP_BPF or CAP_PERFMON outside mode xdp's drop-in.
+check "start: the bounding set is the base unit's, no BPF capability" capbnd 0000000000007000
+check "start: no writable /sys/fs/bpf, no /dev/vhost-net in the base unit" base_sandbox
+check "start: a pre-existing /run/dpdk keeps its mode and owner" run_dpdk_kept
 
 pid=$(prop MainPID)
 inside kill -9 "$pid"
 check "crash: kill -9 is restarted (Restart=on-failure)" wait_for 15 restarts_at_least 1
+check "crash: /run/dpdk still keeps its mode and owner after the restart" run_dpdk_kept
 
 pid=$(prop MainPID)
 inside kill -STOP "$pid"

@@ -180,8 +180,12 @@ nspawn_purge_checks() {
 	check "purge: dpkg --purge kbridge succeeds" inside dpkg --purge kbridge
 	check "purge: kbridge was stopped and its cleanup left no kb0" sh -c "[ \"\$(nsenter -t $init_pid -a systemctl show kbridge.service -p ActiveState --value)\" != active ] && ! nsenter -t $init_pid -a ip link show kb0 >/dev/null 2>&1"
 	check "purge: systemd knows no kbridge.service" test "$(prop LoadState)" = not-found
+	# An operator's own drop-in (operator_dropin, a mode's) is theirs: purge leaves it.
+	local mine=()
+	[ -z "${operator_dropin:-}" ] || mine=(! -path /etc/systemd/system/kbridge.service.d ! -path "$operator_dropin")
 	check "purge: no unit, drop-in or link named kbridge.service* anywhere in systemd's paths" \
-		test -z "$(inside find /etc/systemd /run/systemd/system /lib/systemd/system /usr/lib/systemd/system -name 'kbridge.service*' 2>/dev/null)"
+		test -z "$(inside find /etc/systemd /run/systemd/system /lib/systemd/system /usr/lib/systemd/system -name 'kbridge.service*' "${mine[@]}" 2>/dev/null)"
+	[ -z "${operator_dropin:-}" ] || check "purge: the operator's drop-in $operator_dropin is left" inside test -f "$operator_dropin"
 	check "purge: no /etc/kbridge, no /run/kbridge" inside sh -c '! [ -e /etc/kbridge ] && ! [ -e /run/kbridge ]'
 	present <"$work/paths" >"$work/after"
 	check "purge: every path of the package is as before the install ($(wc -l <"$work/paths") paths)" \
@@ -190,6 +194,15 @@ nspawn_purge_checks() {
 }
 
 inside() { nsenter -t "$init_pid" -a "$@"; }
+# capbnd HEX: the main process's bounding set is exactly HEX (/proc's CapBnd).
+# (No awk inside: it is a link through /etc/alternatives, which the fresh /etc lacks.)
+capbnd() { [ "$(inside grep '^CapBnd:' "/proc/$(prop MainPID)/status" | tr -d '[:space:]')" = "CapBnd:$1" ]; }
+# base_sandbox: what the base unit leaves to mode xdp's drop-in is not granted.
+base_sandbox() {
+	! prop ReadWritePaths | grep -q /sys/fs/bpf &&
+		! prop DeviceAllow | grep -q vhost-net &&
+		! prop CapabilityBoundingSet | grep -Eq 'cap_bpf|cap_perfmon'
+}
 prop() { inside systemctl show kbridge.service -p "$1" --value; }
 failures=0
 check() { # name, command...

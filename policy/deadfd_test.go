@@ -67,3 +67,51 @@ func TestParkOnDeadFdDoesNotSpin(t *testing.T) {
 		t.Fatal("data on the re-watched fd did not wake the park")
 	}
 }
+
+// A new file put in the watched fd number while no park ran (a busy
+// worker: dup3 closed the old file before any park saw its error, so its
+// epoll entry vanished without an event) is watched from the next park
+// once Follow's counter moved. Without Follow the park would sleep through
+// data on the new file until its timeout.
+func TestParkFollowsASwapNoParkSaw(t *testing.T) {
+	r, wr, err := pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(wr)
+	w, err := NewWaiter(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var gen uint64
+	w.Follow(func() uint64 { return gen })
+
+	r2, wr2, err := pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(wr2)
+	if err := unix.Dup3(r2, r, unix.O_CLOEXEC); err != nil { // the old file closes: its entry goes
+		t.Fatal(err)
+	}
+	unix.Close(r2)
+	defer unix.Close(r)
+	gen++
+	if _, err := writeByte(wr2); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if woken, err := w.Park(time.Second); err != nil || !woken {
+		t.Fatalf("data on the swapped-in file: woken %v, err %v after %v; want woken at once", woken, err, time.Since(start))
+	}
+	if w.Rewatches() != 1 || w.Lost() {
+		t.Fatalf("rewatches %d, lost %v; want 1, false", w.Rewatches(), w.Lost())
+	}
+	// The counter did not move again: no second re-add.
+	var b [1]byte
+	_, _ = unix.Read(r, b[:])
+	if woken, _ := w.Park(time.Millisecond); woken || w.Rewatches() != 1 {
+		t.Fatalf("an idle park: woken %v, rewatches %d; want a timeout and still 1", woken, w.Rewatches())
+	}
+}

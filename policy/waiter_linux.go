@@ -15,12 +15,15 @@ import (
 // clock_nanosleep with 1 ns timer slack for sleeps. It is the gVisor fdbased pattern: a non-blocking fd
 // and an eventfd to stop.
 type Waiter struct {
-	epfd   int
-	evfd   int
-	fd     int  // the watched fd
-	lost   bool // fd reported an error or hang-up and is out of the epoll set
-	events [4]unix.EpollEvent
-	drain  [8]byte
+	epfd      int
+	evfd      int
+	fd        int           // the watched fd
+	lost      bool          // fd reported an error or hang-up and is out of the epoll set
+	gen       func() uint64 // Follow's: counts new files put in fd's number
+	seen      uint64        // gen's value when fd was last added
+	rewatches uint64
+	events    [4]unix.EpollEvent
+	drain     [8]byte
 }
 
 // NewWaiter returns a waiter watching fd (readable) and its own eventfd.
@@ -65,6 +68,23 @@ func (w *Waiter) Unwatch(fd int) error {
 	return nil
 }
 
+// Follow makes every park first compare gen with its value when the fd was
+// last added to the epoll set, and add the fd again when it moved. gen
+// counts the files put in the watched fd's number with dup3 (tap's keeper
+// does that under a running worker when a deleted interface is made
+// again). It is needed because epoll watches a file, not a number: when
+// dup3 closes the old file before any park saw its error (a busy worker),
+// its epoll entry vanishes without an event (so no park marks the fd
+// lost), and the new file would never be watched. Call Follow before the first Park.
+func (w *Waiter) Follow(gen func() uint64) {
+	w.gen = gen
+	w.seen = gen()
+}
+
+// Rewatches counts the times Park added the fd again after Follow's counter
+// moved (for tests; the worker's thread only).
+func (w *Waiter) Rewatches() uint64 { return w.rewatches }
+
 // EventFD returns the eventfd that wakes a parked worker when written.
 func (w *Waiter) EventFD() int { return w.evfd }
 
@@ -84,7 +104,22 @@ func (w *Waiter) Kick() {
 // later park first checks, with a zero-timeout poll, whether the fd number
 // is healthy again (the daemon put a new interface's queue in its place
 // with dup3) and watches it again if so.
+//
+// With Follow, a park after the fd number got a new file watches the new
+// file whether or not an error was seen first (see Follow).
 func (w *Waiter) Park(timeout time.Duration) (bool, error) {
+	if w.gen != nil {
+		if g := w.gen(); g != w.seen {
+			w.seen = g
+			w.rewatches++
+			// The old file's entry went when dup3 closed it (or
+			// with unwatch, if a park saw its error first); DEL
+			// clears any left, and rewatch adds the file there now
+			// once a poll shows it healthy.
+			_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+			w.lost = true
+		}
+	}
 	if w.lost {
 		w.rewatch()
 	}

@@ -65,6 +65,37 @@ kb_port_check(const struct kbridge_ctl *c, struct kb_port_info *info)
 	return 0;
 }
 
+/* kb_pool_check refuses an app pool kbridge cannot fill safely: one that is
+ * no pktmbuf pool (rte_pktmbuf_data_room_size reads its private data), or
+ * whose mbufs hold less than KB_MIN_DATA_ROOM after the headroom (under the
+ * headroom the room arithmetic underflows and frames are copied over the
+ * neighbouring objects; at the headroom every chunk is 0 bytes and a copy
+ * loops until the pool is empty). */
+static int
+kb_pool_check(struct rte_mempool *mp, struct kb_port_info *info)
+{
+	unsigned int room;
+
+	if (mp->private_data_size < sizeof(struct rte_pktmbuf_pool_private)) {
+		snprintf(info->why, sizeof(info->why),
+			 "mempool %s is not a pktmbuf pool (%u bytes of private data, a pktmbuf pool has %zu): "
+			 "create it with rte_pktmbuf_pool_create()",
+			 mp->name, mp->private_data_size, sizeof(struct rte_pktmbuf_pool_private));
+		return -1;
+	}
+	room = rte_pktmbuf_data_room_size(mp);
+	if (room < RTE_PKTMBUF_HEADROOM + KB_MIN_DATA_ROOM) {
+		snprintf(info->why, sizeof(info->why),
+			 "mempool %s has a data room of %u bytes: after the %u-byte headroom that leaves %d, "
+			 "kbridge needs at least %u (RTE_MBUF_DEFAULT_BUF_SIZE is %u)",
+			 mp->name, room, (unsigned int)RTE_PKTMBUF_HEADROOM,
+			 (int)room - (int)RTE_PKTMBUF_HEADROOM, (unsigned int)KB_MIN_DATA_ROOM,
+			 (unsigned int)RTE_MBUF_DEFAULT_BUF_SIZE);
+		return -1;
+	}
+	return 0;
+}
+
 int
 kb_port_open(const char *name, struct kb_port_info *info)
 {
@@ -108,6 +139,8 @@ kb_port_open(const char *name, struct kb_port_info *info)
 	info->pool = rte_mempool_lookup(c->mempool);
 	if (info->pool == NULL)
 		return -ESRCH;
+	if (kb_pool_check(info->pool, info) < 0)
+		return -ENOBUFS;
 	for (q = 0; q < c->nb_queues && q < KBRIDGE_MAX_QUEUES; q++) {
 		kbridge_ring_name(rname, sizeof(rname), name, "tk", q);
 		info->to_kernel[q] = rte_ring_lookup(rname);
@@ -171,7 +204,9 @@ kb_pool_size(const struct rte_mempool *mp)
 unsigned int
 kb_pool_data_room(struct rte_mempool *mp)
 {
-	return rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM;
+	unsigned int room = rte_pktmbuf_data_room_size(mp);
+
+	return room > RTE_PKTMBUF_HEADROOM ? room - RTE_PKTMBUF_HEADROOM : 0;
 }
 
 unsigned int
@@ -228,24 +263,12 @@ const struct kb_burst_ops kb_ring_burst_ops = {
 uint64_t
 kb_pid_start(int pid)
 {
-	char path[64], buf[1024], *p;
+	char buf[1024];
+	const char *p = kbridge_proc_stat_(pid, buf, sizeof(buf));
 	unsigned long long start = 0;
-	size_t n;
-	FILE *f;
 	int field;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (f == NULL)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* The command name (field 2) may hold spaces and parentheses: count
-	 * from the last ')'. It ends field 2; starttime is field 22. */
-	p = strrchr(buf, ')');
-	if (p == NULL)
-		return 0;
+	/* p ends field 2; starttime is field 22. */
 	for (field = 2; field < 22 && p != NULL; field++)
 		p = strchr(p + 1, ' ');
 	if (p == NULL || sscanf(p + 1, "%llu", &start) != 1)
@@ -269,6 +292,10 @@ kb_owner_alive(uint64_t v)
 	if (v == 0 || pid <= 0)
 		return 0;
 	if (kill(pid, 0) < 0 && errno != EPERM)
+		return 0;
+	/* A zombie has exited: its rings, fds and mappings are gone, only
+	 * its pid waits for a parent (or an init) that reaps late. */
+	if (kbridge_pid_exited_(pid))
 		return 0;
 	start = kb_pid_start(pid);
 	/* Unreadable: the pid exists, so count it as alive. */

@@ -19,6 +19,10 @@ import (
 // ErrNoPort means the app has not created the named exception port.
 var ErrNoPort = errors.New("ring: no kbridge port")
 
+// ErrPoolUnfit is returned when the app's mempool is no pktmbuf pool or its
+// mbufs hold too little after their headroom for kbridge to fill them.
+var ErrPoolUnfit = errors.New("ring: the app's mempool cannot take kbridge's frames")
+
 // Port is an exception port created by the app with kbridge_port_create().
 type Port struct {
 	name string
@@ -58,6 +62,8 @@ func OpenPort(name string) (*Port, error) {
 			name, C.KBRIDGE_VERSION_MIN, C.KBRIDGE_VERSION)
 	case -C.EBADMSG:
 		return nil, fmt.Errorf("ring: port %q: control block shorter than its version says: rebuild the app with this kbridge's kbridge.h", name)
+	case -C.ENOBUFS:
+		return nil, fmt.Errorf("%w: port %q: %s", ErrPoolUnfit, name, C.GoString(&p.info.why[0]))
 	case -C.ESRCH:
 		return nil, fmt.Errorf("ring: port %q: mempool %q not found", name, C.GoString(&p.info.ctl.mempool[0]))
 	default:

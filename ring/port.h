@@ -8,6 +8,11 @@
 #include "include/kbridge.h"
 #include "burst.h" /* internal/burst: the app-side core */
 
+/* The least an mbuf of the app's pool must hold after its headroom: kbridge
+ * copies kernel-to-app frames into the pool, and a TSO chain's headers
+ * (Ethernet, VLAN, IPv6, TCP with options: 118 bytes) sit in its first mbuf. */
+#define KB_MIN_DATA_ROOM 128
+
 /* What a secondary process finds of a port the app created. */
 struct kb_port_info {
 	struct kbridge_ctl *ctl;

@@ -22,6 +22,9 @@ const (
 	// maxWriteIov bounds one writev: the header, then the segments of up
 	// to a whole burst of packets merged into one.
 	maxWriteIov = 1024
+	// maxLRO is the largest LRO packet taken: what one GSO write, or the
+	// software split behind it, can carry.
+	maxLRO = 1 << 16
 )
 
 // FrameLen is the largest frame that crosses the kernel side either way at
@@ -51,6 +54,7 @@ type Queue struct {
 	merge    atomic.Bool // coalesce writes; the worker reads it once per burst
 	log      *slog.Logger
 	closed   atomic.Bool
+	swaps    atomic.Uint64 // files the keeper put in fd's number (FdGeneration)
 
 	co       *vnet.Coalescer
 	pkts     []vnet.Packet
@@ -59,6 +63,8 @@ type Queue struct {
 	lro      []bool
 	iov      []unix.Iovec
 	plain    [vnet.HdrLen]byte // all zero: a frame as it is
+	lbuf     []byte            // an LRO packet made contiguous, to split it
+	sbuf     []byte            // one segment of it
 	valid    [vnet.HdrLen]byte // DATA_VALID: the app's NIC checked it
 
 	rbuf    []byte
@@ -92,6 +98,8 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 		lro:      make([]bool, cfg.Batch),
 		iov:      make([]unix.Iovec, 0, maxWriteIov),
 		rbuf:     make([]byte, maxRead),
+		lbuf:     make([]byte, maxLRO),
+		sbuf:     make([]byte, FrameLen(cfg.MTU)+vlanTagLen),
 	}
 	q.merge.Store(cfg.Merge)
 	vnet.Hdr{Flags: vnet.FlagDataValid}.Encode(q.valid[:])
@@ -103,6 +111,12 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 
 // Fd returns the queue's descriptor.
 func (q *Queue) Fd() int { return q.fd }
+
+// FdGeneration counts the files the interface's keeper put in the queue's
+// fd number with dup3 (a deleted interface made again). The worker's waiter
+// follows it (bridge.FdSwapper), so that the new file is watched even when
+// the old one was closed before any park saw its error.
+func (q *Queue) FdGeneration() uint64 { return q.swaps.Load() }
 
 // Merging reports whether writes are coalesced.
 func (q *Queue) Merging() bool { return q.merge.Load() }
@@ -144,10 +158,8 @@ func (q *Queue) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
 	}
 	if !merge {
 		for j := 0; j < k; j++ {
-			if q.writeAlone(j) == 0 {
+			if q.writePlain(j, r) {
 				done(j)
-			} else {
-				r.Drops[bridge.DropTAPWriteError]++
 			}
 		}
 		return
@@ -159,6 +171,14 @@ func (q *Queue) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
 	r.Offload.CoalesceWrites += after.Writes - before.Writes
 	r.Offload.BadCsum += after.BadCsum - before.BadCsum
 	for _, w := range ws {
+		if !w.Merged && !w.LRO && q.pkts[w.First].LROSize != 0 {
+			// Not a TCP super-frame the kernel segments: the MTU
+			// rule holds for it as for any frame.
+			if q.writePlain(w.First, r) {
+				done(w.First)
+			}
+			continue
+		}
 		errno := q.writev(w.Iov)
 		switch {
 		case errno == 0:
@@ -176,12 +196,8 @@ func (q *Queue) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
 			r.Offload.Fallbacks++
 			q.fallBack(errno)
 			for _, j := range w.Pkts {
-				if q.pkts[j].Len > q.frameLimit(q.pkts[j].Segs[0]) {
-					r.Drops[bridge.DropOversize]++ // an LRO packet, alone
-				} else if q.writeAlone(j) == 0 {
+				if q.writePlain(j, r) {
 					done(j)
-				} else {
-					r.Drops[bridge.DropTAPWriteError]++
 				}
 			}
 		default:
@@ -195,6 +211,67 @@ func (q *Queue) fallBack(errno unix.Errno) {
 		return
 	}
 	q.log.Warn("the kernel refused a coalesced write: writing frame by frame from now on", "err", errno)
+}
+
+// writePlain writes packet k of the burst without GSO: as it is if it fits
+// the MTU; an LRO packet over it split into MTU frames in software (the
+// kernel refuses GSO writes, or it is not a super-frame the kernel would
+// segment); anything else over it dropped. It reports whether the kernel
+// took the packet, and counts it when not.
+func (q *Queue) writePlain(k int, r *bridge.Result) bool {
+	p := &q.pkts[k]
+	if p.Len > q.frameLimit(p.Segs[0]) {
+		if p.LROSize == 0 {
+			r.Drops[bridge.DropOversize]++
+			return false
+		}
+		return q.writeSplit(k, r)
+	}
+	if q.writeAlone(k) != 0 {
+		r.Drops[bridge.DropTAPWriteError]++
+		return false
+	}
+	return true
+}
+
+// writeSplit cuts LRO packet k of the burst into frames of its segment size
+// (at most the MTU) and writes them one by one, checksums computed here: the
+// segmentation the kernel would have done for a GSO write. A packet that is
+// not a whole TCP frame has no segments to cut: it is oversize.
+func (q *Queue) writeSplit(k int, r *bridge.Result) bool {
+	p := &q.pkts[k]
+	if p.Len > len(q.lbuf) {
+		r.Drops[bridge.DropOversize]++
+		return false
+	}
+	n := 0
+	for _, s := range p.Segs {
+		n += copy(q.lbuf[n:], s)
+	}
+	pkt := q.lbuf[:n]
+	s, err := vnet.ParseLRO(pkt, p.LROSize, q.mtu)
+	if err != nil {
+		r.Drops[bridge.DropOversize]++
+		return false
+	}
+	hdr := q.plain[:]
+	if p.CsumOK {
+		hdr = q.valid[:]
+	}
+	for i := range s.N() {
+		m := s.Segment(i, pkt, q.sbuf)
+		if m == 0 || m > q.frameLimit(q.sbuf[:m]) {
+			r.Drops[bridge.DropOversize]++ // headers too long for the MTU
+			return false
+		}
+		if q.rawWritev(append(q.iov[:0], iovec(hdr), iovec(q.sbuf[:m]))) != 0 {
+			r.Drops[bridge.DropTAPWriteError]++
+			return false
+		}
+	}
+	r.Offload.SplitWrites++
+	r.Offload.SplitWriteFrames += uint64(s.N())
+	return true
 }
 
 // writeAlone writes packet k of the burst as it is.
@@ -242,8 +319,10 @@ func (q *Queue) verdict(p *bridge.Packet, merge bool) (int, bool) {
 	if p.Len < ethHeaderLen || len(p.Segs) == 0 {
 		return bridge.DropRunt, false
 	}
-	if p.LROSegSize != 0 && merge && p.Len <= 1<<16 {
-		return 0, true // written as one GSO frame of LROSegSize segments
+	if p.LROSegSize != 0 && p.Len <= maxLRO {
+		// Written as one GSO frame of LROSegSize segments, or split
+		// into them; what is neither is held to the MTU at the write.
+		return 0, true
 	}
 	var first []byte
 	if p.Segs[0].Len >= ethHeaderLen {

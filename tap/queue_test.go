@@ -2,6 +2,7 @@ package tap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 	"unsafe"
@@ -481,5 +482,136 @@ func TestReadEndsABatchWithASuperFrame(t *testing.T) {
 	}
 	if !bytes.Equal(slots[6][:frames[6].Len], arp) {
 		t.Error("the frame after the super-frame came out of order")
+	}
+}
+
+// lroPacket is an LRO packet of n segments of mss bytes, as the app's NIC
+// (or a vhost-user frontend with HOST_TSO) hands it over: one TCP frame,
+// in mbufs of 2 KiB.
+func lroPacket(seq uint32, n, mss int) bridgetest.Packet {
+	b := flow.Segment(seq, 7, n*mss, ack|psh)
+	var sizes []int
+	for off := 2048; off < len(b); off += 2048 {
+		sizes = append(sizes, 2048)
+	}
+	return bridgetest.Packet{Segs: split(b, sizes...), LROSegSize: uint16(mss)}
+}
+
+// checkSegments checks that got are the MTU frames of the LRO packets that
+// began at seq: plain headers, in order, each a TCP frame with a right
+// checksum, PSH on the last only; it returns the payload bytes they carry.
+func checkSegments(t *testing.T, got []wire, seq uint32) int {
+	t.Helper()
+	payload := 0
+	for i, w := range got {
+		if w.hdr != (vnet.Hdr{}) {
+			t.Fatalf("frame %d: header %+v, want a plain write", i, w.hdr)
+		}
+		if len(w.frame) > mtu+14 {
+			t.Fatalf("frame %d: %d bytes over a %d MTU", i, len(w.frame), mtu)
+		}
+		ip, tcp := w.frame[14:], w.frame[34:]
+		if s := binary.BigEndian.Uint32(tcp[4:]); s != seq+uint32(payload) {
+			t.Fatalf("frame %d: seq %d, want %d", i, s, seq+uint32(payload))
+		}
+		acc := vnet.PseudoHeaderSum(6, ip[12:16], ip[16:20], len(tcp))
+		if vnet.Fold(vnet.Sum(tcp, acc)) != 0xffff {
+			t.Fatalf("frame %d: bad TCP checksum", i)
+		}
+		if vnet.Fold(vnet.Sum(ip[:20], 0)) != 0xffff {
+			t.Fatalf("frame %d: bad IPv4 header checksum", i)
+		}
+		payload += len(tcp) - 20
+	}
+	return payload
+}
+
+// Once the kernel refused a GSO write, LRO packets are cut into MTU frames
+// in software and written plainly, that burst and every later one: bulk TCP
+// keeps flowing (issue 17, finding 5).
+func TestLROAfterRefusedGSOWriteIsSplit(t *testing.T) {
+	q, peer := newTestQueue(t, true)
+	refuseGSO(t)
+	out := bridgetest.NewOut(32, 40)
+	w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(mtu)))
+	c := w.Counters()
+	const segs, mss = 20, 1448
+	seq := uint32(1000)
+	for burst := range 3 {
+		out.Enqueue(lroPacket(seq, segs, mss), lroPacket(seq+segs*mss, segs, mss))
+		w.ToKernel()
+		got := readAll(t, peer)
+		if len(got) != 2*segs {
+			t.Fatalf("burst %d: %d frames written, want %d", burst, len(got), 2*segs)
+		}
+		if n := checkSegments(t, got, seq); n != 2*segs*mss {
+			t.Fatalf("burst %d: %d payload bytes, want %d", burst, n, 2*segs*mss)
+		}
+		seq += 2 * segs * mss
+	}
+	o := c.Offload.Snapshot()
+	// Both GSO writes of the first burst were tried (the second was
+	// planned before the first was refused); none after.
+	if o.Fallbacks != 2 || o.SplitWrites != 6 || o.SplitWriteFrames != 6*segs || c.ToKernelPackets.Load() != 6 {
+		t.Errorf("fallbacks %d, split writes %d, split frames %d, packets %d: want 2, 6, %d, 6",
+			o.Fallbacks, o.SplitWrites, o.SplitWriteFrames, c.ToKernelPackets.Load(), 6*segs)
+	}
+	if d := c.Snapshot().TotalDrops(); d != 0 {
+		t.Errorf("%d drops, want 0", d)
+	}
+}
+
+// An LRO flag does not lift the MTU rule: a frame that is not a TCP
+// super-frame the kernel would segment (librte_vhost sets RX_LRO for any
+// gso_type a frontend claims) is dropped as oversize when it does not fit,
+// written when it does, with merging on or off (issue 17, finding 5).
+func TestLROFlagDoesNotLiftTheMTU(t *testing.T) {
+	for _, merge := range []bool{true, false} {
+		q, peer := newTestQueue(t, merge)
+		out := bridgetest.NewOut(32, 8)
+		w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(mtu)))
+		c := w.Counters()
+		big := frame(9000, 1) // ARP: not TCP
+		out.Enqueue(bridgetest.Packet{Segs: split(big, 2048, 2048, 2048, 2048), LROSegSize: 1448},
+			bridgetest.Packet{Segs: [][]byte{frame(1000, 2)}, LROSegSize: 1448})
+		w.ToKernel()
+		got := readAll(t, peer)
+		if len(got) != 1 || len(got[0].frame) != 1000 {
+			t.Fatalf("merge %v: %d frames written, want the 1000-byte one alone", merge, len(got))
+		}
+		if d := c.Drops[bridge.DropOversize].Load(); d != 1 {
+			t.Errorf("merge %v: oversize %d, want 1", merge, d)
+		}
+		out.Next()
+		if out.Released != 2 {
+			t.Errorf("merge %v: released %d, want 2", merge, out.Released)
+		}
+	}
+}
+
+// The software split allocates nothing either.
+func TestSplitWritePathDoesNotAllocate(t *testing.T) {
+	q, peer := newTestQueue(t, false) // as after a refused GSO write
+	out := bridgetest.NewOut(32, 40)
+	w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(mtu)))
+	c := w.Counters()
+	burst := []bridgetest.Packet{lroPacket(1, 20, 1448), lroPacket(1+20*1448, 20, 1448)}
+	buf := make([]byte, maxRead)
+	round := func() {
+		out.Enqueue(burst...)
+		w.ToKernel()
+		for {
+			if _, err := unix.Read(peer, buf); err != nil {
+				break
+			}
+		}
+	}
+	round()
+	if allocs := testing.AllocsPerRun(200, round); allocs != 0 {
+		t.Errorf("%.2f allocations per round, want 0", allocs)
+	}
+	// AllocsPerRun runs round once more to warm up.
+	if got := c.Offload.SplitWriteFrames.Load(); got != 202*2*20 {
+		t.Errorf("split frames %d, want %d: the rounds did not split", got, 202*2*20)
 	}
 }

@@ -51,6 +51,7 @@ func (d *Device) remember(cfg Config) error {
 	if cfg.MAC == "" {
 		cfg.MAC = link.Attrs().HardwareAddr.String()
 	}
+	markOwner(link) // kbridge cleanup tells this live TAP from an orphan (owner.go)
 	d.cfg = cfg
 	d.index = link.Attrs().Index
 	return nil
@@ -238,7 +239,8 @@ func (k *keeper) newLink(up bool, mtu int) bool {
 // recreate makes the interface again and moves the new queues' fds onto the
 // old fd numbers. The workers keep reading and writing their fd numbers;
 // dup3 swaps the file under them atomically, and a worker's waiter watches
-// the new file from its next park (policy.Waiter).
+// the new file from its next park: it follows each queue's FdGeneration
+// (policy.Waiter.Follow), parked or busy when the swap came.
 func (d *Device) recreate() (err error) {
 	cfg := d.cfg
 	if l, err := netlink.LinkByName(cfg.Name); err == nil {
@@ -272,6 +274,7 @@ func (d *Device) recreate() (err error) {
 		if err := unix.Dup3(fd, d.queues[q].fd, unix.O_CLOEXEC); err != nil {
 			return fmt.Errorf("queue %d: dup3: %w", q, err)
 		}
+		d.queues[q].swaps.Add(1) // before Recreated's poke: the woken park re-adds the fd
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/daemon"
+	"github.com/kbridge/kbridge/tap"
 )
 
 func TestCleanupRefusesWhileADaemonAnswers(t *testing.T) {
@@ -64,6 +66,24 @@ func TestCleanupRemovesWhatACrashedDaemonLeft(t *testing.T) {
 	}
 	if _, err := os.Lstat(cfg.Stats.Socket); !os.IsNotExist(err) {
 		t.Errorf("the stale socket is still there: %v", err)
+	}
+}
+
+// An interface in use (tap.ErrInUse: another kbridge's live TAP) is left,
+// said so, and is no failure; the stale socket still goes.
+func TestCleanupLeavesATAPInUse(t *testing.T) {
+	cfg := config.Default()
+	cfg.Interface.Name = "kbtestnone"
+	cfg.Stats.Socket = filepath.Join(t.TempDir(), "kbridge.sock")
+	var out bytes.Buffer
+	err := cleanup(cfg, &out, func(name string) error {
+		return fmt.Errorf("tap: %s: %w: held open by pid [1]", name, tap.ErrInUse)
+	})
+	if err != nil {
+		t.Fatalf("cleanup = %v, want nil", err)
+	}
+	if got := out.String(); !strings.Contains(got, "left kbtestnone in place") || strings.Contains(got, "cleaned up") {
+		t.Errorf("cleanup said %q", got)
 	}
 }
 

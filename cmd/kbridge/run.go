@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/daemon"
@@ -12,7 +15,18 @@ import (
 
 // runCmd plumbs: it loads the configuration, claims the control socket,
 // starts the data path and hands it to daemon.Serve, which owns the rest.
+//
+// It subscribes to SIGTERM, SIGINT and SIGHUP before anything else, so that
+// no signal during start-up (the EAL's init, the wait for the primary or
+// the port, the claim, the TAP) takes Go's default action, which would kill
+// kbridge holding the app's port: a stop then ends the start-up, releases
+// what it took and exits 0; a SIGHUP is remembered and reloads once Serve
+// runs.
 func runCmd(args []string) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "/etc/kbridge/kbridge.yaml", "configuration `file`")
 	if err := fs.Parse(args); err != nil {
@@ -29,15 +43,70 @@ func runCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := daemon.Start(cfg, log, func(s string) { daemon.Notify("STATUS=" + s) })
-	if err != nil {
+	r, reload, err := start(cfg, log, sigs)
+	if err != nil || r == nil {
 		_ = ctl.Close()
 		return err
+	}
+	if reload {
+		sigs <- syscall.SIGHUP // Serve's first act: the remembered reload
 	}
 	return daemon.Serve(context.Background(), r, daemon.Options{
 		ConfigPath: *path,
 		Control:    ctl,
 		Metrics:    cfg.Stats.Metrics,
 		Log:        log,
+		Signals:    sigs,
 	})
+}
+
+// start runs daemon.StartContext while it listens to sigs. A SIGTERM or
+// SIGINT cancels the start-up; whatever the path took by the time the step
+// in progress ends is stopped (the port released, the TAP removed), and
+// start returns a nil Runner and nil error: a clean exit. A SIGHUP is
+// remembered (reload reports it).
+func start(cfg config.Config, log *slog.Logger, sigs <-chan os.Signal) (r daemon.Runner, reload bool, err error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	type started struct {
+		r   daemon.Runner
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		r, err := daemon.StartContext(ctx, cfg, log, func(s string) { daemon.Notify("STATUS=" + s) })
+		done <- started{r, err}
+	}()
+	var stop os.Signal
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				if !reload {
+					log.Info("SIGHUP during start-up: the configuration is re-read once the bridge runs")
+				}
+				reload = true
+				continue
+			}
+			if stop == nil {
+				stop = sig
+				log.Info("stopping during start-up: releasing what was taken once the step in progress ends", "signal", sig.String())
+				daemon.Notify("STOPPING=1")
+				cancel(errors.New("signal " + sig.String()))
+			}
+		case s := <-done:
+			switch {
+			case stop == nil:
+				return s.r, reload, s.err
+			case s.err == nil:
+				err := s.r.Stop()
+				log.Info("stopped during start-up", "signal", stop.String(), "err", err)
+				return nil, false, err
+			case errors.Is(s.err, daemon.ErrStartCancelled):
+				log.Info("stopped during start-up", "signal", stop.String())
+				return nil, false, nil
+			}
+			return nil, false, s.err
+		}
+	}
 }

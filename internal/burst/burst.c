@@ -86,6 +86,14 @@ kb_mbuf_copy(struct rte_mempool *pool, const uint8_t *data, uint32_t len)
 			return NULL;
 		}
 		room = rte_pktmbuf_tailroom(m);
+		if (room == 0) {
+			/* An mbuf with no room (the pool's data room is all
+			 * headroom: refused at attach) would loop until the
+			 * pool is empty. */
+			rte_pktmbuf_free(m);
+			rte_pktmbuf_free(head);
+			return NULL;
+		}
 		chunk = len - off < room ? len - off : room;
 		memcpy(rte_pktmbuf_mtod(m, void *), data + off, chunk);
 		m->data_len = (uint16_t)chunk;
@@ -270,7 +278,8 @@ kb_in_new(const struct kb_in *cfg)
 		return NULL;
 	*b = *cfg;
 	b->n = b->queued = b->no_mbuf = b->ring_full = 0;
-	b->room = rte_pktmbuf_data_room_size(b->pool) - RTE_PKTMBUF_HEADROOM;
+	b->room = rte_pktmbuf_data_room_size(b->pool);
+	b->room = b->room > RTE_PKTMBUF_HEADROOM ? b->room - RTE_PKTMBUF_HEADROOM : 0;
 	b->buf = aligned_alloc(64, (size_t)b->cap * b->stride);
 	b->lens = calloc(b->cap, sizeof(*b->lens));
 	b->mbufs = calloc(b->cap, sizeof(*b->mbufs));

@@ -250,6 +250,37 @@ struct kbridge_held {
 };
 
 /* Whether the kbridge named by a kbridge_ctl.owner value still runs. */
+/* Reads /proc/PID/stat into buf and returns what follows the command name
+ * (field 2, which may hold spaces and parentheses: it ends at the last ')'):
+ * " S ppid ...", field 3 first; NULL when unreadable. */
+static inline const char *
+kbridge_proc_stat_(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return NULL;
+	n = fread(buf, 1, size - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strrchr(buf, ')');
+}
+
+/* Whether pid is a zombie (state Z or X): it has exited, only its pid waits
+ * for a parent that reaps late. */
+static inline int
+kbridge_pid_exited_(pid_t pid)
+{
+	char buf[512];
+	const char *p = kbridge_proc_stat_(pid, buf, sizeof(buf));
+
+	return p != NULL && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
 static inline int
 kbridge_owner_alive_(uint64_t owner)
 {
@@ -257,7 +288,9 @@ kbridge_owner_alive_(uint64_t owner)
 
 	if (owner == 0 || pid <= 0)
 		return 0;
-	return kill(pid, 0) == 0 || errno == EPERM;
+	if (kill(pid, 0) < 0 && errno != EPERM)
+		return 0;
+	return !kbridge_pid_exited_(pid);
 }
 
 /*
@@ -357,7 +390,10 @@ kbridge_port_free(struct kbridge_port *p)
 /*
  * Create exception port `name` with `nb_queues` queue pairs of `ring_size`
  * entries (a power of two), whose kernel-to-app mbufs kbridge allocates from
- * `mp`. Returns NULL and sets rte_errno on failure.
+ * `mp`: a pktmbuf pool (rte_pktmbuf_pool_create) whose mbufs hold at least
+ * 128 bytes after RTE_PKTMBUF_HEADROOM, else kbridge refuses to attach
+ * (frames longer than one mbuf arrive as chains). Returns NULL and sets
+ * rte_errno on failure.
  */
 static inline struct kbridge_port *
 kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size,

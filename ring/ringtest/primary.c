@@ -20,6 +20,20 @@ kbt_pool(const char *name, unsigned int n)
 	return rte_pktmbuf_pool_create(name, n, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
 }
 
+/* A pktmbuf pool whose mbufs have data_room bytes (headroom included). */
+struct rte_mempool *
+kbt_pool_room(const char *name, unsigned int n, uint16_t data_room)
+{
+	return rte_pktmbuf_pool_create(name, n, 0, 0, data_room, SOCKET_ID_ANY);
+}
+
+/* A mempool that is no pktmbuf pool: no private data. */
+struct rte_mempool *
+kbt_plain_pool(const char *name, unsigned int n)
+{
+	return rte_mempool_create(name, n, 2048, 0, 0, NULL, NULL, NULL, NULL, SOCKET_ID_ANY, 0);
+}
+
 struct kbridge_port *
 kbt_port(const char *name, uint16_t queues, unsigned int ring_size, struct rte_mempool *mp)
 {

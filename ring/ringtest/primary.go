@@ -52,9 +52,28 @@ type Pool struct{ mp *C.struct_rte_mempool }
 
 // NewPool creates a pool of n mbufs of DPDK's default size, with no cache.
 func NewPool(name string, n int) (*Pool, error) {
+	return newPool(name, func(c *C.char) *C.struct_rte_mempool { return C.kbt_pool(c, C.uint(n)) })
+}
+
+// NewPoolRoom is NewPool with mbufs of dataRoom bytes, headroom included
+// (NewPool's are RTE_MBUF_DEFAULT_BUF_SIZE).
+func NewPoolRoom(name string, n, dataRoom int) (*Pool, error) {
+	return newPool(name, func(c *C.char) *C.struct_rte_mempool {
+		return C.kbt_pool_room(c, C.uint(n), C.uint16_t(dataRoom))
+	})
+}
+
+// NewPlainPool creates a mempool of n 2048-byte objects that is no pktmbuf
+// pool (no private data), as an app might pass by mistake.
+func NewPlainPool(name string, n int) (*Pool, error) {
+	return newPool(name, func(c *C.char) *C.struct_rte_mempool { return C.kbt_plain_pool(c, C.uint(n)) })
+}
+
+// newPool creates a pool called name with create.
+func newPool(name string, create func(*C.char) *C.struct_rte_mempool) (*Pool, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
-	mp := C.kbt_pool(cname, C.uint(n))
+	mp := create(cname)
 	if mp == nil {
 		return nil, fmt.Errorf("ringtest: mempool %q: %w", name, unix.Errno(C.rte_errno_get()))
 	}

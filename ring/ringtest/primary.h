@@ -15,6 +15,8 @@ struct kbridge_port;
 
 int kbt_init(int argc, char **argv);
 struct rte_mempool *kbt_pool(const char *name, unsigned int n);
+struct rte_mempool *kbt_pool_room(const char *name, unsigned int n, uint16_t data_room);
+struct rte_mempool *kbt_plain_pool(const char *name, unsigned int n);
 struct kbridge_port *kbt_port(const char *name, uint16_t queues, unsigned int ring_size,
 			      struct rte_mempool *mp);
 int kbt_inject(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, const uint8_t *buf,

@@ -28,6 +28,10 @@ type Write struct {
 	// copy. An LRO packet written as a GSO frame carries one packet and
 	// has Merged false although Iov[0] holds a header copy.
 	Merged bool
+	// LRO is set when the write is an LRO packet written as one GSO frame.
+	// An LRO packet written alone (not TCP, or no more payload than its
+	// segment size) is whatever size it is: the caller holds it to the MTU.
+	LRO bool
 }
 
 // CoalesceStats are cumulative counters of a Coalescer.
@@ -492,6 +496,7 @@ func (c *Coalescer) finish(pkts []Packet, nw int) []Write {
 			First:  ws.head,
 			Pkts:   c.pktIdx[pStart:pi:pi],
 			Merged: merged,
+			LRO:    kind == kindLRO,
 		}
 		c.stats.Writes++
 		switch {

@@ -200,3 +200,43 @@ func (s *Super) TSO() (l2, l3, l4, mss int, v6, ok bool) {
 	}
 	return s.l2, s.l3, s.l4, s.mss, s.v6, true
 }
+
+// ParseLRO prepares the software segmentation of pkt, a TCP frame that the
+// app's NIC merged (RTE_MBUF_F_RX_LRO) or that a vhost-user frontend sent as
+// one TSO packet, from segments of mss bytes: it is Parse for the GSO header
+// the frame would have been written with, for a kernel that refuses GSO
+// writes. A NIC does not always update the IP length of what it merged (the
+// GSO write rewrites it in its header copy); ParseLRO then sets it from the
+// frame's length in pkt, which must be the caller's copy. Anything but a
+// whole TCP frame (non-TCP, an IPv4 fragment, lengths that do not fit) is an
+// error matching ErrBadHeader.
+func ParseLRO(pkt []byte, mss uint16, mtu int) (Super, error) {
+	t, _, ok := parseTCP(pkt)
+	if !ok || len(pkt) < t.hlen() {
+		return Super{}, errL3
+	}
+	if t.l2+t.ipLen != len(pkt) {
+		ip := pkt[t.l2:]
+		n := len(pkt) - t.l2
+		switch {
+		case t.v6 && n-ipv6Len <= 0xffff:
+			binary.BigEndian.PutUint16(ip[4:], uint16(n-ipv6Len))
+		case !t.v6 && n <= 0xffff:
+			binary.BigEndian.PutUint16(ip[2:], uint16(n))
+		default:
+			return Super{}, errL3
+		}
+	}
+	h := Hdr{
+		Flags:      FlagNeedsCsum,
+		GSOType:    GSOTCPv4,
+		GSOSize:    mss,
+		HdrLen:     uint16(t.hlen()),
+		CsumStart:  uint16(t.l2 + t.l3),
+		CsumOffset: 16,
+	}
+	if t.v6 {
+		h.GSOType = GSOTCPv6
+	}
+	return Parse(h, pkt, mtu)
+}

@@ -16,23 +16,15 @@ package crossver
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/tests/harness"
 )
@@ -312,86 +304,14 @@ vhost:
 	}
 	run(t, "ip", "netns", "exec", peer, "ping", "-c", "5", "-i", "0.1", "-W", "2", kbAddr)
 	const n = 32 << 20
-	d1 := bulk(t, peer, dut, kbAddr, 5201, n)
-	d2 := bulk(t, dut, peer, peerAddr, 5202, n)
+	d1 := harness.BulkTCP(t, peer, dut, kbAddr, 5201, n)
+	d2 := harness.BulkTCP(t, dut, peer, peerAddr, 5202, n)
 	t.Logf("%d MB each way, SHA-256 checked: peer -> kbridge %v, kbridge -> peer %v", n>>20, d1.Round(time.Millisecond), d2.Round(time.Millisecond))
 	select {
 	case <-k.exited:
 		t.Fatalf("kbridge exited (%v):\n%s", k.err, k.log)
 	default:
 	}
-}
-
-// inNetns runs f on an OS thread in namespace ns; the thread dies with
-// the goroutine, so the sockets f made stay in ns.
-func inNetns(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
-
-// bulk sends n pseudo-random bytes over TCP from namespace from to
-// addr:port in namespace to and compares the receiver's SHA-256.
-func bulk(t *testing.T, from, to, addr string, port, n int) time.Duration {
-	t.Helper()
-	var ln net.Listener
-	if err := inNetns(to, func() (err error) {
-		ln, err = net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-		h := sha256.New()
-		if _, err := io.Copy(h, c); err != nil {
-			got <- nil
-			return
-		}
-		got <- h.Sum(nil)
-	}()
-	var c net.Conn
-	if err := inNetns(from, func() (err error) {
-		c, err = net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(port)), 10*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, n)
-	_, _ = rand.NewChaCha8([32]byte{byte(port)}).Read(buf)
-	want := sha256.Sum256(buf)
-	t0 := time.Now()
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-	if _, err := c.Write(buf); err != nil {
-		c.Close()
-		t.Fatalf("bulk %s -> %s: %v", from, to, err)
-	}
-	c.Close()
-	if h := <-got; !bytes.Equal(h, want[:]) {
-		t.Fatalf("bulk %s -> %s: %d bytes arrived with SHA-256 %x, sent %x", from, to, n, h, want)
-	}
-	return time.Since(t0)
 }
 
 // TestRingRefusesOtherVersion: kbridge of one side, started in ring mode

@@ -61,11 +61,17 @@ type port struct {
 
 func newPort(t *testing.T) *port {
 	t.Helper()
+	return newPortPool(t, func(name string) (*ringtest.Pool, error) { return ringtest.NewPool(name, 2047) })
+}
+
+// newPortPool is newPort with the app's pool made by pool.
+func newPortPool(t *testing.T, pool func(name string) (*ringtest.Pool, error)) *port {
+	t.Helper()
 	needRoot(t)
 	n := env.Next()
 	p := &port{t: t, name: fmt.Sprintf("kbft%d", n)}
 	var err error
-	if p.pool, err = ringtest.NewPool(fmt.Sprintf("kbft_pool%d", n), 2047); err != nil {
+	if p.pool, err = pool(fmt.Sprintf("kbft_pool%d", n)); err != nil {
 		t.Fatal(err)
 	}
 	if p.port, err = ringtest.NewPort(p.name, 1, 1024, p.pool); err != nil {
@@ -146,7 +152,10 @@ func (k *kbridge) status() daemon.Queue {
 
 // send transmits n test frames on kbridge's interface (as the kernel would):
 // they leave through the TAP to kbridge, which hands them to the app.
-func (k *kbridge) send(n int) {
+func (k *kbridge) send(n int) { k.t.Helper(); k.sendSized(n, 100) }
+
+// sendSized is send with test frames of size bytes.
+func (k *kbridge) sendSized(n, size int) {
 	k.t.Helper()
 	err := inNS(func() error {
 		l, err := netlink.LinkByName(k.ifname)
@@ -160,7 +169,7 @@ func (k *kbridge) send(n int) {
 		defer unix.Close(fd)
 		to := &unix.SockaddrLinklayer{Ifindex: l.Attrs().Index, Protocol: htons(testEthTyp), Halen: 6}
 		for i := 0; i < n; i++ {
-			f := testFrame(100, uint32(i))
+			f := testFrame(size, uint32(i))
 			copy(to.Addr[:], f[:6])
 			if err := unix.Sendto(fd, f, 0, to); err != nil {
 				return err

@@ -2,12 +2,18 @@ package faults
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tests/dpdkbed"
 )
 
 const kfIface = `  mtu: 1400
@@ -162,4 +168,110 @@ func TestKernelMTUChangeIsSetBack(t *testing.T) {
 		}
 	}
 	kfRoundTrip(t, b, 1)
+}
+
+// kb0 deleted while the worker is busy, not parked: traffic floods both
+// ways (the kernel side through a packet socket, the app side through the
+// ring) and a 200ms spin keeps the worker polling across the delete, so
+// the keeper's dup3 closes the old file before any park saw its error and
+// its epoll entry vanishes without an event. Then, with the traffic
+// stopped and the worker parked, single frames from the kernel must reach
+// the app by a wakeup from the new fd (the wakeups counter moves), never
+// by the park timeout (one minute here: a missed fd shows as a stall).
+func TestKernelDeletedUnderLoadKeepsTheFdWatched(t *testing.T) {
+	b := kfNewBed(t, kfIface, "policy:\n  mode: adaptive\n  spin: 200ms\n  park_timeout: 1m\n")
+	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
+		return b.Port.Counters(0).HaveEventfd
+	})
+	old, err := b.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := b.PacketSocket()
+	ringtest.Preload(kfFrame(200, 1))
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // the app side: a burst into the ring, what came back freed
+		defer wg.Done()
+		for !stop.Load() {
+			b.Port.InjectPreloaded(0, 32)
+			b.Port.Drain(0)
+		}
+	}()
+	go func() { // the kernel side: frames out of kb0 (refused once it is gone)
+		defer wg.Done()
+		f := kfFrame(200, 2)
+		to := &unix.SockaddrLinklayer{Ifindex: old.Attrs().Index, Protocol: dpdkbed.Htons(dpdkbed.EthType), Halen: 6}
+		copy(to.Addr[:], f[:6])
+		for !stop.Load() {
+			if err := unix.Sendto(ps.Fd, f, 0, to); err != nil {
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	flowing := b.Status()
+	kfWaitUntil(t, 5*time.Second, "traffic both ways", func() bool {
+		s := b.Status()
+		return s.ToKernelPackets > flowing.ToKernelPackets+1000 && s.FromKernelPackets > flowing.FromKernelPackets+1000
+	})
+	before := b.Status()
+	kfIP(b, "link", "del", b.Ifname)
+	took := kfWaitUntil(t, 5*time.Second, "the interface made again", func() bool {
+		l, err := b.Link()
+		return err == nil && l.Attrs().Index != old.Attrs().Index && l.Attrs().Flags&1 != 0
+	})
+	if !kfWaitLog(t, b, "deleted and made again") {
+		t.Fatalf("no log line says the interface was made again:\n%s", b.Out)
+	}
+	time.Sleep(100 * time.Millisecond) // the app side floods on over the new fd
+	stop.Store(true)
+	wg.Wait()
+	during := b.Status()
+	t.Logf("made again %v after the delete; meanwhile %d packets to the kernel, %d from it, %d parks",
+		took, during.ToKernelPackets-before.ToKernelPackets, during.FromKernelPackets-before.FromKernelPackets,
+		during.Parks-before.Parks)
+	if during.Parks != before.Parks {
+		t.Errorf("the worker parked %d times during the delete under load: this test wants it busy throughout (the flood stalled?)",
+			during.Parks-before.Parks)
+	}
+
+	// Quiet now: each frame finds the worker parked on the new fd.
+	ps2 := b.PacketSocket()
+	var lat []time.Duration
+	parks := during.Parks
+	for i := range 10 {
+		kfWaitUntil(t, 5*time.Second, "the worker to park", func() bool { return b.Status().Parks > parks })
+		time.Sleep(20 * time.Millisecond) // into epoll_pwait2
+		b.Port.Drain(0)
+		st := b.Status()
+		seq := uint32(1000 + i)
+		start := time.Now()
+		ps2.Send(t, [][]byte{kfFrame(100, seq)})
+		found := false
+		for !found && time.Since(start) < 5*time.Second {
+			for _, f := range kfOnlyTest(b.Port.Collect(0, 8)) {
+				found = found || binary.BigEndian.Uint32(f[14:18]) == seq
+			}
+		}
+		d := time.Since(start)
+		if !found {
+			t.Fatalf("frame %d from the kernel not in the app's ring after %v: the new fd is not watched (the park timeout is 1m)", i, d)
+		}
+		lat = append(lat, d)
+		after := b.Status()
+		if after.Wakeups == st.Wakeups {
+			t.Errorf("frame %d reached the app without a wakeup of the parked worker", i)
+		}
+		if after.Timeouts != st.Timeouts {
+			t.Errorf("frame %d: %d parks ended by the timeout", i, after.Timeouts-st.Timeouts)
+		}
+		parks = after.Parks
+	}
+	slices.Sort(lat)
+	t.Logf("kernel -> app after the recreate, one frame into a parked worker (%d frames): min %v, median %v, max %v",
+		len(lat), lat[0], lat[len(lat)/2], lat[len(lat)-1])
 }

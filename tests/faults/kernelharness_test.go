@@ -82,19 +82,25 @@ func kfAddrs(b *kfBed) []string {
 }
 
 // kfWaitUntil polls cond for up to within and returns how long it took.
-// kfWaitLogCount waits up to 5 s for n lines containing sub in kbridge's
-// log. A line written before the state a test just saw still reaches b.Out
-// through a pipe, so a log check right after a state check must wait.
-func kfWaitLogCount(t *testing.T, b *kfBed, sub string, n int) bool {
-	t.Helper()
+// waitLogCount waits up to 5 s for n lines containing sub in log (a
+// process's output). A line written before the state a test just saw still
+// reaches the buffer through a pipe, so a log check right after a state
+// check must wait.
+func waitLogCount(log func() string, sub string, n int) bool {
 	deadline := time.Now().Add(5 * time.Second)
-	for strings.Count(b.Out.String(), sub) < n {
+	for strings.Count(log(), sub) < n {
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return true
+}
+
+// kfWaitLogCount is waitLogCount on the bed's kbridge.
+func kfWaitLogCount(t *testing.T, b *kfBed, sub string, n int) bool {
+	t.Helper()
+	return waitLogCount(b.Out.String, sub, n)
 }
 
 // kfWaitLog waits for one line containing sub (kfWaitLogCount).

@@ -9,17 +9,11 @@ package vhost
 // the lock: flock /run/kbvh-test.lock go test -p 1 -count=1 ./tests/vhost/.
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,8 +21,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/tests/harness"
 )
@@ -256,81 +248,6 @@ func iperfRetr(t *testing.T, server, client, srvAddr string, port int) (string, 
 	return m[1], retr
 }
 
-// inNetns runs f on an OS thread that joined namespace ns. The thread stays
-// locked and dies with the goroutine, so it never serves another one; the
-// sockets f creates belong to ns for good.
-func inNetns(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
-
-// bulk sends n pseudo-random bytes over one TCP connection from namespace
-// from to addr:port in namespace to, and checks the receiver's SHA-256.
-func bulk(t *testing.T, from, to, addr string, port, n int) time.Duration {
-	t.Helper()
-	var ln net.Listener
-	if err := inNetns(to, func() (err error) {
-		ln, err = net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-		h := sha256.New()
-		if _, err := io.Copy(h, c); err != nil {
-			got <- nil
-			return
-		}
-		got <- h.Sum(nil)
-	}()
-	var c net.Conn
-	if err := inNetns(from, func() (err error) {
-		c, err = net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(port)), 10*time.Second)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, n)
-	r := rand.NewChaCha8([32]byte{byte(port)})
-	_, _ = r.Read(buf)
-	want := sha256.Sum256(buf)
-	t0 := time.Now()
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-	if _, err := c.Write(buf); err != nil {
-		c.Close()
-		t.Fatalf("bulk %s -> %s: %v", from, to, err)
-	}
-	c.Close()
-	h := <-got
-	if !bytes.Equal(h, want[:]) {
-		t.Fatalf("bulk %s -> %s: %d bytes arrived with sha256 %x, sent %x", from, to, n, h, want)
-	}
-	return time.Since(t0)
-}
-
 // kernelDrops reads namespace ns's counters of TCP segments its kernel
 // dropped or found out of order (nstat, absolute, history untouched).
 func kernelDrops(t *testing.T, ns string) map[string]uint64 {
@@ -400,8 +317,8 @@ func TestVhostRefapp(t *testing.T) {
 		t.Logf("iperf3 -P %s: peer->%s %s, %s->peer %s", rIperfStreams, rIfname, up, rIfname, down)
 	})
 	t.Run("bulk TCP, hash checked", func(t *testing.T) {
-		d1 := bulk(t, rDut, rPeer, rPeerAddr, 5413, rBulkBytes)
-		d2 := bulk(t, rPeer, rDut, rKbAddr, 5414, rBulkBytes)
+		d1 := harness.BulkTCP(t, rDut, rPeer, rPeerAddr, 5413, rBulkBytes)
+		d2 := harness.BulkTCP(t, rPeer, rDut, rKbAddr, 5414, rBulkBytes)
 		t.Logf("%d MiB %s->peer in %v, peer->%s in %v", rBulkBytes>>20, rIfname, d1.Round(time.Millisecond),
 			rIfname, d2.Round(time.Millisecond))
 	})

@@ -1,0 +1,86 @@
+package faults
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/tests/dpdkbed"
+)
+
+// kbridge cleanup (systemd's ExecStopPost, after a refused start too) with
+// a silent socket of its own beside another kbridge's live TAP of the same
+// name leaves that TAP, and the other kbridge moves traffic on; a TAP a
+// kill -9'd kbridge left (made persistent here, so that it outlives its
+// queues) is an orphan, and cleanup removes it.
+func TestKernelCleanupLeavesALiveTAP(t *testing.T) {
+	b := kfNewBed(t, kfIface, "")
+	other := dpdkbed.Config{Prefix: b.Env.Prefix, Port: "kbftother", Ifname: b.Ifname,
+		Sock: filepath.Join(t.TempDir(), "kbridge.sock")}
+	cfg := filepath.Join(t.TempDir(), "kbridge.yaml")
+	other.Write(t, cfg)
+	out, err := kfCleanup(b, cfg)
+	if err != nil {
+		t.Fatalf("cleanup beside a live TAP: %v\n%s", err, out)
+	}
+	t.Logf("cleanup beside a live kbridge's TAP: %s", strings.TrimSpace(out))
+	if !strings.Contains(out, "left "+b.Ifname+" in place") || !strings.Contains(out, fmt.Sprint("pid [", b.Kb.Pid(), "]")) {
+		t.Errorf("cleanup did not say it left the TAP held by kbridge pid %d:\n%s", b.Kb.Pid(), out)
+	}
+	if _, err := b.Link(); err != nil {
+		t.Fatalf("cleanup removed another kbridge's live TAP: %v", err)
+	}
+	kfRoundTrip(t, b, 1)
+
+	// The orphan: a kbridge killed, its TAP kept by the persist flag.
+	o := kfNewBed(t, kfIface, "")
+	err = dpdkbed.InNS(o.Env.NS, func() error {
+		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		ifr, err := unix.NewIfreq(o.Ifname)
+		if err != nil {
+			return err
+		}
+		ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			return fmt.Errorf("attach a queue: %w", err)
+		}
+		return unix.IoctlSetInt(fd, unix.TUNSETPERSIST, 1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb := o.Kb
+	o.Kb = nil
+	kb.Kill()
+	if _, err := o.Link(); err != nil {
+		t.Fatalf("the persistent TAP went with its kbridge: %v", err)
+	}
+	out, err = kfCleanup(o, o.Cfg)
+	t.Logf("cleanup after a kill -9: %s", strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("cleanup of an orphan: %v\n%s", err, out)
+	}
+	if _, err := o.Link(); err == nil {
+		t.Errorf("cleanup left the orphaned TAP %s:\n%s", o.Ifname, out)
+	}
+	if _, err := b.Link(); err != nil {
+		t.Errorf("the live TAP went too: %v", err)
+	}
+}
+
+// kfCleanup runs kbridge cleanup --config cfg in the bed's namespace.
+func kfCleanup(b *kfBed, cfg string) (string, error) {
+	cmd := exec.Command("ip", "netns", "exec", b.Env.NS, b.Env.Bin, "cleanup", "--config", cfg)
+	cmd.Env = os.Environ()
+	o, err := cmd.CombinedOutput()
+	return string(o), err
+}

@@ -1,0 +1,90 @@
+package vhost
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	vu "github.com/kbridge/kbridge/vhost/vhostusertest"
+)
+
+// FuzzVhostSequences decodes each input into a vhost-user message sequence
+// (5 bytes a step: request, flags, a size, an fd from a small menu) sent
+// through vhostusertest to ONE kbridge started once per fuzz worker
+// process; each input reconnects. After each input kbridge must be alive
+// and its control socket answer. Seeds run in seconds under plain go test;
+// go test -fuzz FuzzVhostSequences -parallel 1 runs longer.
+func FuzzVhostSequences(f *testing.F) {
+	for _, s := range [][]byte{
+		{1, 1, 0, 0, 0},                          // GET_FEATURES
+		{5, 1, 40, 0, 1},                         // SET_MEM_TABLE, an empty memfd
+		{6, 9, 16, 0, 1, 32, 9, 16, 0, 1},        // SET_LOG_BASE, SET_INFLIGHT_FD
+		{0xfe, 1, 0, 0, 0, 8, 1, 8, 0, 0},        // bring-up, SET_VRING_NUM
+		{0xfe, 1, 0, 0, 0, 99, 9, 0xff, 0xff, 4}, // bring-up, request 99 with a pipe
+		{0xfe, 1, 0, 0, 0, 37, 1, 40, 0, 3},      // bring-up, ADD_MEM_REG big memfd
+	} {
+		f.Add(s)
+	}
+	b := newBed(f, false)
+	kb := b.kbridge()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fe, err := vu.Dial(b.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var open []int
+		defer func() {
+			fe.Close()
+			for _, fd := range open {
+				unix.Close(fd)
+			}
+		}()
+		for i := 0; i+5 <= len(in) && i < 5*16; i += 5 {
+			req, flags := uint32(in[i]), uint32(in[i+1])
+			size := int(binary.LittleEndian.Uint16(in[i+2:])) % 4096
+			if req == 0xfe {
+				if _, err := fe.Up(); err != nil {
+					break
+				}
+				continue
+			}
+			var fds []int
+			var fd int
+			var err error
+			switch in[i+4] % 5 {
+			case 1:
+				fd, err = vu.Memfd(0)
+			case 2:
+				fd, err = vu.Memfd(4096)
+			case 3:
+				fd, err = vu.Memfd(4 << 20)
+			case 4:
+				var p [2]int
+				err = unix.Pipe2(p[:], unix.O_CLOEXEC)
+				open = append(open, p[1])
+				fd = p[0]
+			default:
+				fd = -1
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fd >= 0 {
+				open = append(open, fd)
+				fds = append(fds, fd)
+			}
+			p := make([]byte, size)
+			for j := range p {
+				p[j] = in[(i+j)%len(in)]
+			}
+			if fe.Send(req, flags, p, fds...) != nil {
+				break // hung up
+			}
+		}
+		fe.HungUp(50 * time.Millisecond)
+		kb.CheckRunning(t)
+		_ = b.refusals(t) // the control socket answers
+	})
+}
