@@ -33,8 +33,9 @@ import (
 // interface, one worker per queue (tapPath). It is a Runner.
 type Ring struct {
 	*tapPath
-	port    *ring.Port
-	stopApp func() // ends the app watch
+	port     *ring.Port
+	stopApp  func()   // ends the app watch
+	recovery Recovery // what claimPort found of a predecessor
 }
 
 var _ Runner = (*Ring)(nil)
@@ -80,7 +81,8 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
-	if err := claimPort(port, log); err != nil {
+	recovery, err := claimPort(port, log)
+	if err != nil {
 		return nil, err
 	}
 	mtu := cfg.Interface.MTU
@@ -94,7 +96,7 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		port.Release()
 		return nil, err
 	}
-	d := &Ring{tapPath: p, port: port, stopApp: func() {}}
+	d := &Ring{tapPath: p, port: port, stopApp: func() {}, recovery: recovery}
 	d.watchClosing()
 	if err := d.startWorkers(d.appSide); err != nil {
 		return nil, errors.Join(err, d.Stop())

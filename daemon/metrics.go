@@ -25,7 +25,7 @@ type collector struct {
 	sleeps, spin, residence   *prometheus.Desc
 	mode, poolInUse, appKicks *prometheus.Desc
 	appDropped, canKick       *prometheus.Desc
-	offload                   *prometheus.Desc
+	offload, recovery         *prometheus.Desc
 }
 
 // snapshotter is a runner whose counters have the ring Status shape (*Ring,
@@ -63,12 +63,17 @@ func newCollector(d snapshotter) *collector {
 			"(app packets the coalescer saw, writes it planned), coalesce_bad_csum (app packets with a wrong IPv4 or TCP "+
 			"checksum, written alone for the kernel to drop).", "event"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
+		recovery: prometheus.NewDesc("kbridge_takeover_recovered_total", "What this kbridge put right of a killed predecessor "+
+			"when it started, by what: held_to_kernel_freed and held_from_kernel_freed (mbufs its held record named), "+
+			"to_kernel_reclaimed (entries it had claimed and not released, dequeued again), to_kernel_freed (mbufs it had "+
+			"dequeued and not recorded), from_kernel_discarded (slots it had reserved and not published), from_kernel_freed "+
+			"(mbufs of that enqueue) (ring mode).", []string{"what"}, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
-		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.offload} {
+		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.offload, c.recovery} {
 		ch <- d
 	}
 }
@@ -76,6 +81,18 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.d.Snapshot()
 	ch <- prometheus.MustNewConstMetric(c.poolInUse, prometheus.GaugeValue, float64(st.PoolInUse))
+	if r := st.Recovery; r != nil {
+		for _, v := range []struct {
+			what string
+			n    int
+		}{
+			{"held_to_kernel_freed", r.HeldToKernel}, {"held_from_kernel_freed", r.HeldFromKernel},
+			{"to_kernel_reclaimed", r.Rings.ToKernelReclaimed}, {"to_kernel_freed", r.Rings.ToKernelFreed},
+			{"from_kernel_discarded", r.Rings.FromKernelDiscarded}, {"from_kernel_freed", r.Rings.FromKernelFreed},
+		} {
+			ch <- prometheus.MustNewConstMetric(c.recovery, prometheus.CounterValue, float64(v.n), v.what)
+		}
+	}
 	for _, q := range st.Queues {
 		id := strconv.Itoa(q.Queue)
 		counter := func(d *prometheus.Desc, v uint64, labels ...string) {

@@ -11,31 +11,61 @@ import (
 // closingPoll is how often the ring path looks for the app freeing the port.
 const closingPoll = 20 * time.Millisecond
 
+// Recovery is what this kbridge found and put right of a predecessor when
+// it claimed the port: `kbridge stats` shows it as "recovery" (mode ring).
+type Recovery struct {
+	// TakenOverFrom is the pid of the gone owner taken over, 0 for none.
+	TakenOverFrom int `json:"taken_over_from"`
+	// HeldToKernel and HeldFromKernel are the mbufs the held record named
+	// (a burst dequeued, mbufs allocated for the app): freed.
+	HeldToKernel   int `json:"held_to_kernel_freed"`
+	HeldFromKernel int `json:"held_from_kernel_freed"`
+	// Rings is what the dead kbridge's ring operations left (Reconcile).
+	Rings ring.Recovered `json:"rings"`
+}
+
 // claimPort makes this kbridge the port's one owner before it touches a
-// ring or sends an eventfd (kbridge.h version 2), and frees what a killed
-// predecessor's workers held. Stop (Port.Release) gives the port up.
-func claimPort(port *ring.Port, log *slog.Logger) error {
+// ring or sends an eventfd (kbridge.h version 2), puts each ring's kbridge
+// side back in step with itself and frees what a killed predecessor's
+// workers held, in that order (ring.Port.Reconcile leaves what the records
+// name to FreeHeld). Stop (Port.Release) gives the port up.
+func claimPort(port *ring.Port, log *slog.Logger) (Recovery, error) {
 	if w := port.Warning(); w != "" {
 		log.Warn(w, "port", port.Name())
 	}
 	c, err := port.Claim()
 	if err != nil {
-		return err
+		return Recovery{}, err
 	}
 	if !c.Enforced {
 		log.Warn("the DPDK app uses kbridge.h version 1: one kbridge per port cannot be enforced, and mbufs a killed kbridge held are not recovered; rebuild the app with this kbridge's kbridge.h",
 			"port", port.Name())
-		return nil
+		return Recovery{}, nil
 	}
+	var r Recovery
 	if c.Previous != nil {
+		r.TakenOverFrom = c.Previous.PID
 		log.Warn("taking the port over from a kbridge that is gone", "port", port.Name(), "previous_pid", c.Previous.PID,
 			"previous", c.Previous.Fate())
 	}
-	out, in := port.FreeHeld()
-	if c.Previous != nil || out+in > 0 {
-		log.Info("freed the mbufs a previous kbridge held", "port", port.Name(), "to_kernel", out, "from_kernel", in)
+	if r.Rings, err = port.Reconcile(); err != nil {
+		// Rings the app made itself, multi-producer or -consumer: their
+		// heads are not kbridge's alone to put back.
+		log.Warn("not reconciling the rings with what a killed kbridge left", "port", port.Name(), "err", err)
 	}
-	return nil
+	if r.Rings.Any() {
+		rr := r.Rings
+		log.Warn("reconciled the rings with what a killed kbridge's ring operation left", "port", port.Name(),
+			"to_kernel_reclaimed", rr.ToKernelReclaimed, "to_kernel_freed", rr.ToKernelFreed,
+			"from_kernel_discarded", rr.FromKernelDiscarded, "from_kernel_freed", rr.FromKernelFreed,
+			"from_kernel_published", rr.FromKernelPublished,
+			"inconsistent", rr.Inconsistent)
+	}
+	r.HeldToKernel, r.HeldFromKernel = port.FreeHeld()
+	if c.Previous != nil || r.HeldToKernel+r.HeldFromKernel > 0 {
+		log.Info("freed the mbufs a previous kbridge held", "port", port.Name(), "to_kernel", r.HeldToKernel, "from_kernel", r.HeldFromKernel)
+	}
+	return r, nil
 }
 
 // watchClosing ends the path when the app frees the port

@@ -15,6 +15,9 @@ type Status struct {
 	Queues    []Queue `json:"queues"`
 	// ResidenceBoundsNs[i] is the upper bound of Queues[].Residence[i].
 	ResidenceBoundsNs []uint64 `json:"residence_bounds_ns"`
+	// Recovery is what this kbridge put right of a killed predecessor
+	// when it started (mode ring; nil otherwise).
+	Recovery *Recovery `json:"recovery,omitempty"`
 }
 
 // Queue is one queue's counters: the worker's and, in ring mode, the app's
@@ -45,6 +48,8 @@ func (d *Ring) Snapshot() Status {
 	s.Port = cfg.Port
 	s.AppPID = d.port.AppPID()
 	s.PoolInUse, s.PoolSize = d.port.PoolInUse(), d.port.PoolSize()
+	r := d.recovery
+	s.Recovery = &r
 	for i := 0; i < ring.HistBuckets; i++ {
 		s.ResidenceBoundsNs = append(s.ResidenceBoundsNs, ring.HistBound(i))
 	}

@@ -60,7 +60,8 @@ func (q *Queue) held(in bool) burst.Held {
 	if in {
 		rec = &h.in[q.id]
 	}
-	return burst.Held{N: unsafe.Pointer(&rec.n), M: unsafe.Pointer(&rec.m[0]), Max: C.KBRIDGE_HELD_MAX}
+	return burst.Held{N: unsafe.Pointer(&rec.n), M: unsafe.Pointer(&rec.m[0]), Pend: unsafe.Pointer(&rec.pend),
+		Max: C.KBRIDGE_HELD_MAX}
 }
 
 // Next frees the previous burst and dequeues the next one.

@@ -6,6 +6,6 @@ package ring
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../internal/burst/burst.h a7b64c04e38e2aefe336c7770f010c953f76151ffb3e1e53a0efd904fd8a8ffb
-include/kbridge.h 7130f091de1ea77c947f9e548319ef1bdcfb964cc49bde43b276b1bf5c43cfc2
+../internal/burst/burst.h 5f2e361543731a2e47fd5d364aa71066d46007868b57404028fb4617972e2ab0
+include/kbridge.h d2a8722fe490c5336800b0026fd933d5a0bb441ad9fd5dc23e0dbe68b77209cc
 `

@@ -254,6 +254,8 @@ kb_ring_enqueue(void *ring, struct rte_mbuf **m, uint16_t n)
 const struct kb_burst_ops kb_ring_burst_ops = {
 	.dequeue = kb_ring_dequeue,
 	.enqueue = kb_ring_enqueue,
+	.dequeue_held = kb_ring_dequeue_held,
+	.enqueue_held = kb_ring_enqueue_held,
 };
 
 /* ---- Ownership and what a worker holds (kbridge.h version 2) ---- */

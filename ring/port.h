@@ -74,4 +74,33 @@ unsigned int kb_ring_count(const struct rte_ring *r);
  * struct rte_ring (to_kernel for an out buffer, from_kernel for an in). */
 extern const struct kb_burst_ops kb_ring_burst_ops;
 
+/* reconcile.c: the ops' dequeue and enqueue with a held record, which keep
+ * its pend word around the ring operation, and the takeover. */
+uint16_t kb_ring_dequeue_held(void *ctx, struct kb_held *rec, struct rte_mbuf **m, uint16_t n);
+uint16_t kb_ring_enqueue_held(void *ctx, struct kb_held *rec, struct rte_mbuf **m, uint16_t n);
+
+/* What kb_ring_reconcile found of one queue's rings, added to. */
+struct kb_reconcile {
+	uint32_t to_kernel_reclaimed;   /* claimed by a dead consumer, not released: dequeued again */
+	uint32_t to_kernel_freed;       /* released by it, never on record: freed */
+	uint32_t from_kernel_discarded; /* slots a dead producer had reserved, not published */
+	uint32_t from_kernel_freed;     /* mbufs of its enqueue it had not published: freed */
+	uint32_t from_kernel_published; /* mbufs of its enqueue it had published: the app's */
+	uint32_t inconsistent;          /* pend words that named more than possible: left */
+};
+/* Puts kbridge's side of both rings of a queue back on its tail and frees
+ * what a killed kbridge's ring operation had taken off the record (out, in:
+ * the queue's held records). Only before any worker runs. -ENOTSUP: a ring
+ * that is not single-producer/single-consumer on kbridge's side. */
+int kb_ring_reconcile(struct rte_ring *tk, struct rte_ring *fk, struct kbridge_held_q *out,
+		      struct kbridge_held_q *in, struct kb_reconcile *res);
+
+/* The test hook (ring/testhook.go, built with the kbridge_testhook tag):
+ * park the worker once inside a ring operation. */
+#define KB_RING_PARK_TO_KERNEL 0x1
+#define KB_RING_PARK_FROM_KERNEL 0x2
+#ifdef KB_RING_TESTHOOK
+extern volatile int kb_ring_test_park;
+#endif
+
 #endif

@@ -6,5 +6,5 @@ package vhost
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../internal/burst/burst.h a7b64c04e38e2aefe336c7770f010c953f76151ffb3e1e53a0efd904fd8a8ffb
+../internal/burst/burst.h 5f2e361543731a2e47fd5d364aa71066d46007868b57404028fb4617972e2ab0
 `

@@ -17,8 +17,6 @@
 
 volatile int kb_test_hold;
 
-static void kb_test_hold_now(int dir, uint32_t n);
-
 /* Records that the buffer holds m[0..n): pointers first, then n. */
 static inline void
 kb_held_note(struct kb_held *rec, struct rte_mbuf *const *m, uint16_t n)
@@ -26,9 +24,7 @@ kb_held_note(struct kb_held *rec, struct rte_mbuf *const *m, uint16_t n)
 	if (rec->n == NULL || n == 0)
 		return;
 	memcpy(rec->m, m, (size_t)n * sizeof(*m));
-	__atomic_store_n(rec->n, n, __ATOMIC_RELEASE);
-	if (unlikely(kb_test_hold & KB_TEST_HOLD_OUT))
-		kb_test_hold_now(KB_TEST_HOLD_OUT, n);
+	kb_held_set(rec, n);
 }
 
 /* Records one more mbuf, m, as the k-th held (k counts from 1). */
@@ -39,17 +35,6 @@ kb_held_add(struct kb_held *rec, uint16_t k, struct rte_mbuf *m)
 		return;
 	rec->m[k - 1] = m;
 	__atomic_store_n(rec->n, k, __ATOMIC_RELEASE);
-}
-
-/* Forgets the record before its mbufs are freed or handed over. */
-static inline void
-kb_held_clear(struct kb_held *rec)
-{
-	if (rec->n == NULL)
-		return;
-	if (unlikely(kb_test_hold & KB_TEST_HOLD_IN) && *rec->n > 0)
-		kb_test_hold_now(KB_TEST_HOLD_IN, *rec->n);
-	__atomic_store_n(rec->n, 0, __ATOMIC_RELEASE);
 }
 
 /* Points iov[0..max_segs) at the segments of m and stores their number in
@@ -258,8 +243,12 @@ kb_out_next(struct kb_out *b)
 	uint16_t i, seg = 0;
 
 	kb_out_release(b);
-	b->n = b->ops->dequeue(b->ctx, b->mbufs, b->cap);
-	kb_held_note(&b->held, b->mbufs, b->n);
+	if (b->held.n != NULL && b->ops->dequeue_held != NULL) {
+		b->n = b->ops->dequeue_held(b->ctx, &b->held, b->mbufs, b->cap);
+	} else {
+		b->n = b->ops->dequeue(b->ctx, b->mbufs, b->cap);
+		kb_held_note(&b->held, b->mbufs, b->n);
+	}
 	for (i = 0; i < b->n; i++) {
 		kb_out_describe(b, b->mbufs[i], &b->pkts[i], seg);
 		seg += b->max_segs;
@@ -313,14 +302,20 @@ kb_in_one_mbuf_each(const struct kb_in *b)
 	return 1;
 }
 
-/* Hands mbufs[0..k) to the app, the record cleared first. */
+/* Hands mbufs[0..k) (what the record names, in its order) to the app: the
+ * mode's enqueue_held clears the record itself, around its ring operation;
+ * otherwise it is cleared first. */
 static void
 kb_in_hand_over(struct kb_in *b, uint16_t k)
 {
 	uint16_t sent;
 
-	kb_held_clear(&b->held);
-	sent = b->ops->enqueue(b->ctx, b->mbufs, k);
+	if (b->held.n != NULL && b->ops->enqueue_held != NULL) {
+		sent = b->ops->enqueue_held(b->ctx, &b->held, b->mbufs, k);
+	} else {
+		kb_held_clear(&b->held);
+		sent = b->ops->enqueue(b->ctx, b->mbufs, k);
+	}
 	b->queued = sent;
 	b->ring_full = (uint16_t)(k - sent);
 }
@@ -424,7 +419,7 @@ kb_in_free(struct kb_in *b)
 	free(b);
 }
 
-static void
+void
 kb_test_hold_now(int dir, uint32_t n)
 {
 	struct timespec ts = { .tv_sec = 0, .tv_nsec = 10 * 1000 * 1000 };

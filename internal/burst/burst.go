@@ -64,10 +64,12 @@ var (
 
 // Held names a record of held mbufs in memory the app shares (kbridge.h's
 // struct kbridge_held_q): N points at its count, M at its first of Max
-// mbuf pointers. The zero Held is no record.
+// mbuf pointers, Pend (optional) at its word for a ring operation under
+// way, which the mode's dequeue_held and enqueue_held keep. The zero Held
+// is no record.
 type Held struct {
-	N, M unsafe.Pointer
-	Max  int
+	N, M, Pend unsafe.Pointer
+	Max        int
 }
 
 // check refuses a record with less room than a burst of batch.
@@ -79,7 +81,7 @@ func (h Held) check(batch int) error {
 }
 
 func (h Held) c() C.struct_kb_held {
-	return C.struct_kb_held{n: (*C.uint32_t)(h.N), m: (**C.struct_rte_mbuf)(h.M)}
+	return C.struct_kb_held{n: (*C.uint32_t)(h.N), m: (**C.struct_rte_mbuf)(h.M), pend: (*C.uint32_t)(h.Pend)}
 }
 
 // OutConfig says how to make an Out.

@@ -19,6 +19,17 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+/* A record, in memory the app shares, of the mbufs a buffer holds between
+ * two ring operations (kbridge.h's struct kbridge_held_q): m[0..*n), room for
+ * at least cap. A record never names an mbuf that was freed or handed over:
+ * n is cleared first. n == NULL: no record. pend, when set, is the record's
+ * word for the ring operation under way (dequeue_held, enqueue_held). */
+struct kb_held {
+	volatile uint32_t *n;
+	struct rte_mbuf **m;
+	volatile uint32_t *pend;
+};
+
 /* Where bursts go, for one mode; ctx is the buffer's (a ring, a queue). */
 struct kb_burst_ops {
 	/* Takes up to n mbufs the app sent into m; returns how many. */
@@ -29,6 +40,16 @@ struct kb_burst_ops {
 	/* Whether the app takes a TCP super-frame of that IP version now;
 	 * NULL: as far as the buffer's max_segs allows. */
 	int (*takes_tso)(void *ctx, int ipv6);
+	/* Optional, for a buffer with a held record (ring mode): dequeue and
+	 * enqueue that keep the record themselves, around the ring operation,
+	 * so that a takeover can tell what a process killed inside it had
+	 * claimed or published (rec->pend). dequeue_held records what it
+	 * took (kb_held_set); enqueue_held hands over exactly what rec names,
+	 * m[0..n) being those mbufs in that order, and clears the record. */
+	uint16_t (*dequeue_held)(void *ctx, struct kb_held *rec, struct rte_mbuf **m,
+				 uint16_t n);
+	uint16_t (*enqueue_held)(void *ctx, struct kb_held *rec, struct rte_mbuf **m,
+				 uint16_t n);
 };
 
 /* Flags of an out buffer. */
@@ -69,15 +90,6 @@ struct kb_pkt {
 	uint16_t tso_segsz;
 	uint16_t pad2;
 	uint64_t enq_tsc;
-};
-
-/* A record, in memory the app shares, of the mbufs a buffer holds between
- * two ring operations (kbridge.h's struct kbridge_held_q): m[0..*n), room for
- * at least cap. A record never names an mbuf that was freed or handed over:
- * n is cleared first. n == NULL: no record. */
-struct kb_held {
-	volatile uint32_t *n;
-	struct rte_mbuf **m;
 };
 
 /* A reusable burst buffer for one worker in the app -> kernel direction. */
@@ -161,5 +173,28 @@ void kb_in_free(struct kb_in *b);
 #define KB_TEST_HOLD_OUT 0x1
 #define KB_TEST_HOLD_IN 0x2
 extern volatile int kb_test_hold;
+void kb_test_hold_now(int dir, uint32_t n);
+
+/* Records that the buffer holds rec->m[0..n), already written there. */
+static inline void
+kb_held_set(struct kb_held *rec, uint16_t n)
+{
+	if (rec->n == NULL || n == 0)
+		return;
+	__atomic_store_n(rec->n, n, __ATOMIC_RELEASE);
+	if (unlikely(kb_test_hold & KB_TEST_HOLD_OUT))
+		kb_test_hold_now(KB_TEST_HOLD_OUT, n);
+}
+
+/* Forgets the record before its mbufs are freed or handed over. */
+static inline void
+kb_held_clear(struct kb_held *rec)
+{
+	if (rec->n == NULL)
+		return;
+	if (unlikely(kb_test_hold & KB_TEST_HOLD_IN) && *rec->n > 0)
+		kb_test_hold_now(KB_TEST_HOLD_IN, *rec->n);
+	__atomic_store_n(rec->n, 0, __ATOMIC_RELEASE);
+}
 
 #endif

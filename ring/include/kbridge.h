@@ -422,7 +422,10 @@ kbridge_drain_ring_(struct rte_ring *r)
 
 struct kbridge_held_q {
 	volatile uint32_t n; /* m[0..n) are held */
-	uint32_t pad;
+	/* kbridge's own (it was padding): the ring operation under way, so
+	 * that a kbridge taking over from a killed one can tell what it had
+	 * claimed or published. The app never reads or writes it. */
+	volatile uint32_t pend;
 	struct rte_mbuf *m[KBRIDGE_HELD_MAX];
 };
 

@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h 7130f091de1ea77c947f9e548319ef1bdcfb964cc49bde43b276b1bf5c43cfc2
+../include/kbridge.h d2a8722fe490c5336800b0026fd933d5a0bb441ad9fd5dc23e0dbe68b77209cc
 `

@@ -279,6 +279,19 @@ kbt_ring_count(struct kbridge_port *p, uint16_t q, int to_kernel)
 	return rte_ring_count(to_kernel ? p->to_kernel[q] : p->from_kernel[q]);
 }
 
+/* A ring's producer and consumer heads and tails, as this DPDK's rte_ring
+ * lays them out: prod.head, prod.tail, cons.head, cons.tail. */
+void
+kbt_ring_state(struct kbridge_port *p, uint16_t q, int to_kernel, uint32_t out[4])
+{
+	const struct rte_ring *r = to_kernel ? p->to_kernel[q] : p->from_kernel[q];
+
+	out[0] = __atomic_load_n(&r->prod.head, __ATOMIC_ACQUIRE);
+	out[1] = __atomic_load_n(&r->prod.tail, __ATOMIC_ACQUIRE);
+	out[2] = __atomic_load_n(&r->cons.head, __ATOMIC_ACQUIRE);
+	out[3] = __atomic_load_n(&r->cons.tail, __ATOMIC_ACQUIRE);
+}
+
 /* Overwrites control block fields, to play an older or a broken app: a
  * negative value leaves the field as it is. */
 void

@@ -276,6 +276,23 @@ func (p *Port) InRings(q int) int {
 	return int(C.kbt_ring_count(p.p, C.uint16_t(q), 1) + C.kbt_ring_count(p.p, C.uint16_t(q), 0))
 }
 
+// RingState is one ring's heads and tails (free-running positions).
+type RingState struct {
+	ProdHead, ProdTail, ConsHead, ConsTail uint32
+}
+
+// RingState reads queue q's to_kernel ring (toKernel) or its from_kernel
+// ring as this DPDK's struct rte_ring lays it out.
+func (p *Port) RingState(q int, toKernel bool) RingState {
+	var v [4]C.uint32_t
+	tk := C.int(0)
+	if toKernel {
+		tk = 1
+	}
+	C.kbt_ring_state(p.p, C.uint16_t(q), tk, &v[0])
+	return RingState{uint32(v[0]), uint32(v[1]), uint32(v[2]), uint32(v[3])}
+}
+
 // SetCtl overwrites control block fields to play an older or a broken app;
 // a negative value leaves the field as it is.
 func (p *Port) SetCtl(version, tscHz, nbQueues int64) {

@@ -46,6 +46,7 @@ void kbt_declare_tso(struct kbridge_port *p, uint16_t max_segs);
 void kbt_audit(struct rte_mempool *mp);
 uint64_t kbt_owner(struct kbridge_port *p);
 unsigned int kbt_ring_count(struct kbridge_port *p, uint16_t q, int to_kernel);
+void kbt_ring_state(struct kbridge_port *p, uint16_t q, int to_kernel, uint32_t out[4]);
 void kbt_set_ctl(struct kbridge_port *p, int64_t version, int64_t tsc_hz, int64_t nb_queues);
 static inline int rte_errno_get(void) { return rte_errno; }
 int kbt_app_eventfd(struct kbridge_port *p, uint16_t q);

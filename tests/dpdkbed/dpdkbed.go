@@ -197,7 +197,14 @@ func (e *Env) NewBed(t *testing.T, o Opts) *Bed {
 // Start runs kbridge and waits until its control socket answers.
 func (b *Bed) Start() {
 	b.T.Helper()
-	b.Kb = b.Env.StartKbridge(b.T, b.Cfg)
+	b.StartBin(b.Env.Bin)
+}
+
+// StartBin is Start with kbridge binary bin (a test build, say) and env
+// added to its environment.
+func (b *Bed) StartBin(bin string, env ...string) {
+	b.T.Helper()
+	b.Kb = b.Env.StartKbridgeBin(b.T, bin, b.Cfg, env...)
 	b.Out = b.Kb.Log
 	b.T.Cleanup(func() { b.Stop(true) })
 	WaitServing(b.T, b.Kb, b.Sock)
@@ -245,7 +252,13 @@ func (c Config) Write(t *testing.T, path string) {
 // env added to its environment; it is stopped when t ends.
 func (e *Env) StartKbridge(t *testing.T, cfg string, env ...string) *harness.Proc {
 	t.Helper()
-	p := harness.StartSpec(t, "kbridge", harness.Spec{Env: env}, "ip", "netns", "exec", e.NS, e.Bin, "run", "--config", cfg)
+	return e.StartKbridgeBin(t, e.Bin, cfg, env...)
+}
+
+// StartKbridgeBin is StartKbridge with kbridge binary bin.
+func (e *Env) StartKbridgeBin(t *testing.T, bin, cfg string, env ...string) *harness.Proc {
+	t.Helper()
+	p := harness.StartSpec(t, "kbridge", harness.Spec{Env: env}, "ip", "netns", "exec", e.NS, bin, "run", "--config", cfg)
 	p.StopWait = 15 * time.Second
 	return p
 }

@@ -36,6 +36,34 @@ func BuildKbridge() (string, error) {
 	return build.bin, build.err
 }
 
+// The kbridge binary with the ring test hook (ring/testhook.go): built
+// the first time a test asks for it, removed by Teardown.
+var hookBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// BuildKbridgeTestHook builds cmd/kbridge with the kbridge_testhook tag once
+// per process and returns its path: a kbridge whose worker parks inside a
+// ring operation when KBRIDGE_TEST_PARK says so. Only tests run it.
+func BuildKbridgeTestHook() (string, error) {
+	hookBuild.once.Do(func() {
+		hookBuild.dir, hookBuild.err = os.MkdirTemp("", "kbridge-test-hook-bin")
+		if hookBuild.err != nil {
+			return
+		}
+		hookBuild.bin = filepath.Join(hookBuild.dir, "kbridge")
+		out, err := exec.Command("go", "build", "-tags", "kbridge_testhook", "-o", hookBuild.bin,
+			"github.com/kbridge/kbridge/cmd/kbridge").CombinedOutput()
+		if err != nil {
+			hookBuild.err = fmt.Errorf("go build -tags kbridge_testhook kbridge: %w\n%s", err, out)
+		}
+	})
+	return hookBuild.bin, hookBuild.err
+}
+
 // Kbridge is BuildKbridge for a test: a build that fails fails t.
 func Kbridge(t testing.TB) string {
 	t.Helper()
@@ -61,6 +89,9 @@ func Main(m *testing.M) int {
 func Teardown() {
 	if build.dir != "" {
 		_ = os.RemoveAll(build.dir)
+	}
+	if hookBuild.dir != "" {
+		_ = os.RemoveAll(hookBuild.dir)
 	}
 }
 

@@ -1,0 +1,36 @@
+//go:build kbridge_testhook
+
+package ring
+
+/*
+#cgo CFLAGS: -DKB_RING_TESTHOOK
+#include "port.h"
+*/
+import "C"
+
+import (
+	"os"
+	"strings"
+)
+
+// TestHook reports whether this build has the ring test hook.
+const TestHook = true
+
+// In a kbridge built with -tags kbridge_testhook (tests only; see
+// tests/faults/reconcile_test.go), KBRIDGE_TEST_PARK ("to_kernel",
+// "from_kernel" or both, comma-separated) parks the worker once inside its
+// first non-empty ring operation of that direction: between to_kernel's
+// cons.head and cons.tail, between from_kernel's prod.head and its copy.
+// A product build has neither the variable nor the branch (reconcile.c).
+func init() {
+	var bits C.int
+	for _, d := range strings.Split(os.Getenv("KBRIDGE_TEST_PARK"), ",") {
+		switch strings.TrimSpace(d) {
+		case "to_kernel":
+			bits |= C.KB_RING_PARK_TO_KERNEL
+		case "from_kernel":
+			bits |= C.KB_RING_PARK_FROM_KERNEL
+		}
+	}
+	C.kb_ring_test_park = bits
+}
