@@ -36,8 +36,8 @@ func BuildKbridge() (string, error) {
 	return build.bin, build.err
 }
 
-// The kbridge binary with the ring test hook (ring/testhook.go): built
-// the first time a test asks for it, removed by Teardown.
+// The kbridge binary with the test hooks (ring/testhook.go, tap/testhook.go):
+// built the first time a test asks for it, removed by Teardown.
 var hookBuild struct {
 	once sync.Once
 	dir  string
@@ -47,7 +47,8 @@ var hookBuild struct {
 
 // BuildKbridgeTestHook builds cmd/kbridge with the kbridge_testhook tag once
 // per process and returns its path: a kbridge whose worker parks inside a
-// ring operation when KBRIDGE_TEST_PARK says so. Only tests run it.
+// ring operation when KBRIDGE_TEST_PARK says so, and whose GSO writes to the
+// TAP fail when KBRIDGE_TEST_REFUSE_GSO is set. Only tests run it.
 func BuildKbridgeTestHook() (string, error) {
 	hookBuild.once.Do(func() {
 		hookBuild.dir, hookBuild.err = os.MkdirTemp("", "kbridge-test-hook-bin")

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kbridge/kbridge/tests/harness"
 	vu "github.com/kbridge/kbridge/vhost/vhostusertest"
 )
 
@@ -30,61 +31,82 @@ func FuzzVhostSequences(f *testing.F) {
 	b := newBed(f, false)
 	kb := b.kbridge()
 	f.Fuzz(func(t *testing.T, in []byte) {
-		fe, err := vu.Dial(b.sock)
+		sendSequence(t, b.sock, in)
+		kb.CheckRunning(t)
+		_ = b.refusals(t) // the control socket answers
+		// What the sequence brought up went with its connection: kbridge's
+		// pool is whole again (a leak per input would empty it over a
+		// long run, as make soak's runs are).
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			var s status
+			harness.KbridgeStats(t, b.ctl, &s)
+			if s.PoolInUse == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("kbridge's pool has %d mbufs in use 2 s after the frontend hung up", s.PoolInUse)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// sendSequence decodes in into vhost-user messages and sends them on a new
+// connection to sock, which it closes.
+func sendSequence(t *testing.T, sock string, in []byte) {
+	fe, err := vu.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open []int
+	defer func() {
+		fe.Close()
+		for _, fd := range open {
+			unix.Close(fd)
+		}
+	}()
+	for i := 0; i+5 <= len(in) && i < 5*16; i += 5 {
+		req, flags := uint32(in[i]), uint32(in[i+1])
+		size := int(binary.LittleEndian.Uint16(in[i+2:])) % 4096
+		if req == 0xfe {
+			if _, err := fe.Up(); err != nil {
+				break
+			}
+			continue
+		}
+		var fds []int
+		var fd int
+		var err error
+		switch in[i+4] % 5 {
+		case 1:
+			fd, err = vu.Memfd(0)
+		case 2:
+			fd, err = vu.Memfd(4096)
+		case 3:
+			fd, err = vu.Memfd(4 << 20)
+		case 4:
+			var p [2]int
+			err = unix.Pipe2(p[:], unix.O_CLOEXEC)
+			open = append(open, p[1])
+			fd = p[0]
+		default:
+			fd = -1
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		var open []int
-		defer func() {
-			fe.Close()
-			for _, fd := range open {
-				unix.Close(fd)
-			}
-		}()
-		for i := 0; i+5 <= len(in) && i < 5*16; i += 5 {
-			req, flags := uint32(in[i]), uint32(in[i+1])
-			size := int(binary.LittleEndian.Uint16(in[i+2:])) % 4096
-			if req == 0xfe {
-				if _, err := fe.Up(); err != nil {
-					break
-				}
-				continue
-			}
-			var fds []int
-			var fd int
-			var err error
-			switch in[i+4] % 5 {
-			case 1:
-				fd, err = vu.Memfd(0)
-			case 2:
-				fd, err = vu.Memfd(4096)
-			case 3:
-				fd, err = vu.Memfd(4 << 20)
-			case 4:
-				var p [2]int
-				err = unix.Pipe2(p[:], unix.O_CLOEXEC)
-				open = append(open, p[1])
-				fd = p[0]
-			default:
-				fd = -1
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fd >= 0 {
-				open = append(open, fd)
-				fds = append(fds, fd)
-			}
-			p := make([]byte, size)
-			for j := range p {
-				p[j] = in[(i+j)%len(in)]
-			}
-			if fe.Send(req, flags, p, fds...) != nil {
-				break // hung up
-			}
+		if fd >= 0 {
+			open = append(open, fd)
+			fds = append(fds, fd)
 		}
-		fe.HungUp(50 * time.Millisecond)
-		kb.CheckRunning(t)
-		_ = b.refusals(t) // the control socket answers
-	})
+		p := make([]byte, size)
+		for j := range p {
+			p[j] = in[(i+j)%len(in)]
+		}
+		if fe.Send(req, flags, p, fds...) != nil {
+			break // hung up
+		}
+	}
+	fe.HungUp(50 * time.Millisecond)
 }

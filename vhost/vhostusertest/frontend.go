@@ -45,6 +45,8 @@ const (
 
 // Feature bits the frontend may negotiate.
 const (
+	FeatureCsum     = 1 << 0  // VIRTIO_NET_F_CSUM: the backend reads the header's offloads
+	FeatureHostTSO4 = 1 << 11 // VIRTIO_NET_F_HOST_TSO4
 	FeatureIndirect = 1 << 28 // VIRTIO_RING_F_INDIRECT_DESC
 	FeatureVersion1 = 1 << 32 // VIRTIO_F_VERSION_1: 12-byte virtio-net header
 )
@@ -312,7 +314,14 @@ func (f *Frontend) Vring(q int) error {
 // offers them), share guest memory, set both vrings of queue pair 0. The
 // backend starts the device once the TX vring's kick fd arrives.
 func (f *Frontend) Up() (features uint64, err error) {
-	if features, err = f.Negotiate(FeatureVersion1 | FeatureIndirect); err != nil {
+	return f.UpWith(0)
+}
+
+// UpWith is Up with more features asked for (those the backend offers are
+// negotiated): FeatureCsum|FeatureHostTSO4 makes the backend read the
+// virtio-net header's offload fields.
+func (f *Frontend) UpWith(more uint64) (features uint64, err error) {
+	if features, err = f.Negotiate(FeatureVersion1 | FeatureIndirect | more); err != nil {
 		return 0, err
 	}
 	if features&FeatureVersion1 == 0 {
@@ -383,9 +392,37 @@ func (f *Frontend) SendFrame(frame []byte) error {
 	if HdrLen+len(frame) > BufSize {
 		return fmt.Errorf("vhostusertest: a frame of %d bytes does not fit a buffer", len(frame))
 	}
-	addr, buf := f.Buf(0)
+	return f.SendFrameHdr(NetHdr{}, frame)
+}
+
+// NetHdr is the virtio-net header's offload part a frontend claims.
+type NetHdr struct {
+	Flags      uint8 // VIRTIO_NET_HDR_F_NEEDS_CSUM, ...
+	GSOType    uint8 // VIRTIO_NET_HDR_GSO_TCPV4 (1), _UDP (3), _TCPV6 (4)
+	HdrLen     uint16
+	GSOSize    uint16
+	CsumStart  uint16
+	CsumOffset uint16
+}
+
+// SendFrameHdr sends frame behind header h as one descriptor starting at
+// buffer slot 0; a frame larger than a slot takes the slots after it (they
+// are contiguous): a jumbo frame, or what a frontend that claims GSO sends.
+func (f *Frontend) SendFrameHdr(h NetHdr, frame []byte) error {
+	addr, _ := f.Buf(0)
+	n := HdrLen + len(frame)
+	off := int(addr - Base)
+	if off+n > len(f.Mem) {
+		return fmt.Errorf("vhostusertest: a frame of %d bytes does not fit guest memory", len(frame))
+	}
+	buf := f.Mem[off : off+n]
 	clear(buf[:HdrLen])
+	buf[0], buf[1] = h.Flags, h.GSOType
+	binary.LittleEndian.PutUint16(buf[2:], h.HdrLen)
+	binary.LittleEndian.PutUint16(buf[4:], h.GSOSize)
+	binary.LittleEndian.PutUint16(buf[6:], h.CsumStart)
+	binary.LittleEndian.PutUint16(buf[8:], h.CsumOffset)
 	copy(buf[HdrLen:], frame)
-	f.SetDesc(1, 0, addr, uint32(HdrLen+len(frame)), 0, 0)
+	f.SetDesc(1, 0, addr, uint32(n), 0, 0)
 	return f.Post(1, 0)
 }
