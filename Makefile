@@ -123,11 +123,13 @@ bench: deps build
 	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
 	KBT_BENCH_COMMAND="make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench $(BENCH_FLAGS)
 
-# The soak of issue 9 (root; not in CI): SOAK_MINUTES (default 30) of NFS
-# listings and reads, iperf3 and sockperf through kbridge on the test bed,
-# a policy reload every minute, a kbridge restart and an app restart; waits
-# for the bed to be free. Writes results/soak-<UTC>.md; non-zero on a leak,
-# a data mismatch or a crash. A short run: SOAK_MINUTES=4 make soak
+# The soak of issues 9 and 17 (root; not in CI): SOAK_MINUTES (default 30) of
+# NFS listings and reads, iperf3 and sockperf through kbridge on the test bed
+# in mode SOAK_MODE (ring, the default, or vhost), a policy reload every
+# minute, a kbridge restart and an app restart; then the vhost-user fuzz
+# target for SOAK_FUZZ_MINUTES (default 5). Waits for the bed to be free.
+# Writes results/soak-<UTC>-<mode>.md; non-zero on a leak, a data mismatch,
+# a crash or a fuzz finding. A short run: SOAK_MINUTES=4 make soak
 .PHONY: soak
 soak: deps build
 	GO=$(GO) bash tests/soak/soak.sh

@@ -37,8 +37,9 @@ type counterAcc struct {
 }
 
 type statsJSON struct {
-	AppPID int `json:"app_pid"`
-	Queues []struct {
+	AppPID    int `json:"app_pid"`
+	PoolInUse int `json:"pool_in_use"` // mode vhost: kbridge's own pool
+	Queues    []struct {
 		Mode       string            `json:"mode"`
 		ToKernel   uint64            `json:"to_kernel_packets"`
 		FromKernel uint64            `json:"from_kernel_packets"`
@@ -128,8 +129,13 @@ func deltas(prev, cur map[string]uint64, same bool) map[string]uint64 {
 
 // The app pool's drift.
 
-// poolReading asks the app (SIGUSR1) for in_rings and pool_in_use.
+// poolReading asks the app (SIGUSR1) for in_rings and pool_in_use; in mode
+// vhost it reads kbridge's own pool (nothing of it sits in a ring).
 func (s *soak) poolReading() (inUse, inRings int, err error) {
+	if s.side.mode == "vhost" {
+		st, err := s.stats()
+		return st.PoolInUse, 0, err
+	}
 	pid, err := harness.ReadPID("refapp")
 	if err != nil {
 		return 0, 0, err
@@ -192,7 +198,7 @@ func (s *soak) closeWindow(idx int, final bool) {
 		w.drift = &drift
 		s.mu.Unlock()
 		if drift > 0 {
-			s.fail("mbuf leak: the app's pool has %d more mbufs in use (beyond those in the rings) than at the baseline", drift)
+			s.fail("mbuf leak: %s has %d more mbufs in use than at the baseline", s.side.poolOwner(), drift)
 		}
 	}
 	s.sample()
@@ -212,12 +218,12 @@ func (s *soak) closeWindow(idx int, final bool) {
 // counts it as a failure and restarts it (as systemd would).
 func (s *soak) checkAlive() {
 	kb, err1 := harness.ReadPID("kbridge")
-	ap, err2 := harness.ReadPID("refapp")
+	ap, err2 := harness.ReadPID(s.side.name)
 	if err1 == nil && err2 == nil && harness.Alive(kb) && harness.Alive(ap) {
 		return
 	}
 	if err2 != nil || !harness.Alive(ap) {
-		s.fail("the app (pid %d) died outside the schedule (see %s/refapp.log)", ap, runDir)
+		s.fail("the app (pid %d) died outside the schedule (see %s/%s.log)", ap, runDir, s.side.name)
 		if _, err := s.startApp(); err != nil {
 			s.fail("restarting the app: %v", err)
 		}

@@ -76,8 +76,15 @@ func (s *soak) startKbridge() (int, error) {
 	return s.spawn("kbridge", args)
 }
 
-// startApp starts the reference app as up.sh does.
+// startApp starts the app as up.sh does: in mode vhost with the script
+// up.sh wrote for it (testpmd-vhost.start), in mode ring the reference app.
 func (s *soak) startApp() (int, error) {
+	if s.side.mode == "vhost" {
+		if _, err := runLoud(30*time.Second, nil, "bash", filepath.Join(runDir, "testpmd-vhost.start")); err != nil {
+			return 0, fmt.Errorf("%s/testpmd-vhost.start: %w", runDir, err)
+		}
+		return harness.ReadPID(s.side.name)
+	}
 	args := []string{"ip", "netns", "exec", nsDUT}
 	if s.otherCPUs != "" {
 		args = append(args, "taskset", "-c", s.otherCPUs+","+s.appCPU)
@@ -157,19 +164,22 @@ func (s *soak) restartKbridge() {
 		pid, stopped.Round(time.Millisecond), npid, time.Since(t0).Round(time.Millisecond))
 }
 
-// restartApp: SIGTERM to the app; kbridge exits with it (by design); the
-// app's exit must leave its pool whole. Then the app, then kbridge (as
-// systemd's Restart= would), and a new pool baseline.
+// restartApp: SIGTERM to the app under traffic, then the app again.
+// Mode ring: kbridge exits with it (by design); the app's exit must leave
+// its pool whole; the app, then kbridge (as systemd's Restart= would), and
+// a new pool baseline. Mode vhost: kbridge serves on, sees the frontend go,
+// and takes the restarted app's port; its pool keeps its baseline.
 func (s *soak) restartApp() {
-	appPID, err := harness.ReadPID("refapp")
+	appPID, err := harness.ReadPID(s.side.name)
 	kbPID, err2 := harness.ReadPID("kbridge")
 	if err = errors.Join(err, err2); err != nil {
 		s.fail("app restart: %v", err)
 		return
 	}
 	s.sample()
-	appLog := filepath.Join(runDir, "refapp.log")
-	off := fileSize(appLog)
+	appLog := filepath.Join(runDir, s.side.name+".log")
+	kbLog := filepath.Join(runDir, "kbridge.log")
+	off, kbOff := fileSize(appLog), fileSize(kbLog)
 	t0 := time.Now()
 	_ = syscall.Kill(appPID, syscall.SIGTERM)
 	if !harness.WaitGone(appPID, 20*time.Second) {
@@ -177,42 +187,58 @@ func (s *soak) restartApp() {
 		s.fail("the app pid %d ignored SIGTERM for 20s", appPID)
 		harness.WaitGone(appPID, 5*time.Second)
 	}
-	if !harness.WaitGone(kbPID, 15*time.Second) {
-		s.fail("kbridge pid %d still runs 15s after the app exited", kbPID)
-		_ = syscall.Kill(kbPID, syscall.SIGTERM)
-		harness.WaitGone(kbPID, 15*time.Second)
-	}
-	exitLog := readFrom(appLog, off)
-	if m := lastMatch(exitLog, "kbridge-refapp: stopped pool_in_use="); m == "" {
-		s.fail("the app's exit printed no final pool count:\n%s", exitLog)
-	} else if n, _ := strconv.Atoi(m); n != 0 || !strings.Contains(exitLog, "mempool audit ok") {
-		s.fail("mbuf leak: the app exited with %s mbufs in use after kbridge_port_free", m)
+	if s.side.kbridgeFollows {
+		if !harness.WaitGone(kbPID, 15*time.Second) {
+			s.fail("kbridge pid %d still runs 15s after the app exited", kbPID)
+			_ = syscall.Kill(kbPID, syscall.SIGTERM)
+			harness.WaitGone(kbPID, 15*time.Second)
+		}
+		exitLog := readFrom(appLog, off)
+		if m := lastMatch(exitLog, "kbridge-refapp: stopped pool_in_use="); m == "" {
+			s.fail("the app's exit printed no final pool count:\n%s", exitLog)
+		} else if n, _ := strconv.Atoi(m); n != 0 || !strings.Contains(exitLog, "mempool audit ok") {
+			s.fail("mbuf leak: the app exited with %s mbufs in use after kbridge_port_free", m)
+		} else {
+			s.event("app exit: mempool audit ok, pool_in_use=0")
+		}
 	} else {
-		s.event("app exit: mempool audit ok, pool_in_use=0")
-	}
-
-	off = fileSize(appLog)
-	npid, err := s.startApp()
-	if err == nil {
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(readFrom(appLog, off), "kbridge-refapp: ready") {
-			if !harness.Alive(npid) || time.Now().After(deadline) {
-				err = fmt.Errorf("the app (pid %d) did not report ready within 30s:\n%s", npid, readFrom(appLog, off))
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
+		if err := waitText(kbLog, kbOff, "vhost-user frontend gone", 15*time.Second); err != nil {
+			s.fail("app restart: kbridge pid %d: %v", kbPID, err)
+		}
+		if !harness.Alive(kbPID) {
+			s.fail("kbridge pid %d exited with the app in mode vhost (see %s)", kbPID, kbLog)
 		}
 	}
+
+	off, kbOff = fileSize(appLog), fileSize(kbLog)
+	ready := "kbridge-refapp: ready"
+	if s.side.mode == "vhost" {
+		ready = "Press enter to exit" // testpmd forwards
+	}
+	npid, err := s.startApp()
+	if err == nil {
+		err = waitText(appLog, off, ready, 30*time.Second)
+	}
 	if err != nil {
-		s.fail("app restart: %v", err)
+		s.fail("app restart: the new app (pid %d): %v", npid, err)
 		return
 	}
-	nkb, err := s.startKbridge()
+	nkb := kbPID
+	if s.side.kbridgeFollows {
+		nkb, err = s.startKbridge()
+	} else {
+		err = waitText(kbLog, kbOff, "vhost-user frontend connected", 20*time.Second)
+	}
 	if err == nil {
 		err = s.waitServing(nkb, 40*time.Second)
 	}
 	if err != nil {
 		s.fail("app restart: kbridge after the app: %v", err)
+		return
+	}
+	if !s.side.kbridgeFollows {
+		s.event("app restart: SIGTERM to testpmd pid %d; kbridge pid %d served on and took the new testpmd's (pid %d) port, serving %v after the SIGTERM",
+			appPID, kbPID, npid, time.Since(t0).Round(time.Millisecond))
 		return
 	}
 	s.event("app restart: SIGTERM to app pid %d, kbridge pid %d exited with it; new app pid %d, new kbridge pid %d serving %v after the SIGTERM",
@@ -226,4 +252,16 @@ func (s *soak) restartApp() {
 		s.mu.Unlock()
 		s.event("pool baseline of the new app: in use - in rings = %d", d)
 	}
+}
+
+// waitText waits until the file at path, read from offset off, holds text.
+func waitText(path string, off int64, text string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for !strings.Contains(readFrom(path, off), text) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no %q in %s within %v", text, path, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
 }

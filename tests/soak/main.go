@@ -45,8 +45,9 @@ const (
 
 func main() {
 	root := flag.String("root", ".", "repository root")
+	report := flag.String("report", "", "where to write the report (default results/soak-<UTC>-<mode>.md)")
 	flag.Parse()
-	os.Exit(run(*root))
+	os.Exit(run(*root, *report))
 }
 
 func logf(format string, a ...any) {
@@ -63,7 +64,7 @@ func envMinutes(name string, def float64) float64 {
 	return def
 }
 
-func run(rootArg string) int {
+func run(rootArg, reportPath string) int {
 	if os.Geteuid() != 0 {
 		logf("must run as root (namespaces, DPDK): sudo make soak")
 		return 2
@@ -79,6 +80,11 @@ func run(rootArg string) int {
 		unix.CloseOnExec(9)
 	}
 	s := newSoak(root)
+	s.reportPath = reportPath
+	if s.side, err = appSideFor(os.Getenv("SOAK_MODE")); err != nil {
+		logf("%v", err)
+		return 2
+	}
 	s.total = time.Duration(envMinutes("SOAK_MINUTES", 30) * float64(time.Minute))
 	s.window = time.Duration(envMinutes("SOAK_WINDOW_MINUTES", 5) * float64(time.Minute))
 
@@ -95,6 +101,8 @@ type soak struct {
 	started                          time.Time
 	wantSHA                          string
 	command                          string
+	side                             appSide
+	reportPath                       string
 
 	gate sync.RWMutex // workloads hold it shared per iteration; quiesce takes it
 
@@ -219,7 +227,11 @@ func (s *soak) fail(format string, a ...any) {
 }
 
 func (s *soak) main(ctx context.Context) int {
-	for _, b := range []string{s.bin, s.app} {
+	bins := []string{s.bin}
+	if s.side.mode == "ring" {
+		bins = append(bins, s.app)
+	}
+	for _, b := range bins {
 		if _, err := os.Stat(b); err != nil {
 			logf("%s missing: run make build (make soak does)", b)
 			return 2
@@ -229,12 +241,10 @@ func (s *soak) main(ctx context.Context) int {
 	if err == nil {
 		s.wantSHA = strings.TrimSpace(string(sha))
 	}
-	base, err := os.ReadFile(filepath.Join(s.root, "tests/testbed/kbridge.yaml"))
-	if err != nil {
+	if s.baseCfg, err = s.side.baseConfig(s.root); err != nil {
 		logf("%v", err)
 		return 2
 	}
-	s.baseCfg = string(base)
 	dir, err := os.MkdirTemp("", "kbt-soak-")
 	if err != nil {
 		logf("%v", err)
@@ -249,8 +259,8 @@ func (s *soak) main(ctx context.Context) int {
 	}
 
 	startUTC := time.Now().UTC()
-	logf("bringing the test bed up (tests/testbed/up.sh, KBRIDGE_CONFIG=%s)", s.cfgPath)
-	if out, err := runLoud(6*time.Minute, []string{"KBRIDGE_CONFIG=" + s.cfgPath},
+	logf("bringing the test bed up in mode %s (tests/testbed/up.sh, KBRIDGE_CONFIG=%s)", s.side.mode, s.cfgPath)
+	if out, err := runLoud(6*time.Minute, []string{"KBRIDGE_CONFIG=" + s.cfgPath, "KBT_MODE=" + s.side.mode},
 		"bash", filepath.Join(s.root, "tests/testbed/up.sh")); err != nil || !bytes.Contains(out, []byte("testbed up")) {
 		logf("up.sh failed: %v", err)
 		s.down()
@@ -293,7 +303,10 @@ func (s *soak) main(ctx context.Context) int {
 	report := s.report(startUTC)
 	fmt.Print(report)
 	_ = os.MkdirAll(filepath.Join(s.root, "results"), 0o755)
-	path := filepath.Join(s.root, "results", "soak-"+startUTC.Format("20060102T150405Z")+".md")
+	path := s.reportPath
+	if path == "" {
+		path = filepath.Join(s.root, "results", "soak-"+startUTC.Format("20060102T150405Z")+"-"+s.side.mode+".md")
+	}
 	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
 		logf("writing %s: %v", path, err)
 	} else {

@@ -72,16 +72,21 @@ func (s *soak) report(startUTC time.Time) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "# kbridge soak, %s\n\n", startUTC.Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "# kbridge soak, mode %s, %s\n\n", s.side.mode, startUTC.Format("2006-01-02 15:04 UTC"))
 	rev, _ := exec.Command("git", "-C", s.root, "describe", "--always", "--dirty").Output()
 	kern, _ := exec.Command("uname", "-r").Output()
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "- command: `%s` (SOAK_MINUTES=%g, windows of %g min)\n", s.command, s.total.Minutes(), s.window.Minutes())
 	fmt.Fprintf(&b, "- tree: %s; host %s, kernel %s, %d CPUs (app lcore on CPU %s, kbridge and clients on %s)\n",
 		strings.TrimSpace(string(rev)), host, strings.TrimSpace(string(kern)), numCPU(), s.appCPU, s.otherCPUs)
+	if s.side.mode == "vhost" {
+		b.WriteString("- mode vhost: the app is an unmodified `dpdk-testpmd` (io forwarding kbt-nic <-> a net_virtio_user port, server=1, TSO and checksum offloads on) and kbridge its vhost-user backend as the client (`vhost.client: true`); config tests/testbed/kbridge-vhost.yaml so changed\n")
+	} else {
+		b.WriteString("- mode ring: the app is the reference app (`kbridge-refapp`, kbridge.h), kbridge its DPDK secondary; config tests/testbed/kbridge.yaml\n")
+	}
 	fmt.Fprintf(&b, "- ran %v; load average at the end: %s\n", time.Since(s.started).Round(time.Second), harness.LoadAvg())
-	b.WriteString("- workloads, concurrently, clients pinned with `taskset -c " + s.otherCPUs + "` in kbt-dut: `nfs-ls -R` (6001 entries checked), `nfs-cat big.bin` (sha256 checked), `iperf3 -t 5` alternating directions, `sockperf pp --tcp -t 5`; a policy reload every minute (adaptive -> interrupt -> busy -> adaptive ..., SIGHUP); a kbridge restart at 45% of the run and an app restart (kbridge restarted after it) at 60%\n")
-	b.WriteString("- pool drift: the app's (pool_in_use - in_rings) from SIGUSR1 after a quiet moment, minus the baseline (at the start, and again after the app restart: a new pool)\n")
+	b.WriteString("- workloads, concurrently, clients pinned with `taskset -c " + s.otherCPUs + "` in kbt-dut: `nfs-ls -R` (6001 entries checked), `nfs-cat big.bin` (sha256 checked), `iperf3 -t 5` alternating directions, `sockperf pp --tcp -t 5`; a policy reload every minute (adaptive -> interrupt -> busy -> adaptive ..., SIGHUP); a kbridge restart at 45% of the run and an app restart at 60% (" + map[bool]string{true: "kbridge exits with the app and is restarted after it", false: "kbridge serves on and takes the new app's port"}[s.side.kbridgeFollows] + ")\n")
+	b.WriteString("- pool drift: " + s.side.pool + "\n")
 	b.WriteString("- drops and park timeouts are deltas of `kbridge stats` over the window, summed across kbridge restarts; `ring_full` and the app's `to_kernel_dropped` are overload drops at full rings under iperf3 (kbridge's worker shares one CPU with every client and server), which TCP recovers: counted, not leaks or corruption; park timeouts are parks that ended after `policy.park_timeout` (100 ms) with nothing to do, as idle adaptive and interrupt workers do\n\n")
 	b.WriteString(tableHead + "\n")
 	var nfsOK, nfsFail, rOK, rMis, rFail int

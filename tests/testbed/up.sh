@@ -373,18 +373,29 @@ if [ "$MODE" = vhost ]; then
 	# waited for below sits in the buffer. --single-file-segments: one fd per
 	# memory segment list, so the memory table fits in a vhost-user message. The
 	# main lcore and EAL's threads stay off the forwarding CPU (kbt_testpmd_lcores).
-	start_testpmd() {
-		say "starting dpdk-testpmd (io forwarding kbt-nic <-> virtio-user $VHOST_SOCK$([ "$VHOST_CLIENT" = true ] && echo ", server=1")), lcores $KBT_TESTPMD_LCORE_MAP (CPUs $KBT_TESTPMD_PIN_CPUS), offloads on port 1: ${OFFLOADS:-none}"
-		: >"$KBT_RUN/testpmd-vhost.log"
-		setsid ip netns exec "$KBT_NS_DUT" taskset -c "$KBT_TESTPMD_PIN_CPUS" stdbuf -oL -eL dpdk-testpmd \
+	# The command that starts testpmd, written to a script of its own so that
+	# make soak can restart the app exactly as it was started here. With
+	# server=1 testpmd owns the socket file, which a killed testpmd leaves
+	# and DPDK 22.11 will not bind over: the script removes it first.
+	START=$KBT_RUN/testpmd-vhost.start
+	{
+		echo "#!/usr/bin/env bash"
+		echo "# Written by tests/testbed/up.sh: starts dpdk-testpmd as up.sh did (make soak restarts the app with it)."
+		[ "$VHOST_CLIENT" = true ] && printf 'rm -f %q\n' "$VHOST_SOCK"
+		printf '%q ' setsid ip netns exec "$KBT_NS_DUT" taskset -c "$KBT_TESTPMD_PIN_CPUS" stdbuf -oL -eL dpdk-testpmd \
 			--lcores "$KBT_TESTPMD_LCORE_MAP" --main-lcore 0 \
 			--file-prefix "$KBT_VHOST_PREFIX" --proc-type primary --no-pci --single-file-segments -m 256 \
 			--vdev net_af_packet0,iface=kbt-nic --vdev "$VDEV" \
 			-- --forward-mode=io --auto-start --nb-cores=1 --rxq=1 --txq=1 \
-			--total-num-mbufs=16384 --disable-link-check "${cmdargs[@]}" \
-			<>"$FIFO" >>"$KBT_RUN/testpmd-vhost.log" 2>&1 9>&- &
-		APP_PID=$!
-		echo "$APP_PID" >"$KBT_RUN/testpmd-vhost.pid"
+			--total-num-mbufs=16384 --disable-link-check "${cmdargs[@]}"
+		printf '<>%q >>%q 2>&1 9>&- &\n' "$FIFO" "$KBT_RUN/testpmd-vhost.log"
+		printf 'echo "$!" >%q\n' "$KBT_RUN/testpmd-vhost.pid"
+	} >"$START"
+	start_testpmd() {
+		say "starting dpdk-testpmd (io forwarding kbt-nic <-> virtio-user $VHOST_SOCK$([ "$VHOST_CLIENT" = true ] && echo ", server=1")), lcores $KBT_TESTPMD_LCORE_MAP (CPUs $KBT_TESTPMD_PIN_CPUS), offloads on port 1: ${OFFLOADS:-none}"
+		: >"$KBT_RUN/testpmd-vhost.log"
+		bash "$START"
+		APP_PID=$(cat "$KBT_RUN/testpmd-vhost.pid")
 	}
 	start_kbridge() {
 		say "starting kbridge run --config $KBRIDGE_CONFIG (mode vhost, $([ "$VHOST_CLIENT" = true ] && echo client || echo server) of $VHOST_SOCK) on CPUs ${KBT_OTHER_CPUS:-any}"
