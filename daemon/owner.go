@@ -70,16 +70,24 @@ func claimPort(port *ring.Port, log *slog.Logger) (Recovery, error) {
 
 // watchClosing ends the path when the app frees the port
 // (kbridge_port_free): Stop then stops the workers and releases the port,
-// which is what the app waits for before it drains the rings.
+// which is what the app waits for before it drains the rings. On the same
+// tick it makes the interface's carrier follow the link the app reports
+// (kbridge_port_set_link), as a NIC's driver makes its interface's.
 func (d *Ring) watchClosing() {
 	go func() {
 		t := time.NewTicker(closingPoll)
 		defer t.Stop()
+		var last ring.Link
+		reported := false
 		for {
 			select {
 			case <-d.done:
 				return
 			case <-t.C:
+				if l, ok := d.port.Link(); ok && (!reported || l != last) {
+					d.followLink(l)
+					last, reported = l, true
+				}
 				if d.port.Closing() {
 					d.log.Warn("the DPDK app is freeing the port: stopping", "port", d.port.Name())
 					d.finish(fmt.Errorf("the DPDK app is freeing port %s: kbridge stops (restart it once the app recreated the port)", d.port.Name()))
@@ -88,4 +96,15 @@ func (d *Ring) watchClosing() {
 			}
 		}
 	}()
+}
+
+// followLink sets the interface's carrier to the app port's link.
+func (d *Ring) followLink(l ring.Link) {
+	if err := d.dev.SetCarrier(l.Up); err != nil {
+		d.log.Warn("the interface's carrier does not follow the app's link", "interface", d.cfg.Interface.Name,
+			"link_up", l.Up, "err", err)
+		return
+	}
+	d.log.Info("carrier follows the app's link", "interface", d.cfg.Interface.Name, "carrier", l.Up,
+		"speed_mbps", l.SpeedMbps, "full_duplex", l.FullDuplex)
 }

@@ -7,8 +7,11 @@ import (
 
 // Status is what the control socket serves and `kbridge stats` shows.
 type Status struct {
-	Port      string  `json:"port"`
-	Interface string  `json:"interface"`
+	Port      string `json:"port"`
+	Interface string `json:"interface"`
+	// Carrier is the interface's carrier as kbridge set it (mode vhost:
+	// on while a frontend's device runs).
+	Carrier   bool    `json:"carrier"`
 	AppPID    int     `json:"app_pid"`
 	PoolInUse int     `json:"pool_in_use"`
 	PoolSize  int     `json:"pool_size"`

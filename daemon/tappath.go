@@ -145,7 +145,7 @@ func (p *tapPath) Device() *tap.Device { return p.dev }
 // status is the Status every mode shares: the interface and each queue's
 // worker counters. extra adds a mode's own to queue q.
 func (p *tapPath) status(cfg config.Config, extra func(q int, qs *Queue)) Status {
-	s := Status{Interface: cfg.Interface.Name}
+	s := Status{Interface: cfg.Interface.Name, Carrier: p.dev.Carrier()}
 	for q, w := range p.workers {
 		snap := w.Counters().Snapshot()
 		snap.Queue = q

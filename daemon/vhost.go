@@ -53,10 +53,15 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 		return nil, err
 	}
 	d := &Vhost{tapPath: p}
-	err = d.startWorkers(d.appSide)
+	// No frontend, no link: kb0's carrier is off until a device runs.
+	err = p.dev.SetCarrier(false)
+	if err == nil {
+		err = d.startWorkers(d.appSide)
+	}
 	if err == nil {
 		d.backend, err = vhost.Start(vhost.Config{Path: cfg.VhostSocket(), Client: cfg.Vhost.Client, Queues: nq, Log: log,
-			Mode: cfg.Vhost.VhostSocketMode(), Group: cfg.Vhost.SocketGroup, AllowUIDs: cfg.Vhost.AllowUIDs})
+			Mode: cfg.Vhost.VhostSocketMode(), Group: cfg.Vhost.SocketGroup, AllowUIDs: cfg.Vhost.AllowUIDs,
+			Link: d.frontendLink})
 	}
 	if err != nil {
 		return nil, errors.Join(err, d.Stop())
@@ -81,6 +86,16 @@ func (d *Vhost) appSide(q int) (appSide, error) {
 	}
 	d.queues = append(d.queues, out)
 	return appSide{out: out, in: in, waker: out}, nil
+}
+
+// frontendLink makes kb0's carrier follow the frontend's device, as a NIC's
+// interface follows its link: on while it runs, off once it is gone.
+func (d *Vhost) frontendLink(up bool) {
+	if err := d.dev.SetCarrier(up); err != nil {
+		d.log.Warn("the interface's carrier does not follow the frontend", "interface", d.cfg.Interface.Name, "carrier", up, "err", err)
+		return
+	}
+	d.log.Info("carrier follows the frontend", "interface", d.cfg.Interface.Name, "carrier", up)
 }
 
 // Summary is the one-line STATUS= for systemd.

@@ -7,5 +7,5 @@ package ring
 // (internal/cgodeps).
 const _ = `
 ../internal/burst/burst.h 5f2e361543731a2e47fd5d364aa71066d46007868b57404028fb4617972e2ab0
-include/kbridge.h d2a8722fe490c5336800b0026fd933d5a0bb441ad9fd5dc23e0dbe68b77209cc
+include/kbridge.h 31b253dde70821e78e2d11b6828b74caaf77e8e3e144fdff407c5b8a4addaf98
 `

@@ -118,8 +118,9 @@ kb_port_open(const char *name, struct kb_port_info *info)
 	if (c->version < KBRIDGE_VERSION_MIN || c->version > KBRIDGE_VERSION)
 		return -EPROTONOSUPPORT;
 	/* A version-1 block ends before the version-2 fields, a version-2
-	 * block before the version-3 ones. */
-	if (mz->len < (c->version >= 3 ? sizeof(*c) :
+	 * block before the version-3 ones, and so on. */
+	if (mz->len < (c->version >= 4 ? sizeof(*c) :
+		       c->version == 3 ? offsetof(struct kbridge_ctl, link) :
 		       c->version == 2 ? offsetof(struct kbridge_ctl, dpdk_version) :
 		       offsetof(struct kbridge_ctl, app_offloads)))
 		return -EBADMSG;
@@ -338,6 +339,14 @@ uint32_t
 kb_port_closing(const struct kbridge_ctl *c)
 {
 	return __atomic_load_n(&c->closing, __ATOMIC_ACQUIRE);
+}
+
+uint64_t
+kb_port_link(const struct kbridge_ctl *c, uint32_t version)
+{
+	if (version < 4)
+		return 0;
+	return __atomic_load_n(&c->link, __ATOMIC_ACQUIRE);
 }
 
 struct kbridge_held *

@@ -51,6 +51,9 @@ int kb_port_claim(struct kbridge_ctl *c, uint32_t version, uint64_t me, uint64_t
 /* Clears owner if it is still me. */
 void kb_port_release(struct kbridge_ctl *c, uint64_t me);
 uint32_t kb_port_closing(const struct kbridge_ctl *c);
+/* The app's link report (KBRIDGE_LINK_*); 0 before version 4 or before
+ * the app reported. */
+uint64_t kb_port_link(const struct kbridge_ctl *c, uint32_t version);
 /* Finds or creates the held-mbuf record of port name (kbridge.h's struct
  * kbridge_held). *created is set when it did not exist. NULL: no memory. */
 struct kbridge_held *kb_held_open(const char *name, int *created);

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
@@ -41,6 +42,11 @@ type Device struct {
 	cfg     Config
 	index   int         // the interface's ifindex; the keeper's after Keep
 	offload atomic.Bool // cfg.Offload as switched live by SetOffload
+	// carrier is what SetCarrier last set (true: the kernel's default for a
+	// TAP with a queue open); mu orders SetCarrier against the keeper's
+	// recreate, which gives a re-made interface the same carrier.
+	mu      sync.Mutex
+	carrier bool
 }
 
 // ErrNotSupported means the kernel's TUN driver lacks a feature kbridge
@@ -61,7 +67,7 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 		return nil, fmt.Errorf("tap: interface %q exists and is a %s, not a TAP: pick another interface.name or remove it",
 			cfg.Name, l.Type())
 	}
-	d = &Device{name: cfg.Name}
+	d = &Device{name: cfg.Name, carrier: true}
 	d.offload.Store(cfg.Offload)
 	defer func() {
 		if err != nil {
@@ -179,6 +185,42 @@ func (d *Device) SetOffload(on bool) error {
 	return nil
 }
 
+// SetCarrier turns the interface's carrier on or off (TUNSETCARRIER), as a
+// NIC's driver does when its link comes and goes: off, the kernel shows
+// NO-CARRIER, operstate DOWN and its routes linkdown, and a routing daemon
+// on it sees the link fail at once. A TAP's carrier is on while a queue is
+// open; a re-made interface gets what was set last.
+func (d *Device) SetCarrier(on bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.queues) == 0 {
+		return errors.New("tap: device closed")
+	}
+	if err := setCarrier(d.queues[0].fd, on); err != nil {
+		return fmt.Errorf("tap: %s: %w", d.name, err)
+	}
+	d.carrier = on
+	return nil
+}
+
+// Carrier reports what SetCarrier last set.
+func (d *Device) Carrier() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.carrier
+}
+
+func setCarrier(fd int, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETCARRIER, v); err != nil {
+		return fmt.Errorf("TUNSETCARRIER %d: %w", v, err)
+	}
+	return nil
+}
+
 // Name returns the interface name.
 func (d *Device) Name() string { return d.name }
 
@@ -190,6 +232,8 @@ func (d *Device) Queue(q int) *Queue { return d.queues[q] }
 
 // Close closes every queue; the kernel then removes the interface.
 func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	var errs []error
 	for _, q := range d.queues {
 		errs = append(errs, q.Close())

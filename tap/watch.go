@@ -270,6 +270,13 @@ func (d *Device) recreate() (err error) {
 	if err := d.remember(cfg); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.carrier {
+		if err := setCarrier(fds[0], false); err != nil {
+			return err
+		}
+	}
 	for q, fd := range fds {
 		if err := unix.Dup3(fd, d.queues[q].fd, unix.O_CLOEXEC); err != nil {
 			return fmt.Errorf("queue %d: dup3: %w", q, err)

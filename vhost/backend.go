@@ -36,6 +36,7 @@ type Backend struct {
 	queues   int
 	log      *slog.Logger
 	notify   int // eventfd the callbacks write
+	link     func(up bool)
 	stopOnce sync.Once
 	done     chan struct{}
 }
@@ -53,6 +54,10 @@ type Config struct {
 	// AllowUIDs are the peers served besides root and kbridge's uid (and
 	// a peer whose gid is Group's).
 	AllowUIDs []int
+	// Link, if set, is called from the backend's goroutine when a
+	// frontend's device starts (true) and when it goes (false): what a
+	// NIC's link is to its interface.
+	Link func(up bool)
 }
 
 // ErrGroup: vhost.socket_group names no group.
@@ -145,7 +150,7 @@ func Start(cfg Config) (*Backend, error) {
 		}
 	}
 	b := &Backend{path: cfg.Path, client: cfg.Client, queues: cfg.Queues, log: cfg.Log,
-		notify: evfd, done: make(chan struct{})}
+		notify: evfd, link: cfg.Link, done: make(chan struct{})}
 	role := "server"
 	if cfg.Client {
 		role = "client"
@@ -194,9 +199,15 @@ func (b *Backend) watch() {
 				"features", featureString(f), "app_csum", o.AppCsum, "app_tso", o.AppTSO,
 				"kernel_csum", o.KernelCsum, "kernel_tso4", o.KernelTSO4, "kernel_tso6", o.KernelTSO6,
 				"mrg_rxbuf", o.Mergeable)
+			if b.link != nil {
+				b.link(true)
+			}
 		case vid < 0 && up:
 			up = false
 			b.log.Info("vhost-user frontend gone", "socket", b.path)
+			if b.link != nil {
+				b.link(false)
+			}
 		}
 	}
 }

@@ -62,9 +62,9 @@ extern "C" {
 #endif
 
 #define KBRIDGE_MAGIC 0x4b425247u /* "KBRG" */
-/* Versions 2 and 3 append fields to the control block (see struct
- * kbridge_ctl); kbridge still serves version-1 and 2 apps, which lack them. */
-#define KBRIDGE_VERSION 3u
+/* Versions 2 to 4 append fields to the control block (see struct
+ * kbridge_ctl); kbridge still serves apps of older versions, which lack them. */
+#define KBRIDGE_VERSION 4u
 #define KBRIDGE_VERSION_MIN 1u
 #define KBRIDGE_MAX_QUEUES 16
 /* Port names fit an interface name (IFNAMSIZ - 1) and keep ring names short. */
@@ -80,6 +80,13 @@ extern "C" {
  * lengths, tso_segsz and the pseudo-header checksum: the port segments them.
  * Without it kbridge hands over MTU-sized frames with finished checksums. */
 #define KBRIDGE_APP_TSO 0x1u
+
+/* kbridge_ctl.link (version 4), written by kbridge_port_set_link(): the
+ * speed in Mb/s in the low 32 bits and these flags. 0: never reported, and
+ * kbridge leaves the kernel interface's carrier on. */
+#define KBRIDGE_LINK_REPORTED (1ull << 32)
+#define KBRIDGE_LINK_UP (1ull << 33)
+#define KBRIDGE_LINK_FULL_DUPLEX (1ull << 34)
 
 /* Per-queue shared state. Each field has one writer, named in its comment. */
 struct kbridge_queue_ctl {
@@ -135,6 +142,12 @@ struct kbridge_ctl {
 	char dpdk_version[32];
 	uint32_t dpdk_version_num;
 	uint32_t reserved5;
+	/* ---- version 4 ---- */
+	/* The app port's link (KBRIDGE_LINK_*), written by the app through
+	 * kbridge_port_set_link(), read by kbridge, which sets the kernel
+	 * interface's carrier from it. One 64-bit store: never torn. */
+	volatile uint64_t link;
+	uint64_t reserved6;
 } __rte_cache_aligned;
 
 /* Parameters of the IPC message KBRIDGE_MP_WAKEUP (fds[0] is the eventfd). */
@@ -734,6 +747,28 @@ kbridge_port_set_offloads(struct kbridge_port *p, uint32_t offloads,
 {
 	p->ctl->app_max_segs = max_segs;
 	__atomic_store_n(&p->ctl->app_offloads, offloads, __ATOMIC_RELEASE);
+}
+
+/*
+ * Report the app port's link: up or down, its speed in Mb/s (a
+ * RTE_ETH_SPEED_NUM_* value; 0 if unknown) and duplex. kbridge sets the
+ * kernel interface's carrier from it within milliseconds, as a NIC's driver
+ * does: down, the interface shows NO-CARRIER and its routes linkdown. Call
+ * it once the port is started and whenever its link changes: from an LSC
+ * callback or the app's control path (rte_eth_link_get_nowait), never from
+ * the lcore loop. An app that never calls it keeps the carrier on.
+ */
+static inline void
+kbridge_port_set_link(struct kbridge_port *p, int up, uint32_t speed_mbps,
+		      int full_duplex)
+{
+	uint64_t v = KBRIDGE_LINK_REPORTED | speed_mbps;
+
+	if (up)
+		v |= KBRIDGE_LINK_UP;
+	if (full_duplex)
+		v |= KBRIDGE_LINK_FULL_DUPLEX;
+	__atomic_store_n(&p->ctl->link, v, __ATOMIC_RELEASE);
 }
 
 /* Take up to `n` packets the kernel sent, from queue `q`. The caller owns them. */

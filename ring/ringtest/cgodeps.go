@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h d2a8722fe490c5336800b0026fd933d5a0bb441ad9fd5dc23e0dbe68b77209cc
+../include/kbridge.h 31b253dde70821e78e2d11b6828b74caaf77e8e3e144fdff407c5b8a4addaf98
 `

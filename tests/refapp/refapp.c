@@ -26,6 +26,12 @@
  * counters, including the mempool's in-use count (the leak check of the test
  * bed compares it with the baseline printed at start-up).
  *
+ * A control thread of its own reports the port's link to kbridge
+ * (kbridge_port_set_link): at start and on every change, polled 20 ms apart
+ * with rte_eth_link_get_nowait, since the bed's PMDs (net_pcap on an
+ * interface, net_af_packet) have no link interrupts. kbridge sets kb0's
+ * carrier from it.
+ *
  * At the stop it frees its kbridge port. kbridge_port_free() refuses while
  * the kbridge that serves the port still runs after the header's wait
  * (stopped, frozen or starved: it may still use the rings); the app then
@@ -876,6 +882,66 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 	return 0;
 }
 
+/* The link reporter: the control thread that tells kbridge the port's link. */
+struct link_watch {
+	struct kbridge_port *kp;
+	uint16_t port;
+	volatile int stop;
+	pthread_t tid;
+};
+
+static void *
+link_watch_run(void *arg)
+{
+	struct link_watch *w = arg;
+	struct rte_eth_link l, last;
+	char s[RTE_ETH_LINK_MAX_STR_LEN];
+	int first = 1;
+
+	memset(&last, 0, sizeof(last));
+	while (!w->stop) {
+		memset(&l, 0, sizeof(l));
+		if (rte_eth_link_get_nowait(w->port, &l) == 0 &&
+		    (first || l.link_status != last.link_status || l.link_speed != last.link_speed ||
+		     l.link_duplex != last.link_duplex)) {
+			kbridge_port_set_link(w->kp, l.link_status == RTE_ETH_LINK_UP,
+					      l.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : l.link_speed,
+					      l.link_duplex == RTE_ETH_LINK_FULL_DUPLEX);
+			rte_eth_link_to_str(s, sizeof(s), &l);
+			printf("kbridge-refapp: port %u %s: reported to kbridge\n", w->port, s);
+			fflush(stdout);
+			last = l;
+			first = 0;
+		}
+		usleep(20 * 1000);
+	}
+	return NULL;
+}
+
+/* Starts the reporter with the signals blocked: they stay the main thread's. */
+static int
+link_watch_start(struct link_watch *w, struct kbridge_port *kp, uint16_t port)
+{
+	sigset_t all, old;
+	int ret;
+
+	w->kp = kp;
+	w->port = port;
+	w->stop = 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	ret = pthread_create(&w->tid, NULL, link_watch_run, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -ret;
+}
+
+static void
+link_watch_stop(struct link_watch *w)
+{
+	w->stop = 1;
+	pthread_join(w->tid, NULL);
+}
+
 /*
  * Frees the kbridge port. kbridge_port_free() returns -EBUSY while the
  * kbridge that owns the port still runs after its own wait (it may still
@@ -917,6 +983,7 @@ main(int argc, char **argv)
 	struct rte_mbuf *pkts[BURST], *fwd[BURST];
 	struct counters c = { 0 };
 	struct kbridge_port *kp;
+	struct link_watch lw;
 	struct rte_mempool *mp;
 	uint16_t port = 0, q;
 	uint16_t tso_segs;
@@ -998,6 +1065,13 @@ main(int argc, char **argv)
 		       port, tso_segs);
 	}
 
+	ret = link_watch_start(&lw, kp, port);
+	if (ret < 0) {
+		fprintf(stderr, "kbridge-refapp: link reporter: %s\n", strerror(-ret));
+		kbridge_port_free(kp);
+		return 1;
+	}
+
 	printf("kbridge-refapp: ready port=%s queues=%u lcore=%u pool=%s pool_size=%u baseline_in_use=%u\n",
 	       o.port, o.queues, rte_lcore_id(), mp->name, o.pool_size,
 	       rte_mempool_in_use_count(mp));
@@ -1038,6 +1112,7 @@ main(int argc, char **argv)
 	}
 
 	print_counters(kp, mp, &c, o.queues);
+	link_watch_stop(&lw);
 	if (free_port(kp, o.port, o.free_wait) != 0) {
 		rte_eth_dev_stop(port);
 		rte_eth_dev_close(port);

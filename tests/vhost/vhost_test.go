@@ -184,11 +184,12 @@ type status struct {
 	Features  []string `json:"features"`
 	Connects  uint64   `json:"connects"`
 	Queues    []struct {
-		ToKernel   uint64 `json:"to_kernel_packets"`
-		FromKernel uint64 `json:"from_kernel_packets"`
-		Parks      uint64 `json:"parks"`
-		Wakeups    uint64 `json:"wakeups"`
-		CanKick    bool   `json:"can_kick"`
+		ToKernel   uint64            `json:"to_kernel_packets"`
+		FromKernel uint64            `json:"from_kernel_packets"`
+		Parks      uint64            `json:"parks"`
+		Wakeups    uint64            `json:"wakeups"`
+		CanKick    bool              `json:"can_kick"`
+		Drops      map[string]uint64 `json:"drops"`
 	} `json:"queues"`
 }
 
@@ -376,13 +377,17 @@ func (b *bed) appRestarts(kb, tp *harness.Proc, server bool) *harness.Proc {
 			}
 		}
 		kb.WaitCount("vhost-user frontend gone", i+1, 10*time.Second)
+		off := waitCarrier(t, dut, ifname, false, down)
 		tp = b.testpmd(server)
+		started := time.Now()
 		kb.WaitCount("vhost-user frontend connected", i+2, 20*time.Second)
 		up := time.Now()
+		on := waitCarrier(t, dut, ifname, true, started)
 		tp.WaitLog("Press enter to exit", 30*time.Second)
 		stream.waitEchoes(50, up, 20*time.Second)
-		t.Logf("testpmd (server=%v) %s and restart under ping -i 0.01: %v; down to reconnected %v",
-			server, how, stream.stop(), up.Sub(down).Round(time.Millisecond))
+		t.Logf("testpmd (server=%v) %s and restart under ping -i 0.01: %v; down to reconnected %v; carrier off %v after the %s, on %v after the new testpmd started",
+			server, how, stream.stop(), up.Sub(down).Round(time.Millisecond), off.Round(time.Millisecond), how,
+			on.Round(time.Millisecond))
 		s := b.stats()
 		if !s.Connected || s.Connects != uint64(i+2) {
 			t.Errorf("after testpmd's %s: %+v", how, s)

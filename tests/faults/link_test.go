@@ -1,0 +1,83 @@
+package faults
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
+)
+
+// Issue 18: kb0's carrier follows the app port's link. The reference app
+// owns a net_tap port, whose link is its TAP's (kbftl-wire: the wire's far
+// end, as the PMD sees it: up and running, or not), and reports it
+// (kbridge_port_set_link, from its control thread); kbridge turns kb0's
+// carrier off and on with it. The far end down: kb0 NO-CARRIER and its
+// routes linkdown; up: carrier back. How long each took is logged, never
+// asserted. (net_af_packet and net_pcap of DPDK 22.11 and 24.11 report
+// their link up whatever the interface's; net_tap reads its TAP's flags.)
+func TestCarrierFollowsTheAppLink(t *testing.T) {
+	needRoot(t)
+	wire := "kbftl-wire"
+	appPrefix, port := prefix+"lnk", "kbftlnk"
+	refapp := filepath.Join(harness.RepoRoot(t), "bin/kbridge-refapp")
+	if _, err := os.Stat(refapp); err != nil {
+		t.Skip("bin/kbridge-refapp missing: run make build (make test does)")
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/var/run/dpdk", appPrefix)) })
+	app := harness.Start(t, "kbridge-refapp", "ip", "netns", "exec", nsName, refapp, "-l", "0",
+		"--file-prefix", appPrefix, "--proc-type", "primary", "--no-pci", "--vdev", "net_tap0,iface="+wire,
+		"-m", "64", "--", "--port", port)
+	app.WaitLog("kbridge-refapp: ready", 20*time.Second)
+	app.WaitLog("Link up", 5*time.Second)
+
+	k := startKbridge(t, dpdkbed.Config{Prefix: appPrefix, Port: port, Ifname: port,
+		Iface: "  addresses: [198.18.31.2/24]\n  up: true\n"})
+	k.ready()
+	k.WaitLog("carrier follows the app's link", 5*time.Second)
+	if _, ok := carrierWithin(port, "1", time.Now()); !ok {
+		t.Fatalf("%s has no carrier with the app's link up:\n%s", port, k.Log)
+	}
+
+	for _, step := range []struct{ wire, want, app string }{
+		{"down", "0", "Link down"}, {"up", "1", "Link up"},
+	} {
+		t0 := time.Now()
+		if out, err := exec.Command("ip", "-n", nsName, "link", "set", wire, step.wire).CombinedOutput(); err != nil {
+			t.Fatalf("ip link set %s %s: %v\n%s", wire, step.wire, err, out)
+		}
+		took, ok := carrierWithin(port, step.want, t0)
+		if !ok {
+			t.Fatalf("the wire's far end %s: %s's carrier is not %s after 5 s\napp:\n%s\nkbridge:\n%s", step.wire, port, step.want, app.Log, k.Log)
+		}
+		routes, _ := exec.Command("ip", "-n", nsName, "route", "show", "dev", port).CombinedOutput()
+		if linkdown := strings.Contains(string(routes), "linkdown"); linkdown != (step.want == "0") {
+			t.Errorf("wire %s: the routes through %s:\n%s", step.wire, port, routes)
+		}
+		t.Logf("the wire's far end %s: %s's carrier %s %v later", step.wire, port, step.want, took.Round(time.Millisecond))
+	}
+	if !strings.Contains(app.Log.String(), "Link down") {
+		t.Errorf("the app never reported its link down:\n%s", app.Log)
+	}
+	k.Stop(true)
+}
+
+// carrierWithin waits up to 5 s for the carrier of ifname (in the test's
+// namespace) to read want and returns how long after since it did.
+func carrierWithin(ifname, want string, since time.Time) (time.Duration, bool) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, _ := exec.Command("ip", "netns", "exec", nsName, "cat", "/sys/class/net/"+ifname+"/carrier").CombinedOutput()
+		if strings.TrimSpace(string(out)) == want {
+			return time.Since(since), true
+		}
+		if time.Now().After(deadline) {
+			return 0, false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
