@@ -7,5 +7,5 @@ package ring
 // (internal/cgodeps).
 const _ = `
 ../internal/burst/burst.h 5f2e361543731a2e47fd5d364aa71066d46007868b57404028fb4617972e2ab0
-include/kbridge.h 31b253dde70821e78e2d11b6828b74caaf77e8e3e144fdff407c5b8a4addaf98
+include/kbridge.h 844a9aa3bb307c6afc0b9134f87e1338a24c6cb73aca7702cde25fa35c38d61f
 `

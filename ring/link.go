@@ -13,6 +13,17 @@ type Link struct {
 	FullDuplex bool
 }
 
+// The bits of kbridge_ctl.link (KBRIDGE_LINK_* in kbridge.h).
+const (
+	linkReported   = 1 << 32
+	linkUp         = 1 << 33
+	linkFullDuplex = 1 << 34
+)
+
+// The Go constants are kbridge.h's: a mismatch does not compile.
+var _ = [1]struct{}{}[linkReported-C.KBRIDGE_LINK_REPORTED+linkUp-C.KBRIDGE_LINK_UP+
+	linkFullDuplex-C.KBRIDGE_LINK_FULL_DUPLEX]
+
 // Link returns the app's last link report; ok is false when the app never
 // reported one (an app of an older header, or one that does not call it)
 // or the port is released.
@@ -22,9 +33,13 @@ func (p *Port) Link() (l Link, ok bool) {
 	if p.released {
 		return Link{}, false
 	}
-	v := uint64(C.kb_port_link(p.info.ctl, p.info.version))
-	if v&C.KBRIDGE_LINK_REPORTED == 0 {
+	return decodeLink(uint64(C.kb_port_link(p.info.ctl, p.info.version)))
+}
+
+// decodeLink reads the control block's link word.
+func decodeLink(v uint64) (Link, bool) {
+	if v&linkReported == 0 {
 		return Link{}, false
 	}
-	return Link{Up: v&C.KBRIDGE_LINK_UP != 0, SpeedMbps: uint32(v), FullDuplex: v&C.KBRIDGE_LINK_FULL_DUPLEX != 0}, true
+	return Link{Up: v&linkUp != 0, SpeedMbps: uint32(v), FullDuplex: v&linkFullDuplex != 0}, true
 }

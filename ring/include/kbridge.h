@@ -762,7 +762,11 @@ static inline void
 kbridge_port_set_link(struct kbridge_port *p, int up, uint32_t speed_mbps,
 		      int full_duplex)
 {
-	uint64_t v = KBRIDGE_LINK_REPORTED | speed_mbps;
+	uint64_t v;
+
+	if (speed_mbps == UINT32_MAX) /* RTE_ETH_SPEED_NUM_UNKNOWN */
+		speed_mbps = 0;
+	v = KBRIDGE_LINK_REPORTED | speed_mbps;
 
 	if (up)
 		v |= KBRIDGE_LINK_UP;

@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h 31b253dde70821e78e2d11b6828b74caaf77e8e3e144fdff407c5b8a4addaf98
+../include/kbridge.h 844a9aa3bb307c6afc0b9134f87e1338a24c6cb73aca7702cde25fa35c38d61f
 `

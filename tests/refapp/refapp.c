@@ -904,8 +904,7 @@ link_watch_run(void *arg)
 		if (rte_eth_link_get_nowait(w->port, &l) == 0 &&
 		    (first || l.link_status != last.link_status || l.link_speed != last.link_speed ||
 		     l.link_duplex != last.link_duplex)) {
-			kbridge_port_set_link(w->kp, l.link_status == RTE_ETH_LINK_UP,
-					      l.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : l.link_speed,
+			kbridge_port_set_link(w->kp, l.link_status == RTE_ETH_LINK_UP, l.link_speed,
 					      l.link_duplex == RTE_ETH_LINK_FULL_DUPLEX);
 			rte_eth_link_to_str(s, sizeof(s), &l);
 			printf("kbridge-refapp: port %u %s: reported to kbridge\n", w->port, s);
