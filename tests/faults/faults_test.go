@@ -82,27 +82,7 @@ func TestKillWithBurstInFlight(t *testing.T) {
 
 	next := newKbridge(t, p)
 	next.ready()
-	out := next.Log.String()
-	if !strings.Contains(out, "taking the port over from a kbridge that is gone") ||
-		!strings.Contains(out, fmt.Sprintf("previous_pid=%d", victim.Pid())) {
-		t.Errorf("the new kbridge did not say it took over from pid %d:\n%s", victim.Pid(), out)
-	}
-	if !strings.Contains(out, fmt.Sprintf("to_kernel=%d from_kernel=0", n)) {
-		t.Errorf("the new kbridge did not say it freed the %d held mbufs:\n%s", n, out)
-	}
-	if got := p.port.OwnerPID(); got != next.Pid() {
-		t.Errorf("owner pid %d, want the new kbridge's %d", got, next.Pid())
-	}
-	waitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
-		return p.pool.InUse() == p.port.InRings(0)
-	})
-	// The new kbridge moves traffic.
-	if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
-		t.Fatalf("inject: queued %d: %v", q, err)
-	}
-	waitUntil(t, "the new kbridge to move the frames", 5*time.Second, func() bool {
-		return next.status().ToKernelPackets >= 4
-	})
+	tookOver(t, p, next, victim.Pid(), "", n)
 	next.Stop(true)
 	if u, r := p.pool.InUse(), p.port.InRings(0); u != r {
 		t.Errorf("after stop %d mbufs in use, want the %d in the rings", u, r)
@@ -227,5 +207,34 @@ func TestControlBlockValidation(t *testing.T) {
 			return k.status().ToKernelPackets >= 4
 		})
 		k.Stop(true)
+	})
+}
+
+// tookOver checks what next, started on p after the kbridge dead (pid) was
+// killed holding heldOut mbufs of to_kernel, must have done: said it took
+// the port over (naming the dead one's fate, when fate is not ""), freed
+// those mbufs, claimed the port, made the pool whole again, and that it
+// moves traffic.
+func tookOver(t *testing.T, p *port, next *kbridge, dead int, fate string, heldOut int) {
+	t.Helper()
+	out := next.Log.String()
+	if !strings.Contains(out, "taking the port over from a kbridge that is gone") ||
+		!strings.Contains(out, fmt.Sprintf("previous_pid=%d", dead)) || !strings.Contains(out, fate) {
+		t.Errorf("the new kbridge did not say it took over from pid %d (%s):\n%s", dead, fate, out)
+	}
+	if !strings.Contains(out, fmt.Sprintf("to_kernel=%d from_kernel=0", heldOut)) {
+		t.Errorf("the new kbridge did not say it freed the %d held mbufs:\n%s", heldOut, out)
+	}
+	if got := p.port.OwnerPID(); got != next.Pid() {
+		t.Errorf("owner pid %d, want the new kbridge's %d", got, next.Pid())
+	}
+	waitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
+		return p.pool.InUse() == p.port.InRings(0)
+	})
+	if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	waitUntil(t, "the new kbridge to move the frames", 5*time.Second, func() bool {
+		return next.status().ToKernelPackets >= 4
 	})
 }
