@@ -23,6 +23,15 @@ DPDK_LIBS   = $(shell pkg-config --libs libdpdk)
 # let the -m<feature> kind through, for this build and the go builds the
 # tests run. A plain go build needs the same (README, "DPDK versions").
 export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
+# Go 1.26 puts its heap at a random address in the lower 64 TiB (the
+# randomizedheapbase64 experiment, on by default). A DPDK secondary must map
+# the app's hugepage memory at the primary's addresses, from 4 GiB up, and
+# about one start in a thousand found its own Go heap there (EAL: "Cannot get
+# a virtual area at requested address"; CI failed on it). Without the
+# experiment the heap starts at 768 GiB, above DPDK's window, as in Go 1.25.
+# The Go test processes that play DPDK primaries need it as much as kbridge.
+# A plain go build needs the same (docs/DPDK.md).
+export GOEXPERIMENT ?= norandomizedheapbase64
 # Compiler warnings the DPDK app's side must not give, in C and in C++.
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
 WERROR ?= -Werror

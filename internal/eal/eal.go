@@ -116,10 +116,21 @@ func initArgs(args []string) error {
 	cargv := (**C.char)(C.malloc(C.size_t(len(argv)) * C.size_t(unsafe.Sizeof(argv[0]))))
 	copy(unsafe.Slice(cargv, len(argv)), argv)
 	if rc := C.kb_eal_init(C.int(len(args)), cargv); rc < 0 {
-		return fmt.Errorf("rte_eal_init %q: %w", args, unix.Errno(-rc))
+		err := fmt.Errorf("rte_eal_init %q: %w", args, unix.Errno(-rc))
+		if unix.Errno(-rc) == unix.ENOMEM && randomHeapBase {
+			err = fmt.Errorf("%w (%s)", err, heapBaseHint)
+		}
+		return err
 	}
 	return nil
 }
+
+// heapBaseHint explains the one failure a build option causes: a secondary
+// must map the primary's memory at the primary's addresses, and a Go heap
+// placed at random may already sit there.
+const heapBaseHint = "this kbridge was built with Go's randomized heap base, which can take " +
+	"the addresses the app's DPDK memory must be mapped at: start it again, and build it " +
+	"with GOEXPERIMENT=norandomizedheapbase64 as make does (docs/DPDK.md)"
 
 // threads are the names DPDK gives the threads EAL starts itself: 22.11's,
 // and from 23.11 on "dpdk-" and a short name (rte_thread_create_internal_control).

@@ -49,6 +49,6 @@ exec unshare --mount --propagation private bash -euo pipefail -c '
 	fi
 	exec chroot "$R" /usr/bin/env -i PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		HOME=/root TERM=dumb LANG=C.UTF-8 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOPROXY=off \
-		CGO_CFLAGS_ALLOW='-m[a-z0-9-]+' \
+		CGO_CFLAGS_ALLOW='-m[a-z0-9-]+' GOEXPERIMENT=norandomizedheapbase64 \
 		bash -c "cd $KBR_SRC && $*"
 ' run.sh "$repo" "$goroot" "$modcache" "$*"
