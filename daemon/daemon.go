@@ -14,13 +14,16 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/config"
@@ -36,6 +39,7 @@ type Ring struct {
 	port     *ring.Port
 	stopApp  func()   // ends the app watch
 	recovery Recovery // what claimPort found of a predecessor
+	maxMTU   int      // the largest MTU the app's side can carry (appRequests)
 }
 
 var _ Runner = (*Ring)(nil)
@@ -91,12 +95,27 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		return nil, &ConfigError{conferr.Errorf("interface.mtu", mtu, "frames of that size need %d bytes, but %d segments of the app's %d-byte mbufs hold %d (raise workers.max_segments)",
 			frame, cfg.Workers.MaxSegments, port.DataRoom(), room)}
 	}
-	p, err := newTapPath(cfg, port.NumQueues(), log)
+	if mac, ok := port.AppMAC(); ok && cfg.Interface.MAC == "" && usableMAC(mac) {
+		if other := linkWithMAC(mac, cfg.Interface.Name); other != "" {
+			log.Warn("the app port's MAC is also kernel interface "+other+"'s (a PMD on a kernel interface, such as net_af_packet): "+
+				"the interface keeps a MAC of its own, else the kernel would take frames for it on both; set interface.mac to choose one",
+				"mac", mac.String(), "kernel_interface", other)
+		} else {
+			cfg.Interface.MAC = mac.String()
+			log.Info("the interface takes the app port's MAC", "mac", cfg.Interface.MAC)
+		}
+	}
+	serves, maxMTU := appRequests(port, cfg)
+	p, err := newTapPath(cfg, port.NumQueues(), maxMTU, log)
 	if err != nil {
 		port.Release()
 		return nil, err
 	}
-	d := &Ring{tapPath: p, port: port, stopApp: func() {}, recovery: recovery}
+	d := &Ring{tapPath: p, port: port, stopApp: func() {}, recovery: recovery, maxMTU: maxMTU}
+	if serves != nil {
+		p.asks, p.ask = serves, d.askApp
+		log.Info("the app takes the interface's changes as requests", "max_mtu", maxMTU)
+	}
 	d.watchClosing()
 	if err := d.startWorkers(d.appSide); err != nil {
 		return nil, errors.Join(err, d.Stop())
@@ -107,6 +126,90 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mode", cfg.Policy.Mode,
 		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", p.dev.Queue(0).Merging())
 	return d, nil
+}
+
+// usableMAC reports whether an interface can take mac: a unicast address
+// that is not all zeros (a port of a PMD without a MAC of its own reports
+// zeros, net_null's for one).
+func usableMAC(mac net.HardwareAddr) bool {
+	return len(mac) == 6 && mac[0]&1 == 0 && !bytes.Equal(mac, make(net.HardwareAddr, 6))
+}
+
+// linkWithMAC names a kernel interface other than self in this namespace
+// that has mac, or returns "".
+func linkWithMAC(mac net.HardwareAddr, self string) string {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return ""
+	}
+	for _, l := range links {
+		if a := l.Attrs(); a.Name != self && bytes.Equal(a.HardwareAddr, mac) {
+			return a.Name
+		}
+	}
+	return ""
+}
+
+// requestTimeout bounds the wait for the app's answer to a request: the
+// app answers from its control path, every few milliseconds.
+const requestTimeout = time.Second
+
+// appRequests says which of the interface's changes the app takes as requests
+// (nil: none, an app of an older kbridge.h or one that did not ask for
+// them) and the largest MTU the app's side can carry: what the app
+// declared, and what workers.max_segments of its mbufs hold. Without MTU
+// requests the MTU stays interface.mtu.
+func appRequests(port *ring.Port, cfg config.Config) (func(tap.ChangeKind) bool, int) {
+	serves, declared := port.Requests()
+	kinds := map[tap.ChangeKind]ring.RequestType{
+		tap.ChangeMTU: ring.RequestMTU, tap.ChangeLink: ring.RequestLink, tap.ChangeMAC: ring.RequestMAC,
+		tap.ChangePromisc: ring.RequestPromisc, tap.ChangeAllmulti: ring.RequestAllmulti,
+	}
+	some := false
+	for _, t := range kinds {
+		some = some || serves(t)
+	}
+	if !some {
+		return nil, cfg.Interface.MTU
+	}
+	asks := func(k tap.ChangeKind) bool { t, ok := kinds[k]; return ok && serves(t) }
+	if !serves(ring.RequestMTU) {
+		return asks, cfg.Interface.MTU
+	}
+	maxMTU := min(port.DataRoom()*cfg.Workers.MaxSegments-tap.FrameLen(0), jumboMTU)
+	if declared > 0 {
+		maxMTU = min(maxMTU, declared)
+	}
+	return asks, max(maxMTU, cfg.Interface.MTU)
+}
+
+// jumboMTU is the largest MTU taken live unless interface.mtu is larger:
+// the usual jumbo frame. Each queue's buffers are sized for it at start
+// (many PMDs declare a max_mtu far beyond what any link carries).
+const jumboMTU = 9216
+
+// askApp hands one change of the interface to the app as a request and
+// waits for its answer.
+func (d *Ring) askApp(c tap.Change) error {
+	r := ring.Request{MAC: c.MAC}
+	switch c.Kind {
+	case tap.ChangeMTU:
+		r.Type, r.Value = ring.RequestMTU, uint32(c.MTU)
+	case tap.ChangeLink:
+		r.Type = ring.RequestLink
+	case tap.ChangeMAC:
+		r.Type = ring.RequestMAC
+	case tap.ChangePromisc:
+		r.Type = ring.RequestPromisc
+	case tap.ChangeAllmulti:
+		r.Type = ring.RequestAllmulti
+	default:
+		return fmt.Errorf("no request for %v", c.Kind)
+	}
+	if c.Kind != tap.ChangeMTU && c.On {
+		r.Value = 1
+	}
+	return d.port.Ask(context.Background(), r, requestTimeout)
 }
 
 // waitFor retries try until it succeeds or the deadline passes, saying what
@@ -156,7 +259,7 @@ func (d *Ring) appSide(q int) (appSide, error) {
 	if err != nil {
 		return appSide{}, err
 	}
-	in, err := queue.In(d.cfg.Workers.Batch, tap.FrameLen(d.cfg.Interface.MTU))
+	in, err := queue.In(d.cfg.Workers.Batch, tap.FrameLen(d.maxMTU))
 	if err != nil {
 		out.Close()
 		return appSide{}, err

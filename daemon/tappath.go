@@ -20,6 +20,10 @@ type tapPath struct {
 	cfg      config.Config // cfg.Policy, cfg.Interface.Offload: what is in force; guarded by mu
 	dev      *tap.Device
 	stopKeep func() // ends the interface's keeper
+	// asks and ask hand the interface's changes to the app (ring mode
+	// with an app that takes requests); nil: the keeper asks nothing.
+	asks     func(tap.ChangeKind) bool
+	ask      func(tap.Change) error
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -36,10 +40,11 @@ func (a appSide) close() {
 	a.in.Close()
 }
 
-// newTapPath creates the TAP interface with queues queues.
-func newTapPath(cfg config.Config, queues int, log *slog.Logger) (*tapPath, error) {
+// newTapPath creates the TAP interface with queues queues, whose MTU may
+// later be raised live up to maxMTU (the app accepting).
+func newTapPath(cfg config.Config, queues, maxMTU int, log *slog.Logger) (*tapPath, error) {
 	dev, err := tap.Create(cfg.Interface, tap.Options{
-		Queues: queues, Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, Log: log,
+		Queues: queues, Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, MaxMTU: maxMTU, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -82,7 +87,8 @@ func (p *tapPath) newWorker(q int, app func(q int) (appSide, error)) (*bridge.Wo
 // bridge runs (tap.Device.Keep): a deleted interface is made again and its
 // new queues take the old fd numbers under the running workers, which are
 // then poked so that their next park watches the new fds; routes come back
-// after a down/up; a changed MTU is set back. If the interface cannot be
+// after a down/up; a changed MTU, admin state, MAC or flag is asked of the
+// app when it takes requests, else an MTU is set back. If the interface cannot be
 // made again, the path stops with the cause and kbridge exits non-zero, so
 // that systemd's Restart=on-failure brings it back.
 func (p *tapPath) keepInterface() {
@@ -97,6 +103,8 @@ func (p *tapPath) keepInterface() {
 			p.log.Error("stopping", "err", err)
 			p.finish(err)
 		},
+		Asks: p.asks,
+		Ask:  p.ask,
 	})
 	if err != nil {
 		p.log.Warn("not watching the interface: a deleted interface will not be made again, nor routes re-applied after a down/up", "err", err)

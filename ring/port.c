@@ -119,7 +119,8 @@ kb_port_open(const char *name, struct kb_port_info *info)
 		return -EPROTONOSUPPORT;
 	/* A version-1 block ends before the version-2 fields, a version-2
 	 * block before the version-3 ones, and so on. */
-	if (mz->len < (c->version >= 4 ? sizeof(*c) :
+	if (mz->len < (c->version >= 5 ? sizeof(*c) :
+		       c->version == 4 ? offsetof(struct kbridge_ctl, app_mac) :
 		       c->version == 3 ? offsetof(struct kbridge_ctl, link) :
 		       c->version == 2 ? offsetof(struct kbridge_ctl, dpdk_version) :
 		       offsetof(struct kbridge_ctl, app_offloads)))
@@ -347,6 +348,40 @@ kb_port_link(const struct kbridge_ctl *c, uint32_t version)
 	if (version < 4)
 		return 0;
 	return __atomic_load_n(&c->link, __ATOMIC_ACQUIRE);
+}
+
+int
+kb_port_app_mac(const struct kbridge_ctl *c, uint32_t version, uint8_t mac[6])
+{
+	if (version < 5 || __atomic_load_n(&c->app_mac_set, __ATOMIC_ACQUIRE) == 0)
+		return 0;
+	memcpy(mac, c->app_mac, sizeof(c->app_mac));
+	return 1;
+}
+
+uint32_t
+kb_port_requests(const struct kbridge_ctl *c, uint32_t version, uint32_t *max_mtu)
+{
+	uint32_t types;
+
+	*max_mtu = 0;
+	if (version < 5)
+		return 0;
+	types = __atomic_load_n(&c->app_requests, __ATOMIC_ACQUIRE);
+	*max_mtu = c->app_max_mtu;
+	return types & KBRIDGE_REQ_ALL;
+}
+
+uint32_t
+kb_port_post(struct kbridge_ctl *c, uint32_t type, uint32_t value, const uint8_t mac[6])
+{
+	return kbridge_req_post_(c, type, value, mac);
+}
+
+int
+kb_port_answer(const struct kbridge_ctl *c, uint32_t seq, int32_t *result)
+{
+	return kbridge_req_answer_(c, seq, result);
 }
 
 struct kbridge_held *

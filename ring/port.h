@@ -54,6 +54,15 @@ uint32_t kb_port_closing(const struct kbridge_ctl *c);
 /* The app's link report (KBRIDGE_LINK_*); 0 before version 4 or before
  * the app reported. */
 uint64_t kb_port_link(const struct kbridge_ctl *c, uint32_t version);
+/* Version 5. The app port's MAC into mac: 1, or 0 when it recorded none. */
+int kb_port_app_mac(const struct kbridge_ctl *c, uint32_t version, uint8_t mac[6]);
+/* The KBRIDGE_REQ_BIT()s the app serves (0: none) and its largest MTU. */
+uint32_t kb_port_requests(const struct kbridge_ctl *c, uint32_t version, uint32_t *max_mtu);
+/* Posts a request (kbridge.h's mailbox; one writer: kbridge) and returns
+ * its seq, which the app's answer carries. */
+uint32_t kb_port_post(struct kbridge_ctl *c, uint32_t type, uint32_t value, const uint8_t mac[6]);
+/* 1 and *result once the app answered request seq, else 0. */
+int kb_port_answer(const struct kbridge_ctl *c, uint32_t seq, int32_t *result);
 /* Finds or creates the held-mbuf record of port name (kbridge.h's struct
  * kbridge_held). *created is set when it did not exist. NULL: no memory. */
 struct kbridge_held *kb_held_open(const char *name, int *created);

@@ -30,7 +30,10 @@ type Options struct {
 	Queues  int
 	Batch   int // packets per burst, as the worker's
 	MaxSegs int // segments of one app packet
-	Log     *slog.Logger
+	// MaxMTU is the largest MTU SetMTU may set (0, or less than the
+	// configured MTU: that MTU); the queues' buffers are sized for it.
+	MaxMTU int
+	Log    *slog.Logger
 }
 
 // Device is a TAP interface with one non-blocking queue per worker.
@@ -42,9 +45,11 @@ type Device struct {
 	cfg     Config
 	index   int         // the interface's ifindex; the keeper's after Keep
 	offload atomic.Bool // cfg.Offload as switched live by SetOffload
+	maxMTU  int         // the bound of SetMTU, fixed at Create
 	// carrier is what SetCarrier last set (true: the kernel's default for a
 	// TAP with a queue open); mu orders SetCarrier against the keeper's
-	// recreate, which gives a re-made interface the same carrier.
+	// recreate, which gives a re-made interface the same carrier. SetMTU
+	// writes cfg.MTU under mu too.
 	mu      sync.Mutex
 	carrier bool
 }
@@ -67,11 +72,12 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 		return nil, fmt.Errorf("tap: interface %q exists and is a %s, not a TAP: pick another interface.name or remove it",
 			cfg.Name, l.Type())
 	}
-	d = &Device{name: cfg.Name, carrier: true}
+	d = &Device{name: cfg.Name, carrier: true, maxMTU: max(opt.MaxMTU, cfg.MTU)}
 	d.offload.Store(cfg.Offload)
+	made := d // the error returns below clear d
 	defer func() {
 		if err != nil {
-			d.Close()
+			made.Close()
 		}
 	}()
 	for q := 0; q < opt.Queues; q++ {
@@ -88,7 +94,7 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 			}
 		}
 		d.queues = append(d.queues, NewQueue(fd, QueueConfig{
-			MTU: cfg.MTU, Batch: opt.Batch, MaxSegs: opt.MaxSegs, Merge: cfg.Offload, Log: opt.Log.With("queue", q),
+			MTU: cfg.MTU, MaxMTU: d.maxMTU, Batch: opt.Batch, MaxSegs: opt.MaxSegs, Merge: cfg.Offload, Log: opt.Log.With("queue", q),
 		}))
 	}
 	if err := configure(cfg); err != nil {
@@ -220,6 +226,47 @@ func setCarrier(fd int, on bool) error {
 	}
 	return nil
 }
+
+// SetMTU changes the MTU kbridge holds frames to, on every queue from its
+// worker's next burst, and records it as the MTU a deleted interface is made
+// again with. An MTU below limits.MinMTU or above MaxMTU is refused with an
+// error matching ErrMTURange, and no queue changes.
+//
+// It does not set the kernel interface's MTU: the caller does that with
+// netlink (or an administrator did it). A caller that sets both calls SetMTU
+// first: the keeper (Keep) takes a kernel MTU that differs from the
+// recorded one for a change made outside kbridge. Until both agree, frames
+// the kernel sends longer than the MTU set here are dropped as oversize.
+func (d *Device) SetMTU(mtu int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.queues) == 0 {
+		return errors.New("tap: device closed")
+	}
+	// All or none: every queue has the device's MaxMTU, but check each
+	// before any changes.
+	for _, q := range d.queues {
+		if err := q.checkMTU(mtu); err != nil {
+			return fmt.Errorf("tap: %s: %w", d.name, err)
+		}
+	}
+	for _, q := range d.queues {
+		q.nextMTU.Store(int32(mtu))
+	}
+	d.cfg.MTU = mtu
+	return nil
+}
+
+// MTU returns the MTU the queues hold frames to: the configured one, or what
+// SetMTU last set.
+func (d *Device) MTU() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg.MTU
+}
+
+// MaxMTU returns the largest MTU SetMTU takes.
+func (d *Device) MaxMTU() int { return d.maxMTU }
 
 // Name returns the interface name.
 func (d *Device) Name() string { return d.name }

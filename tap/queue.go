@@ -1,6 +1,8 @@
 package tap
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"unsafe"
@@ -32,11 +34,19 @@ const (
 // sized with it.
 func FrameLen(mtu int) int { return mtu + ethHeaderLen + vlanTagLen }
 
+// ErrMTURange means an MTU below limits.MinMTU or above the queue's MaxMTU:
+// the buffers were sized at creation and are never grown on the hot path.
+var ErrMTURange = errors.New("MTU out of range")
+
 // QueueConfig configures one queue.
 type QueueConfig struct {
 	// MTU of the interface: frames longer than MTU plus the Ethernet
 	// header (plus one VLAN tag) are dropped and counted, never truncated.
 	MTU int
+	// MaxMTU is the largest MTU SetMTU may set later (0, or less than
+	// MTU: MTU). The buffers that depend on the MTU are sized for it
+	// here, so that a change allocates nothing.
+	MaxMTU int
 	// Batch and MaxSegs size the scratch space: packets per burst and
 	// segments per packet.
 	Batch, MaxSegs int
@@ -48,10 +58,16 @@ type QueueConfig struct {
 // Queue is one queue of a TAP device with virtio-net headers. It implements
 // bridge.Kernel; one worker uses it at a time.
 type Queue struct {
-	fd       int
-	maxFrame int
+	fd int
+	// mtu and maxFrame are the worker's copy of nextMTU, taken at the start
+	// of each Write and Read (loadMTU), so that a burst sees one MTU from
+	// its first packet to its last and the hot path reads no atomic per
+	// packet.
 	mtu      int
-	merge    atomic.Bool // coalesce writes; the worker reads it once per burst
+	maxFrame int
+	nextMTU  atomic.Int32 // what SetMTU stored; NewQueue stores QueueConfig.MTU
+	maxMTU   int          // the bound of SetMTU, which the buffers are sized for
+	merge    atomic.Bool  // coalesce writes; the worker reads it once per burst
 	log      *slog.Logger
 	closed   atomic.Bool
 	swaps    atomic.Uint64 // files the keeper put in fd's number (FdGeneration)
@@ -64,11 +80,19 @@ type Queue struct {
 	iov      []unix.Iovec
 	plain    [vnet.HdrLen]byte // all zero: a frame as it is
 	lbuf     []byte            // an LRO packet made contiguous, to split it
-	sbuf     []byte            // one segment of it
+	sbuf     []byte            // one segment of it, at up to maxMTU
 	valid    [vnet.HdrLen]byte // DATA_VALID: the app's NIC checked it
 
-	rbuf    []byte
-	rlen    int
+	rbuf []byte
+	rlen int
+	// super is parsed (its segment size cut to the MTU) when it is read:
+	// a split still pending across Read calls (pending, or offered and
+	// then refused) goes on with the segment size of the MTU it was read
+	// under, whatever SetMTU did since, so that one super-frame is never
+	// cut into frames of two sizes and no buffer is re-sized. After a
+	// lowered MTU the rest of that one super-frame, at most 64 KiB, still
+	// reaches the app in frames of the old MTU (slots that take frames of
+	// MaxMTU hold them); the next super-frame is cut to the new one.
 	super   vnet.Super
 	next    int  // next segment of super to hand out
 	pending int  // segments of super still to hand out
@@ -83,6 +107,7 @@ var _ bridge.Kernel = (*Queue)(nil)
 func NewQueue(fd int, cfg QueueConfig) *Queue {
 	cfg.Batch = max(cfg.Batch, 1)
 	cfg.MaxSegs = max(cfg.MaxSegs, 1)
+	cfg.MaxMTU = max(cfg.MaxMTU, cfg.MTU)
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -90,6 +115,7 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 		fd:       fd,
 		mtu:      cfg.MTU,
 		maxFrame: cfg.MTU + ethHeaderLen,
+		maxMTU:   cfg.MaxMTU,
 		log:      cfg.Log,
 		co:       vnet.NewCoalescer(cfg.Batch, 0), // up to 64 packets a write
 		pkts:     make([]vnet.Packet, cfg.Batch),
@@ -99,8 +125,11 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 		iov:      make([]unix.Iovec, 0, maxWriteIov),
 		rbuf:     make([]byte, maxRead),
 		lbuf:     make([]byte, maxLRO),
-		sbuf:     make([]byte, FrameLen(cfg.MTU)+vlanTagLen),
+		// Sized for the largest MTU SetMTU may set, so that a change
+		// needs no new buffer on the worker's side.
+		sbuf: make([]byte, FrameLen(cfg.MaxMTU)+vlanTagLen),
 	}
+	q.nextMTU.Store(int32(cfg.MTU))
 	q.merge.Store(cfg.Merge)
 	vnet.Hdr{Flags: vnet.FlagDataValid}.Encode(q.valid[:])
 	for i := range q.pkts {
@@ -118,6 +147,36 @@ func (q *Queue) Fd() int { return q.fd }
 // the old one was closed before any park saw its error.
 func (q *Queue) FdGeneration() uint64 { return q.swaps.Load() }
 
+// SetMTU changes the queue's MTU, from the worker's next burst: the next
+// Write and the next Read hold frames to it (a Write or Read under way keeps
+// the MTU it started with, and so does a super-frame split pending across
+// Reads: see Queue.super). It may be called from any goroutine, and
+// allocates nothing. An MTU below limits.MinMTU or above the queue's MaxMTU
+// is refused with an error matching ErrMTURange, and nothing changes.
+//
+// It sets kbridge's frame limits only, not the kernel interface's MTU.
+func (q *Queue) SetMTU(mtu int) error {
+	if err := q.checkMTU(mtu); err != nil {
+		return fmt.Errorf("tap: %w", err)
+	}
+	q.nextMTU.Store(int32(mtu))
+	return nil
+}
+
+func (q *Queue) checkMTU(mtu int) error {
+	if mtu < limits.MinMTU || mtu > q.maxMTU {
+		return fmt.Errorf("MTU %d: %w (%d to MaxMTU %d)", mtu, ErrMTURange, limits.MinMTU, q.maxMTU)
+	}
+	return nil
+}
+
+// loadMTU takes what SetMTU last stored into the worker's plain fields: once
+// per Write and per Read, never per packet.
+func (q *Queue) loadMTU() {
+	q.mtu = int(q.nextMTU.Load())
+	q.maxFrame = q.mtu + ethHeaderLen
+}
+
 // Merging reports whether writes are coalesced.
 func (q *Queue) Merging() bool { return q.merge.Load() }
 
@@ -132,6 +191,7 @@ func (q *Queue) Close() error {
 // Write writes pkts: merged where the Coalescer can, alone otherwise, one
 // writev each. It sets written[i] for each packet the kernel took.
 func (q *Queue) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
+	q.loadMTU()
 	merge := q.merge.Load()
 	k := 0
 	for i := 0; i < len(pkts) && k < len(q.pkts); i++ {
@@ -347,6 +407,7 @@ func (q *Queue) frameLimit(first []byte) int {
 // for the next call) or, with ReadTSO, handed whole as the batch's last
 // frame; frames with a partial checksum finished.
 func (q *Queue) Read(slots [][]byte, frames []bridge.Frame, flags bridge.ReadFlags, r *bridge.Result) int {
+	q.loadMTU() // for what is read from now on; a pending super keeps its own
 	limit := min(len(slots), len(frames))
 	if q.offered {
 		q.offered = false

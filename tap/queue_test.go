@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/bridge/bridgetest"
+	"github.com/kbridge/kbridge/internal/limits"
 	"github.com/kbridge/kbridge/policy"
 	"github.com/kbridge/kbridge/tap/vnet"
 	"github.com/kbridge/kbridge/tap/vnet/vnettest"
@@ -22,11 +25,17 @@ const mtu = 1500
 // keeps frame boundaries like a TAP fd, and the other end for the test.
 func newTestQueue(t *testing.T, merge bool) (*Queue, int) {
 	t.Helper()
+	return newTestQueueMax(t, merge, 0)
+}
+
+// newTestQueueMax is newTestQueue with room for SetMTU up to maxMTU.
+func newTestQueueMax(t *testing.T, merge bool, maxMTU int) (*Queue, int) {
+	t.Helper()
 	fd, peer, err := bridgetest.SeqPacket()
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := NewQueue(fd, QueueConfig{MTU: mtu, Batch: 32, MaxSegs: 4, Merge: merge})
+	q := NewQueue(fd, QueueConfig{MTU: mtu, MaxMTU: maxMTU, Batch: 32, MaxSegs: 4, Merge: merge})
 	t.Cleanup(func() { q.Close(); unix.Close(peer) })
 	return q, peer
 }
@@ -615,5 +624,173 @@ func drain(peer int, buf []byte) {
 		if _, err := unix.Read(peer, buf); err != nil {
 			return
 		}
+	}
+}
+
+const jumbo = 9000
+
+// SetMTU moves the oversize rule from the next burst, both ways, merged or
+// not.
+func TestSetMTUMovesTheOversizeRule(t *testing.T) {
+	for _, merge := range []bool{false, true} {
+		q, peer := newTestQueueMax(t, merge, jumbo)
+		out := bridgetest.NewOut(32, 4)
+		w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(jumbo)))
+		c := w.Counters()
+		big := frame(jumbo+14, 1) // a 9000-byte payload; ARP: never merged
+		small := frame(60, 2)
+		for _, step := range []struct {
+			mtu     int // 0: the queue's own, 1500
+			written bool
+		}{{0, false}, {jumbo, true}, {mtu, false}} {
+			if step.mtu != 0 {
+				if err := q.SetMTU(step.mtu); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := c.Drops[bridge.DropOversize].Load()
+			out.Enqueue(bridgetest.Frame(big), bridgetest.Frame(small))
+			w.ToKernel()
+			got := readAll(t, peer)
+			oversize := c.Drops[bridge.DropOversize].Load() - before
+			want := [][]byte{small}
+			if step.written {
+				want = [][]byte{big, small}
+			}
+			if len(got) != len(want) || oversize != uint64(2-len(want)) {
+				t.Fatalf("merge %v, SetMTU(%d): %d frames written, %d oversize: want %d and %d",
+					merge, step.mtu, len(got), oversize, len(want), 2-len(want))
+			}
+			for i := range want {
+				if !bytes.Equal(got[i].frame, want[i]) {
+					t.Errorf("merge %v, SetMTU(%d): frame %d differs", merge, step.mtu, i)
+				}
+			}
+		}
+	}
+}
+
+// Read cuts super-frames to the MTU SetMTU set, from the next Read on; a
+// split already under way goes on at the MTU it began with, and plain frames
+// are held to the new MTU.
+func TestReadSplitsToTheNewMTU(t *testing.T) {
+	q, peer := newTestQueueMax(t, true, jumbo)
+	slots, frames := slotsOf(bridgetest.NewIn(8, FrameLen(jumbo)))
+	var r bridge.Result
+	const kmss = jumbo - 40 // what a kernel at MTU 9000 sends
+	// 2*8960 bytes: 13 frames at MTU 1500, 12 of 1460 bytes and one of 400.
+	if _, err := unix.Write(peer, flow.Super(1, 1, 2, kmss, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var got [][]byte
+	collect := func(n int) {
+		for i := range n {
+			got = append(got, append([]byte(nil), slots[i][:frames[i].Len]...))
+		}
+	}
+	if n := q.Read(slots, frames, 0, &r); n != 8 {
+		t.Fatalf("first Read: %d frames, want 8", n)
+	}
+	collect(8)
+	if err := q.SetMTU(jumbo); err != nil {
+		t.Fatal(err)
+	}
+	seq2 := uint32(1 + 2*kmss)
+	if _, err := unix.Write(peer, flow.Super(seq2, 100, 3, kmss, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if n := q.Read(slots, frames, 0, &r); n != 8 {
+		t.Fatalf("Read after SetMTU: %d frames, want 8 (the 5 left of the first super-frame, 3 of the second)", n)
+	}
+	collect(8)
+	want := flow.Stream(1, 1, 12, mtu-40, 0)
+	want = append(want, flow.Segment(1+12*(mtu-40), 13, 2*kmss-12*(mtu-40), ack))
+	want = append(want, flow.Stream(seq2, 100, 3, kmss, 0)...)
+	if len(got) != len(want) {
+		t.Fatalf("%d frames, want %d", len(got), len(want))
+	}
+	for k := range want {
+		if !bytes.Equal(got[k], want[k]) {
+			t.Errorf("frame %d: %d bytes, want %d, or different", k, len(got[k]), len(want[k]))
+		}
+	}
+
+	// Plain frames follow the MTU too.
+	big := frame(jumbo+14, 1)
+	send(t, peer, vnet.Hdr{}, big)
+	if n := q.Read(slots, frames, 0, &r); n != 1 || !bytes.Equal(slots[0][:frames[0].Len], big) {
+		t.Fatalf("a jumbo frame at MTU %d: Read made %d frames", jumbo, n)
+	}
+	if err := q.SetMTU(mtu); err != nil {
+		t.Fatal(err)
+	}
+	send(t, peer, vnet.Hdr{}, big)
+	if n := q.Read(slots, frames, 0, &r); n != 0 || r.Drops[bridge.DropOversize] != 1 {
+		t.Fatalf("a jumbo frame at MTU %d: Read made %d frames, %d oversize: want 0 and 1", mtu, n, r.Drops[bridge.DropOversize])
+	}
+}
+
+// An MTU out of range is refused, names both numbers and changes nothing.
+func TestSetMTUOutOfRange(t *testing.T) {
+	q, _ := newTestQueueMax(t, true, jumbo)
+	for _, m := range []int{jumbo + 1, limits.MinMTU - 1} {
+		err := q.SetMTU(m)
+		if !errors.Is(err, ErrMTURange) || !strings.Contains(err.Error(), strconv.Itoa(m)) ||
+			!strings.Contains(err.Error(), strconv.Itoa(jumbo)) {
+			t.Errorf("SetMTU(%d): %v, want ErrMTURange naming %d and %d", m, err, m, jumbo)
+		}
+		q.loadMTU() // as the next burst would
+		if q.mtu != mtu || q.maxFrame != mtu+14 {
+			t.Errorf("after SetMTU(%d): mtu %d, max frame %d, want %d and %d", m, q.mtu, q.maxFrame, mtu, mtu+14)
+		}
+	}
+	for _, m := range []int{limits.MinMTU, jumbo} {
+		if err := q.SetMTU(m); err != nil {
+			t.Errorf("SetMTU(%d): %v", m, err)
+		}
+	}
+	// Without MaxMTU the configured MTU is the bound.
+	q, _ = newTestQueue(t, true)
+	if err := q.SetMTU(mtu + 1); !errors.Is(err, ErrMTURange) {
+		t.Errorf("no MaxMTU: SetMTU(%d): %v, want ErrMTURange", mtu+1, err)
+	}
+}
+
+// A burst after SetMTU allocates nothing: the split buffer was sized for
+// MaxMTU, and a frame split at MTU 9000 fits it.
+func TestWriteAfterSetMTUDoesNotAllocate(t *testing.T) {
+	q, peer := newTestQueueMax(t, false, jumbo) // false: LRO packets over the MTU are split
+	out := bridgetest.NewOut(32, 40)
+	in := bridgetest.NewIn(32, FrameLen(jumbo))
+	in.Discard = true
+	w := newTestWorker(t, q, out, in)
+	c := w.Counters()
+	const kmss = jumbo - 40
+	burst := []bridgetest.Packet{bridgetest.Frame(frame(jumbo+14, 1)), lroPacket(1, 4, kmss)}
+	wireSuper := flow.Super(1, 1, 4, kmss, 0)
+	buf := make([]byte, maxRead)
+	round := func() {
+		for _, m := range []int{jumbo, mtu} {
+			_ = q.SetMTU(m)
+			out.Enqueue(burst...)
+			w.ToKernel()
+			drain(peer, buf)
+			_, _ = unix.Write(peer, wireSuper)
+			w.FromKernel()
+		}
+	}
+	round()
+	if allocs := testing.AllocsPerRun(200, round); allocs != 0 {
+		t.Errorf("%.2f allocations per round, want 0", allocs)
+	}
+	// Per round: at 9000 the jumbo frame goes and the LRO packet is cut
+	// into 4 frames; at 1500 the jumbo frame is oversize and the LRO
+	// packet cut into 25 (4*8960 bytes by 1460).
+	const rounds = 202
+	o := c.Offload.Snapshot()
+	if d := c.Drops[bridge.DropOversize].Load(); d != rounds || o.SplitWriteFrames != rounds*(4+25) ||
+		o.SplitFrames != rounds*(4+25) {
+		t.Errorf("oversize %d, split write frames %d, split read frames %d: want %d, %d, %d",
+			d, o.SplitWriteFrames, o.SplitFrames, rounds, rounds*(4+25), rounds*(4+25))
 	}
 }

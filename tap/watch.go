@@ -24,9 +24,14 @@ import (
 //   - sets it down and up: the kernel drops its routes (and IPv6 addresses)
 //     on the way down; on the way up the keeper adds the configured
 //     addresses and routes again.
-//   - changes its MTU: refused. The app's buffers and the queues' frame
-//     limits are sized for interface.mtu, so the keeper logs an error and
-//     sets the configured MTU back.
+//   - changes its MTU, admin state, MAC, promiscuous or all-multicast
+//     flag: when the app takes requests of that kind (KeepOptions.Asks;
+//     ring mode, kbridge.h version 5), the keeper asks it (Ask) and keeps an
+//     accepted change (a new MTU takes effect in the queues from their next
+//     burst, up to Device.MaxMTU) or sets a refused or unanswered one back,
+//     logging the app's answer. When it does not, an MTU change is set back
+//     (the app's buffers and the queues' frame limits are sized for the
+//     MTU) and the rest are left as the administrator made them.
 
 // KeepOptions configure Device.Keep.
 type KeepOptions struct {
@@ -38,6 +43,68 @@ type KeepOptions struct {
 	// Lost is called once when the interface was deleted and could not be
 	// made again; the keeper then stops.
 	Lost func(error)
+	// Asks reports whether Ask takes changes of kind k; nil: none.
+	Asks func(k ChangeKind) bool
+	// Ask hands a change made to the interface to the app and returns its
+	// answer: nil keeps the change, an error sets it back. It may block
+	// (the app answers from its control path); the keeper handles the
+	// interface's next event after it returns.
+	Ask func(c Change) error
+}
+
+// ChangeKind is what changed on the interface.
+type ChangeKind int
+
+// The changes the keeper can hand to the app.
+const (
+	ChangeMTU      ChangeKind = iota + 1
+	ChangeLink                // administratively up or down
+	ChangeMAC                 // the hardware address
+	ChangePromisc             // IFF_PROMISC, as ip link set promisc on|off sets it
+	ChangeAllmulti            // IFF_ALLMULTI
+)
+
+func (k ChangeKind) String() string {
+	switch k {
+	case ChangeMTU:
+		return "mtu"
+	case ChangeLink:
+		return "link"
+	case ChangeMAC:
+		return "mac"
+	case ChangePromisc:
+		return "promisc"
+	case ChangeAllmulti:
+		return "allmulticast"
+	}
+	return fmt.Sprintf("change %d", int(k))
+}
+
+// Change is one change an administrator made to the interface.
+type Change struct {
+	Kind ChangeKind
+	MTU  int              // ChangeMTU
+	On   bool             // ChangeLink: up; ChangePromisc, ChangeAllmulti: on
+	MAC  net.HardwareAddr // ChangeMAC
+}
+
+// Value is the change's new value as a log shows it.
+func (c Change) Value() string {
+	switch c.Kind {
+	case ChangeMTU:
+		return fmt.Sprint(c.MTU)
+	case ChangeMAC:
+		return c.MAC.String()
+	case ChangeLink:
+		if c.On {
+			return "up"
+		}
+		return "down"
+	}
+	if c.On {
+		return "on"
+	}
+	return "off"
 }
 
 // remember records what Keep needs: the ifindex, and the MAC the kernel
@@ -52,9 +119,19 @@ func (d *Device) remember(cfg Config) error {
 		cfg.MAC = link.Attrs().HardwareAddr.String()
 	}
 	markOwner(link) // kbridge cleanup tells this live TAP from an orphan (owner.go)
+	d.mu.Lock()
 	d.cfg = cfg
+	d.mu.Unlock()
 	d.index = link.Attrs().Index
 	return nil
+}
+
+// config returns what the interface is made and kept with: the
+// configuration, with the MTU and MAC the app accepted since.
+func (d *Device) config() Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
 }
 
 // Index returns the interface's current ifindex.
@@ -74,7 +151,11 @@ func (d *Device) Keep(o KeepOptions) (stop func(), err error) {
 	if o.Lost == nil {
 		o.Lost = func(error) {}
 	}
-	k := &keeper{d: d, o: o, log: o.Log.With("interface", d.name), done: make(chan struct{}), up: d.cfg.Up}
+	if o.Asks == nil || o.Ask == nil {
+		o.Asks = func(ChangeKind) bool { return false }
+	}
+	k := &keeper{d: d, o: o, log: o.Log.With("interface", d.name), done: make(chan struct{}), up: d.config().Up}
+	k.learnFlags()
 	ch, subStop, err := k.subscribe()
 	if err != nil {
 		return nil, fmt.Errorf("tap: watch %s: %w", d.name, err)
@@ -96,7 +177,20 @@ type keeper struct {
 	log  *slog.Logger
 	done chan struct{}
 	wg   sync.WaitGroup
-	up   bool // administratively up at the last event
+	// What the interface is known to be: as configured, or as the app
+	// accepted. An event that shows anything else is a change to hand on.
+	up       bool // administratively up
+	promisc  bool
+	allmulti bool
+}
+
+// learnFlags takes the promiscuous and all-multicast flags as the
+// interface has them now (kbridge does not configure them).
+func (k *keeper) learnFlags() {
+	if l, err := netlink.LinkByIndex(k.d.index); err == nil {
+		k.promisc = l.Attrs().RawFlags&unix.IFF_PROMISC != 0
+		k.allmulti = l.Attrs().RawFlags&unix.IFF_ALLMULTI != 0
+	}
 }
 
 // subscribe starts a link subscription. Its channel closes when the
@@ -163,7 +257,7 @@ func (k *keeper) run(ch <-chan netlink.LinkUpdate, stop chan struct{}) {
 			case unix.RTM_DELLINK:
 				goOn = k.sync() // a bridge port's DELLINK is no deletion
 			case unix.RTM_NEWLINK:
-				goOn = k.newLink(u.Flags&unix.IFF_UP != 0, u.Attrs().MTU)
+				goOn = k.sync() // the event may be stale: look at it as it is now
 			}
 			if !goOn {
 				end()
@@ -187,7 +281,8 @@ func (k *keeper) sync() bool {
 	case link.Attrs().Name != k.d.name:
 		k.log.Warn("the interface was renamed; kbridge keeps using it", "new_name", link.Attrs().Name)
 	}
-	return k.newLink(link.Attrs().RawFlags&unix.IFF_UP != 0, link.Attrs().MTU)
+	k.check(link)
+	return true
 }
 
 // recreate makes a deleted interface again and hands its queues to the
@@ -199,41 +294,137 @@ func (k *keeper) recreate() bool {
 		k.o.Lost(fmt.Errorf("interface %s was deleted and could not be made again: %w", k.d.name, err))
 		return false
 	}
-	k.up = k.d.cfg.Up
+	k.up = k.d.config().Up
+	k.learnFlags()
 	k.o.Recreated()
 	k.log.Warn("the interface was deleted and made again; the workers use its new queues",
 		"ifindex", k.d.index, "took", time.Since(start).Round(time.Microsecond).String())
 	return true
 }
 
-// newLink handles the interface's state: addresses and routes again after
-// it came up, and the configured MTU back if it changed.
-func (k *keeper) newLink(up bool, mtu int) bool {
-	wasUp := k.up
-	k.up = up
-	if up && !wasUp {
-		if err := reapply(k.d.cfg); err != nil {
-			k.log.Error("the interface is up again, but its addresses and routes could not all be re-applied", "err", err)
-		} else {
-			k.log.Info("the interface is up again: addresses and routes re-applied",
-				"addresses", len(k.d.cfg.Addresses), "routes", len(k.d.cfg.Routes))
-		}
+// check compares the interface as it is with what it is known to be and
+// handles each difference: asked of the app, kept or set back.
+func (k *keeper) check(link netlink.Link) {
+	a := link.Attrs()
+	k.admin(link, a.RawFlags&unix.IFF_UP != 0)
+	k.mtu(link, a.MTU)
+	k.mac(link, a.HardwareAddr)
+	k.flag(link, ChangePromisc, a.RawFlags&unix.IFF_PROMISC != 0, &k.promisc,
+		netlink.SetPromiscOn, netlink.SetPromiscOff)
+	k.flag(link, ChangeAllmulti, a.RawFlags&unix.IFF_ALLMULTI != 0, &k.allmulti,
+		netlink.LinkSetAllmulticastOn, netlink.LinkSetAllmulticastOff)
+}
+
+// ask hands c to the app and logs its answer; false: set it back.
+func (k *keeper) ask(c Change) bool {
+	start := time.Now()
+	err := k.o.Ask(c)
+	took := time.Since(start).Round(time.Microsecond).String()
+	if err != nil {
+		k.log.Error("the app did not take the interface's change: setting it back",
+			"change", c.Kind.String(), "value", c.Value(), "answer", err.Error(), "took", took)
+		return false
 	}
-	if mtu != k.d.cfg.MTU {
-		// The event may be stale (our own setting may have come since):
-		// look at the MTU as it is now.
-		link, err := netlink.LinkByIndex(k.d.index)
-		if err != nil || link.Attrs().MTU == k.d.cfg.MTU {
-			return true
-		}
-		k.log.Error("the interface's MTU was changed outside kbridge: setting interface.mtu back "+
-			"(kbridge's and the app's buffers are sized for it; to change the MTU, change interface.mtu and restart kbridge)",
-			"mtu", link.Attrs().MTU, "interface_mtu", k.d.cfg.MTU)
-		if err := netlink.LinkSetMTU(link, k.d.cfg.MTU); err != nil {
-			k.log.Error("could not set the MTU back", "mtu", k.d.cfg.MTU, "err", err)
-		}
-	}
+	k.log.Info("the app applied the interface's change", "change", c.Kind.String(), "value", c.Value(), "took", took)
 	return true
+}
+
+// admin handles the interface set up or down: asked of the app when it
+// takes link requests; addresses and routes again after it came up.
+func (k *keeper) admin(link netlink.Link, up bool) {
+	if up == k.up {
+		return
+	}
+	if k.o.Asks(ChangeLink) && !k.ask(Change{Kind: ChangeLink, On: up}) {
+		set := netlink.LinkSetDown
+		if k.up {
+			set = netlink.LinkSetUp
+		}
+		if err := set(link); err != nil {
+			k.log.Error("could not set the interface's admin state back", "up", k.up, "err", err)
+			return
+		}
+		up = k.up // back up: the way down took the routes
+	}
+	k.up = up
+	if !up {
+		return
+	}
+	cfg := k.d.config()
+	if err := reapply(cfg); err != nil {
+		k.log.Error("the interface is up again, but its addresses and routes could not all be re-applied", "err", err)
+	} else {
+		k.log.Info("the interface is up again: addresses and routes re-applied",
+			"addresses", len(cfg.Addresses), "routes", len(cfg.Routes))
+	}
+}
+
+// mtu handles an MTU change: taken live when the app accepts it and the
+// queues can carry it, else the MTU in force set back.
+func (k *keeper) mtu(link netlink.Link, mtu int) {
+	cur := k.d.MTU()
+	if mtu == cur {
+		return
+	}
+	switch {
+	case !k.o.Asks(ChangeMTU):
+		k.log.Error("the interface's MTU was changed outside kbridge: setting interface.mtu back "+
+			"(the app does not take MTU requests, and its buffers and kbridge's frame limits are sized for it; "+
+			"to change the MTU, change interface.mtu and restart kbridge)",
+			"mtu", mtu, "interface_mtu", cur)
+	case mtu > k.d.MaxMTU():
+		k.log.Error("the interface's MTU was changed beyond what kbridge can carry to the app: setting it back "+
+			"(the app's mbufs times workers.max_segments, or the largest MTU the app declared)",
+			"mtu", mtu, "max_mtu", k.d.MaxMTU(), "interface_mtu", cur)
+	default:
+		if k.ask(Change{Kind: ChangeMTU, MTU: mtu}) {
+			if err := k.d.SetMTU(mtu); err == nil {
+				return
+			} else {
+				k.log.Error("the queues cannot take the MTU the app accepted: setting it back", "mtu", mtu, "err", err)
+			}
+		}
+	}
+	if err := netlink.LinkSetMTU(link, cur); err != nil {
+		k.log.Error("could not set the MTU back", "mtu", cur, "err", err)
+	}
+}
+
+// mac handles a new hardware address: asked of the app when it takes MAC
+// requests (kept, and a re-made interface gets it, or set back); else left.
+func (k *keeper) mac(link netlink.Link, hw net.HardwareAddr) {
+	cur := k.d.MAC()
+	if len(hw) == 0 || hw.String() == cur || !k.o.Asks(ChangeMAC) {
+		return
+	}
+	if k.ask(Change{Kind: ChangeMAC, MAC: hw}) {
+		k.d.setMAC(hw.String())
+		return
+	}
+	old, _ := net.ParseMAC(cur)
+	if err := netlink.LinkSetHardwareAddr(link, old); err != nil {
+		k.log.Error("could not set the MAC back", "mac", cur, "err", err)
+	}
+}
+
+// flag handles a change of the promiscuous or all-multicast flag: asked of
+// the app when it takes that request (kept, or set back); else left.
+func (k *keeper) flag(link netlink.Link, kind ChangeKind, on bool, known *bool,
+	setOn, setOff func(netlink.Link) error) {
+	if on == *known {
+		return
+	}
+	if !k.o.Asks(kind) || k.ask(Change{Kind: kind, On: on}) {
+		*known = on
+		return
+	}
+	set := setOff
+	if *known {
+		set = setOn
+	}
+	if err := set(link); err != nil {
+		k.log.Error("could not set the flag back", "flag", kind.String(), "on", *known, "err", err)
+	}
 }
 
 // recreate makes the interface again and moves the new queues' fds onto the
@@ -242,7 +433,7 @@ func (k *keeper) newLink(up bool, mtu int) bool {
 // the new file from its next park: it follows each queue's FdGeneration
 // (policy.Waiter.Follow), parked or busy when the swap came.
 func (d *Device) recreate() (err error) {
-	cfg := d.cfg
+	cfg := d.config()
 	if l, err := netlink.LinkByName(cfg.Name); err == nil {
 		return fmt.Errorf("an interface %q (a %s, ifindex %d) took its place", cfg.Name, l.Type(), l.Attrs().Index)
 	}
@@ -318,4 +509,19 @@ func route(link netlink.Link, r Route) *netlink.Route {
 		rt.Src = net.ParseIP(r.Src)
 	}
 	return rt
+}
+
+// MAC returns the interface's MAC as kbridge keeps it: the configured one,
+// the kernel's first choice, or the last one the app accepted. A re-made
+// interface gets it.
+func (d *Device) MAC() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg.MAC
+}
+
+func (d *Device) setMAC(mac string) {
+	d.mu.Lock()
+	d.cfg.MAC = mac
+	d.mu.Unlock()
 }

@@ -62,9 +62,9 @@ extern "C" {
 #endif
 
 #define KBRIDGE_MAGIC 0x4b425247u /* "KBRG" */
-/* Versions 2 to 4 append fields to the control block (see struct
+/* Versions 2 to 5 append fields to the control block (see struct
  * kbridge_ctl); kbridge still serves apps of older versions, which lack them. */
-#define KBRIDGE_VERSION 4u
+#define KBRIDGE_VERSION 5u
 #define KBRIDGE_VERSION_MIN 1u
 #define KBRIDGE_MAX_QUEUES 16
 /* Port names fit an interface name (IFNAMSIZ - 1) and keep ring names short. */
@@ -87,6 +87,37 @@ extern "C" {
 #define KBRIDGE_LINK_REPORTED (1ull << 32)
 #define KBRIDGE_LINK_UP (1ull << 33)
 #define KBRIDGE_LINK_FULL_DUPLEX (1ull << 34)
+
+/*
+ * Requests (version 5): what an administrator does to the kernel interface
+ * (ip link set kb0 mtu|up|down|address|promisc|allmulticast) reaches the app
+ * as a request, as KNI's rte_kni_ops callbacks did, but without a kernel
+ * thread or rtnl held anywhere: kbridge posts one request at a time in the
+ * control block; the app takes it off its control path with
+ * kbridge_port_poll_request(), applies it to its ethdev and answers with
+ * kbridge_port_reply(). kbridge keeps an accepted change and sets a refused
+ * or unanswered one back. Request types, and their bits in the mask the app
+ * passes to kbridge_port_serve_requests():
+ */
+#define KBRIDGE_REQ_MTU 1u      /* value: the new MTU (rte_eth_dev_set_mtu) */
+#define KBRIDGE_REQ_LINK 2u     /* value: 1 up, 0 down (rte_eth_dev_set_link_up/down) */
+#define KBRIDGE_REQ_MAC 3u      /* mac: the new address (rte_eth_dev_default_mac_addr_set) */
+#define KBRIDGE_REQ_PROMISC 4u  /* value: 1 on, 0 off (rte_eth_promiscuous_enable/disable) */
+#define KBRIDGE_REQ_ALLMULTI 5u /* value: 1 on, 0 off (rte_eth_allmulticast_enable/disable) */
+#define KBRIDGE_REQ_BIT(t) (1u << (t))
+#define KBRIDGE_REQ_ALL                                                             \
+	(KBRIDGE_REQ_BIT(KBRIDGE_REQ_MTU) | KBRIDGE_REQ_BIT(KBRIDGE_REQ_LINK) |     \
+	 KBRIDGE_REQ_BIT(KBRIDGE_REQ_MAC) | KBRIDGE_REQ_BIT(KBRIDGE_REQ_PROMISC) | \
+	 KBRIDGE_REQ_BIT(KBRIDGE_REQ_ALLMULTI))
+
+/* One request, as kbridge_port_poll_request() hands it to the app. */
+struct kbridge_request {
+	uint32_t seq;   /* kbridge's number of it: kbridge_port_reply() answers this one */
+	uint32_t type;  /* KBRIDGE_REQ_* */
+	uint32_t value; /* MTU, or 1/0 for LINK, PROMISC, ALLMULTI */
+	uint8_t mac[6]; /* KBRIDGE_REQ_MAC */
+	uint16_t pad;
+};
 
 /* Per-queue shared state. Each field has one writer, named in its comment. */
 struct kbridge_queue_ctl {
@@ -148,6 +179,29 @@ struct kbridge_ctl {
 	 * interface's carrier from it. One 64-bit store: never torn. */
 	volatile uint64_t link;
 	uint64_t reserved6;
+	/* ---- version 5: the port's MAC and the kernel interface's requests ---- */
+	/* The app port's MAC, written by kbridge_port_set_mac() before kbridge
+	 * starts; mac_set is non-zero once it was. kbridge gives it to the
+	 * kernel interface unless its configuration names one. */
+	uint8_t app_mac[6];
+	uint16_t app_mac_set;
+	/* KBRIDGE_REQ_BIT()s of the requests the app serves, and the largest
+	 * MTU its port takes (0: kbridge's own limit, its mbufs' room, alone),
+	 * written by kbridge_port_serve_requests(). 0: none; kbridge then sets
+	 * every change back, as before version 5. */
+	volatile uint32_t app_requests;
+	uint32_t app_max_mtu;
+	/* The mailbox. kbridge makes req_seq odd while it writes req, then
+	 * even: a new request whenever it is even and differs from req_ack.
+	 * The app copies req, checks req_seq did not move meanwhile (a
+	 * seqlock: kbridge may post the next one after a timeout), then
+	 * writes req_result and req_ack = the request's seq. */
+	volatile uint32_t req_seq;
+	volatile uint32_t req_ack;
+	volatile int32_t req_result; /* 0: applied; -errno: refused */
+	uint32_t reserved7;
+	struct kbridge_request req;
+	uint64_t reserved8[4];
 } __rte_cache_aligned;
 
 /* Parameters of the IPC message KBRIDGE_MP_WAKEUP (fds[0] is the eventfd). */
@@ -773,6 +827,114 @@ kbridge_port_set_link(struct kbridge_port *p, int up, uint32_t speed_mbps,
 	if (full_duplex)
 		v |= KBRIDGE_LINK_FULL_DUPLEX;
 	__atomic_store_n(&p->ctl->link, v, __ATOMIC_RELEASE);
+}
+
+/*
+ * Record the app port's MAC (rte_eth_macaddr_get): kbridge gives it to the
+ * kernel interface, as a NIC's driver gives its own, unless kbridge's
+ * configuration names one (interface.mac). Call it before kbridge starts.
+ */
+static inline void
+kbridge_port_set_mac(struct kbridge_port *p, const uint8_t mac[6])
+{
+	memcpy(p->ctl->app_mac, mac, sizeof(p->ctl->app_mac));
+	__atomic_store_n(&p->ctl->app_mac_set, 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * Declare which requests the app serves (KBRIDGE_REQ_BIT(KBRIDGE_REQ_MTU) |
+ * ..., or KBRIDGE_REQ_ALL) and the largest MTU its port takes (0: no limit
+ * of its own; kbridge still holds the MTU to what its mbufs hold). Call it
+ * before kbridge starts, then call kbridge_port_poll_request() from the
+ * control path. An app that never calls it keeps the kernel interface as
+ * kbridge's configuration says: kbridge sets every change back.
+ */
+static inline void
+kbridge_port_serve_requests(struct kbridge_port *p, uint32_t types, uint32_t max_mtu)
+{
+	p->ctl->app_max_mtu = max_mtu;
+	__atomic_store_n(&p->ctl->app_requests, types & KBRIDGE_REQ_ALL, __ATOMIC_RELEASE);
+}
+
+/*
+ * kbridge's side of the mailbox, here so that both sides of the protocol
+ * have one home (kbridge calls these; an app never does). Posts a request
+ * and returns its seq: req_seq odd while req is written, then even. A
+ * kbridge killed while posting left it odd: the next post starts past it.
+ */
+static inline uint32_t
+kbridge_req_post_(struct kbridge_ctl *c, uint32_t type, uint32_t value, const uint8_t mac[6])
+{
+	uint32_t seq = __atomic_load_n(&c->req_seq, __ATOMIC_RELAXED);
+
+	seq = (seq & 1u) ? seq + 2u : seq + 1u; /* odd: being written */
+	__atomic_store_n(&c->req_seq, seq, __ATOMIC_RELAXED);
+	rte_atomic_thread_fence(__ATOMIC_RELEASE);
+	c->req.type = type;
+	c->req.value = value;
+	memcpy(c->req.mac, mac, sizeof(c->req.mac));
+	c->req.seq = seq + 1u;
+	__atomic_store_n(&c->req_seq, seq + 1u, __ATOMIC_RELEASE);
+	return seq + 1u;
+}
+
+/* 1 and *result once the app answered request seq, else 0. */
+static inline int
+kbridge_req_answer_(const struct kbridge_ctl *c, uint32_t seq, int32_t *result)
+{
+	if (__atomic_load_n(&c->req_ack, __ATOMIC_ACQUIRE) != seq)
+		return 0;
+	*result = c->req_result;
+	return 1;
+}
+
+/*
+ * Answers the request kbridge_port_poll_request() returned: 0 when it was
+ * applied, -errno when the port refused it (rte_eth_dev_set_mtu's answer,
+ * say). kbridge logs a refusal with the errno and sets the kernel interface
+ * back. An answer to a request kbridge no longer waits for is ignored.
+ */
+static inline void
+kbridge_port_reply(struct kbridge_port *p, const struct kbridge_request *req, int result)
+{
+	struct kbridge_ctl *c = p->ctl;
+
+	if (__atomic_load_n(&c->req_seq, __ATOMIC_ACQUIRE) != req->seq)
+		return; /* kbridge gave up on it and may be posting another */
+	c->req_result = result;
+	__atomic_store_n(&c->req_ack, req->seq, __ATOMIC_RELEASE);
+}
+
+/*
+ * Takes the request kbridge posted, if one waits: returns 1 and fills *req,
+ * else 0. Lock-free and without a system call: call it from the app's
+ * control path (a timer, a control thread, its main loop between bursts),
+ * say every few milliseconds, never holding a lock the lcores need. Apply
+ * the request to the port, then answer it with kbridge_port_reply(). A
+ * request stays posted until it is answered or kbridge gives up on it.
+ */
+static inline int
+kbridge_port_poll_request(struct kbridge_port *p, struct kbridge_request *req)
+{
+	struct kbridge_ctl *c = p->ctl;
+	uint32_t s1, s2;
+
+	s1 = __atomic_load_n(&c->req_seq, __ATOMIC_ACQUIRE);
+	if ((s1 & 1) != 0 || s1 == __atomic_load_n(&c->req_ack, __ATOMIC_ACQUIRE))
+		return 0;
+	memcpy(req, (const void *)&c->req, sizeof(*req));
+	rte_atomic_thread_fence(__ATOMIC_ACQUIRE);
+	s2 = __atomic_load_n(&c->req_seq, __ATOMIC_RELAXED);
+	if (s1 != s2)
+		return 0; /* kbridge is posting the next one: take it next time */
+	req->seq = s1;
+	if (req->type < KBRIDGE_REQ_MTU || req->type > KBRIDGE_REQ_ALLMULTI) {
+		/* A type this header does not know (a newer kbridge's): refused
+		 * here, so that an app never sees what it cannot apply. */
+		kbridge_port_reply(p, req, -ENOTSUP);
+		return 0;
+	}
+	return 1;
 }
 
 /* Take up to `n` packets the kernel sent, from queue `q`. The caller owns them. */

@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h 844a9aa3bb307c6afc0b9134f87e1338a24c6cb73aca7702cde25fa35c38d61f
+../include/kbridge.h 1970c2858a1f54b4a0ecc6148005fd6ab415e2fcae22890c1dae49b153fafc80
 `

@@ -319,3 +319,72 @@ kbt_clear_have_eventfd(struct kbridge_port *p, uint16_t q)
 {
 	p->ctl->q[q].have_eventfd = 0;
 }
+
+struct kbridge_port *
+kbt_mailbox_new(void)
+{
+	struct kbridge_port *p = calloc(1, sizeof(*p));
+
+	if (p == NULL)
+		return NULL;
+	p->ctl = calloc(1, sizeof(*p->ctl));
+	if (p->ctl == NULL) {
+		free(p);
+		return NULL;
+	}
+	p->ctl->version = KBRIDGE_VERSION;
+	return p;
+}
+
+void
+kbt_mailbox_free(struct kbridge_port *p)
+{
+	free(p->ctl);
+	free(p);
+}
+
+void
+kbt_mailbox_serve(struct kbridge_port *p, uint32_t types, uint32_t max_mtu)
+{
+	kbridge_port_serve_requests(p, types, max_mtu);
+}
+
+uint32_t
+kbt_mailbox_post(struct kbridge_port *p, uint32_t type, uint32_t value, const uint8_t *mac)
+{
+	return kbridge_req_post_(p->ctl, type, value, mac);
+}
+
+int
+kbt_mailbox_answer(struct kbridge_port *p, uint32_t seq, int32_t *result)
+{
+	return kbridge_req_answer_(p->ctl, seq, result);
+}
+
+int
+kbt_mailbox_poll(struct kbridge_port *p, uint32_t *seq, uint32_t *type, uint32_t *value, uint8_t *mac)
+{
+	struct kbridge_request r;
+
+	if (!kbridge_port_poll_request(p, &r))
+		return 0;
+	*seq = r.seq;
+	*type = r.type;
+	*value = r.value;
+	memcpy(mac, r.mac, sizeof(r.mac));
+	return 1;
+}
+
+void
+kbt_mailbox_reply(struct kbridge_port *p, uint32_t seq, int result)
+{
+	struct kbridge_request r = { .seq = seq };
+
+	kbridge_port_reply(p, &r, result);
+}
+
+void
+kbt_mailbox_tear(struct kbridge_port *p)
+{
+	__atomic_store_n(&p->ctl->req_seq, p->ctl->req_seq | 1u, __ATOMIC_RELEASE);
+}

@@ -52,4 +52,17 @@ static inline int rte_errno_get(void) { return rte_errno; }
 int kbt_app_eventfd(struct kbridge_port *p, uint16_t q);
 void kbt_clear_have_eventfd(struct kbridge_port *p, uint16_t q);
 
+/* The request mailbox (kbridge.h version 5) on a control block of its own,
+ * in plain memory: both sides of the protocol, no EAL needed. */
+struct kbridge_port *kbt_mailbox_new(void);
+void kbt_mailbox_free(struct kbridge_port *p);
+void kbt_mailbox_serve(struct kbridge_port *p, uint32_t types, uint32_t max_mtu);
+uint32_t kbt_mailbox_post(struct kbridge_port *p, uint32_t type, uint32_t value, const uint8_t *mac);
+int kbt_mailbox_answer(struct kbridge_port *p, uint32_t seq, int32_t *result);
+/* kbridge_port_poll_request: 1 and the request's fields, or 0. */
+int kbt_mailbox_poll(struct kbridge_port *p, uint32_t *seq, uint32_t *type, uint32_t *value, uint8_t *mac);
+void kbt_mailbox_reply(struct kbridge_port *p, uint32_t seq, int result);
+/* Leaves req_seq odd, as a kbridge killed while posting would. */
+void kbt_mailbox_tear(struct kbridge_port *p);
+
 #endif

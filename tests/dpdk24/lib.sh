@@ -25,3 +25,20 @@ kbr_die() { printf 'dpdk24: ERROR: %s\n' "$*" >&2; exit 1; }
 kbr_stamp_id() {
 	printf '%s %s\n' "$KBR_SUITE" "$KBR_MIRROR" | sha256sum | cut -c1-16
 }
+
+# no_mounts DIR: refuses (dies) while anything is mounted at or below DIR.
+# run.sh mounts /proc, /sys, /dev, /run and the repository into the root in
+# a private mount namespace that takes them along when it ends; should one
+# be left (a namespace still alive), rm -rf would reach through a bind mount
+# into the host's own /dev or /run.
+no_mounts() {
+	local dir m
+	dir=$(readlink -f "$1" 2>/dev/null || echo "$1")
+	[ -e "$dir" ] || return 0
+	while read -r _ m _; do
+		m=$(printf '%b' "$m") # /proc/mounts escapes spaces as \040
+		case $m in
+		"$dir" | "$dir"/*) kbr_die "$m is mounted inside $dir: unmount it (umount -R $dir) before the root is made again" ;;
+		esac
+	done </proc/self/mounts
+}

@@ -30,7 +30,13 @@
  * (kbridge_port_set_link): at start and on every change, polled 20 ms apart
  * with rte_eth_link_get_nowait, since the bed's PMDs (net_pcap on an
  * interface, net_af_packet) have no link interrupts. kbridge sets kb0's
- * carrier from it.
+ * carrier from it. The same thread serves kbridge's requests
+ * (kbridge_port_poll_request, kbridge.h version 5): what an administrator
+ * does to kb0 (MTU, up/down, MAC, promiscuous, all-multicast) is applied to
+ * the port's ethdev and answered with the ethdev's result; the port's MAC
+ * is recorded for kb0 (kbridge_port_set_mac). --requests none serves none
+ * (kbridge then sets every change back); --requests unanswered declares
+ * them and never answers (a hung app, for the tests).
  *
  * At the stop it frees its kbridge port. kbridge_port_free() refuses while
  * the kbridge that serves the port still runs after the header's wait
@@ -96,6 +102,7 @@ struct opts {
 	bool vhost_server;
 	bool vhost_no_gro;
 	unsigned int free_wait; /* seconds to wait for a live kbridge at the stop */
+	const char *requests;   /* "serve" (the default), "none" or "unanswered" */
 };
 
 struct counters {
@@ -108,6 +115,7 @@ usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s <EAL args> -- [--port NAME] [--queues N] [--ring-size N]\n"
 		"       [--pool-size N] [--own-udp-port P] [--free-wait SECONDS]\n"
+		"       [--requests serve|none|unanswered]\n"
 		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n",
 		prog);
 }
@@ -126,6 +134,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "vhost-server", no_argument, NULL, 'S' },
 		{ "vhost-no-gro", no_argument, NULL, 'G' },
 		{ "free-wait", required_argument, NULL, 'W' },
+		{ "requests", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -163,6 +172,9 @@ parse_args(int argc, char **argv, struct opts *o)
 		case 'W':
 			o->free_wait = (unsigned int)atoi(optarg);
 			break;
+		case 'R':
+			o->requests = optarg;
+			break;
 		default:
 			usage(argv[0]);
 			return -1;
@@ -172,6 +184,12 @@ parse_args(int argc, char **argv, struct opts *o)
 	    !rte_is_power_of_2(o->ring_size)) {
 		fprintf(stderr, "kbridge-refapp: --queues must be 1..%d and --ring-size a power of two\n",
 			KBRIDGE_MAX_QUEUES);
+		return -1;
+	}
+	if (strcmp(o->requests, "serve") != 0 && strcmp(o->requests, "none") != 0 &&
+	    strcmp(o->requests, "unanswered") != 0) {
+		fprintf(stderr, "kbridge-refapp: --requests must be serve, none or unanswered, not %s\n",
+			o->requests);
 		return -1;
 	}
 	if (o->vhost_queues == 0 || o->vhost_queues > VHOST_MAX_QUEUES) {
@@ -882,13 +900,67 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 	return 0;
 }
 
-/* The link reporter: the control thread that tells kbridge the port's link. */
+/* The control thread: it tells kbridge the port's link and serves kbridge's
+ * requests. */
 struct link_watch {
 	struct kbridge_port *kp;
 	uint16_t port;
+	int answer; /* serve requests and answer them; 0: leave them unanswered */
 	volatile int stop;
 	pthread_t tid;
 };
+
+/* Applies one of kbridge's requests to the ethdev: 0 or the ethdev's -errno.
+ * The lcore keeps polling meanwhile; the PMDs of the bed (net_tap,
+ * net_af_packet) take these calls on a started port. */
+static int
+apply_request(uint16_t port, const struct kbridge_request *r)
+{
+	struct rte_ether_addr mac;
+
+	switch (r->type) {
+	case KBRIDGE_REQ_MTU:
+		return rte_eth_dev_set_mtu(port, (uint16_t)r->value);
+	case KBRIDGE_REQ_LINK:
+		return r->value ? rte_eth_dev_set_link_up(port) : rte_eth_dev_set_link_down(port);
+	case KBRIDGE_REQ_MAC:
+		memcpy(mac.addr_bytes, r->mac, RTE_ETHER_ADDR_LEN);
+		return rte_eth_dev_default_mac_addr_set(port, &mac);
+	case KBRIDGE_REQ_PROMISC:
+		return r->value ? rte_eth_promiscuous_enable(port) : rte_eth_promiscuous_disable(port);
+	case KBRIDGE_REQ_ALLMULTI:
+		return r->value ? rte_eth_allmulticast_enable(port) : rte_eth_allmulticast_disable(port);
+	}
+	return -ENOTSUP;
+}
+
+/* Serves the request that waits, if one does, and logs it. */
+static void
+serve_request(struct link_watch *w)
+{
+	struct kbridge_request r;
+	int ret;
+
+	if (!kbridge_port_poll_request(w->kp, &r))
+		return;
+	if (!w->answer) {
+		printf("kbridge-refapp: request %u value %u seq %u: left unanswered (--requests unanswered)\n",
+		       r.type, r.value, r.seq);
+		fflush(stdout);
+		return;
+	}
+	ret = apply_request(w->port, &r);
+	kbridge_port_reply(w->kp, &r, ret);
+	if (r.type == KBRIDGE_REQ_MAC)
+		printf("kbridge-refapp: request mac %02x:%02x:%02x:%02x:%02x:%02x: %s\n", r.mac[0], r.mac[1],
+		       r.mac[2], r.mac[3], r.mac[4], r.mac[5], ret == 0 ? "applied" : strerror(-ret));
+	else
+		printf("kbridge-refapp: request %s %u: %s\n",
+		       r.type == KBRIDGE_REQ_MTU ? "mtu" : r.type == KBRIDGE_REQ_LINK ? "link" :
+		       r.type == KBRIDGE_REQ_PROMISC ? "promisc" : "allmulticast",
+		       r.value, ret == 0 ? "applied" : strerror(-ret));
+	fflush(stdout);
+}
 
 static void *
 link_watch_run(void *arg)
@@ -900,6 +972,7 @@ link_watch_run(void *arg)
 
 	memset(&last, 0, sizeof(last));
 	while (!w->stop) {
+		serve_request(w);
 		memset(&l, 0, sizeof(l));
 		if (rte_eth_link_get_nowait(w->port, &l) == 0 &&
 		    (first || l.link_status != last.link_status || l.link_speed != last.link_speed ||
@@ -917,9 +990,9 @@ link_watch_run(void *arg)
 	return NULL;
 }
 
-/* Starts the reporter with the signals blocked: they stay the main thread's. */
+/* Starts the control thread with the signals blocked: they stay the main thread's. */
 static int
-link_watch_start(struct link_watch *w, struct kbridge_port *kp, uint16_t port)
+link_watch_start(struct link_watch *w, struct kbridge_port *kp, uint16_t port, int answer)
 {
 	sigset_t all, old;
 	int ret;
@@ -927,6 +1000,7 @@ link_watch_start(struct link_watch *w, struct kbridge_port *kp, uint16_t port)
 	w->kp = kp;
 	w->port = port;
 	w->stop = 0;
+	w->answer = answer;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	ret = pthread_create(&w->tid, NULL, link_watch_run, w);
@@ -939,6 +1013,31 @@ link_watch_stop(struct link_watch *w)
 {
 	w->stop = 1;
 	pthread_join(w->tid, NULL);
+}
+
+/* Records the port's MAC for kb0 and, unless told not to, declares the
+ * requests this app serves and the largest MTU its port takes. */
+static int
+declare_port(struct kbridge_port *kp, uint16_t port, const char *requests)
+{
+	struct rte_eth_dev_info info;
+	struct rte_ether_addr mac;
+	int ret;
+
+	ret = rte_eth_macaddr_get(port, &mac);
+	if (ret < 0)
+		return ret;
+	if (rte_is_valid_assigned_ether_addr(&mac))
+		kbridge_port_set_mac(kp, mac.addr_bytes);
+	if (strcmp(requests, "none") == 0)
+		return 0;
+	ret = rte_eth_dev_info_get(port, &info);
+	if (ret < 0)
+		return ret;
+	kbridge_port_serve_requests(kp, KBRIDGE_REQ_ALL, info.max_mtu);
+	printf("kbridge-refapp: serves kbridge's requests (%s), max_mtu=%u mac=" RTE_ETHER_ADDR_PRT_FMT "\n",
+	       requests, info.max_mtu, RTE_ETHER_ADDR_BYTES(&mac));
+	return 0;
 }
 
 /*
@@ -978,7 +1077,7 @@ main(int argc, char **argv)
 {
 	struct opts o = { .port = "kb0", .queues = 1, .ring_size = 1024,
 			  .pool_size = 8191, .own_udp_port = 0, .vhost_queues = 1,
-			  .free_wait = 10 };
+			  .free_wait = 10, .requests = "serve" };
 	struct rte_mbuf *pkts[BURST], *fwd[BURST];
 	struct counters c = { 0 };
 	struct kbridge_port *kp;
@@ -1064,7 +1163,13 @@ main(int argc, char **argv)
 		       port, tso_segs);
 	}
 
-	ret = link_watch_start(&lw, kp, port);
+	ret = declare_port(kp, port, o.requests);
+	if (ret < 0) {
+		fprintf(stderr, "kbridge-refapp: port %u: %s\n", port, rte_strerror(-ret));
+		kbridge_port_free(kp);
+		return 1;
+	}
+	ret = link_watch_start(&lw, kp, port, strcmp(o.requests, "unanswered") != 0);
 	if (ret < 0) {
 		fprintf(stderr, "kbridge-refapp: link reporter: %s\n", strerror(-ret));
 		kbridge_port_free(kp);

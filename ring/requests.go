@@ -1,0 +1,119 @@
+package ring
+
+/*
+#include "port.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// RequestType is what a request asks the app to change on its port
+// (KBRIDGE_REQ_* in kbridge.h).
+type RequestType uint32
+
+// The request types; their values are kbridge.h's.
+const (
+	RequestMTU      RequestType = C.KBRIDGE_REQ_MTU
+	RequestLink     RequestType = C.KBRIDGE_REQ_LINK
+	RequestMAC      RequestType = C.KBRIDGE_REQ_MAC
+	RequestPromisc  RequestType = C.KBRIDGE_REQ_PROMISC
+	RequestAllmulti RequestType = C.KBRIDGE_REQ_ALLMULTI
+)
+
+// Request is one change the kernel interface saw, for the app to apply.
+type Request struct {
+	Type  RequestType
+	Value uint32           // the MTU; 1 or 0 for link, promisc, allmulticast
+	MAC   net.HardwareAddr // RequestMAC
+}
+
+// ErrNoAnswer means the app did not answer a request in time.
+var ErrNoAnswer = errors.New("the app did not answer")
+
+// RefusedError is the app's refusal of a request: the errno its port gave.
+type RefusedError struct{ Errno unix.Errno }
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("the app refused it: %v (-%d)", e.Errno, int(e.Errno))
+}
+
+// Requests returns which request types the app serves and the largest MTU
+// it declared (0: none of its own). None for an app of a header before
+// version 5, or one that did not call kbridge_port_serve_requests().
+func (p *Port) Requests() (serves func(RequestType) bool, maxMTU int) {
+	var mtu C.uint32_t
+	p.mu.RLock()
+	var mask uint32
+	if !p.released {
+		mask = uint32(C.kb_port_requests(p.info.ctl, p.info.version, &mtu))
+	}
+	p.mu.RUnlock()
+	return func(t RequestType) bool { return t < 32 && mask&(1<<t) != 0 }, int(mtu)
+}
+
+// AppMAC returns the MAC the app recorded for its port
+// (kbridge_port_set_mac); ok is false when it recorded none.
+func (p *Port) AppMAC() (mac net.HardwareAddr, ok bool) {
+	var b [6]C.uint8_t
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.released || C.kb_port_app_mac(p.info.ctl, p.info.version, &b[0]) == 0 {
+		return nil, false
+	}
+	return C.GoBytes(unsafe.Pointer(&b[0]), 6), true
+}
+
+// requestPoll is how often Ask looks for the app's answer: the app polls
+// its side every few milliseconds, so a finer poll here buys nothing.
+const requestPoll = time.Millisecond
+
+// Ask posts r for the app and waits for its answer until timeout or ctx
+// ends: nil when the app applied it, a *RefusedError when its port refused
+// it, ErrNoAnswer (wrapped) when no answer came. One request at a time: the
+// caller serializes (the interface's keeper does).
+func (p *Port) Ask(ctx context.Context, r Request, timeout time.Duration) error {
+	var mac [6]C.uint8_t
+	for i := 0; i < len(r.MAC) && i < 6; i++ {
+		mac[i] = C.uint8_t(r.MAC[i])
+	}
+	p.mu.RLock()
+	if p.released {
+		p.mu.RUnlock()
+		return fmt.Errorf("%w: the port is released", ErrNoAnswer)
+	}
+	seq := C.kb_port_post(p.info.ctl, C.uint32_t(r.Type), C.uint32_t(r.Value), &mac[0])
+	p.mu.RUnlock()
+	deadline := time.Now().Add(timeout)
+	for {
+		var res C.int32_t
+		p.mu.RLock()
+		answered := !p.released && C.kb_port_answer(p.info.ctl, seq, &res) == 1
+		p.mu.RUnlock()
+		if answered {
+			if res == 0 {
+				return nil
+			}
+			if res < 0 {
+				res = -res
+			}
+			return &RefusedError{Errno: unix.Errno(res)}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w within %v", ErrNoAnswer, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrNoAnswer, ctx.Err())
+		case <-time.After(requestPoll):
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package faults
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
+)
+
+// Issue 18: what an administrator does to kb0 reaches the app as a request
+// (kbridge.h version 5), and kb0 takes the app port's MAC. The reference
+// app owns a net_tap port whose TAP (the wire, in a namespace of the app's
+// own, so that its MAC is no interface kbridge sees) shows what the PMD
+// applied: the ethdev's MTU, link, MAC and flags are read back there.
+
+// requestBed is the reference app on a net_tap port and kbridge on it.
+type requestBed struct {
+	t              *testing.T
+	app            *harness.Proc
+	k              *kbridge
+	appNS, wire    string
+	ifname, appMAC string
+}
+
+// newRequestBed starts the reference app with --requests mode and kbridge.
+func newRequestBed(t *testing.T, mode, tag string) *requestBed {
+	t.Helper()
+	needRoot(t)
+	refapp := filepath.Join(harness.RepoRoot(t), "bin/kbridge-refapp")
+	if _, err := os.Stat(refapp); err != nil {
+		t.Skip("bin/kbridge-refapp missing: run make build (make test does)")
+	}
+	b := &requestBed{t: t, appNS: "kbftq-app" + tag, wire: "kbftq-w" + tag, ifname: "kbftq" + tag}
+	appPrefix := prefix + "rq" + tag
+	if out, err := exec.Command("ip", "netns", "add", b.appNS).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v\n%s", b.appNS, err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "netns", "del", b.appNS).Run()
+		_ = os.RemoveAll(filepath.Join("/var/run/dpdk", appPrefix))
+	})
+	b.app = harness.Start(t, "kbridge-refapp", "ip", "netns", "exec", b.appNS, refapp, "-l", "0",
+		"--file-prefix", appPrefix, "--proc-type", "primary", "--no-pci", "--vdev", "net_tap0,iface="+b.wire,
+		"-m", "64", "--", "--port", b.ifname, "--requests", mode)
+	b.app.WaitLog("kbridge-refapp: ready", 20*time.Second)
+	if m := regexp.MustCompile(`mac=([0-9A-Fa-f:]{17})`).FindStringSubmatch(b.app.Log.String()); m != nil {
+		b.appMAC = strings.ToLower(m[1])
+	}
+	b.k = startKbridge(t, dpdkbed.Config{Prefix: appPrefix, Port: b.ifname, Ifname: b.ifname,
+		Iface: "  mtu: 1500\n  addresses: [198.18.33.2/24]\n  up: true\n"})
+	b.k.ready()
+	return b
+}
+
+// kb runs ip link set <kb0> args in kbridge's namespace.
+func (b *requestBed) kb(args ...string) {
+	b.t.Helper()
+	a := append([]string{"-n", nsName, "link", "set", b.ifname}, args...)
+	if out, err := exec.Command("ip", a...).CombinedOutput(); err != nil {
+		b.t.Fatalf("ip %s: %v\n%s", strings.Join(a, " "), err, out)
+	}
+}
+
+// sys reads /sys/class/net/<ifname>/<attr> in namespace ns.
+func sys(ns, ifname, attr string) string {
+	out, _ := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+ifname+"/"+attr).CombinedOutput()
+	return strings.TrimSpace(string(out))
+}
+
+// flags reads an interface's flags (IFF_*) in namespace ns.
+func flags(ns, ifname string) uint64 {
+	var f uint64
+	s := strings.TrimPrefix(sys(ns, ifname, "flags"), "0x")
+	for _, c := range s {
+		f <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			f |= uint64(c - '0')
+		case c >= 'a' && c <= 'f':
+			f |= uint64(c-'a') + 10
+		}
+	}
+	return f
+}
+
+// eventually waits up to 5 s for cond and fails the test with what.
+func (b *requestBed) eventually(what string, cond func() bool) time.Duration {
+	b.t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > 5*time.Second {
+			b.t.Fatalf("%s: not after 5 s\napp:\n%s\nkbridge:\n%s", what, b.app.Log, b.k.Log)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+const (
+	iffUp       = 0x1
+	iffPromisc  = 0x100
+	iffAllmulti = 0x200
+)
+
+// Every request kind round-trips to the app's ethdev and is read back on
+// the PMD's interface; the MTU is taken live (a frame of the new size
+// crosses kbridge); a refusal sets kb0 back and names the app's answer.
+func TestRequestsReachTheApp(t *testing.T) {
+	b := newRequestBed(t, "serve", "s")
+	if b.appMAC == "" {
+		t.Fatalf("the app did not print its MAC:\n%s", b.app.Log)
+	}
+	if got := sys(nsName, b.ifname, "address"); got != b.appMAC {
+		t.Errorf("%s's MAC is %s, the app port's %s:\n%s", b.ifname, got, b.appMAC, b.k.Log)
+	}
+	b.k.WaitLog("the app takes the interface's changes as requests", 5*time.Second)
+
+	// MTU: taken, applied to the ethdev, and live: down to 1280, back up to
+	// 1500, and a frame of 1500 crosses. (net_tap takes no frame over 1522
+	// bytes, so no higher.)
+	for _, mtu := range []string{"1280", "1500"} {
+		b.kb("mtu", mtu)
+		took := b.eventually("the wire's MTU "+mtu, func() bool { return sys(b.appNS, b.wire, "mtu") == mtu })
+		b.k.WaitLog(`msg="the app applied the interface's change" interface=`+b.ifname+` change=mtu value=`+mtu, 5*time.Second)
+		t.Logf("mtu %s applied at the app's ethdev %v after the ip command", mtu, took.Round(time.Microsecond))
+		if got := sys(nsName, b.ifname, "mtu"); got != mtu {
+			t.Fatalf("%s's MTU is %s after the app accepted %s:\n%s", b.ifname, got, mtu, b.k.Log)
+		}
+	}
+	before := b.k.status()
+	b.k.sendSized(20, 1500+14)
+	b.eventually("20 frames of 1514 bytes handed to the app", func() bool {
+		return b.k.status().FromKernelPackets-before.FromKernelPackets >= 20
+	})
+	if d := b.k.status().Drops["oversize"]; d != before.Drops["oversize"] {
+		t.Errorf("%d frames of the new MTU dropped as oversize", d-before.Drops["oversize"])
+	}
+
+	// An MTU the app's port refuses (net_tap: frame size over 1522), and
+	// one beyond what kbridge carries (jumbo, 9216): kb0 set back to 1500,
+	// each answer logged, the ethdev untouched.
+	for _, c := range []struct{ mtu, answer string }{
+		{"1800", `answer="the app refused it: invalid argument (-22)"`},
+		{"9700", "beyond what kbridge can carry"},
+	} {
+		b.kb("mtu", c.mtu)
+		b.eventually("kb0's MTU "+c.mtu+" set back to 1500", func() bool {
+			return sys(nsName, b.ifname, "mtu") == "1500" && strings.Contains(b.k.Log.String(), c.answer)
+		})
+		if got := sys(b.appNS, b.wire, "mtu"); got != "1500" {
+			t.Errorf("the wire's MTU is %s after a refused %s", got, c.mtu)
+		}
+	}
+
+	// Down and up: the app's link follows (net_tap sets its TAP down), and
+	// with it kb0's carrier.
+	b.kb("down")
+	b.eventually("the wire down", func() bool { return flags(b.appNS, b.wire)&iffUp == 0 })
+	b.eventually("kb0's carrier off with the app's link", func() bool { return sys(nsName, b.ifname, "carrier") != "1" })
+	b.kb("up")
+	b.eventually("the wire up", func() bool { return flags(b.appNS, b.wire)&iffUp != 0 })
+
+	// MAC, promiscuous, all-multicast.
+	const mac = "02:00:5e:00:53:2a"
+	b.kb("address", mac)
+	b.eventually("the wire's MAC "+mac, func() bool { return sys(b.appNS, b.wire, "address") == mac })
+	b.kb("promisc", "on")
+	b.eventually("the wire promiscuous", func() bool { return flags(b.appNS, b.wire)&iffPromisc != 0 })
+	b.kb("promisc", "off")
+	b.eventually("the wire not promiscuous", func() bool { return flags(b.appNS, b.wire)&iffPromisc == 0 })
+	b.kb("allmulticast", "on")
+	b.eventually("the wire all-multicast", func() bool { return flags(b.appNS, b.wire)&iffAllmulti != 0 })
+	if got := sys(nsName, b.ifname, "address"); got != mac {
+		t.Errorf("%s's MAC is %s after the app accepted %s", b.ifname, got, mac)
+	}
+	for _, want := range []string{"request mtu 1280: applied", "request mtu 1500: applied",
+		"request mtu 1800: Invalid argument", "request link 0: applied", "request link 1: applied",
+		"request mac 02:00:5e:00:53:2a: applied", "request promisc 1: applied", "request promisc 0: applied",
+		"request allmulticast 1: applied"} {
+		if !strings.Contains(b.app.Log.String(), want) {
+			t.Errorf("the app's log lacks %q:\n%s", want, b.app.Log)
+		}
+	}
+	b.k.Stop(true)
+}
+
+// An app that declares requests and never answers: each change is set back
+// after kbridge's bounded wait, which the log names.
+func TestRequestsUnansweredAreSetBack(t *testing.T) {
+	b := newRequestBed(t, "unanswered", "u")
+	b.kb("mtu", "1600")
+	took := b.eventually("kb0's MTU set back to 1500", func() bool {
+		return strings.Contains(b.k.Log.String(), "the app did not answer") && sys(nsName, b.ifname, "mtu") == "1500"
+	})
+	t.Logf("set back %v after the ip command", took.Round(time.Millisecond))
+	b.kb("promisc", "on")
+	b.eventually("kb0 not promiscuous again", func() bool {
+		return strings.Count(b.k.Log.String(), "the app did not answer") >= 2 && flags(nsName, b.ifname)&iffPromisc == 0
+	})
+	if got := sys(b.appNS, b.wire, "mtu"); got != "1500" {
+		t.Errorf("the wire's MTU is %s: the app applied what it never answered", got)
+	}
+	b.k.Stop(true)
+}
+
+// An app that serves no requests (--requests none, as an app of an older
+// kbridge.h): the MTU is set back as before, the rest left to the admin.
+func TestRequestsNotServedKeepTheOldRules(t *testing.T) {
+	b := newRequestBed(t, "none", "n")
+	b.kb("mtu", "1600")
+	b.eventually("kb0's MTU set back to 1500", func() bool {
+		return strings.Contains(b.k.Log.String(), "MTU was changed outside kbridge") && sys(nsName, b.ifname, "mtu") == "1500"
+	})
+	b.kb("promisc", "on")
+	time.Sleep(200 * time.Millisecond)
+	if flags(nsName, b.ifname)&iffPromisc == 0 {
+		t.Errorf("kb0's promiscuous flag was set back with no app to ask:\n%s", b.k.Log)
+	}
+	if strings.Contains(b.app.Log.String(), "request ") {
+		t.Errorf("the app saw a request:\n%s", b.app.Log)
+	}
+	b.k.Stop(true)
+}
