@@ -98,12 +98,19 @@ func (d *Ring) watchClosing() {
 	}()
 }
 
-// followLink sets the interface's carrier to the app port's link.
+// followLink sets the interface's carrier to the app port's link, and its
+// speed and duplex when the app knows them.
 func (d *Ring) followLink(l ring.Link) {
 	if err := d.dev.SetCarrier(l.Up); err != nil {
 		d.log.Warn("the interface's carrier does not follow the app's link", "interface", d.cfg.Interface.Name,
 			"link_up", l.Up, "err", err)
 		return
+	}
+	if l.SpeedMbps != 0 {
+		if err := d.dev.SetSpeed(l.SpeedMbps, l.FullDuplex); err != nil {
+			d.log.Warn("the interface's speed does not follow the app's link", "interface", d.cfg.Interface.Name,
+				"speed_mbps", l.SpeedMbps, "err", err)
+		}
 	}
 	d.log.Info("carrier follows the app's link", "interface", d.cfg.Interface.Name, "carrier", l.Up,
 		"speed_mbps", l.SpeedMbps, "full_duplex", l.FullDuplex)

@@ -52,6 +52,10 @@ type Device struct {
 	// writes cfg.MTU under mu too.
 	mu      sync.Mutex
 	carrier bool
+	// speed and full are what SetSpeed last set (speed 0: never; the TUN
+	// driver's own 10000 Mb/s full duplex stays), for a re-made interface.
+	speed uint32
+	full  bool
 }
 
 // ErrNotSupported means the kernel's TUN driver lacks a feature kbridge
@@ -206,6 +210,20 @@ func (d *Device) SetCarrier(on bool) error {
 		return fmt.Errorf("tap: %s: %w", d.name, err)
 	}
 	d.carrier = on
+	return nil
+}
+
+// SetSpeed gives the interface the link speed (Mb/s) and duplex of the
+// app port's link, as a NIC's driver reports its own (ethtool kb0,
+// /sys/class/net/kb0/speed); bonding and routing daemons read them. A
+// re-made interface gets what was set last.
+func (d *Device) SetSpeed(mbps uint32, full bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := setSpeed(d.name, mbps, full); err != nil {
+		return fmt.Errorf("tap: %s: %w", d.name, err)
+	}
+	d.speed, d.full = mbps, full
 	return nil
 }
 

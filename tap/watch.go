@@ -468,6 +468,11 @@ func (d *Device) recreate() (err error) {
 			return err
 		}
 	}
+	if d.speed != 0 {
+		if err := setSpeed(cfg.Name, d.speed, d.full); err != nil {
+			return err
+		}
+	}
 	for q, fd := range fds {
 		if err := unix.Dup3(fd, d.queues[q].fd, unix.O_CLOEXEC); err != nil {
 			return fmt.Errorf("queue %d: dup3: %w", q, err)

@@ -136,6 +136,12 @@ kbt_set_owner(struct kbridge_port *p, uint64_t v)
 	__atomic_store_n(&p->ctl->owner, v, __ATOMIC_SEQ_CST);
 }
 
+void
+kbt_set_link(struct kbridge_port *p, int up, uint32_t speed, int full)
+{
+	kbridge_port_set_link(p, up, speed, full);
+}
+
 int
 kbt_port_owner_pid(struct kbridge_port *p)
 {

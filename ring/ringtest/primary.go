@@ -235,6 +235,18 @@ func (p *Port) Free() error {
 	return nil
 }
 
+// SetLink reports the port's link as an app does (kbridge_port_set_link).
+func (p *Port) SetLink(up bool, speedMbps uint32, fullDuplex bool) {
+	C.kbt_set_link(p.p, cbool(up), C.uint32_t(speedMbps), cbool(fullDuplex))
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // SetOwner writes the control block's owner (kbridge_ctl.owner) as a
 // kbridge's claim would: OwnerValue(pid, start).
 func (p *Port) SetOwner(v uint64) { C.kbt_set_owner(p.p, C.uint64_t(v)) }

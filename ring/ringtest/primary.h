@@ -30,6 +30,7 @@ int kbt_inject_preloaded(struct kbridge_port *p, uint16_t q, struct rte_mempool 
 int kbt_drain(struct kbridge_port *p, uint16_t q);
 int kbt_port_free(struct kbridge_port *p);
 void kbt_set_owner(struct kbridge_port *p, uint64_t v);
+void kbt_set_link(struct kbridge_port *p, int up, uint32_t speed, int full);
 int kbt_port_owner_pid(struct kbridge_port *p);
 int kbt_memzone_exists(const char *name);
 int kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5]);

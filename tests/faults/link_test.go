@@ -81,3 +81,42 @@ func carrierWithin(ifname, want string, since time.Time) (time.Duration, bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// The app's link report carries its speed and duplex to kb0, as a NIC's
+// driver reports its own (ethtool, /sys/class/net/kb0/speed): the Go
+// primary reports 25 Gb/s full duplex, then 1 Gb/s half, then the link
+// down; a kb0 deleted and made again keeps the last speed.
+func TestSpeedFollowsTheAppLink(t *testing.T) {
+	needRoot(t)
+	p := newPort(t)
+	k := newKbridge(t, p)
+	k.ready()
+	for _, c := range []struct {
+		up                         bool
+		speed                      uint32
+		full                       bool
+		carrier, wantSpeed, duplex string
+	}{
+		{true, 25000, true, "1", "25000", "full"},
+		{true, 1000, false, "1", "1000", "half"},
+		{false, 1000, false, "0", "1000", "half"},
+	} {
+		p.port.SetLink(c.up, c.speed, c.full)
+		if _, ok := carrierWithin(k.ifname, c.carrier, time.Now()); !ok {
+			t.Fatalf("link %v: %s's carrier is not %s:\n%s", c.up, k.ifname, c.carrier, k.Log)
+		}
+		kfWaitUntil(t, 5*time.Second, "speed "+c.wantSpeed+" "+c.duplex, func() bool {
+			return sys(nsName, k.ifname, "speed") == c.wantSpeed && sys(nsName, k.ifname, "duplex") == c.duplex
+		})
+	}
+	p.port.SetLink(true, 40000, true)
+	kfWaitUntil(t, 5*time.Second, "speed 40000", func() bool { return sys(nsName, k.ifname, "speed") == "40000" })
+	if out, err := exec.Command("ip", "-n", nsName, "link", "del", k.ifname).CombinedOutput(); err != nil {
+		t.Fatalf("ip link del: %v\n%s", err, out)
+	}
+	k.WaitLog("the interface was deleted and made again", 5*time.Second)
+	if got := sys(nsName, k.ifname, "speed"); got != "40000" {
+		t.Errorf("the re-made %s reports speed %q, want the app's 40000:\n%s", k.ifname, got, k.Log)
+	}
+	k.Stop(true)
+}
