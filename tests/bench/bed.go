@@ -42,6 +42,11 @@ type Forwarder struct {
 	// false, switched live): a plain TAP, one frame per syscall, as
 	// kbridge was before the offloaded kernel side.
 	Plain bool
+	// MTU, when set, measures the forwarder on the jumbo bed: up.sh's
+	// KBT_JUMBO=1, then every link on the path set to this MTU, kb0's as
+	// an operator would (ip link, which kbridge hands to the app as a
+	// request). 0: the bed's 1500.
+	MTU int
 }
 
 // allForwarders in the order they are measured and shown.
@@ -59,12 +64,20 @@ var allForwarders = []Forwarder{
 	{Name: "kbridge-vhost", Kind: "vhost", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n"},
 	{Name: "testpmd", Kind: "testpmd"},
 	{Name: "bed-ceiling", Kind: "ceiling"},
+	// Jumbo frames (issue 18): kbridge with kb0's MTU raised live to 9000
+	// beside the floor at 9000.
+	{Name: "direct-9000", Kind: "direct", MTU: jumboMTU},
+	{Name: "kbridge-9000", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", MTU: jumboMTU},
 }
 
 // bedKind is the bed a forwarder is measured on: "kbridge" (the ring bed,
-// direct too), "vhost" (KBT_MODE=vhost) or "testpmd" (no bridge, testpmd or
-// the ceiling in its place).
+// direct too), "vhost" (KBT_MODE=vhost), "testpmd" (no bridge, testpmd or
+// the ceiling in its place) or "jumbo" (the ring bed at MTU 9000, direct
+// too).
 func (f Forwarder) bedKind() string {
+	if f.MTU != 0 {
+		return "jumbo"
+	}
 	switch f.Kind {
 	case "testpmd", "ceiling":
 		return "testpmd"
@@ -97,7 +110,7 @@ func groupForwarders(fws []Forwarder) [][]Forwarder {
 		}
 	}
 	var groups [][]Forwarder
-	for _, g := range [][]Forwarder{kb, vh, tp} {
+	for _, g := range [][]Forwarder{kb, vh, tp, byBed["jumbo"]} {
 		if len(g) > 0 {
 			groups = append(groups, g)
 		}
@@ -163,7 +176,7 @@ type Bed struct {
 	fwdPID   int    // kbridge or testpmd
 	appPID   int    // the DPDK app: the reference app (ring bed) or testpmd (vhost bed)
 	httpPID  int    // the bench's HTTP server in kbt-peer
-	kind     string // what is up: "", "kbridge", "vhost", "testpmd"
+	kind     string // what is up: "", "kbridge", "vhost", "testpmd", "jumbo"
 	progress func(format string, a ...any)
 }
 
@@ -184,19 +197,25 @@ func (b *Bed) pin(ns string, args ...string) []string {
 func (b *Bed) up(ctx context.Context, kind, policy string) error {
 	b.kind, b.fwdPID, b.appPID = kind, 0, 0
 	switch kind {
-	case "kbridge":
+	case "kbridge", "jumbo":
 		if err := harness.WriteAtomic(b.cfgPath, harness.WithPolicy(b.baseCfg, policy)); err != nil {
 			return err
 		}
-		if _, err := harness.Output(ctx, 6*time.Minute, []string{"KBRIDGE_CONFIG=" + b.cfgPath}, b.script("up.sh")); err != nil {
+		env := []string{"KBRIDGE_CONFIG=" + b.cfgPath}
+		if kind == "jumbo" {
+			env = append(env, "KBT_JUMBO=1")
+		}
+		if _, err := harness.Output(ctx, 6*time.Minute, env, b.script("up.sh")); err != nil {
 			return err
 		}
 		var err error
 		if b.fwdPID, err = readPID("kbridge"); err != nil {
 			return err
 		}
-		b.appPID, err = readPID("refapp")
-		return err
+		if b.appPID, err = readPID("refapp"); err != nil || kind != "jumbo" {
+			return err
+		}
+		return b.raiseMTU(ctx, jumboMTU)
 	case "vhost":
 		if b.vhostCfg == "" {
 			return fmt.Errorf("no base configuration for the vhost bed (tests/testbed/kbridge-vhost.yaml)")
@@ -227,6 +246,43 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 	return fmt.Errorf("unknown bed kind %q", kind)
 }
 
+// floorOf names the floor a forwarder's figures are set beside: direct at
+// the forwarder's MTU.
+func floorOf(name string) string {
+	for _, f := range allForwarders {
+		if f.Name == name && f.MTU != 0 {
+			return fmt.Sprintf("direct-%d", f.MTU)
+		}
+	}
+	return "direct"
+}
+
+// jumboMTU is the jumbo bed's MTU.
+const jumboMTU = 9000
+
+// raiseMTU sets every link on both paths to mtu: the peer's ends and the
+// floor's by hand, kb0 with ip link as an operator would, which kbridge
+// hands to the app; the app sets its port's (kbt-nic). It waits for that.
+func (b *Bed) raiseMTU(ctx context.Context, mtu int) error {
+	v := fmt.Sprint(mtu)
+	for _, l := range [][2]string{{"kbt-peer", "kbt-wire"}, {"kbt-peer", "kbt-alt"}, {"kbt-direct", "kbt-base"}, {"kbt-dut", "kb0"}} {
+		if _, err := harness.Output(ctx, 10*time.Second, nil, "ip", "-n", l[0], "link", "set", l[1], "mtu", v); err != nil {
+			return fmt.Errorf("%s mtu %s: %w", l[1], v, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := harness.Output(ctx, 5*time.Second, nil, "ip", "netns", "exec", "kbt-dut", "cat", "/sys/class/net/kbt-nic/mtu", "/sys/class/net/kb0/mtu")
+		if strings.Fields(string(out)) != nil && strings.Join(strings.Fields(string(out)), " ") == v+" "+v {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kb0 mtu %s: the app did not set kbt-nic's (kbt-nic, kb0: %q; see %s/kbridge.log)", v, out, runDir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // down stops testpmd (if any) and tears the bed down. It uses its own
 // context: it must run after Ctrl-C too.
 func (b *Bed) down() error {
@@ -253,7 +309,7 @@ func (b *Bed) alive() error {
 	if err := syscall.Kill(b.fwdPID, 0); err != nil {
 		return fmt.Errorf("forwarder pid %d is gone (see %s/*.log)", b.fwdPID, runDir)
 	}
-	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "vhost": "kbridge", "testpmd": "testpmd"}[b.kind]); err != nil || pid != b.fwdPID {
+	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "vhost": "kbridge", "testpmd": "testpmd", "jumbo": "kbridge"}[b.kind]); err != nil || pid != b.fwdPID {
 		return fmt.Errorf("the bed was replaced under us (pid file no longer names %d)", b.fwdPID)
 	}
 	return nil

@@ -41,7 +41,7 @@ policy:
 
 func TestSelectForwarders(t *testing.T) {
 	all, err := selectForwarders("all")
-	if err != nil || len(all) != 11 || all[0].Name != "direct" || all[8].Name != "kbridge-vhost" || all[9].Name != "testpmd" || all[10].Name != "bed-ceiling" {
+	if err != nil || len(all) != 13 || all[0].Name != "direct" || all[8].Name != "kbridge-vhost" || all[9].Name != "testpmd" || all[10].Name != "bed-ceiling" {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	// Table order, whatever order the flag lists them in.
@@ -107,7 +107,11 @@ func TestGroupForwarders(t *testing.T) {
 		return strings.Join(out, " | ")
 	}
 	for list, want := range map[string]string{
-		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling",
+		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling | direct-9000,kbridge-9000",
+		// The jumbo bed is a bed of its own, its floor with it.
+		"direct,kbridge-9000":          "direct | kbridge-9000",
+		"direct-9000,kbridge-9000":     "direct-9000,kbridge-9000",
+		"kbridge-adaptive,direct-9000": "kbridge-adaptive | direct-9000",
 		// No kbridge on the ring bed: direct goes to testpmd's bed, as before, else to the vhost bed.
 		"direct,kbridge-vhost":                  "direct,kbridge-vhost",
 		"direct,kbridge-vhost,testpmd":          "kbridge-vhost | direct,testpmd",
@@ -123,6 +127,9 @@ func TestGroupForwarders(t *testing.T) {
 	}
 	for _, f := range pick("all") {
 		want := map[string]string{"direct": "kbridge", "kbridge": "kbridge", "vhost": "vhost", "testpmd": "testpmd", "ceiling": "testpmd"}[f.Kind]
+		if f.MTU != 0 {
+			want = "jumbo"
+		}
 		if f.bedKind() != want {
 			t.Errorf("%s: bed %q, want %q", f.Name, f.bedKind(), want)
 		}

@@ -243,7 +243,7 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 
 	w("\n### Throughput\n\n")
 	w("NFS ls -R: wall time of `nfs-ls -R` of %d entries, best of %d. NFS read: `nfs-cat` of the 256 MiB big.bin (byte count checked), MB/s, best of %d. ", nfsEntries, d.NFSRuns, d.NFSReadRuns)
-	w("iperf3: %v, Gbit/s at the receiver; `-P 4` is four streams from the peer (`-R`). `x direct`, `x testpmd`: ratio to that forwarder in this run. ", d.Iperf)
+	w("iperf3: %v, Gbit/s at the receiver; `-P 4` is four streams from the peer (`-R`). `x direct`, `x testpmd`: ratio to that forwarder in this run (for a row at MTU 9000, `x direct` is to direct-9000). ", d.Iperf)
 	w("Drops: deltas of `kbridge stats` over the `-P 4` run, kbridge's own by reason, and the app's `to_kernel_dropped` (its ring to kbridge was full).\n\n")
 	w("| forwarder | NFS ls -R (s) | x direct | NFS read (MB/s) | x direct | iperf3 to peer | x direct | x testpmd | iperf3 from peer | x direct | x testpmd | iperf3 -P 4 from peer | x direct | x testpmd | kbridge drops (-P 4) | app to_kernel drops (-P 4) |\n")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -260,6 +260,7 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 		x := func(key, ref string, pick func(*Result) float64) string {
 			return ratioCell(res, n, ref, key, pick)
 		}
+		floor := floorOf(n) // a jumbo row beside the floor at its MTU
 		nfsT := func(r *Result) float64 { return r.NFS }
 		readT := func(r *Result) float64 { return r.NFSRead }
 		up := func(r *Result) float64 { return r.Up }
@@ -270,10 +271,10 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 			kbd, appd = c.kbDropsText(), fmt.Sprint(c.AppDrops)
 		}
 		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
-			nfs, x(wNFS, "direct", nfsT), read, x(wNFSRead, "direct", readT),
-			cell(r, wUp, "%.2f", r.Up), x(wUp, "direct", up), x(wUp, "testpmd", up),
-			cell(r, wDown, "%.2f", r.Down), x(wDown, "direct", down), x(wDown, "testpmd", down),
-			cell(r, wDown4, "%.2f", r.Down4), x(wDown4, "direct", down4), x(wDown4, "testpmd", down4),
+			nfs, x(wNFS, floor, nfsT), read, x(wNFSRead, floor, readT),
+			cell(r, wUp, "%.2f", r.Up), x(wUp, floor, up), x(wUp, "testpmd", up),
+			cell(r, wDown, "%.2f", r.Down), x(wDown, floor, down), x(wDown, "testpmd", down),
+			cell(r, wDown4, "%.2f", r.Down4), x(wDown4, floor, down4), x(wDown4, "testpmd", down4),
 			kbd, appd)
 	}
 	if kni := anyKNI(rows); kni {

@@ -69,7 +69,7 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 	// first on this bed, does not share CPU 0 with a spinning kbridge.
 	kind, policy := "kbridge", "policy:\n  mode: adaptive\n"
 	for _, f := range group {
-		if f.Kind != "direct" {
+		if f.Kind != "direct" || f.MTU != 0 {
 			kind = f.bedKind()
 		}
 		if f.Kind == "vhost" {
@@ -89,6 +89,8 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		switch kind {
 		case "kbridge":
 			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge.log"))
+		case "jumbo":
+			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-9000.log"))
 		case "vhost":
 			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-vhost.log"))
 			_ = copyFile(filepath.Join(runDir, vhostAppName+".log"), filepath.Join(rn.rawDir, vhostAppName+".log"))

@@ -67,6 +67,7 @@ func in(t *testing.T, ns string, args ...string) string {
 // its checks on.
 type bedMode struct {
 	name  string   // KBT_MODE
+	env   []string // more of up.sh's variables
 	bins  []string // under the repository root, built by make build
 	tools []string // on $PATH
 	app   string   // the DPDK app's name in /run/kbt (NAME.pid, NAME.log)
@@ -92,8 +93,10 @@ type bedRun struct {
 }
 
 var bedModes = []bedMode{
-	{name: "ring", bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp",
-		checks: func(t *testing.T, r *bedRun) { tapChecks(t, r, nil, ringStop) }},
+	// The ring bed is made ready for jumbo frames (its app's af_packet and
+	// mbufs; the MTU stays 1500 until jumboChecks raises it).
+	{name: "ring", env: []string{"KBT_JUMBO=1"}, bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp",
+		checks: func(t *testing.T, r *bedRun) { tapChecks(t, r, jumboChecks, ringStop) }},
 	{name: "vhost", bins: []string{"bin/kbridge"}, tools: []string{"dpdk-testpmd", "stdbuf"}, app: vhostApp,
 		checks: func(t *testing.T, r *bedRun) { tapChecks(t, r, vhostChecks, vhostStop) }, leftovers: vhostLeftovers},
 	{name: "xdp", bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp", links: []string{"kb0-x"},
@@ -160,7 +163,7 @@ func TestTestbed(t *testing.T) {
 // testBed brings the bed up in mode m, runs every check on it, stops kbridge
 // and tears the bed down.
 func testBed(t *testing.T, root string, m bedMode) {
-	env := append(append([]string(nil), harness.LockedEnv...), "KBT_MODE="+m.name)
+	env := append(append(append([]string(nil), harness.LockedEnv...), "KBT_MODE="+m.name), m.env...)
 	r := &bedRun{root: root}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -364,4 +367,59 @@ func ringStop(t *testing.T, root string) {
 	if m[1] != m[2] {
 		t.Errorf("mbuf leak: the app's pool has %s mbufs in use but only %s wait in the rings", m[2], m[1])
 	}
+}
+
+// jumboChecks raises the MTU to 9000 the way an operator would: the peer's
+// wire by hand, kb0 with ip link, which kbridge hands to the app as a
+// request; the app sets its port's MTU (net_af_packet sets kbt-nic's), and
+// jumbo frames cross both ways whole, with no drop. Then kb0 back to 1500,
+// the same way.
+func jumboChecks(t *testing.T, root string) {
+	t.Run("jumbo frames", func(t *testing.T) {
+		mtu := func(ns, ifname string) string {
+			return strings.TrimSpace(sh(t, "ip", "netns", "exec", ns, "cat", "/sys/class/net/"+ifname+"/mtu"))
+		}
+		set := func(ns, ifname, v string) { sh(t, "ip", "-n", ns, "link", "set", ifname, "mtu", v) }
+		wait := func(what string, cond func() bool) time.Duration {
+			start := time.Now()
+			for !cond() {
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("%s: not after 5 s", what)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			return time.Since(start)
+		}
+		before := status(t).Queues[0].Drops["oversize"]
+		set("kbt-peer", "kbt-wire", "9000")
+		set("kbt-dut", "kb0", "9000")
+		took := wait("kbt-nic at 9000, the app's answer", func() bool {
+			return mtu("kbt-dut", "kbt-nic") == "9000" && mtu("kbt-dut", "kb0") == "9000"
+		})
+		t.Logf("kb0 mtu 9000: the app set its port's in %v", took.Round(time.Millisecond))
+		for _, c := range []struct{ ns, ip string }{{"kbt-dut", peerIP}, {"kbt-peer", dutIP}} {
+			out := in(t, c.ns, "ping", "-M", "do", "-s", "8972", "-c", "5", "-i", "0.1", "-W", "2", c.ip)
+			if !strings.Contains(out, " 0% packet loss") {
+				t.Errorf("ping -M do -s 8972 from %s to %s:\n%s", c.ns, c.ip, out)
+			}
+		}
+		for _, flag := range []string{"", "-R"} {
+			args := []string{"iperf3", "-c", peerIP, "-p", "5201", "-t", "3", "-J"}
+			if flag != "" {
+				args = append(args, flag)
+			}
+			waitIperf3Server(t)
+			res, err := harness.ParseIperf3([]byte(inDUT(t, args...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("iperf3 %s at MTU 9000: %.0f Mbit/s", flag, res.End.SumReceived.BitsPerSecond/1e6)
+		}
+		if d := status(t).Queues[0].Drops["oversize"] - before; d != 0 {
+			t.Errorf("%d frames dropped as oversize at MTU 9000", d)
+		}
+		set("kbt-dut", "kb0", "1500")
+		wait("kbt-nic back at 1500", func() bool { return mtu("kbt-dut", "kbt-nic") == "1500" })
+		set("kbt-peer", "kbt-wire", "1500")
+	})
 }

@@ -17,7 +17,7 @@
  * writes each to its TAP as one GSO frame); --vhost-no-gro turns that off.
  *
  *   kbridge-refapp <EAL args> -- [--port NAME] [--queues N] [--ring-size N]
- *                                [--pool-size N] [--own-udp-port P]
+ *                                [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P]
  *                                [--free-wait SECONDS]
  *                                [--vhost PATH [--vhost-queues N] [--vhost-server]
  *                                 [--vhost-no-gro]]
@@ -96,6 +96,7 @@ struct opts {
 	uint16_t queues;
 	unsigned int ring_size;
 	unsigned int pool_size;
+	unsigned int mbuf_size; /* data room with headroom: a jumbo frame needs 9018 + headroom */
 	int own_udp_port;
 	const char *vhost;	/* the vhost-user socket; NULL: kbridge.h rings */
 	uint16_t vhost_queues;
@@ -114,7 +115,7 @@ usage(const char *prog)
 {
 	fprintf(stderr,
 		"usage: %s <EAL args> -- [--port NAME] [--queues N] [--ring-size N]\n"
-		"       [--pool-size N] [--own-udp-port P] [--free-wait SECONDS]\n"
+		"       [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P] [--free-wait SECONDS]\n"
 		"       [--requests serve|none|unanswered]\n"
 		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n",
 		prog);
@@ -128,6 +129,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "queues", required_argument, NULL, 'q' },
 		{ "ring-size", required_argument, NULL, 'r' },
 		{ "pool-size", required_argument, NULL, 's' },
+		{ "mbuf-size", required_argument, NULL, 'm' },
 		{ "own-udp-port", required_argument, NULL, 'u' },
 		{ "vhost", required_argument, NULL, 'v' },
 		{ "vhost-queues", required_argument, NULL, 'Q' },
@@ -153,6 +155,9 @@ parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 's':
 			o->pool_size = (unsigned int)atoi(optarg);
+			break;
+		case 'm':
+			o->mbuf_size = (unsigned int)atoi(optarg);
 			break;
 		case 'u':
 			o->own_udp_port = atoi(optarg);
@@ -184,6 +189,11 @@ parse_args(int argc, char **argv, struct opts *o)
 	    !rte_is_power_of_2(o->ring_size)) {
 		fprintf(stderr, "kbridge-refapp: --queues must be 1..%d and --ring-size a power of two\n",
 			KBRIDGE_MAX_QUEUES);
+		return -1;
+	}
+	if (o->mbuf_size < RTE_PKTMBUF_HEADROOM + 128 || o->mbuf_size > UINT16_MAX) {
+		fprintf(stderr, "kbridge-refapp: --mbuf-size must be %u to %u bytes (headroom included)\n",
+			RTE_PKTMBUF_HEADROOM + 128, UINT16_MAX);
 		return -1;
 	}
 	if (strcmp(o->requests, "serve") != 0 && strcmp(o->requests, "none") != 0 &&
@@ -1076,7 +1086,8 @@ int
 main(int argc, char **argv)
 {
 	struct opts o = { .port = "kb0", .queues = 1, .ring_size = 1024,
-			  .pool_size = 8191, .own_udp_port = 0, .vhost_queues = 1,
+			  .pool_size = 8191, .mbuf_size = RTE_MBUF_DEFAULT_BUF_SIZE,
+			  .own_udp_port = 0, .vhost_queues = 1,
 			  .free_wait = 10, .requests = "serve" };
 	struct rte_mbuf *pkts[BURST], *fwd[BURST];
 	struct counters c = { 0 };
@@ -1111,7 +1122,7 @@ main(int argc, char **argv)
 	}
 
 	mp = rte_pktmbuf_pool_create("kb_pool", o.pool_size, 256, 0,
-				     RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+				     (uint16_t)o.mbuf_size, rte_socket_id());
 	if (mp == NULL) {
 		fprintf(stderr, "kbridge-refapp: mempool: %s\n", rte_strerror(rte_errno));
 		return 1;

@@ -13,6 +13,11 @@
 #   KBT_VERIFY=1         also run check-nfs.sh from kbt-direct (full listing + hash)
 #   KBT_HUGEPAGES=N      2 MB hugepages to reserve (default 512)
 #   KBT_APP_CPU / KBT_OTHER_CPUS  override the CPU placement
+#   KBT_JUMBO=1          the ring bed ready for jumbo frames: the app's net_af_packet
+#                        takes frames of up to 16 KiB and its mbufs hold 10 KiB, so
+#                        that an MTU of 9000 set on kb0 reaches the app as a request
+#                        and kbt-nic's MTU follows (the peer's kbt-wire is left at
+#                        1500 for the caller to raise). Unset: the bed as measured.
 #   KBT_MODE=xdp         the XDP variant: kbridge in mode xdp (loader pmd, config
 #                        tests/testbed/kbridge-xdp.yaml) starts first, then the DPDK
 #                        app on kbt-nic through net_af_xdp with kbridge's object.
@@ -443,9 +448,14 @@ fi
 "$KBT_DIR/hugepages.sh" >&2
 for prefix in $(dpdk_bed_prefixes); do dpdk_cleanup_prefix "$prefix"; done
 say "starting the DPDK app $KBT_APP on CPU $KBT_APP_CPU"
+APP_NIC=net_af_packet0,iface=kbt-nic APP_ARGS=()
+if [ "${KBT_JUMBO:-}" = 1 ]; then
+	APP_NIC+=,framesz=16384,blocksz=16384
+	APP_ARGS=(--mbuf-size 10240)
+fi
 spawn refapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_APP" \
 	-l "$KBT_APP_CPU" --file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci \
-	--vdev net_af_packet0,iface=kbt-nic -- --port kb0
+	--vdev "$APP_NIC" -- --port kb0 "${APP_ARGS[@]}"
 APP_PID=$SPAWNED_PID
 wait_for "the DPDK app to report ready" 30 "$APP_PID" "$KBT_RUN/refapp.log" \
 	grep -q '^kbridge-refapp: ready' "$KBT_RUN/refapp.log"
