@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,9 +44,8 @@ type Forwarder struct {
 	// kbridge was before the offloaded kernel side.
 	Plain bool
 	// MTU, when set, measures the forwarder on the jumbo bed: up.sh's
-	// KBT_JUMBO=1, then every link on the path set to this MTU, kb0's as
-	// an operator would (ip link, which kbridge hands to the app as a
-	// request). 0: the bed's 1500.
+	// KBT_JUMBO=1, every link on both paths and kb0 at this MTU. 0: the
+	// bed's 1500.
 	MTU int
 }
 
@@ -198,12 +198,15 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 	b.kind, b.fwdPID, b.appPID = kind, 0, 0
 	switch kind {
 	case "kbridge", "jumbo":
-		if err := harness.WriteAtomic(b.cfgPath, harness.WithPolicy(b.baseCfg, policy)); err != nil {
-			return err
-		}
-		env := []string{"KBRIDGE_CONFIG=" + b.cfgPath}
+		cfg, env := harness.WithPolicy(b.baseCfg, policy), []string{"KBRIDGE_CONFIG=" + b.cfgPath}
 		if kind == "jumbo" {
+			// up.sh's KBT_JUMBO=1 sets every link to 9000; kb0 takes
+			// it from this copy, which later SIGHUPs reload.
+			cfg = mtuLine.ReplaceAllString(cfg, fmt.Sprintf("  mtu: %d", jumboMTU))
 			env = append(env, "KBT_JUMBO=1")
+		}
+		if err := harness.WriteAtomic(b.cfgPath, cfg); err != nil {
+			return err
 		}
 		if _, err := harness.Output(ctx, 6*time.Minute, env, b.script("up.sh")); err != nil {
 			return err
@@ -212,10 +215,8 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 		if b.fwdPID, err = readPID("kbridge"); err != nil {
 			return err
 		}
-		if b.appPID, err = readPID("refapp"); err != nil || kind != "jumbo" {
-			return err
-		}
-		return b.raiseMTU(ctx, jumboMTU)
+		b.appPID, err = readPID("refapp")
+		return err
 	case "vhost":
 		if b.vhostCfg == "" {
 			return fmt.Errorf("no base configuration for the vhost bed (tests/testbed/kbridge-vhost.yaml)")
@@ -260,28 +261,8 @@ func floorOf(name string) string {
 // jumboMTU is the jumbo bed's MTU.
 const jumboMTU = 9000
 
-// raiseMTU sets every link on both paths to mtu: the peer's ends and the
-// floor's by hand, kb0 with ip link as an operator would, which kbridge
-// hands to the app; the app sets its port's (kbt-nic). It waits for that.
-func (b *Bed) raiseMTU(ctx context.Context, mtu int) error {
-	v := fmt.Sprint(mtu)
-	for _, l := range [][2]string{{"kbt-peer", "kbt-wire"}, {"kbt-peer", "kbt-alt"}, {"kbt-direct", "kbt-base"}, {"kbt-dut", "kb0"}} {
-		if _, err := harness.Output(ctx, 10*time.Second, nil, "ip", "-n", l[0], "link", "set", l[1], "mtu", v); err != nil {
-			return fmt.Errorf("%s mtu %s: %w", l[1], v, err)
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, _ := harness.Output(ctx, 5*time.Second, nil, "ip", "netns", "exec", "kbt-dut", "cat", "/sys/class/net/kbt-nic/mtu", "/sys/class/net/kb0/mtu")
-		if strings.Fields(string(out)) != nil && strings.Join(strings.Fields(string(out)), " ") == v+" "+v {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kb0 mtu %s: the app did not set kbt-nic's (kbt-nic, kb0: %q; see %s/kbridge.log)", v, out, runDir)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// mtuLine is interface.mtu's line in the bed's configuration.
+var mtuLine = regexp.MustCompile(`(?m)^  mtu: [0-9]+$`)
 
 // down stops testpmd (if any) and tears the bed down. It uses its own
 // context: it must run after Ctrl-C too.

@@ -138,3 +138,16 @@ func TestGroupForwarders(t *testing.T) {
 		}
 	}
 }
+
+// The jumbo bed's kbridge configuration is the bed's with interface.mtu
+// 9000: the real file's line is found.
+func TestJumboConfig(t *testing.T) {
+	base, err := os.ReadFile("../testbed/kbridge.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := mtuLine.ReplaceAllString(harness.WithPolicy(string(base), "policy:\n  mode: adaptive\n"), "  mtu: 9000")
+	if !strings.Contains(cfg, "\n  mtu: 9000\n") || strings.Contains(cfg, "mtu: 1500") {
+		t.Errorf("jumbo configuration:\n%s", cfg)
+	}
+}

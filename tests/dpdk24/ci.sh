@@ -26,7 +26,7 @@ for s in "${steps[@]}"; do
 	root)
 		# The bed in ring and vhost modes only: XDP mode involves no
 		# DPDK (the host's run covers it), and the root has no bpftool.
-		bash "$here/run.sh" -- 'bash tests/testbed/hugepages.sh && go test -p 1 -count=1 -timeout 30m ./ring/... ./vhost/... ./tests/integration/ ./tests/faults/ ./tests/vhost/ && KBT_MODE=ring,vhost go test -count=1 -timeout 20m ./tests/e2e/' ;;
+		bash "$here/run.sh" -- 'bash tests/testbed/hugepages.sh && go test -p 1 -count=1 -timeout 30m ./ring/... ./vhost/... ./tests/integration/ ./tests/faults/ ./tests/vhost/ && KBT_MODE=ring,vhost,jumbo go test -count=1 -timeout 20m ./tests/e2e/' ;;
 	crossver)
 		bash "$here/run.sh" --host -- 'go test -count=1 -v -timeout 10m ./tests/crossver/' ;;
 	*)

@@ -13,11 +13,13 @@
 #   KBT_VERIFY=1         also run check-nfs.sh from kbt-direct (full listing + hash)
 #   KBT_HUGEPAGES=N      2 MB hugepages to reserve (default 512)
 #   KBT_APP_CPU / KBT_OTHER_CPUS  override the CPU placement
-#   KBT_JUMBO=1          the ring bed ready for jumbo frames: the app's net_af_packet
-#                        takes frames of up to 16 KiB and its mbufs hold 10 KiB, so
-#                        that an MTU of 9000 set on kb0 reaches the app as a request
-#                        and kbt-nic's MTU follows (the peer's kbt-wire is left at
-#                        1500 for the caller to raise). Unset: the bed as measured.
+#   KBT_JUMBO=1          the ring bed at MTU 9000: every link (kbt-wire, kbt-nic,
+#                        kbt-alt, kbt-base) and kb0 (a copy of the configuration
+#                        with interface.mtu 9000, unless it says so already); the
+#                        app's net_af_packet takes frames of up to 10 KiB, as its
+#                        mbufs do. kbt-nic's MTU is set by hand: net_af_packet's
+#                        ethdev refuses an MTU over 1500 (it reports a 1518-byte
+#                        frame limit whatever its frame size). Unset: 1500.
 #   KBT_MODE=xdp         the XDP variant: kbridge in mode xdp (loader pmd, config
 #                        tests/testbed/kbridge-xdp.yaml) starts first, then the DPDK
 #                        app on kbt-nic through net_af_xdp with kbridge's object.
@@ -94,6 +96,13 @@ say "cpu placement: app lcore on CPU $KBT_APP_CPU, everything else on CPUs ${KBT
 "$KBT_DIR/down.sh" >&2
 mkdir -p "$KBT_RUN"
 rm -f "$KBT_RUN"/*.log
+# KBT_JUMBO=1: kb0 at 9000 too, through a copy of the configuration.
+if [ "$NO_BRIDGE" = 0 ] && [ "${KBT_JUMBO:-}" = 1 ] && ! grep -Eq '^  mtu: 9000$' "$KBRIDGE_CONFIG"; then
+	sed -E 's/^  mtu: [0-9]+$/  mtu: 9000/' "$KBRIDGE_CONFIG" >"$KBT_RUN/kbridge-jumbo.yaml"
+	grep -Eq '^  mtu: 9000$' "$KBT_RUN/kbridge-jumbo.yaml" ||
+		die "KBT_JUMBO=1: $KBRIDGE_CONFIG has no '  mtu:' line under interface: to raise"
+	KBRIDGE_CONFIG=$KBT_RUN/kbridge-jumbo.yaml
+fi
 
 # ---- 1. namespaces and veths ---------------------------------------------------
 say "creating namespaces and veths"
@@ -113,6 +122,12 @@ ip netns exec "$KBT_NS_DUT" sysctl -qw net.ipv6.conf.default.accept_dad=0
 ip -n "$KBT_NS_PEER" addr add "$KBT_PEER_IP6/64" dev kbt-wire nodad
 ip -n "$KBT_NS_PEER" addr add "$KBT_ALT_IP6/64" dev kbt-alt nodad
 ip -n "$KBT_NS_DIRECT" addr add "$KBT_BASE_IP6/64" dev kbt-base nodad
+if [ "${KBT_JUMBO:-}" = 1 ]; then
+	ip -n "$KBT_NS_PEER" link set kbt-wire mtu 9000
+	ip -n "$KBT_NS_PEER" link set kbt-alt mtu 9000
+	ip -n "$KBT_NS_DUT" link set kbt-nic mtu 9000
+	ip -n "$KBT_NS_DIRECT" link set kbt-base mtu 9000
+fi
 ip -n "$KBT_NS_PEER" link set kbt-wire up
 ip -n "$KBT_NS_PEER" link set kbt-alt up
 ip -n "$KBT_NS_DIRECT" link set kbt-base up
@@ -450,8 +465,8 @@ for prefix in $(dpdk_bed_prefixes); do dpdk_cleanup_prefix "$prefix"; done
 say "starting the DPDK app $KBT_APP on CPU $KBT_APP_CPU"
 APP_NIC=net_af_packet0,iface=kbt-nic APP_ARGS=()
 if [ "${KBT_JUMBO:-}" = 1 ]; then
-	APP_NIC+=,framesz=16384,blocksz=16384
-	APP_ARGS=(--mbuf-size 10240)
+	APP_NIC+=,framesz=10240,blocksz=20480
+	APP_ARGS=(--mbuf-size 10368)
 fi
 spawn refapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_APP" \
 	-l "$KBT_APP_CPU" --file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci \
