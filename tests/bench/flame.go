@@ -193,7 +193,8 @@ var shareHue = map[string]color.RGBA{
 	shTCP:     {31, 119, 180, 255},  // blue: TCP/IP for kb0
 	shClient:  {44, 160, 44, 255},   // green
 	shPeer:    {148, 103, 189, 255}, // purple
-	shSoftirq: {23, 190, 207, 255},  // cyan
+	shSoftNIC: {23, 190, 207, 255},  // cyan
+	shSoftirq: {120, 200, 220, 255}, // pale cyan
 	shBed:     {140, 86, 75, 255},   // brown
 	shIdle:    {200, 200, 200, 255}, // grey
 	shOther:   {188, 189, 34, 255},  // olive

@@ -428,13 +428,14 @@ func renderProfile(m Machine, pr *ProfileRun, pics map[string]string) string {
 	for _, sh := range shareOrder {
 		w("- %s: %s\n", sh, shareText[sh])
 	}
-	w("\nBusiest functions (self time, %% of CPU 0), rounds pooled:\n\n| workload | kbridge: own code | kbridge: syscalls | kernel TCP/IP for kb0 | softirq |\n|---|---|---|---|---|\n")
+	w("\nBusiest functions (self time, %% of CPU 0), rounds pooled:\n\n| workload | %s | %s | %s | %s | %s |\n|---|---|---|---|---|---|\n", shKbUser, shKbSys, shTCP, shSoftNIC, shSoftirq)
 	for _, k := range profileWorkloads {
 		p := pooled(pr.Rounds[k])
 		if p == nil {
 			continue
 		}
-		w("| %s | %s | %s | %s | %s |\n", workloadNames[k], topLeaves(p, shKbUser, 5), topLeaves(p, shKbSys, 5), topLeaves(p, shTCP, 5), topLeaves(p, shSoftirq, 5))
+		w("| %s | %s | %s | %s | %s | %s |\n", workloadNames[k], topLeaves(p, shKbUser, 5), topLeaves(p, shKbSys, 5), topLeaves(p, shTCP, 5),
+			topLeaves(p, shSoftNIC, 5), topLeaves(p, shSoftirq, 5))
 	}
 	w("\nThe busiest commands in `other` (%% of CPU 0): ")
 	var oc []string

@@ -105,13 +105,14 @@ const (
 	shTCP     = "kernel TCP/IP for kb0"
 	shClient  = "clients in kbt-dut"
 	shPeer    = "peer side (kbt-peer)"
-	shSoftirq = "softirq"
+	shSoftNIC = "softirq: veth, AF_PACKET"
+	shSoftirq = "softirq: the rest"
 	shBed     = "bed: reference app"
 	shIdle    = "idle"
 	shOther   = "other"
 )
 
-var shareOrder = []string{shKbUser, shKbSys, shTCP, shClient, shPeer, shSoftirq, shBed, shIdle, shOther}
+var shareOrder = []string{shKbUser, shKbSys, shTCP, shClient, shPeer, shSoftNIC, shSoftirq, shBed, shIdle, shOther}
 
 // shareText says what each share holds, for the report.
 var shareText = map[string]string{
@@ -120,7 +121,8 @@ var shareText = map[string]string{
 	shTCP:     "the kernel's TCP/IP for kb0 (innermost network frame tcp_/ip_/inet_/sock_/netif_receive_skb) in kbridge's writes and the clients' syscalls",
 	shClient:  "the clients in kbt-dut (iperf3 -c, nfs-cat, nfs-ls): user code and their kernel time other than TCP/IP (tun transmit, pipes, scheduling)",
 	shPeer:    "processes of kbt-peer (iperf3 server, ganesha NFS server): user and kernel, their TCP/IP included",
-	shSoftirq: "softirq in any task (a softirq frame on the stack): veth and AF_PACKET receive, the peer's TCP receive, timers, RCU",
+	shSoftNIC: "softirq in any task whose innermost network frame is veth's or AF_PACKET's: the bed's emulated NIC (kbt-wire, kbt-nic and the app's net_af_packet ring)",
+	shSoftirq: "the other softirq work in any task: TCP/IP receive of either side, timers, RCU",
 	shBed:     "the reference DPDK app's threads on CPU 0 (EAL interrupt and control threads; its lcore is on CPU 1)",
 	shIdle:    "the idle task with no interrupt work on the stack",
 	shOther:   "everything else: kernel threads, interrupts other than softirq, perf itself, other users' processes, the bench's shells",
@@ -153,6 +155,8 @@ func (w Who) classify(s Sample) string {
 		}
 	}
 	switch {
+	case soft && innermostLayer(s.Frames) == layerNIC:
+		return shSoftNIC
 	case soft:
 		return shSoftirq
 	case s.PID == 0 && irq:
@@ -163,14 +167,14 @@ func (w Who) classify(s Sample) string {
 		if len(s.Frames) == 0 || !s.Frames[0].Kernel {
 			return shKbUser
 		}
-		if tcpipInnermost(s.Frames) {
+		if innermostLayer(s.Frames) == layerTCPIP {
 			return shTCP
 		}
 		return shKbSys
 	case w.Peer[s.PID]:
 		return shPeer
 	case w.ClientComms[s.Comm]:
-		if len(s.Frames) > 0 && s.Frames[0].Kernel && tcpipInnermost(s.Frames) {
+		if len(s.Frames) > 0 && s.Frames[0].Kernel && innermostLayer(s.Frames) == layerTCPIP {
 			return shTCP
 		}
 		return shClient
@@ -180,25 +184,35 @@ func (w Who) classify(s Sample) string {
 	return shOther
 }
 
-// tcpipInnermost reports whether the innermost network frame of a kernel
-// stack belongs to the TCP/IP stack rather than to tun or its offloads: a
-// copy under tcp_recvmsg is TCP's, one under tun_get_user is tun's, and
-// GRO/GSO helpers count as the offloads kbridge's syscalls drive.
-func tcpipInnermost(fs []Frame) bool {
+// The network layers a kernel stack can be in.
+const (
+	layerNone  = iota
+	layerTun   // tun and its offloads (GRO, GSO): kbridge's side of kb0
+	layerNIC   // veth and AF_PACKET: the bed's emulated NIC
+	layerTCPIP // the TCP/IP stack
+)
+
+// innermostLayer is the network layer of the innermost network frame of a
+// kernel stack: a copy under tcp_recvmsg is TCP's, one under tun_get_user is
+// tun's, one under tpacket_rcv AF_PACKET's; GRO/GSO helpers count as the
+// offloads kbridge's syscalls drive.
+func innermostLayer(fs []Frame) int {
 	for _, f := range fs {
 		if !f.Kernel {
 			break
 		}
 		n := f.Sym
 		switch {
-		case strings.Contains(n, "gro_") || strings.Contains(n, "gso") || strings.HasPrefix(n, "skb_segment") || strings.HasPrefix(n, "tun_") || strings.HasPrefix(n, "veth_"):
-			return false
+		case strings.Contains(n, "gro_") || strings.Contains(n, "gso") || strings.HasPrefix(n, "skb_segment") || strings.HasPrefix(n, "tun_"):
+			return layerTun
+		case hasAnyPrefix(n, "veth_", "packet_", "tpacket_", "__packet_"):
+			return layerNIC
 		case hasAnyPrefix(n, "tcp", "__tcp", "ip_", "__ip_", "ip6_", "ipv6_", "inet", "__inet", "udp", "__udp", "sock_", "sk_", "__sk_",
 			"__netif_receive_skb", "netif_receive_skb", "__dev_queue_xmit", "dev_queue_xmit", "neigh_", "nf_"):
-			return true
+			return layerTCPIP
 		}
 	}
-	return false
+	return layerNone
 }
 
 func hasAnyPrefix(s string, ps ...string) bool {

@@ -50,6 +50,13 @@ iperf3   400/400   [000]    1000000
 kworker/0:1H-kb   50/50   [000]    1000000 
 	ffffffff81e00001 process_one_work ([kernel.kallsyms])
 
+ganesha.nfsd   300/310   [000]    1000000 
+	ffffffff81f00001 memcpy ([kernel.kallsyms])
+	ffffffff81f00002 tpacket_rcv ([kernel.kallsyms])
+	ffffffff81f00003 __netif_receive_skb_core ([kernel.kallsyms])
+	ffffffff81f00004 net_rx_action ([kernel.kallsyms])
+	ffffffff81f00005 handle_softirqs ([kernel.kallsyms])
+
 :-1    -1/-1    [000]    1000000 
 	           1 [unknown] ([unknown])
 	           2 [unknown] ([unknown])
@@ -60,8 +67,8 @@ func TestProfileFromPerfScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(samples) != 8 {
-		t.Fatalf("%d samples, want 8", len(samples))
+	if len(samples) != 9 {
+		t.Fatalf("%d samples, want 9", len(samples))
 	}
 	if s := samples[6]; s.Comm != "kworker/0:1H-kb" || s.PID != 50 {
 		t.Errorf("kworker sample read as %+v", s)
@@ -70,21 +77,21 @@ func TestProfileFromPerfScript(t *testing.T) {
 		t.Errorf("unknown user frame read as %+v", f)
 	}
 	w := Who{Kbridge: 100, App: 200, Peer: map[int]bool{300: true}, ClientComms: map[string]bool{"iperf3": true}}
-	want := []string{shIdle, shKbUser, shKbSys, shTCP, shSoftirq, shTCP, shOther, shOther}
+	want := []string{shIdle, shKbUser, shKbSys, shTCP, shSoftirq, shTCP, shOther, shSoftNIC, shOther}
 	for i, s := range samples {
 		if got := w.classify(s); got != want[i] {
 			t.Errorf("sample %d (%s): %q, want %q", i, s.Comm, got, want[i])
 		}
 	}
 	p := fold("up", samples, w)
-	if p.Total != 9e6 {
-		t.Errorf("total %d ns, want 9e6", p.Total)
+	if p.Total != 10e6 {
+		t.Errorf("total %d ns, want 10e6", p.Total)
 	}
-	if got := p.Share(shTCP); math.Abs(got-200.0/9) > 1e-9 {
-		t.Errorf("TCP share %.2f%%, want 22.2", got)
+	if got := p.Share(shTCP); math.Abs(got-20) > 1e-9 {
+		t.Errorf("TCP share %.2f%%, want 20", got)
 	}
-	if got := p.Own(shSoftirq); math.Abs(got-2.0/6*100) > 1e-9 { // of the 6 ms that are not idle or other
-		t.Errorf("softirq share of the bed's work %.2f%%, want 33.3", got)
+	if got := p.Own(shSoftirq); math.Abs(got-2.0/7*100) > 1e-9 { // of the 7 ms that are not idle or other
+		t.Errorf("softirq share of the bed's work %.2f%%, want 28.6", got)
 	}
 	folded := p.foldedText()
 	for _, line := range []string{
@@ -96,11 +103,11 @@ func TestProfileFromPerfScript(t *testing.T) {
 			t.Errorf("folded stacks lack %q:\n%s", line, folded)
 		}
 	}
-	if got := topLeaves(p, shTCP, 5); got != "`_copy_to_iter` 11.1, `tcp_v4_rcv` 11.1" {
+	if got := topLeaves(p, shTCP, 5); got != "`_copy_to_iter` 10.0, `tcp_v4_rcv` 10.0" {
 		t.Errorf("top TCP leaves %q", got)
 	}
 	q := fold("up", samples[:1], w)
-	if got := shareCell([]*Profile{p, q}, shIdle); got != "20.0 (11.1-100.0)" {
+	if got := shareCell([]*Profile{p, q}, shIdle); got != "18.2 (10.0-100.0)" {
 		t.Errorf("idle cell over two rounds %q", got)
 	}
 }
