@@ -30,11 +30,12 @@ type ProfileRun struct {
 	Name   string
 	Rounds map[string][]*Profile // workload -> one per round
 	Figure map[string][]string   // workload -> what the workload measured, per round
+	CPUs   map[string][]string   // workload -> each CPU's busy and steal time, per round (/proc/stat)
 	Errs   map[string]string
 }
 
 func newProfileRun(name string) *ProfileRun {
-	return &ProfileRun{Name: name, Rounds: map[string][]*Profile{}, Figure: map[string][]string{}, Errs: map[string]string{}}
+	return &ProfileRun{Name: name, Rounds: map[string][]*Profile{}, Figure: map[string][]string{}, CPUs: map[string][]string{}, Errs: map[string]string{}}
 }
 
 // profileForwarders keeps the -forwarders that have kbridge on their bed
@@ -74,7 +75,9 @@ func (rn *Runner) profileAll(ctx context.Context, f Forwarder, rounds int) *Prof
 				continue
 			}
 			rn.log("%s: profile round %d/%d: %s ...", f.Name, r, rounds, workloadNames[k])
+			cpus0 := readCPUTimes()
 			p, fig, err := rn.profileOne(ctx, f, k, r)
+			cpus := cpuBusyText(cpus0, readCPUTimes())
 			if err != nil {
 				pr.Errs[k] = err.Error()
 				rn.log("%s: profile %s: %v", f.Name, workloadNames[k], err)
@@ -82,6 +85,7 @@ func (rn *Runner) profileAll(ctx context.Context, f Forwarder, rounds int) *Prof
 			}
 			pr.Rounds[k] = append(pr.Rounds[k], p)
 			pr.Figure[k] = append(pr.Figure[k], fig)
+			pr.CPUs[k] = append(pr.CPUs[k], cpus)
 			if p.Wall > 0 && float64(p.Total) < 0.8*float64(p.Wall) {
 				rn.log("%s: %s: only %.1f of %.1f s sampled on CPU 0 (perf lost samples, or the hypervisor ran something else)", f.Name, workloadNames[k], float64(p.Total)/1e9, p.Wall.Seconds())
 			}
@@ -411,7 +415,8 @@ func renderProfile(m Machine, pr *ProfileRun, pics map[string]string) string {
 		p := pooled(pr.Rounds[k])
 		return fmt.Sprintf("%.1f / %.1f", float64(p.Total)/1e9, p.Wall.Seconds())
 	}))
-	w("| the workload's own figure | %s |\n\n", cell(func(k string) string { return strings.Join(pr.Figure[k], "; ") }))
+	w("| the workload's own figure, per round | %s |\n", cell(func(k string) string { return strings.Join(pr.Figure[k], "; ") }))
+	w("| each CPU's use over the round (/proc/stat, the bed's work included), per round | %s |\n\n", cell(func(k string) string { return strings.Join(pr.CPUs[k], "; ") }))
 	w("The same without idle and other, in %% of the bed's own work on CPU 0 (other users' load on this shared machine changes how much of CPU 0 the bed gets, less how the bed spends it):\n\n")
 	w("| share | %s |\n|---|%s\n", strings.Join(wlNames(profileWorkloads), " | "), strings.Repeat("---:|", len(profileWorkloads)))
 	for _, sh := range shareOrder {
