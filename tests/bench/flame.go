@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"image/color"
+	"image/png"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,7 +153,16 @@ func writeFlame(path, title, subtitle, folded string) error {
 		}
 	}
 	drawNode(root, 6, -1, "")
-	return savePNG(path, vgimg.PngCanvas{Canvas: img})
+	// Best compression: the pictures are committed under docs/.
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(f, img.Image()); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // shortSym drops a Go symbol's package path for the label:
