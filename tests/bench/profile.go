@@ -75,9 +75,7 @@ func (rn *Runner) profileAll(ctx context.Context, f Forwarder, rounds int) *Prof
 				continue
 			}
 			rn.log("%s: profile round %d/%d: %s ...", f.Name, r, rounds, workloadNames[k])
-			cpus0 := readCPUTimes()
 			p, fig, err := rn.profileOne(ctx, f, k, r)
-			cpus := cpuBusyText(cpus0, readCPUTimes())
 			if err != nil {
 				pr.Errs[k] = err.Error()
 				rn.log("%s: profile %s: %v", f.Name, workloadNames[k], err)
@@ -85,7 +83,7 @@ func (rn *Runner) profileAll(ctx context.Context, f Forwarder, rounds int) *Prof
 			}
 			pr.Rounds[k] = append(pr.Rounds[k], p)
 			pr.Figure[k] = append(pr.Figure[k], fig)
-			pr.CPUs[k] = append(pr.CPUs[k], cpus)
+			pr.CPUs[k] = append(pr.CPUs[k], p.CPUs)
 			if p.Wall > 0 && float64(p.Total) < 0.8*float64(p.Wall) {
 				rn.log("%s: %s: only %.1f of %.1f s sampled on CPU 0 (perf lost samples, or the hypervisor ran something else)", f.Name, workloadNames[k], float64(p.Total)/1e9, p.Wall.Seconds())
 			}
@@ -109,7 +107,9 @@ func (rn *Runner) profileOne(ctx context.Context, f Forwarder, key string, round
 		rec.stop()
 		return nil, "", err
 	}
-	t0 := time.Now()
+	// /proc/stat over the same window as the recording: perf's start and
+	// stop and perf script stay out of it.
+	t0, cpus0 := time.Now(), readCPUTimes()
 	r := newResult(f.Name)
 	var werr error
 	switch key {
@@ -120,7 +120,7 @@ func (rn *Runner) profileOne(ctx context.Context, f Forwarder, key string, round
 	case wNFS:
 		werr = rn.nfs(ctx, f, ns, ip, r)
 	}
-	wall := time.Since(t0)
+	wall, cpus := time.Since(t0), cpuBusyText(cpus0, readCPUTimes())
 	derr := rec.disable()
 	rec.stop()
 	if werr != nil {
@@ -142,7 +142,7 @@ func (rn *Runner) profileOne(ctx context.Context, f Forwarder, key string, round
 		return nil, "", err
 	}
 	p := fold(key, samples, rn.who(f))
-	p.Wall = wall
+	p.Wall, p.CPUs = wall, cpus
 	if err := os.WriteFile(base+".folded", []byte(p.foldedText()), 0o644); err != nil {
 		return nil, "", err
 	}
@@ -416,7 +416,7 @@ func renderProfile(m Machine, pr *ProfileRun, pics map[string]string) string {
 		return fmt.Sprintf("%.1f / %.1f", float64(p.Total)/1e9, p.Wall.Seconds())
 	}))
 	w("| the workload's own figure, per round | %s |\n", cell(func(k string) string { return strings.Join(pr.Figure[k], "; ") }))
-	w("| each CPU's use over the round (/proc/stat, the bed's work included), per round | %s |\n\n", cell(func(k string) string { return strings.Join(pr.CPUs[k], "; ") }))
+	w("| each CPU's use over the recording (/proc/stat, the bed's work included), per round | %s |\n\n", cell(func(k string) string { return strings.Join(pr.CPUs[k], "; ") }))
 	w("The same without idle and other, in %% of the bed's own work on CPU 0 (other users' load on this shared machine changes how much of CPU 0 the bed gets, less how the bed spends it):\n\n")
 	w("| share | %s |\n|---|%s\n", strings.Join(wlNames(profileWorkloads), " | "), strings.Repeat("---:|", len(profileWorkloads)))
 	for _, sh := range shareOrder {

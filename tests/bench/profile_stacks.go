@@ -229,6 +229,7 @@ type Profile struct {
 	Workload string
 	Total    uint64            // ns sampled on the CPU
 	Wall     time.Duration     // the recorded window
+	CPUs     string            // each CPU's busy and steal time over it (/proc/stat)
 	Shares   map[string]uint64 // share -> ns
 	Folded   map[string]uint64 // "share;comm;root;...;leaf" -> ns
 }
