@@ -72,10 +72,18 @@ func (rn *Runner) profileAll(ctx context.Context, f Forwarder, rounds int) *Prof
 			}
 			if err := rn.bed.alive(); err != nil {
 				pr.Errs[k] = err.Error()
-				continue
+				rn.log("%s: profile stopped: %v", f.Name, err)
+				return pr
 			}
 			rn.log("%s: profile round %d/%d: %s ...", f.Name, r, rounds, workloadNames[k])
 			p, fig, err := rn.profileOne(ctx, f, k, r)
+			if aerr := rn.bed.alive(); err == nil && aerr != nil {
+				// Someone took the bed over during the workload: its samples
+				// are of another bed's processes.
+				pr.Errs[k] = aerr.Error()
+				rn.log("%s: profile %s discarded, and the profile stopped: %v", f.Name, workloadNames[k], aerr)
+				return pr
+			}
 			if err != nil {
 				pr.Errs[k] = err.Error()
 				rn.log("%s: profile %s: %v", f.Name, workloadNames[k], err)
