@@ -158,6 +158,16 @@ latency-budget: deps build
 	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
 	KBT_BENCH_COMMAND="make latency-budget$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench -budget $(BENCH_FLAGS)
 
+# Issue 19's CPU 0 profile (root): perf record of CPU 0 with call graphs
+# during iperf3 each way, the NFS read of big.bin and NFS ls -R through
+# kbridge-adaptive; writes results/profile-<UTC>.md, the table of shares, and
+# a flame graph per workload beside it (results/profile-<UTC>-<workload>.png).
+# More rounds, interleaved, with ranges: make profile BENCH_FLAGS='-rounds 3'
+.PHONY: profile
+profile: deps build
+	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
+	KBT_BENCH_COMMAND="make profile$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench -profile $(BENCH_FLAGS)
+
 # A Debian package of bin/kbridge, for the DPDK it was built against:
 # bin/kbridge_<version>_<arch>.deb (deploy/deb.sh; docs/PACKAGING.md).
 deb: $(BIN)/kbridge

@@ -35,6 +35,8 @@ func mainErr() int {
 	waitBed := flag.Duration("wait-bed", 15*time.Minute, "wait this long for a test bed someone else is using to go away")
 	force := flag.Bool("force", false, "take the test bed over even if someone else is using it (up.sh tears it down)")
 	budget := flag.Bool("budget", false, "the latency budget of issue 11 instead of the benchmark: a ping-pong per forwarder (default direct,kbridge-adaptive,testpmd), traced with perf sched, split into wakeup delays, kbridge's counters and residence, and the rest")
+	profile := flag.Bool("profile", false, "the CPU 0 profile of issue 19 instead of the benchmark: perf record of CPU 0 with call graphs during iperf3 each way, the NFS read of big.bin and NFS ls -R through kbridge (default kbridge-adaptive); a table of shares and a flame graph per workload")
+	rounds := flag.Int("rounds", 1, "-profile: run every workload this many times, interleaved, and report the range")
 	serve := flag.String("serve-http", "", "serve the HTTP workload's keep-alive server on ADDR and nothing else (the bench starts it in kbt-peer)")
 	flag.Parse()
 
@@ -55,6 +57,12 @@ func mainErr() int {
 	fws, err := selectForwarders(*fwList)
 	if *budget {
 		fws, err = budgetForwarders(*fwList)
+	}
+	if *profile {
+		fws, err = profileForwarders(*fwList)
+		if *rounds < 1 {
+			err = fmt.Errorf("-rounds %d: want at least 1", *rounds)
+		}
 	}
 	if err != nil {
 		return fail(err)
@@ -77,6 +85,9 @@ func mainErr() int {
 	tools := []string{"sockperf", "iperf3", "nfs-ls", "nfs-cat", "taskset", "ip", "ss", "ping"}
 	if *budget {
 		tools = []string{"sockperf", "taskset", "ip", "perf"}
+	}
+	if *profile {
+		tools = []string{"iperf3", "nfs-ls", "nfs-cat", "taskset", "ip", "perf"}
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -129,6 +140,9 @@ func mainErr() int {
 	if *budget {
 		rn.budget = map[string]*Budget{}
 	}
+	if *profile {
+		rn.profile, rn.rounds = map[string]*ProfileRun{}, *rounds
+	}
 	rn.runAll(ctx, fws, res, *waitBed, *force)
 
 	m.LoadEnd = harness.LoadAvg()
@@ -139,6 +153,9 @@ func mainErr() int {
 	m.Interrupted = ctx.Err() != nil
 	m.RawDir = raw
 
+	if *profile {
+		return rn.reportProfiles(m, order, *outDir, stamp, logf)
+	}
 	if *budget {
 		var bs []*Budget
 		for _, n := range order {

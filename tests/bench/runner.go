@@ -27,7 +27,10 @@ type Runner struct {
 	clkTck int
 	rawDir string             // raw outputs (full logs, stats) kept for post-mortems
 	budget map[string]*Budget // -budget: the traced ping-pong instead of the workloads
-	log    func(format string, a ...any)
+	// -profile: CPU 0's profile per workload instead of the workloads' figures
+	profile map[string]*ProfileRun
+	rounds  int
+	log     func(format string, a ...any)
 }
 
 // runAll measures the forwarders: kbridge's ring bed first (direct is
@@ -106,7 +109,7 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		return
 	}
 	rn.log("test bed up in %.1fs (forwarder pid %d)", time.Since(t0).Seconds(), bed.fwdPID)
-	if rn.budget == nil {
+	if rn.budget == nil && rn.profile == nil {
 		stopHTTP, err := rn.startHTTP(ctx)
 		if err != nil {
 			rn.log("HTTP server in kbt-peer: %v", err)
@@ -133,6 +136,10 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		}
 		if rn.budget != nil {
 			rn.budget[f.Name] = rn.measureBudget(ctx, f)
+			continue
+		}
+		if rn.profile != nil {
+			rn.profile[f.Name] = rn.profileAll(ctx, f, rn.rounds)
 			continue
 		}
 		r := res[f.Name]
