@@ -171,16 +171,64 @@ type Bed struct {
 	root     string // repository root
 	cfgPath  string // kbridge's configuration (a private copy)
 	baseCfg  string
-	vhostCfg string // tests/testbed/kbridge-vhost.yaml, the vhost bed's base
-	cpus     string // client CPU list ("" = no pinning)
-	fwdPID   int    // kbridge or testpmd
-	appPID   int    // the DPDK app: the reference app (ring bed) or testpmd (vhost bed)
-	httpPID  int    // the bench's HTTP server in kbt-peer
-	kind     string // what is up: "", "kbridge", "vhost", "testpmd", "jumbo"
+	vhostCfg string   // tests/testbed/kbridge-vhost.yaml, the vhost bed's base
+	cpus     string   // client CPU list ("" = no pinning)
+	fwdPID   int      // kbridge or testpmd
+	appPID   int      // the DPDK app: the reference app (ring bed) or testpmd (vhost bed)
+	httpPID  int      // the bench's HTTP server in kbt-peer
+	kind     string   // what is up: "", "kbridge", "vhost", "testpmd", "jumbo"
+	lock     *os.File // the bed's lock while this run holds it (claim)
 	progress func(format string, a ...any)
 }
 
 func (b *Bed) script(name string) string { return filepath.Join(b.root, "tests/testbed", name) }
+
+// sh runs one of the bed's scripts. While this run holds the bed's lock
+// (claim), the scripts are told so and do not wait for it themselves.
+func (b *Bed) sh(ctx context.Context, timeout time.Duration, env []string, name string, args ...string) ([]byte, error) {
+	if b.lock != nil {
+		env = append(append([]string(nil), env...), harness.LockedEnv...)
+	}
+	return harness.Output(ctx, timeout, env, b.script(name), args...)
+}
+
+// claim takes the bed's lock (/run/kbt.lock, as kbt_claim_bed and the
+// tests' harness.ClaimBed do) once no one else's bed is up, and holds it
+// until release: between its own beds' down and up no test or other
+// benchmark takes the bed, and none tears a bed of this run down (both
+// were seen when only up.sh and down.sh held the lock). It waits at most
+// max for both.
+func (b *Bed) claim(ctx context.Context, max time.Duration, log func(string, ...any)) error {
+	deadline := time.Now().Add(max)
+	for {
+		if err := waitFree(ctx, time.Until(deadline), log); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(harness.LockFile, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("bed lock: %w", err)
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil && len(inUse(ctx)) == 0 {
+			b.lock = f
+			return nil
+		}
+		f.Close() // another script holds it, or a bed came up meanwhile
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the test bed's lock %s is held by someone else for more than %v", harness.LockFile, max)
+		}
+		if err := sleepCtx(ctx, 5*time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// release lets the bed's lock go (claim).
+func (b *Bed) release() {
+	if b.lock != nil {
+		b.lock.Close()
+		b.lock = nil
+	}
+}
 
 // pin prefixes a client command with taskset for the non-app CPUs.
 func (b *Bed) pin(ns string, args ...string) []string {
@@ -208,7 +256,7 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 		if err := harness.WriteAtomic(b.cfgPath, cfg); err != nil {
 			return err
 		}
-		if _, err := harness.Output(ctx, 6*time.Minute, env, b.script("up.sh")); err != nil {
+		if _, err := b.sh(ctx, 6*time.Minute, env, "up.sh"); err != nil {
 			return err
 		}
 		var err error
@@ -224,7 +272,7 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 		if err := harness.WriteAtomic(b.cfgPath, harness.WithPolicy(b.vhostCfg, policy)); err != nil {
 			return err
 		}
-		if _, err := harness.Output(ctx, 6*time.Minute, []string{"KBT_MODE=vhost", "KBRIDGE_CONFIG=" + b.cfgPath}, b.script("up.sh")); err != nil {
+		if _, err := b.sh(ctx, 6*time.Minute, []string{"KBT_MODE=vhost", "KBRIDGE_CONFIG=" + b.cfgPath}, "up.sh"); err != nil {
 			return err
 		}
 		var err error
@@ -234,10 +282,10 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 		b.appPID, err = readPID(vhostAppName)
 		return err
 	case "testpmd":
-		if _, err := harness.Output(ctx, 6*time.Minute, []string{"KBT_NO_BRIDGE=1"}, b.script("up.sh")); err != nil {
+		if _, err := b.sh(ctx, 6*time.Minute, []string{"KBT_NO_BRIDGE=1"}, "up.sh"); err != nil {
 			return err
 		}
-		if _, err := harness.Output(ctx, 2*time.Minute, nil, b.script("testpmd-forwarder.sh"), "start"); err != nil {
+		if _, err := b.sh(ctx, 2*time.Minute, nil, "testpmd-forwarder.sh", "start"); err != nil {
 			return err
 		}
 		var err error
@@ -270,11 +318,11 @@ func (b *Bed) down() error {
 	ctx := context.Background()
 	var errs []error
 	if b.kind == "testpmd" {
-		if _, err := harness.Output(ctx, time.Minute, nil, b.script("testpmd-forwarder.sh"), "stop"); err != nil {
+		if _, err := b.sh(ctx, time.Minute, nil, "testpmd-forwarder.sh", "stop"); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := harness.Output(ctx, 2*time.Minute, nil, b.script("down.sh")); err != nil {
+	if _, err := b.sh(ctx, 2*time.Minute, nil, "down.sh"); err != nil {
 		errs = append(errs, err)
 	}
 	b.kind, b.fwdPID, b.appPID = "", 0, 0

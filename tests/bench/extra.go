@@ -281,12 +281,11 @@ func (rn *Runner) ceiling(ctx context.Context, f Forwarder, r *Result) {
 	b := rn.bed
 	c := &Ceiling{Measured: true}
 	r.Ceiling = c
-	script := b.script("testpmd-forwarder.sh")
-	stop := func() { _, _ = harness.Output(context.Background(), time.Minute, nil, script, "stop") }
+	stop := func() { _, _ = b.sh(context.Background(), time.Minute, nil, "testpmd-forwarder.sh", "stop") }
 	start := func(mode string) error {
 		stop()
 		b.fwdPID = 0
-		if _, err := harness.Output(ctx, 2*time.Minute, []string{"KBT_TESTPMD_FWD=" + mode}, script, "start"); err != nil {
+		if _, err := b.sh(ctx, 2*time.Minute, []string{"KBT_TESTPMD_FWD=" + mode}, "testpmd-forwarder.sh", "start"); err != nil {
 			return err
 		}
 		var err error

@@ -80,11 +80,12 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		}
 	}
 	if !force {
-		if err := waitFree(ctx, waitBed, rn.log); err != nil {
+		if err := bed.claim(ctx, waitBed, rn.log); err != nil {
 			rn.log("%v", err)
 			failAll(group, "test bed: "+err.Error())
 			return
 		}
+		defer bed.release() // after the teardown below: defers run last first
 	}
 	rn.log("bringing the test bed up for %s", kind)
 	t0 := time.Now()
