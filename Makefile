@@ -30,8 +30,10 @@ export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
 # a virtual area at requested address"; CI failed on it). Without the
 # experiment the heap starts at 768 GiB, above DPDK's window, as in Go 1.25.
 # The Go test processes that play DPDK primaries need it as much as kbridge.
-# A plain go build needs the same (docs/DPDK.md).
-export GOEXPERIMENT ?= norandomizedheapbase64
+# A plain go build needs the same (docs/DPDK.md). Added to what the caller
+# set, if anything.
+comma := ,
+export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT)),$(GOEXPERIMENT),$(if $(GOEXPERIMENT),$(GOEXPERIMENT)$(comma))norandomizedheapbase64)
 # Compiler warnings the DPDK app's side must not give, in C and in C++.
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
 WERROR ?= -Werror

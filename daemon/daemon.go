@@ -188,13 +188,13 @@ func appRequests(port *ring.Port, cfg config.Config) (func(tap.ChangeKind) bool,
 // (many PMDs declare a max_mtu far beyond what any link carries).
 const jumboMTU = 9216
 
-// askApp hands one change of the interface to the app as a request and
-// waits for its answer.
-func (d *Ring) askApp(c tap.Change) error {
+// request is a change of the interface as the app's request.
+func request(c tap.Change) (ring.Request, error) {
 	r := ring.Request{MAC: c.MAC}
 	switch c.Kind {
 	case tap.ChangeMTU:
 		r.Type, r.Value = ring.RequestMTU, uint32(c.MTU)
+		return r, nil
 	case tap.ChangeLink:
 		r.Type = ring.RequestLink
 	case tap.ChangeMAC:
@@ -204,12 +204,32 @@ func (d *Ring) askApp(c tap.Change) error {
 	case tap.ChangeAllmulti:
 		r.Type = ring.RequestAllmulti
 	default:
-		return fmt.Errorf("no request for %v", c.Kind)
+		return r, fmt.Errorf("no request for %v", c.Kind)
 	}
-	if c.Kind != tap.ChangeMTU && c.On {
+	if c.On {
 		r.Value = 1
 	}
-	return d.port.Ask(context.Background(), r, requestTimeout)
+	return r, nil
+}
+
+// askApp hands one change of the interface to the app as a request and
+// waits for its answer. With none in time, old (the value the keeper sets
+// the interface back to) takes the request's place in the mailbox: an app
+// that polls late applies old, not what kbridge gave up on.
+func (d *Ring) askApp(ctx context.Context, c, old tap.Change) error {
+	r, err := request(c)
+	if err != nil {
+		return err
+	}
+	err = d.port.Ask(ctx, r, requestTimeout)
+	if errors.Is(err, ring.ErrNoAnswer) {
+		if back, berr := request(old); berr == nil {
+			if serr := d.port.Supersede(back); serr != nil {
+				d.log.Warn("could not replace the unanswered request", "err", serr)
+			}
+		}
+	}
+	return err
 }
 
 // waitFor retries try until it succeeds or the deadline passes, saying what

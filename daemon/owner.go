@@ -48,6 +48,9 @@ func claimPort(port *ring.Port, log *slog.Logger) (Recovery, error) {
 		log.Warn("taking the port over from a kbridge that is gone", "port", port.Name(), "previous_pid", c.Previous.PID,
 			"previous", c.Previous.Fate())
 	}
+	// A request the previous kbridge posted and no one answered is about
+	// an interface that went with it: the app must not apply it now.
+	port.WithdrawRequest()
 	if r.Rings, err = port.Reconcile(); err != nil {
 		// Rings the app made itself, multi-producer or -consumer: their
 		// heads are not kbridge's alone to put back.

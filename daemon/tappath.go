@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"sync"
@@ -23,7 +24,7 @@ type tapPath struct {
 	// asks and ask hand the interface's changes to the app (ring mode
 	// with an app that takes requests); nil: the keeper asks nothing.
 	asks     func(tap.ChangeKind) bool
-	ask      func(tap.Change) error
+	ask      func(ctx context.Context, c, old tap.Change) error
 	stopOnce sync.Once
 	stopErr  error
 }

@@ -384,6 +384,13 @@ kb_port_answer(const struct kbridge_ctl *c, uint32_t seq, int32_t *result)
 	return kbridge_req_answer_(c, seq, result);
 }
 
+void
+kb_port_withdraw(struct kbridge_ctl *c, uint32_t version)
+{
+	if (version >= 5)
+		kbridge_req_withdraw_(c);
+}
+
 struct kbridge_held *
 kb_held_open(const char *name, int *created)
 {

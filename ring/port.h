@@ -63,6 +63,8 @@ uint32_t kb_port_requests(const struct kbridge_ctl *c, uint32_t version, uint32_
 uint32_t kb_port_post(struct kbridge_ctl *c, uint32_t type, uint32_t value, const uint8_t mac[6]);
 /* 1 and *result once the app answered request seq, else 0. */
 int kb_port_answer(const struct kbridge_ctl *c, uint32_t seq, int32_t *result);
+/* Withdraws an unanswered request a killed kbridge left (version 5). */
+void kb_port_withdraw(struct kbridge_ctl *c, uint32_t version);
 /* Finds or creates the held-mbuf record of port name (kbridge.h's struct
  * kbridge_held). *created is set when it did not exist. NULL: no memory. */
 struct kbridge_held *kb_held_open(const char *name, int *created);

@@ -72,6 +72,45 @@ func (p *Port) AppMAC() (mac net.HardwareAddr, ok bool) {
 	return C.GoBytes(unsafe.Pointer(&b[0]), 6), true
 }
 
+// ErrNoRequests means the app's kbridge.h has no request mailbox (before
+// version 5).
+var ErrNoRequests = errors.New("the app's kbridge.h takes no requests")
+
+// post puts r in the mailbox and returns its seq.
+func (p *Port) post(r Request) (C.uint32_t, error) {
+	var mac [6]C.uint8_t
+	for i := 0; i < len(r.MAC) && i < 6; i++ {
+		mac[i] = C.uint8_t(r.MAC[i])
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	switch {
+	case p.released:
+		return 0, fmt.Errorf("%w: the port is released", ErrNoAnswer)
+	case p.info.version < 5:
+		return 0, ErrNoRequests
+	}
+	return C.kb_port_post(p.info.ctl, C.uint32_t(r.Type), C.uint32_t(r.Value), &mac[0]), nil
+}
+
+// Supersede posts r in place of a request the app has not answered, and
+// does not wait: an app that polls late applies r (the value kbridge set
+// the interface back to), never the request kbridge gave up on.
+func (p *Port) Supersede(r Request) error {
+	_, err := p.post(r)
+	return err
+}
+
+// WithdrawRequest withdraws a request a killed kbridge left unanswered: its
+// interface went with it, so the app must not apply it now.
+func (p *Port) WithdrawRequest() {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.released {
+		C.kb_port_withdraw(p.info.ctl, p.info.version)
+	}
+}
+
 // requestPoll is how often Ask looks for the app's answer: the app polls
 // its side every few milliseconds, so a finer poll here buys nothing.
 const requestPoll = time.Millisecond
@@ -81,17 +120,10 @@ const requestPoll = time.Millisecond
 // it, ErrNoAnswer (wrapped) when no answer came. One request at a time: the
 // caller serializes (the interface's keeper does).
 func (p *Port) Ask(ctx context.Context, r Request, timeout time.Duration) error {
-	var mac [6]C.uint8_t
-	for i := 0; i < len(r.MAC) && i < 6; i++ {
-		mac[i] = C.uint8_t(r.MAC[i])
+	seq, err := p.post(r)
+	if err != nil {
+		return err
 	}
-	p.mu.RLock()
-	if p.released {
-		p.mu.RUnlock()
-		return fmt.Errorf("%w: the port is released", ErrNoAnswer)
-	}
-	seq := C.kb_port_post(p.info.ctl, C.uint32_t(r.Type), C.uint32_t(r.Value), &mac[0])
-	p.mu.RUnlock()
 	deadline := time.Now().Add(timeout)
 	for {
 		var res C.int32_t

@@ -56,6 +56,10 @@ type Device struct {
 	// driver's own 10000 Mb/s full duplex stays), for a re-made interface.
 	speed uint32
 	full  bool
+	// promisc and allmulti are the flags the interface is known to have
+	// (the keeper's: as the kernel made it, or as the app accepted), for
+	// a re-made interface.
+	promisc, allmulti bool
 }
 
 // ErrNotSupported means the kernel's TUN driver lacks a feature kbridge
@@ -220,10 +224,10 @@ func (d *Device) SetCarrier(on bool) error {
 func (d *Device) SetSpeed(mbps uint32, full bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.speed, d.full = mbps, full // first: an interface re-made meanwhile gets it
 	if err := setSpeed(d.name, mbps, full); err != nil {
 		return fmt.Errorf("tap: %s: %w", d.name, err)
 	}
-	d.speed, d.full = mbps, full
 	return nil
 }
 

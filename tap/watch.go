@@ -1,6 +1,7 @@
 package tap
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,10 +47,11 @@ type KeepOptions struct {
 	// Asks reports whether Ask takes changes of kind k; nil: none.
 	Asks func(k ChangeKind) bool
 	// Ask hands a change made to the interface to the app and returns its
-	// answer: nil keeps the change, an error sets it back. It may block
-	// (the app answers from its control path); the keeper handles the
-	// interface's next event after it returns.
-	Ask func(c Change) error
+	// answer: nil keeps the change, an error sets it back to old. It may
+	// block (the app answers from its control path) until ctx ends, which
+	// it does when the keeper stops; the keeper handles the interface's
+	// next event after it returns.
+	Ask func(ctx context.Context, c, old Change) error
 }
 
 // ChangeKind is what changed on the interface.
@@ -115,7 +117,9 @@ func (d *Device) remember(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("tap: find %q: %w", cfg.Name, err)
 	}
-	if cfg.MAC == "" {
+	if hw, err := net.ParseMAC(cfg.MAC); err == nil {
+		cfg.MAC = hw.String() // one spelling: the keeper compares it with the kernel's
+	} else {
 		cfg.MAC = link.Attrs().HardwareAddr.String()
 	}
 	markOwner(link) // kbridge cleanup tells this live TAP from an orphan (owner.go)
@@ -154,10 +158,12 @@ func (d *Device) Keep(o KeepOptions) (stop func(), err error) {
 	if o.Asks == nil || o.Ask == nil {
 		o.Asks = func(ChangeKind) bool { return false }
 	}
-	k := &keeper{d: d, o: o, log: o.Log.With("interface", d.name), done: make(chan struct{}), up: d.config().Up}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &keeper{d: d, o: o, log: o.Log.With("interface", d.name), done: make(chan struct{}), ctx: ctx}
 	k.learnFlags()
 	ch, subStop, err := k.subscribe()
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("tap: watch %s: %w", d.name, err)
 	}
 	k.wg.Add(1)
@@ -166,6 +172,7 @@ func (d *Device) Keep(o KeepOptions) (stop func(), err error) {
 	return func() {
 		once.Do(func() {
 			close(k.done)
+			cancel() // ends a wait for the app's answer
 			k.wg.Wait()
 		})
 	}, nil
@@ -177,19 +184,15 @@ type keeper struct {
 	log  *slog.Logger
 	done chan struct{}
 	wg   sync.WaitGroup
-	// What the interface is known to be: as configured, or as the app
-	// accepted. An event that shows anything else is a change to hand on.
-	up       bool // administratively up
-	promisc  bool
-	allmulti bool
+	ctx  context.Context // ends when the keeper stops
 }
 
 // learnFlags takes the promiscuous and all-multicast flags as the
-// interface has them now (kbridge does not configure them).
+// interface has them now (kbridge does not configure them) as known.
 func (k *keeper) learnFlags() {
 	if l, err := netlink.LinkByIndex(k.d.index); err == nil {
-		k.promisc = l.Attrs().RawFlags&unix.IFF_PROMISC != 0
-		k.allmulti = l.Attrs().RawFlags&unix.IFF_ALLMULTI != 0
+		k.d.setKnown(ChangePromisc, l.Attrs().RawFlags&unix.IFF_PROMISC != 0)
+		k.d.setKnown(ChangeAllmulti, l.Attrs().RawFlags&unix.IFF_ALLMULTI != 0)
 	}
 }
 
@@ -294,7 +297,6 @@ func (k *keeper) recreate() bool {
 		k.o.Lost(fmt.Errorf("interface %s was deleted and could not be made again: %w", k.d.name, err))
 		return false
 	}
-	k.up = k.d.config().Up
 	k.learnFlags()
 	k.o.Recreated()
 	k.log.Warn("the interface was deleted and made again; the workers use its new queues",
@@ -302,52 +304,89 @@ func (k *keeper) recreate() bool {
 	return true
 }
 
-// check compares the interface as it is with what it is known to be and
-// handles each difference: asked of the app, kept or set back.
+// check compares the interface as it is with what it is known to be (as
+// configured, or as the app accepted since: Device keeps it, so that a
+// re-made interface gets it) and handles each difference: asked of the
+// app, kept or set back.
 func (k *keeper) check(link netlink.Link) {
 	a := link.Attrs()
 	k.admin(link, a.RawFlags&unix.IFF_UP != 0)
 	k.mtu(link, a.MTU)
 	k.mac(link, a.HardwareAddr)
-	k.flag(link, ChangePromisc, a.RawFlags&unix.IFF_PROMISC != 0, &k.promisc,
-		netlink.SetPromiscOn, netlink.SetPromiscOff)
-	k.flag(link, ChangeAllmulti, a.RawFlags&unix.IFF_ALLMULTI != 0, &k.allmulti,
-		netlink.LinkSetAllmulticastOn, netlink.LinkSetAllmulticastOff)
+	k.flag(link, ChangePromisc, a.RawFlags&unix.IFF_PROMISC != 0, netlink.SetPromiscOn, netlink.SetPromiscOff)
+	k.flag(link, ChangeAllmulti, a.RawFlags&unix.IFF_ALLMULTI != 0, netlink.LinkSetAllmulticastOn, netlink.LinkSetAllmulticastOff)
 }
 
-// ask hands c to the app and logs its answer; false: set it back.
-func (k *keeper) ask(c Change) bool {
-	start := time.Now()
-	err := k.o.Ask(c)
-	took := time.Since(start).Round(time.Microsecond).String()
-	if err != nil {
-		k.log.Error("the app did not take the interface's change: setting it back",
-			"change", c.Kind.String(), "value", c.Value(), "answer", err.Error(), "took", took)
-		return false
+// changeOf is the interface's value of kind, as a Change.
+func changeOf(l netlink.Link, kind ChangeKind) Change {
+	a := l.Attrs()
+	c := Change{Kind: kind}
+	switch kind {
+	case ChangeMTU:
+		c.MTU = a.MTU
+	case ChangeMAC:
+		c.MAC = a.HardwareAddr
+	case ChangeLink:
+		c.On = a.RawFlags&unix.IFF_UP != 0
+	case ChangePromisc:
+		c.On = a.RawFlags&unix.IFF_PROMISC != 0
+	case ChangeAllmulti:
+		c.On = a.RawFlags&unix.IFF_ALLMULTI != 0
 	}
-	k.log.Info("the app applied the interface's change", "change", c.Kind.String(), "value", c.Value(), "took", took)
-	return true
+	return c
+}
+
+// ask hands c to the app and logs its answer. keep: the app applied it.
+// Otherwise setBack says whether the interface still shows c: an admin
+// may have changed it again while the app was asked, and that is then
+// not undone but handled as a change of its own at the next event (the
+// interface gone meanwhile: nothing to set back either).
+func (k *keeper) ask(c, old Change) (keep, setBack bool) {
+	start := time.Now()
+	err := k.o.Ask(k.ctx, c, old)
+	took := time.Since(start).Round(time.Microsecond).String()
+	if err == nil {
+		k.log.Info("the app applied the interface's change", "change", c.Kind.String(), "value", c.Value(), "took", took)
+		return true, false
+	}
+	k.log.Error("the app did not take the interface's change: setting it back",
+		"change", c.Kind.String(), "value", c.Value(), "back_to", old.Value(), "answer", err.Error(), "took", took)
+	l, lerr := netlink.LinkByIndex(k.d.index)
+	return false, lerr == nil && changeOf(l, c.Kind).Value() == c.Value()
 }
 
 // admin handles the interface set up or down: asked of the app when it
 // takes link requests; addresses and routes again after it came up.
 func (k *keeper) admin(link netlink.Link, up bool) {
-	if up == k.up {
+	was := k.d.known(ChangeLink)
+	if up == was {
 		return
 	}
-	if k.o.Asks(ChangeLink) && !k.ask(Change{Kind: ChangeLink, On: up}) {
-		set := netlink.LinkSetDown
-		if k.up {
-			set = netlink.LinkSetUp
+	if k.o.Asks(ChangeLink) {
+		keep, back := k.ask(Change{Kind: ChangeLink, On: up}, Change{Kind: ChangeLink, On: was})
+		if !keep {
+			if !back {
+				return
+			}
+			set := netlink.LinkSetDown
+			if was {
+				set = netlink.LinkSetUp
+			}
+			if err := set(link); err != nil {
+				k.log.Error("could not set the interface's admin state back", "up", was, "err", err)
+				return
+			}
+			if !was {
+				return
+			}
+			// Back up: the way down took the routes.
+		} else {
+			k.d.setKnown(ChangeLink, up)
 		}
-		if err := set(link); err != nil {
-			k.log.Error("could not set the interface's admin state back", "up", k.up, "err", err)
-			return
-		}
-		up = k.up // back up: the way down took the routes
+	} else {
+		k.d.setKnown(ChangeLink, up)
 	}
-	k.up = up
-	if !up {
+	if !k.d.known(ChangeLink) {
 		return
 	}
 	cfg := k.d.config()
@@ -377,12 +416,15 @@ func (k *keeper) mtu(link netlink.Link, mtu int) {
 			"(the app's mbufs times workers.max_segments, or the largest MTU the app declared)",
 			"mtu", mtu, "max_mtu", k.d.MaxMTU(), "interface_mtu", cur)
 	default:
-		if k.ask(Change{Kind: ChangeMTU, MTU: mtu}) {
-			if err := k.d.SetMTU(mtu); err == nil {
+		keep, back := k.ask(Change{Kind: ChangeMTU, MTU: mtu}, Change{Kind: ChangeMTU, MTU: cur})
+		if keep {
+			err := k.d.SetMTU(mtu)
+			if err == nil {
 				return
-			} else {
-				k.log.Error("the queues cannot take the MTU the app accepted: setting it back", "mtu", mtu, "err", err)
 			}
+			k.log.Error("the queues cannot take the MTU the app accepted: setting it back", "mtu", mtu, "err", err)
+		} else if !back {
+			return
 		}
 	}
 	if err := netlink.LinkSetMTU(link, cur); err != nil {
@@ -397,11 +439,15 @@ func (k *keeper) mac(link netlink.Link, hw net.HardwareAddr) {
 	if len(hw) == 0 || hw.String() == cur || !k.o.Asks(ChangeMAC) {
 		return
 	}
-	if k.ask(Change{Kind: ChangeMAC, MAC: hw}) {
+	old, _ := net.ParseMAC(cur)
+	keep, back := k.ask(Change{Kind: ChangeMAC, MAC: hw}, Change{Kind: ChangeMAC, MAC: old})
+	if keep {
 		k.d.setMAC(hw.String())
 		return
 	}
-	old, _ := net.ParseMAC(cur)
+	if !back {
+		return
+	}
 	if err := netlink.LinkSetHardwareAddr(link, old); err != nil {
 		k.log.Error("could not set the MAC back", "mac", cur, "err", err)
 	}
@@ -409,21 +455,29 @@ func (k *keeper) mac(link netlink.Link, hw net.HardwareAddr) {
 
 // flag handles a change of the promiscuous or all-multicast flag: asked of
 // the app when it takes that request (kept, or set back); else left.
-func (k *keeper) flag(link netlink.Link, kind ChangeKind, on bool, known *bool,
-	setOn, setOff func(netlink.Link) error) {
-	if on == *known {
+func (k *keeper) flag(link netlink.Link, kind ChangeKind, on bool, setOn, setOff func(netlink.Link) error) {
+	was := k.d.known(kind)
+	if on == was {
 		return
 	}
-	if !k.o.Asks(kind) || k.ask(Change{Kind: kind, On: on}) {
-		*known = on
+	if !k.o.Asks(kind) {
+		k.d.setKnown(kind, on)
+		return
+	}
+	keep, back := k.ask(Change{Kind: kind, On: on}, Change{Kind: kind, On: was})
+	if keep {
+		k.d.setKnown(kind, on)
+		return
+	}
+	if !back {
 		return
 	}
 	set := setOff
-	if *known {
+	if was {
 		set = setOn
 	}
 	if err := set(link); err != nil {
-		k.log.Error("could not set the flag back", "flag", kind.String(), "on", *known, "err", err)
+		k.log.Error("could not set the flag back", "flag", kind.String(), "on", was, "err", err)
 	}
 }
 
@@ -472,6 +526,9 @@ func (d *Device) recreate() (err error) {
 		if err := setSpeed(cfg.Name, d.speed, d.full); err != nil {
 			return err
 		}
+	}
+	if err := setFlags(cfg.Name, d.promisc, d.allmulti); err != nil {
+		return err
 	}
 	for q, fd := range fds {
 		if err := unix.Dup3(fd, d.queues[q].fd, unix.O_CLOEXEC); err != nil {
@@ -529,4 +586,57 @@ func (d *Device) setMAC(mac string) {
 	d.mu.Lock()
 	d.cfg.MAC = mac
 	d.mu.Unlock()
+}
+
+// known is what the interface is known to be for kind (ChangeLink,
+// ChangePromisc, ChangeAllmulti): as configured, or as the app accepted.
+func (d *Device) known(kind ChangeKind) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch kind {
+	case ChangeLink:
+		return d.cfg.Up
+	case ChangePromisc:
+		return d.promisc
+	case ChangeAllmulti:
+		return d.allmulti
+	}
+	return false
+}
+
+// setKnown records it; a re-made interface gets it.
+func (d *Device) setKnown(kind ChangeKind, on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch kind {
+	case ChangeLink:
+		d.cfg.Up = on
+	case ChangePromisc:
+		d.promisc = on
+	case ChangeAllmulti:
+		d.allmulti = on
+	}
+}
+
+// setFlags turns interface name's promiscuous and all-multicast flags on
+// where asked (a new interface has both off).
+func setFlags(name string, promisc, allmulti bool) error {
+	if !promisc && !allmulti {
+		return nil
+	}
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	if promisc {
+		if err := netlink.SetPromiscOn(l); err != nil {
+			return fmt.Errorf("promisc on: %w", err)
+		}
+	}
+	if allmulti {
+		if err := netlink.LinkSetAllmulticastOn(l); err != nil {
+			return fmt.Errorf("allmulticast on: %w", err)
+		}
+	}
+	return nil
 }

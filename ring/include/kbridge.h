@@ -192,14 +192,16 @@ struct kbridge_ctl {
 	volatile uint32_t app_requests;
 	uint32_t app_max_mtu;
 	/* The mailbox. kbridge makes req_seq odd while it writes req, then
-	 * even: a new request whenever it is even and differs from req_ack.
-	 * The app copies req, checks req_seq did not move meanwhile (a
-	 * seqlock: kbridge may post the next one after a timeout), then
-	 * writes req_result and req_ack = the request's seq. */
+	 * even: a new request whenever it is even and differs from the seq in
+	 * req_answer. The app copies req, checks req_seq did not move
+	 * meanwhile (a seqlock: kbridge may post the next one after a
+	 * timeout), then stores req_answer: the request's seq in the low 32
+	 * bits, its result (0: applied; -errno: refused) in the high 32, one
+	 * 64-bit store, so that a result is never read with another's seq.
+	 * An odd req_seq with nothing being written is a withdrawn request. */
 	volatile uint32_t req_seq;
-	volatile uint32_t req_ack;
-	volatile int32_t req_result; /* 0: applied; -errno: refused */
 	uint32_t reserved7;
+	volatile uint64_t req_answer;
 	struct kbridge_request req;
 	uint64_t reserved8[4];
 } __rte_cache_aligned;
@@ -882,10 +884,24 @@ kbridge_req_post_(struct kbridge_ctl *c, uint32_t type, uint32_t value, const ui
 static inline int
 kbridge_req_answer_(const struct kbridge_ctl *c, uint32_t seq, int32_t *result)
 {
-	if (__atomic_load_n(&c->req_ack, __ATOMIC_ACQUIRE) != seq)
+	uint64_t a = __atomic_load_n(&c->req_answer, __ATOMIC_ACQUIRE);
+
+	if ((uint32_t)a != seq)
 		return 0;
-	*result = c->req_result;
+	*result = (int32_t)(uint32_t)(a >> 32);
 	return 1;
+}
+
+/* Withdraws a request no one answered (a kbridge that took the port over
+ * from a killed one, whose kb0 went with it): req_seq odd, so the app
+ * never takes it. The next post starts past it. */
+static inline void
+kbridge_req_withdraw_(struct kbridge_ctl *c)
+{
+	uint32_t seq = __atomic_load_n(&c->req_seq, __ATOMIC_ACQUIRE);
+
+	if ((seq & 1u) == 0 && seq != (uint32_t)__atomic_load_n(&c->req_answer, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&c->req_seq, seq + 1u, __ATOMIC_RELEASE);
 }
 
 /*
@@ -901,8 +917,7 @@ kbridge_port_reply(struct kbridge_port *p, const struct kbridge_request *req, in
 
 	if (__atomic_load_n(&c->req_seq, __ATOMIC_ACQUIRE) != req->seq)
 		return; /* kbridge gave up on it and may be posting another */
-	c->req_result = result;
-	__atomic_store_n(&c->req_ack, req->seq, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->req_answer, (uint64_t)(uint32_t)result << 32 | req->seq, __ATOMIC_RELEASE);
 }
 
 /*
@@ -911,7 +926,11 @@ kbridge_port_reply(struct kbridge_port *p, const struct kbridge_request *req, in
  * control path (a timer, a control thread, its main loop between bursts),
  * say every few milliseconds, never holding a lock the lcores need. Apply
  * the request to the port, then answer it with kbridge_port_reply(). A
- * request stays posted until it is answered or kbridge gives up on it.
+ * request stays posted until it is answered or kbridge replaces it: when
+ * no answer came in time kbridge sets the kernel interface back and posts
+ * the old value in its place, so an app that polls late applies that one.
+ * Many PMDs want the port stopped for an MTU change: stop the lcores'
+ * use of the port first, as for any ethdev reconfiguration.
  */
 static inline int
 kbridge_port_poll_request(struct kbridge_port *p, struct kbridge_request *req)
@@ -920,7 +939,7 @@ kbridge_port_poll_request(struct kbridge_port *p, struct kbridge_request *req)
 	uint32_t s1, s2;
 
 	s1 = __atomic_load_n(&c->req_seq, __ATOMIC_ACQUIRE);
-	if ((s1 & 1) != 0 || s1 == __atomic_load_n(&c->req_ack, __ATOMIC_ACQUIRE))
+	if ((s1 & 1) != 0 || s1 == (uint32_t)__atomic_load_n(&c->req_answer, __ATOMIC_ACQUIRE))
 		return 0;
 	memcpy(req, (const void *)&c->req, sizeof(*req));
 	rte_atomic_thread_fence(__ATOMIC_ACQUIRE);

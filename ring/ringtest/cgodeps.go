@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h 1970c2858a1f54b4a0ecc6148005fd6ab415e2fcae22890c1dae49b153fafc80
+../include/kbridge.h 1d986706d0fe925d97327d816c230f960bde507a38c79f463ac598ec49328a84
 `

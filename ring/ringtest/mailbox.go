@@ -56,3 +56,6 @@ func (m *Mailbox) Reply(seq uint32, result int) {
 
 // Tear leaves the mailbox as a kbridge killed while posting would.
 func (m *Mailbox) Tear() { C.kbt_mailbox_tear(m.p) }
+
+// Withdraw is kbridge's withdrawal of an unanswered request (a takeover).
+func (m *Mailbox) Withdraw() { C.kbt_mailbox_withdraw(m.p) }

@@ -2,7 +2,9 @@ package ringtest
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The request types of kbridge.h.
@@ -100,6 +102,7 @@ func TestMailboxConcurrentPostsNeverTear(t *testing.T) {
 	m := NewMailbox()
 	defer m.Free()
 	const n = 20000
+	var polled atomic.Int64
 	var wg sync.WaitGroup
 	done := make(chan struct{})
 	wg.Add(1)
@@ -117,6 +120,7 @@ func TestMailboxConcurrentPostsNeverTear(t *testing.T) {
 					return
 				}
 				m.Reply(r.Seq, 0)
+				polled.Add(1)
 			}
 		}
 	}()
@@ -128,6 +132,34 @@ func TestMailboxConcurrentPostsNeverTear(t *testing.T) {
 			t.Fatalf("post %d numbered %d, want %d", i, seq, next)
 		}
 	}
+	for deadline := time.Now().Add(time.Second); polled.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // the last one at least
+	}
 	close(done)
 	wg.Wait()
+	if polled.Load() == 0 {
+		t.Error("the app took none of the requests")
+	}
+}
+
+// A kbridge that takes the port over withdraws what a killed one left
+// unanswered: the app never takes it; the next post is taken.
+func TestMailboxWithdraw(t *testing.T) {
+	m := NewMailbox()
+	defer m.Free()
+	m.Post(reqMTU, 1600, [6]byte{})
+	m.Withdraw()
+	if r, ok := m.Poll(); ok {
+		t.Fatalf("the app took a withdrawn request: %+v", r)
+	}
+	seq := m.Post(reqPromisc, 1, [6]byte{})
+	r, ok := m.Poll()
+	if !ok || r.Seq != seq || r.Type != reqPromisc {
+		t.Fatalf("poll after the withdrawal: %+v %v", r, ok)
+	}
+	m.Reply(r.Seq, 0)
+	m.Withdraw() // answered: nothing to withdraw
+	if res, ok := m.Answer(seq); !ok || res != 0 {
+		t.Fatalf("the answer after a withdrawal of nothing: %d %v", res, ok)
+	}
 }

@@ -394,3 +394,9 @@ kbt_mailbox_tear(struct kbridge_port *p)
 {
 	__atomic_store_n(&p->ctl->req_seq, p->ctl->req_seq | 1u, __ATOMIC_RELEASE);
 }
+
+void
+kbt_mailbox_withdraw(struct kbridge_port *p)
+{
+	kbridge_req_withdraw_(p->ctl);
+}

@@ -65,5 +65,7 @@ int kbt_mailbox_poll(struct kbridge_port *p, uint32_t *seq, uint32_t *type, uint
 void kbt_mailbox_reply(struct kbridge_port *p, uint32_t seq, int result);
 /* Leaves req_seq odd, as a kbridge killed while posting would. */
 void kbt_mailbox_tear(struct kbridge_port *p);
+/* kbridge_req_withdraw_: what a kbridge taking the port over does. */
+void kbt_mailbox_withdraw(struct kbridge_port *p);
 
 #endif

@@ -64,8 +64,8 @@ var allForwarders = []Forwarder{
 	{Name: "kbridge-vhost", Kind: "vhost", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n"},
 	{Name: "testpmd", Kind: "testpmd"},
 	{Name: "bed-ceiling", Kind: "ceiling"},
-	// Jumbo frames (issue 18): kbridge with kb0's MTU raised live to 9000
-	// beside the floor at 9000.
+	// Jumbo frames (issue 18): kbridge on the bed at MTU 9000 beside the
+	// floor at 9000 (KBT_JUMBO=1).
 	{Name: "direct-9000", Kind: "direct", MTU: jumboMTU},
 	{Name: "kbridge-9000", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", MTU: jumboMTU},
 }

@@ -150,7 +150,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	if strings.Contains(b.app.Log.String(), "request mtu 9100: Invalid argument") {
 		b.eventually("kb0's MTU 9100 set back to 1500", func() bool {
 			return sys(nsName, b.ifname, "mtu") == "1500" &&
-				strings.Contains(b.k.Log.String(), `value=9100 answer="the app refused it: invalid argument (-22)"`)
+				strings.Contains(b.k.Log.String(), `value=9100 back_to=1500 answer="the app refused it: invalid argument (-22)"`)
 		})
 		if got := sys(b.appNS, b.wire, "mtu"); got != "1500" {
 			t.Errorf("the wire's MTU is %s after a refused 9100", got)
@@ -190,16 +190,38 @@ func TestRequestsReachTheApp(t *testing.T) {
 	b.eventually("the wire's MAC "+mac, func() bool { return sys(b.appNS, b.wire, "address") == mac })
 	b.kb("promisc", "on")
 	b.eventually("the wire promiscuous", func() bool { return flags(b.appNS, b.wire)&iffPromisc != 0 })
+	// Off is refused: the reference app keeps its port promiscuous, since
+	// exception traffic is addressed to kb0's MAC. kb0 is set back on.
 	b.kb("promisc", "off")
-	b.eventually("the wire not promiscuous", func() bool { return flags(b.appNS, b.wire)&iffPromisc == 0 })
+	b.eventually("kb0 promiscuous again after the app's refusal", func() bool {
+		return flags(nsName, b.ifname)&iffPromisc != 0 &&
+			strings.Contains(b.k.Log.String(), `change=promisc value=off back_to=on answer="the app refused it: device or resource busy (-16)"`)
+	})
+	if flags(b.appNS, b.wire)&iffPromisc == 0 {
+		t.Errorf("the wire is not promiscuous after a refused promisc off")
+	}
 	b.kb("allmulticast", "on")
 	b.eventually("the wire all-multicast", func() bool { return flags(b.appNS, b.wire)&iffAllmulti != 0 })
 	if got := sys(nsName, b.ifname, "address"); got != mac {
 		t.Errorf("%s's MAC is %s after the app accepted %s", b.ifname, got, mac)
 	}
+	// kb0 deleted and made again: what the app accepted stays (the MAC,
+	// all-multicast), and nothing is asked of the app for it.
+	asked := strings.Count(b.app.Log.String(), "kbridge-refapp: request ")
+	if out, err := exec.Command("ip", "-n", nsName, "link", "del", b.ifname).CombinedOutput(); err != nil {
+		t.Fatalf("ip link del: %v\n%s", err, out)
+	}
+	b.k.WaitLog("the interface was deleted and made again", 5*time.Second)
+	b.eventually("the re-made kb0 with the accepted MAC and all-multicast", func() bool {
+		return sys(nsName, b.ifname, "address") == mac && flags(nsName, b.ifname)&iffAllmulti != 0
+	})
+	time.Sleep(100 * time.Millisecond)
+	if n := strings.Count(b.app.Log.String(), "kbridge-refapp: request "); n != asked {
+		t.Errorf("re-making kb0 asked the app %d more times:\n%s", n-asked, b.app.Log)
+	}
 	for _, want := range []string{"request mtu 1280: applied", "request mtu 1500: applied",
 		"request link 0: applied", "request link 1: applied",
-		"request mac 02:00:5e:00:53:2a: applied", "request promisc 1: applied", "request promisc 0: applied",
+		"request mac 02:00:5e:00:53:2a: applied", "request promisc 1: applied", "request promisc 0: Device or resource busy",
 		"request allmulticast 1: applied"} {
 		if !strings.Contains(b.app.Log.String(), want) {
 			t.Errorf("the app's log lacks %q:\n%s", want, b.app.Log)
@@ -209,7 +231,9 @@ func TestRequestsReachTheApp(t *testing.T) {
 }
 
 // An app that declares requests and never answers: each change is set back
-// after kbridge's bounded wait, which the log names.
+// after kbridge's bounded wait, which the log names, and the value set
+// back takes the unanswered request's place in the mailbox, so that an app
+// that polls late applies that, not what kbridge gave up on.
 func TestRequestsUnansweredAreSetBack(t *testing.T) {
 	b := newRequestBed(t, "unanswered", "u")
 	b.kb("mtu", "1600")
@@ -217,6 +241,12 @@ func TestRequestsUnansweredAreSetBack(t *testing.T) {
 		return strings.Contains(b.k.Log.String(), "the app did not answer") && sys(nsName, b.ifname, "mtu") == "1500"
 	})
 	t.Logf("set back %v after the ip command", took.Round(time.Millisecond))
+	b.eventually("the set-back value in the mailbox", func() bool {
+		return strings.Contains(b.app.Log.String(), "request 1 value 1500 ")
+	})
+	if i, j := strings.Index(b.app.Log.String(), "request 1 value 1600 "), strings.Index(b.app.Log.String(), "request 1 value 1500 "); i < 0 || j < i {
+		t.Errorf("the app saw the requests in another order:\n%s", b.app.Log)
+	}
 	b.kb("promisc", "on")
 	b.eventually("kb0 not promiscuous again", func() bool {
 		return strings.Count(b.k.Log.String(), "the app did not answer") >= 2 && flags(nsName, b.ifname)&iffPromisc == 0

@@ -916,6 +916,7 @@ struct link_watch {
 	struct kbridge_port *kp;
 	uint16_t port;
 	int answer; /* serve requests and answer them; 0: leave them unanswered */
+	uint32_t ignored; /* --requests unanswered: the last seq logged */
 	volatile int stop;
 	pthread_t tid;
 };
@@ -937,7 +938,10 @@ apply_request(uint16_t port, const struct kbridge_request *r)
 		memcpy(mac.addr_bytes, r->mac, RTE_ETHER_ADDR_LEN);
 		return rte_eth_dev_default_mac_addr_set(port, &mac);
 	case KBRIDGE_REQ_PROMISC:
-		return r->value ? rte_eth_promiscuous_enable(port) : rte_eth_promiscuous_disable(port);
+		/* The port is promiscuous from the start (port_init): exception
+		 * traffic is addressed to kb0's MAC, which need not be the
+		 * port's. Turning it off would cut kb0 off: refused. */
+		return r->value ? rte_eth_promiscuous_enable(port) : -EBUSY;
 	case KBRIDGE_REQ_ALLMULTI:
 		return r->value ? rte_eth_allmulticast_enable(port) : rte_eth_allmulticast_disable(port);
 	}
@@ -954,9 +958,11 @@ serve_request(struct link_watch *w)
 	if (!kbridge_port_poll_request(w->kp, &r))
 		return;
 	if (!w->answer) {
-		printf("kbridge-refapp: request %u value %u seq %u: left unanswered (--requests unanswered)\n",
-		       r.type, r.value, r.seq);
+		if (r.seq != w->ignored)
+			printf("kbridge-refapp: request %u value %u seq %u: left unanswered (--requests unanswered)\n",
+			       r.type, r.value, r.seq);
 		fflush(stdout);
+		w->ignored = r.seq;
 		return;
 	}
 	ret = apply_request(w->port, &r);
@@ -1011,6 +1017,7 @@ link_watch_start(struct link_watch *w, struct kbridge_port *kp, uint16_t port, i
 	w->port = port;
 	w->stop = 0;
 	w->answer = answer;
+	w->ignored = 0;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	ret = pthread_create(&w->tid, NULL, link_watch_run, w);
