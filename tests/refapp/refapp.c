@@ -1051,6 +1051,9 @@ declare_port(struct kbridge_port *kp, uint16_t port, const char *requests)
 	ret = rte_eth_dev_info_get(port, &info);
 	if (ret < 0)
 		return ret;
+	/* The PMD's own max_mtu: some (net_tap of 22.11, net_af_packet) take
+	 * less, since ethdev also holds a frame to max_rx_pktlen; they refuse
+	 * such an MTU, and kbridge sets kb0 back, the refusal logged. */
 	kbridge_port_serve_requests(kp, KBRIDGE_REQ_ALL, info.max_mtu);
 	printf("kbridge-refapp: serves kbridge's requests (%s), max_mtu=%u mac=" RTE_ETHER_ADDR_PRT_FMT "\n",
 	       requests, info.max_mtu, RTE_ETHER_ADDR_BYTES(&mac));
