@@ -89,7 +89,7 @@ test-host: deps build vet bench-test fuzz
 # the two DPDKs (tests/crossver); docs/DPDK.md. Root.
 .PHONY: test-dpdk24
 test-dpdk24: build
-	bash tests/dpdk24/ci.sh
+	GO=$(GO) bash tests/dpdk24/ci.sh
 
 # Unit tests only: no root, no DPDK primary, no namespaces.
 unit-test: bench-test

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # go.sh: finds, or installs, a Go that can build kbridge.
 #
-#   deploy/go.sh            prints the path of the newest usable go, or
-#                           "go" when there is none (the Makefile's GO)
+#   deploy/go.sh            prints the path of the go of the toolchain go.mod
+#                           names, found through the newest usable go (or
+#                           that go itself, or "go" when there is none): the
+#                           Makefile's GO
 #   deploy/go.sh --install  installs Debian's own Go package when there is
 #                           none (root), then fetches the toolchain go.mod
 #                           names and prints its `go version` (make deps)
@@ -13,7 +15,11 @@
 # order: go on PATH, /usr/local/go (the upstream tarball), then Debian's
 # /usr/lib/go-1.N (golang-1.N-go, which puts no go on PATH by itself).
 # Debian's packages set GOTOOLCHAIN=local in their go.env; the Makefile
-# exports GOTOOLCHAIN=auto so that the switch happens.
+# exports GOTOOLCHAIN=auto so that the switch happens. The Makefile's GO is
+# the switched-to toolchain's own binary, not the one that switches: the
+# Makefile exports GOEXPERIMENT=norandomizedheapbase64 (docs/DPDK.md),
+# which Go before 1.26 does not know, and Debian 13's Go 1.24 panics on it
+# (in fips140.Init) before it switches.
 #
 # Debian 13 (trixie) and later: golang-go (1.24 in trixie). Debian 12
 # (bookworm): its golang-go is 1.19, too old to switch, so golang-1.23-go
@@ -24,11 +30,12 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # usable GO: GO is a go command of version 1.21 or later. Run outside any
-# module with GOTOOLCHAIN=local: the question is what this binary is, not
+# module with GOTOOLCHAIN=local and without the Makefile's GOEXPERIMENT,
+# which a Go older than 1.26 refuses to know: the question is what this binary is, not
 # what it would switch to.
 usable() {
 	local v
-	v=$(cd / && GOTOOLCHAIN=local "$1" env GOVERSION 2>/dev/null) || return 1
+	v=$(cd / && env -u GOEXPERIMENT GOTOOLCHAIN=local "$1" env GOVERSION 2>/dev/null) || return 1
 	[[ $v =~ ^go([0-9]+)\.([0-9]+) ]] || return 1
 	((BASH_REMATCH[1] > 1 || BASH_REMATCH[2] >= 21))
 }
@@ -96,8 +103,17 @@ EOF
 	apt-get install -y -qq --no-install-recommends "$pkg" ca-certificates >/dev/null
 }
 
+# toolchain GO: the go binary of the toolchain go.mod names, which GO
+# (GOTOOLCHAIN=auto) runs; GO itself if that cannot be had.
+toolchain() {
+	local root
+	root=$(cd "$here/.." && env -u GOEXPERIMENT GOTOOLCHAIN=auto "$1" env GOROOT 2>/dev/null) &&
+		[ -x "$root/bin/go" ] && { echo "$root/bin/go"; return 0; }
+	echo "$1"
+}
+
 case ${1:-} in
-"") find_go || echo go ;;
+"") if g=$(find_go); then toolchain "$g"; else echo go; fi ;;
 --install)
 	go=$(find_go) || {
 		install_go
@@ -105,8 +121,8 @@ case ${1:-} in
 	}
 	# The first build would fetch the toolchain anyway; doing it here makes
 	# a proxy that cannot be reached a set-up error, not a build error.
-	(cd "$here/.." && GOTOOLCHAIN=auto "$go" version) || {
-		echo "go: $go could not fetch the toolchain go.mod names (GOPROXY $(GOTOOLCHAIN=local "$go" env GOPROXY))" >&2
+	(cd "$here/.." && env -u GOEXPERIMENT GOTOOLCHAIN=auto "$go" version) || {
+		echo "go: $go could not fetch the toolchain go.mod names (GOPROXY $(env -u GOEXPERIMENT GOTOOLCHAIN=local "$go" env GOPROXY))" >&2
 		exit 1
 	}
 	;;

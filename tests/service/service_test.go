@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -129,7 +130,9 @@ func TestXDPUnitUnderRealSystemd(t *testing.T) {
 // step) in fresh debootstrapped Debian 12 and 13 roots, which have no Go:
 // it must install Debian's own (bookworm-backports' golang-1.23-go, trixie's
 // golang-go), and the go the Makefile then picks must be the toolchain
-// go.mod names. Needs the network; about a minute.
+// go.mod names, its own binary (deploy/go.sh: the Makefile's GOEXPERIMENT
+// panics trixie's Go 1.24 before it switches). Needs the network; about a
+// minute.
 func TestGoStepOnFreshDebian(t *testing.T) {
 	harness.NeedRoot(t, "debootstrap and systemd-nspawn need root")
 	for _, c := range []string{"debootstrap", "systemd-nspawn"} {
@@ -151,9 +154,9 @@ func TestGoStepOnFreshDebian(t *testing.T) {
 	if want == "" {
 		t.Fatal("go.mod has no toolchain line: GOTOOLCHAIN would fetch its go line's release")
 	}
-	for _, tc := range []struct{ suite, goPath string }{
-		{"bookworm", "/usr/lib/go-1.23/bin/go"},
-		{"trixie", "/usr/bin/go"},
+	for _, tc := range []struct{ suite, installed string }{
+		{"bookworm", "golang-1.23-go"},
+		{"trixie", "golang-go"},
 	} {
 		t.Run(tc.suite, func(t *testing.T) {
 			t.Parallel()
@@ -162,8 +165,11 @@ func TestGoStepOnFreshDebian(t *testing.T) {
 			if err != nil {
 				t.Fatalf("go-check.sh %s: %v", tc.suite, err)
 			}
-			if !strings.Contains(string(out), "make GO: "+tc.goPath+"\n") {
-				t.Errorf("the Makefile's GO is not Debian's %s", tc.goPath)
+			if !strings.Contains(string(out), "go: installing "+tc.installed+"\n") {
+				t.Errorf("go.sh did not install Debian's %s", tc.installed)
+			}
+			if !regexp.MustCompile(`make GO: /\S*/golang.org/toolchain@\S*go1\.\d+\.\d+\S*/bin/go\n`).Match(out) {
+				t.Errorf("the Makefile's GO is not the toolchain's own binary in the module cache")
 			}
 			if !strings.Contains(string(out), "make go version: "+want) {
 				t.Errorf("the Makefile's go does not say %q", want)
