@@ -30,7 +30,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 # The Go the root builds with: the Makefile's GO (the toolchain go.mod
 # names, deploy/go.sh), else the go on PATH.
 goroot=$(dirname "$(dirname "$(readlink -f "${GO:-$(command -v go || echo /usr/local/go/bin/go)}")")")
-modcache=$(go env GOMODCACHE 2>/dev/null || echo /root/go/pkg/mod)
+modcache=$("${GO:-go}" env GOMODCACHE 2>/dev/null || echo /root/go/pkg/mod)
 mkdir -p "$repo/bin" "$KBR_ROOT/var/lib/kbridge-bin" /var/lib/kbt "$modcache"
 
 export KBR_ROOT KBR_SRC KBR_HOST=$host
