@@ -280,31 +280,21 @@ func pooled(ps []*Profile) *Profile {
 
 // shareCell is the pooled share, with the range over rounds when there were
 // several.
-func shareCell(ps []*Profile, sh string) string {
-	if len(ps) == 0 {
-		return "-"
-	}
-	s := fmt.Sprintf("%.1f", pooled(ps).Share(sh))
-	if len(ps) > 1 {
-		lo, hi := 100.0, 0.0
-		for _, p := range ps {
-			lo, hi = min(lo, p.Share(sh)), max(hi, p.Share(sh))
-		}
-		s += fmt.Sprintf(" (%.1f-%.1f)", lo, hi)
-	}
-	return s
-}
+func shareCell(ps []*Profile, sh string) string { return cellOf(ps, sh, (*Profile).Share) }
 
 // ownCell is shareCell for the shares of the bed's own work (Profile.Own).
-func ownCell(ps []*Profile, sh string) string {
+func ownCell(ps []*Profile, sh string) string { return cellOf(ps, sh, (*Profile).Own) }
+
+// cellOf is share's value of the pooled rounds, and its range over them.
+func cellOf(ps []*Profile, sh string, share func(*Profile, string) float64) string {
 	if len(ps) == 0 {
 		return "-"
 	}
-	s := fmt.Sprintf("%.1f", pooled(ps).Own(sh))
+	s := fmt.Sprintf("%.1f", share(pooled(ps), sh))
 	if len(ps) > 1 {
 		lo, hi := 100.0, 0.0
 		for _, p := range ps {
-			lo, hi = min(lo, p.Own(sh)), max(hi, p.Own(sh))
+			lo, hi = min(lo, share(p, sh)), max(hi, share(p, sh))
 		}
 		s += fmt.Sprintf(" (%.1f-%.1f)", lo, hi)
 	}
