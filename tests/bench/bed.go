@@ -246,12 +246,9 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 	b.kind, b.fwdPID, b.appPID = kind, 0, 0
 	switch kind {
 	case "kbridge", "jumbo":
-		cfg, env := harness.WithPolicy(b.baseCfg, policy), []string{"KBRIDGE_CONFIG=" + b.cfgPath}
+		cfg, env := b.config(policy), []string{"KBRIDGE_CONFIG=" + b.cfgPath}
 		if kind == "jumbo" {
-			// up.sh's KBT_JUMBO=1 sets every link to 9000; kb0 takes
-			// it from this copy, which later SIGHUPs reload.
-			cfg = mtuLine.ReplaceAllString(cfg, fmt.Sprintf("  mtu: %d", jumboMTU))
-			env = append(env, "KBT_JUMBO=1")
+			env = append(env, "KBT_JUMBO=1") // every link at 9000; kb0 from cfg
 		}
 		if err := harness.WriteAtomic(b.cfgPath, cfg); err != nil {
 			return err
@@ -309,6 +306,17 @@ func floorOf(name string) string {
 // jumboMTU is the jumbo bed's MTU.
 const jumboMTU = 9000
 
+// config is kbridge's configuration on the bed that is up, with policy:
+// on the jumbo bed with interface.mtu 9000, so that a SIGHUP's reload
+// changes only the policy.
+func (b *Bed) config(policy string) string {
+	cfg := harness.WithPolicy(b.baseCfg, policy)
+	if b.kind == "jumbo" {
+		cfg = mtuLine.ReplaceAllString(cfg, fmt.Sprintf("  mtu: %d", jumboMTU))
+	}
+	return cfg
+}
+
 // mtuLine is interface.mtu's line in the bed's configuration.
 var mtuLine = regexp.MustCompile(`(?m)^  mtu: [0-9]+$`)
 
@@ -353,7 +361,7 @@ func (b *Bed) setPolicy(ctx context.Context, f Forwarder) error {
 		return err
 	}
 	off := fi.Size()
-	cfg := harness.WithPolicy(b.baseCfg, f.Policy)
+	cfg := b.config(f.Policy)
 	if f.Plain {
 		cfg = withoutOffload(cfg)
 	}

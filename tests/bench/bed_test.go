@@ -139,15 +139,21 @@ func TestGroupForwarders(t *testing.T) {
 	}
 }
 
-// The jumbo bed's kbridge configuration is the bed's with interface.mtu
-// 9000: the real file's line is found.
+// The jumbo bed's kbridge configuration, at start and at each policy
+// switch, is the bed's with interface.mtu 9000: the real file's line is
+// found; the ring bed's keeps its own.
 func TestJumboConfig(t *testing.T) {
 	base, err := os.ReadFile("../testbed/kbridge.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := mtuLine.ReplaceAllString(harness.WithPolicy(string(base), "policy:\n  mode: adaptive\n"), "  mtu: 9000")
-	if !strings.Contains(cfg, "\n  mtu: 9000\n") || strings.Contains(cfg, "mtu: 1500") {
+	b := &Bed{baseCfg: string(base), kind: "jumbo"}
+	cfg := b.config("policy:\n  mode: busy\n")
+	if !strings.Contains(cfg, "\n  mtu: 9000\n") || strings.Contains(cfg, "mtu: 1500") || !strings.Contains(cfg, "mode: busy") {
 		t.Errorf("jumbo configuration:\n%s", cfg)
+	}
+	b.kind = "kbridge"
+	if cfg := b.config("policy:\n  mode: busy\n"); !strings.Contains(cfg, "\n  mtu: 1500\n") {
+		t.Errorf("the ring bed's configuration:\n%s", cfg)
 	}
 }
