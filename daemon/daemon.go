@@ -161,18 +161,14 @@ const requestTimeout = time.Second
 // requests the MTU stays interface.mtu.
 func appRequests(port *ring.Port, cfg config.Config) (func(tap.ChangeKind) bool, int) {
 	serves, declared := port.Requests()
-	kinds := map[tap.ChangeKind]ring.RequestType{
-		tap.ChangeMTU: ring.RequestMTU, tap.ChangeLink: ring.RequestLink, tap.ChangeMAC: ring.RequestMAC,
-		tap.ChangePromisc: ring.RequestPromisc, tap.ChangeAllmulti: ring.RequestAllmulti,
-	}
 	some := false
-	for _, t := range kinds {
+	for _, t := range requestTypes {
 		some = some || serves(t)
 	}
 	if !some {
 		return nil, cfg.Interface.MTU
 	}
-	asks := func(k tap.ChangeKind) bool { t, ok := kinds[k]; return ok && serves(t) }
+	asks := func(k tap.ChangeKind) bool { t, ok := requestTypes[k]; return ok && serves(t) }
 	if !serves(ring.RequestMTU) {
 		return asks, cfg.Interface.MTU
 	}
@@ -188,25 +184,24 @@ func appRequests(port *ring.Port, cfg config.Config) (func(tap.ChangeKind) bool,
 // (many PMDs declare a max_mtu far beyond what any link carries).
 const jumboMTU = 9216
 
-// request is a change of the interface as the app's request.
+// requestTypes are the app's request types for the interface's changes.
+var requestTypes = map[tap.ChangeKind]ring.RequestType{
+	tap.ChangeMTU: ring.RequestMTU, tap.ChangeLink: ring.RequestLink, tap.ChangeMAC: ring.RequestMAC,
+	tap.ChangePromisc: ring.RequestPromisc, tap.ChangeAllmulti: ring.RequestAllmulti,
+}
+
+// request is a change of the interface as the app's request: the MTU, the
+// MAC, or 1/0 for up, promiscuous, all-multicast.
 func request(c tap.Change) (ring.Request, error) {
-	r := ring.Request{MAC: c.MAC}
-	switch c.Kind {
-	case tap.ChangeMTU:
-		r.Type, r.Value = ring.RequestMTU, uint32(c.MTU)
-		return r, nil
-	case tap.ChangeLink:
-		r.Type = ring.RequestLink
-	case tap.ChangeMAC:
-		r.Type = ring.RequestMAC
-	case tap.ChangePromisc:
-		r.Type = ring.RequestPromisc
-	case tap.ChangeAllmulti:
-		r.Type = ring.RequestAllmulti
-	default:
-		return r, fmt.Errorf("no request for %v", c.Kind)
+	t, ok := requestTypes[c.Kind]
+	if !ok {
+		return ring.Request{}, fmt.Errorf("no request for %v", c.Kind)
 	}
-	if c.On {
+	r := ring.Request{Type: t, MAC: c.MAC}
+	switch {
+	case c.Kind == tap.ChangeMTU:
+		r.Value = uint32(c.MTU)
+	case c.On:
 		r.Value = 1
 	}
 	return r, nil
