@@ -183,6 +183,9 @@ install: build
 	install -D -m 0644 ring/include/kbridge.h $(DESTDIR)$(PREFIX)/include/kbridge.h
 	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf
+	bash deploy/instance-unit.sh >$(BIN)/kbridge@.service
+	install -D -m 0644 $(BIN)/kbridge@.service $(DESTDIR)/etc/systemd/system/kbridge@.service
+	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge@.service.d/10-dpdk-app.conf
 	install -D -m 0644 docs/DOCTOR.md $(DESTDIR)$(PREFIX)/share/doc/kbridge/DOCTOR.md
 	install -D -m 0644 deploy/kbridge.service.d/30-mode-xdp.conf.example $(DESTDIR)$(PREFIX)/share/doc/kbridge/examples/30-mode-xdp.conf.example
 	test -e $(DESTDIR)/etc/kbridge/kbridge.yaml || install -D -m 0644 deploy/kbridge.yaml $(DESTDIR)/etc/kbridge/kbridge.yaml

@@ -162,6 +162,8 @@ func (c Config) Validate() error {
 	errs.Include(c.Policy.Validate("policy"))
 	if c.Stats.Socket == "" {
 		errs.Add("stats.socket", c.Stats.Socket, "kbridge needs a control socket path")
+	} else if c.Mode == ModeVhost && filepath.Clean(c.Stats.Socket) == filepath.Clean(c.VhostSocket()) {
+		errs.Add("stats.socket", c.Stats.Socket, "is the vhost-user socket too (vhost.socket): give each its own path")
 	}
 	if m := c.Stats.Metrics; m != "" {
 		// Checked here rather than when the listener starts, after the

@@ -23,10 +23,13 @@ import (
 // file with several mistakes gets one error naming them all: unknown keys,
 // values of the wrong type and values out of range, each a
 // *conferr.FieldError (errors.Is(err, conferr.ErrInvalid) holds).
-func Load(path string) (Config, error) {
+func Load(path string) (Config, error) { return loadOver(path, Default()) }
+
+// loadOver reads the file at path over the defaults d.
+func loadOver(path string, d Config) (Config, error) {
 	v := viper.New()
 	v.SetConfigType("yaml")
-	setDefaults(v, Default())
+	setDefaults(v, d)
 	f, err := os.Open(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
@@ -35,7 +38,7 @@ func Load(path string) (Config, error) {
 	if err := v.ReadConfig(f); err != nil {
 		return Config{}, fmt.Errorf("config %s: not valid YAML: %w", path, err)
 	}
-	c, err := decode(v)
+	c, err := decode(v, d)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -47,13 +50,13 @@ func Load(path string) (Config, error) {
 // that validation can go on with the other keys; validation errors about a
 // key that did not decode are dropped, since they would be about the
 // default, not the file.
-func decode(v *viper.Viper) (Config, error) {
+func decode(v *viper.Viper, d Config) (Config, error) {
 	var errs conferr.Collector
 	unknown := unknownKeys(v)
 	for _, fe := range unknown {
 		errs.Include(fe)
 	}
-	c := Default()
+	c := d
 	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = true
 		dc.WeaklyTypedInput = false

@@ -74,13 +74,16 @@ install -D -m 0755 "$bin" "$root/usr/bin/kbridge"
 # Debian ships binaries stripped; Go keeps what panics and the profiler
 # need (pclntab) outside the symbol table.
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/kbridge"
-install -d "$root$unitdir/kbridge.service.d"
-# The unit as deploy/ has it, with the package's paths (not /usr/local).
+install -d "$root$unitdir/kbridge.service.d" "$root$unitdir/kbridge@.service.d"
+# The unit as deploy/ has it, with the package's paths (not /usr/local),
+# and its template for several ports, kbridge@NAME.service, made from it.
 sed -e 's|/usr/local/bin/kbridge|/usr/bin/kbridge|g' \
 	-e 's|/usr/local/share/doc/kbridge|/usr/share/doc/kbridge|g' \
 	"$top/deploy/kbridge.service" >"$root$unitdir/kbridge.service"
-chmod 0644 "$root$unitdir/kbridge.service"
+bash "$top/deploy/instance-unit.sh" "$root$unitdir/kbridge.service" >"$root$unitdir/kbridge@.service"
+chmod 0644 "$root$unitdir/kbridge.service" "$root$unitdir/kbridge@.service"
 install -m 0644 "$top/deploy/kbridge.service.d/10-dpdk-app.conf" "$root$unitdir/kbridge.service.d/"
+install -m 0644 "$top/deploy/kbridge.service.d/10-dpdk-app.conf" "$root$unitdir/kbridge@.service.d/"
 install -D -m 0644 "$top/deploy/kbridge.yaml" "$root/etc/kbridge/kbridge.yaml"
 install -D -m 0644 "$top/ring/include/kbridge.h" "$root/usr/include/kbridge/kbridge.h"
 install -d "$root/usr/lib/$multiarch/pkgconfig"

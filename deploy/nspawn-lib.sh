@@ -34,9 +34,12 @@ nspawn_prepare() {
 		cp "$bin" "$deb"
 		;;
 	*)
-		mkdir -p "$sys/kbridge.service.d"
+		mkdir -p "$sys/kbridge.service.d" "$sys/kbridge@.service.d"
 		cp "$here/kbridge.service" "$sys/"
 		cp "$here/kbridge.service.d/10-dpdk-app.conf" "$sys/kbridge.service.d/"
+		sed 's|/usr/local/bin/kbridge|/opt/kbridge/bin/kbridge|g' "$here/kbridge.service" |
+			bash "$here/instance-unit.sh" /dev/stdin >"$sys/kbridge@.service"
+		cp "$here/kbridge.service.d/10-dpdk-app.conf" "$sys/kbridge@.service.d/"
 		cp "$bin" "$work/bin/kbridge"
 		cat >"$sys/kbridge.service.d/99-nspawn-check.conf" <<'EOT'
 [Service]
@@ -183,8 +186,9 @@ nspawn_purge_checks() {
 	# An operator's own drop-in (operator_dropin, a mode's) is theirs: purge leaves it.
 	local mine=()
 	[ -z "${operator_dropin:-}" ] || mine=(! -path /etc/systemd/system/kbridge.service.d ! -path "$operator_dropin")
-	check "purge: no unit, drop-in or link named kbridge.service* anywhere in systemd's paths" \
-		test -z "$(inside find /etc/systemd /run/systemd/system /lib/systemd/system /usr/lib/systemd/system -name 'kbridge.service*' "${mine[@]}" 2>/dev/null)"
+	check "purge: no unit, drop-in or link named kbridge.service* or kbridge@* anywhere in systemd's paths" \
+		test -z "$(inside find /etc/systemd /run/systemd/system /lib/systemd/system /usr/lib/systemd/system \
+			\( -name 'kbridge.service*' -o -name 'kbridge@*' \) "${mine[@]}" 2>/dev/null)"
 	[ -z "${operator_dropin:-}" ] || check "purge: the operator's drop-in $operator_dropin is left" inside test -f "$operator_dropin"
 	check "purge: no /etc/kbridge, no /run/kbridge" inside sh -c '! [ -e /etc/kbridge ] && ! [ -e /run/kbridge ]'
 	present <"$work/paths" >"$work/after"

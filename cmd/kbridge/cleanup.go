@@ -15,11 +15,15 @@ import (
 
 func cleanupCmd(args []string) error {
 	fset := flag.NewFlagSet("cleanup", flag.ContinueOnError)
-	path := fset.String("config", "/etc/kbridge/kbridge.yaml", "configuration `file`")
+	src := addConfigSource(fset, "configuration")
 	if err := fset.Parse(args); err != nil {
 		return usageError{err}
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := src.load()
+	if errors.Is(err, fs.ErrNotExist) && *src.instance != "" && *src.path == "" {
+		// An instance's defaults name its interface and socket alone.
+		cfg, err = src.defaults()
+	}
 	if err != nil {
 		return usageError{err}
 	}

@@ -10,14 +10,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/doctor"
 	"github.com/kbridge/kbridge/policy"
 )
 
 func doctorCmd(args []string) error {
 	fset := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	path := fset.String("config", "/etc/kbridge/kbridge.yaml", "kbridge configuration `file` (used if it exists)")
+	src := addConfigSource(fset, "kbridge configuration (used if it exists)")
 	root := fset.String("root", "/", "read /proc and /sys under this `dir` (fixture trees)")
 	jsonOut := fset.Bool("json", false, "print JSON for machines")
 	fix := fset.Bool("fix", false, "apply the suggested IRQ affinity")
@@ -26,8 +25,11 @@ func doctorCmd(args []string) error {
 	if err := fset.Parse(args); err != nil {
 		return usageError{err}
 	}
-	cfg := config.Default()
-	if c, err := config.Load(*path); err == nil {
+	cfg, err := src.defaults()
+	if err != nil {
+		return usageError{err}
+	}
+	if c, err := src.load(); err == nil {
 		cfg = c
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return usageError{err}

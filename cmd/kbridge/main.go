@@ -23,15 +23,22 @@ var version = "dev"
 const usage = `kbridge: the exception path between a DPDK application and the Linux kernel
 
 usage:
-  kbridge run     --config FILE     run the bridge (a DPDK secondary process)
-  kbridge stats   [--config FILE | --socket PATH] [--watch]
+  kbridge run     [--config FILE] [--instance NAME]
+                                    run the bridge (a DPDK secondary process)
+  kbridge stats   [--config FILE] [--instance NAME] [--socket PATH] [--watch]
                                     show the running daemon's counters
-  kbridge doctor  [--config FILE] [--root DIR] [--json] [--fix] [--nic IF]
+  kbridge doctor  [--config FILE] [--instance NAME] [--root DIR] [--json] [--fix] [--nic IF]
                                     check the host: ENA write-combining, HZ, hugepages,
                                     CPUs, IRQ affinity, XDP
-  kbridge cleanup --config FILE     remove what a crashed daemon left behind
+  kbridge cleanup [--config FILE] [--instance NAME]
+                                    remove what a crashed daemon left behind
                                     (refused while a daemon answers on the socket)
   kbridge version
+
+--config defaults to /etc/kbridge/kbridge.yaml. --instance NAME is one of
+several kbridges, one per port (kbridge@NAME.service): its file is
+/etc/kbridge/NAME.yaml, and its port, interface and control socket
+(/run/kbridge/NAME/control.sock) are named after it unless the file says.
 `
 
 func main() {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/kbridge/kbridge/config"
@@ -28,14 +29,22 @@ func runCmd(args []string) error {
 	defer signal.Stop(sigs)
 
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	path := fs.String("config", "/etc/kbridge/kbridge.yaml", "configuration `file`")
+	src := addConfigSource(fs, "configuration")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg, err := config.Load(*path)
+	cfg, err := src.load()
 	if err != nil {
 		return usageError{err}
+	}
+	if *src.instance != "" {
+		log = log.With("instance", *src.instance)
+		if keys := config.PlainDefaults(cfg, *src.instance); len(keys) > 0 {
+			log.Warn("the instance's file sets what the plain kbridge uses, not the instance's defaults: "+
+				"was it copied from kbridge.yaml? Delete these lines to get the instance's own",
+				"file", src.file(), "keys", strings.Join(keys, ", "))
+		}
 	}
 	// The socket first: a second kbridge on the same socket is refused
 	// before it touches the app's port or the interface.
@@ -52,7 +61,8 @@ func runCmd(args []string) error {
 		sigs <- syscall.SIGHUP // Serve's first act: the remembered reload
 	}
 	return daemon.Serve(context.Background(), r, daemon.Options{
-		ConfigPath: *path,
+		ConfigPath: src.file(),
+		Load:       src.loadFile,
 		Control:    ctl,
 		Metrics:    cfg.Stats.Metrics,
 		Log:        log,

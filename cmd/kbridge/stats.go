@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
@@ -13,20 +15,37 @@ import (
 )
 
 func statsCmd(args []string) error {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	path := fs.String("config", "", "read the socket path from this configuration `file`")
-	sock := fs.String("socket", config.Default().Stats.Socket, "control socket `path`")
-	live := fs.Bool("watch", false, "redraw live per-queue rates, like top")
-	interval := fs.Duration("interval", time.Second, "refresh `interval` with --watch")
-	if err := fs.Parse(args); err != nil {
+	fset := flag.NewFlagSet("stats", flag.ContinueOnError)
+	src := addConfigSource(fset, "read the socket path from this configuration")
+	sock := fset.String("socket", "", "control socket `path` (default "+config.Default().Stats.Socket+", or the instance's)")
+	live := fset.Bool("watch", false, "redraw live per-queue rates, like top")
+	interval := fset.Duration("interval", time.Second, "refresh `interval` with --watch")
+	if err := fset.Parse(args); err != nil {
 		return usageError{err}
 	}
-	if *path != "" {
-		cfg, err := config.Load(*path)
+	switch {
+	case *sock != "" && src.given():
+		return usageError{fmt.Errorf("--socket names the socket itself: give it or --config/--instance, not both")}
+	case *sock != "":
+	case *src.path != "":
+		cfg, err := src.load()
 		if err != nil {
 			return usageError{err}
 		}
 		*sock = cfg.Stats.Socket
+	default:
+		// The defaults' socket: an instance's file may set another, and
+		// is read when it exists.
+		cfg, err := src.defaults()
+		if err != nil {
+			return usageError{err}
+		}
+		*sock = cfg.Stats.Socket
+		if c, err := src.load(); err == nil {
+			*sock = c.Stats.Socket
+		} else if *src.instance != "" && !errors.Is(err, fs.ErrNotExist) {
+			return usageError{err}
+		}
 	}
 	if *live {
 		if *interval < 100*time.Millisecond {

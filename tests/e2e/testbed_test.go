@@ -5,8 +5,9 @@
 // mode of the bed in bedModes: ring (the reference app and kbridge's rings),
 // vhost (an unmodified dpdk-testpmd whose virtio-user port has kbridge as its
 // vhost-user backend) and xdp (kbridge's XDP path with loader pmd, the reference
-// app on net_af_xdp); and jumbo (the ring bed at MTU 9000). KBT_MODE=ring, vhost,
-// xdp or jumbo runs one of them only.
+// app on net_af_xdp); jumbo (the ring bed at MTU 9000) and ports (the ring bed
+// with a second port and a second kbridge, an instance). KBT_MODE=ring, vhost,
+// xdp, jumbo or ports runs one of them only.
 package e2e
 
 import (
@@ -76,6 +77,8 @@ type bedMode struct {
 	// links are the interfaces only this mode makes, that down.sh must
 	// remove with the bed's own.
 	links []string
+	// logs are the mode's own logs in /run/kbt, shown when it fails.
+	logs []string
 	// recorded reads, right after up.sh, what the mode's bed recorded and
 	// its checks and leftovers need.
 	recorded func(t *testing.T, r *bedRun)
@@ -101,6 +104,11 @@ var bedModes = []bedMode{
 	// on jumbo frames, then jumboChecks.
 	{name: "jumbo", mode: "ring", env: []string{"KBT_JUMBO=1"}, bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp",
 		checks: func(t *testing.T, r *bedRun) { jumboChecks(t); ringStop(t, r.root) }},
+	// The ring bed with two ports (KBT_PORTS=2): the shared checks through
+	// kb0, then portsChecks through both, a kbridge instance serving kb1.
+	{name: "ports", mode: "ring", env: []string{"KBT_PORTS=2"}, bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp",
+		links: []string{"kbt-wire2", "kbt-nic2", "kb1"}, logs: []string{"kbridge-kb1.log"},
+		checks: func(t *testing.T, r *bedRun) { portsChecks(t, r) }},
 	{name: "vhost", bins: []string{"bin/kbridge"}, tools: []string{"dpdk-testpmd", "stdbuf"}, app: vhostApp,
 		checks: func(t *testing.T, r *bedRun) { tapChecks(t, r, vhostChecks, vhostStop) }, leftovers: vhostLeftovers},
 	{name: "xdp", bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp", links: []string{"kb0-x"},
@@ -125,7 +133,7 @@ func selectedModes(t *testing.T) []bedMode {
 			}
 		}
 		if !found {
-			t.Fatalf("KBT_MODE=%s: this test knows ring, vhost, xdp and jumbo", want)
+			t.Fatalf("KBT_MODE=%s: this test knows ring, vhost, xdp, jumbo and ports", want)
 		}
 	}
 	return modes
@@ -175,7 +183,7 @@ func testBed(t *testing.T, root string, m bedMode) {
 	r := &bedRun{root: root}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, log := range []string{"kbridge.log", m.app + ".log"} {
+			for _, log := range append([]string{"kbridge.log", m.app + ".log"}, m.logs...) {
 				b, _ := os.ReadFile(filepath.Join(runDir, log))
 				t.Logf("%s:\n%s", log, b)
 			}

@@ -8,6 +8,13 @@
  * else to the kernel through kbridge's exception rings. What the kernel sends
  * back through kbridge goes out of the port.
  *
+ * --port NAME may repeat (up to 4 times): the i-th name is the kbridge port
+ * of ethdev port i, each with its own rings, link reporter and counters,
+ * all of them polled by the one lcore and fed from one mempool. Without
+ * --port it serves one port, kb0, on ethdev port 0. More names than ethdev
+ * ports, the same name twice, or several names with --vhost are refused.
+ * --pool-size defaults to 8191 for one port and 8192 * ports - 1 for more.
+ *
  * With --vhost PATH it needs no kbridge.h at all: its exception port is a
  * net_virtio_user port on kbridge's vhost-user socket (kbridge in mode
  * vhost), driven with plain rte_eth_rx_burst/tx_burst like any NIC, with the
@@ -16,7 +23,7 @@
  * TCP/IPv4 frames with librte_gro and sends them as TSO packets (kbridge
  * writes each to its TAP as one GSO frame); --vhost-no-gro turns that off.
  *
- *   kbridge-refapp <EAL args> -- [--port NAME] [--queues N] [--ring-size N]
+ *   kbridge-refapp <EAL args> -- [--port NAME]... [--queues N] [--ring-size N]
  *                                [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P]
  *                                [--free-wait SECONDS]
  *                                [--vhost PATH [--vhost-queues N] [--vhost-server]
@@ -24,9 +31,11 @@
  *
  * It does not read stdin. SIGTERM/SIGINT stop it; SIGUSR1 prints its
  * counters, including the mempool's in-use count (the leak check of the test
- * bed compares it with the baseline printed at start-up).
+ * bed compares it with the baseline printed at start-up). With several ports
+ * it prints one stats line per port, " port=NAME" at its end; pool_in_use
+ * is the shared pool's on each.
  *
- * A control thread of its own reports the port's link to kbridge
+ * A control thread of its own (one per port) reports the port's link to kbridge
  * (kbridge_port_set_link): at start and on every change, polled 20 ms apart
  * with rte_eth_link_get_nowait, since the bed's PMDs (net_pcap on an
  * interface, net_af_packet) have no link interrupts. kbridge sets kb0's
@@ -38,12 +47,13 @@
  * (kbridge then sets every change back); --requests unanswered declares
  * them and never answers (a hung app, for the tests).
  *
- * At the stop it frees its kbridge port. kbridge_port_free() refuses while
+ * At the stop it frees its kbridge ports. kbridge_port_free() refuses while
  * the kbridge that serves the port still runs after the header's wait
  * (stopped, frozen or starved: it may still use the rings); the app then
- * asks again for up to --free-wait seconds (default 10) and, if kbridge
- * still holds the port, exits with status 3 and a message naming its pid,
- * leaving the rings and their mbufs alone.
+ * asks again until --free-wait seconds (default 10, for all its ports
+ * together) have passed since the stop and, if kbridge still holds a port,
+ * exits with status 3 and a message naming its pid, leaving that port's
+ * rings and their mbufs alone.
  */
 /* rte_ipv4/ipv6_udptcp_cksum_mbuf (checksums over an mbuf chain, for
  * the segments of --vhost) are still experimental in DPDK 22.11. */
@@ -76,6 +86,8 @@
 #include "kbridge.h"
 
 #define BURST 32
+/* The most --port names: 4, or fewer if kbridge.h registers fewer ports. */
+#define MAX_PORTS (KBRIDGE_MAX_PORTS < 4 ? KBRIDGE_MAX_PORTS : 4)
 /* kbridge's vhost.queues is at most 16. */
 #define VHOST_MAX_QUEUES 16
 
@@ -92,10 +104,12 @@ on_signal(int sig)
 }
 
 struct opts {
-	const char *port;
+	const char *ports[MAX_PORTS]; /* the i-th bridges ethdev port i */
+	unsigned int nports;
 	uint16_t queues;
 	unsigned int ring_size;
 	unsigned int pool_size;
+	bool pool_size_set;	/* else pool_size is the default for nports */
 	unsigned int mbuf_size; /* data room with headroom: a jumbo frame needs 9018 + headroom */
 	int own_udp_port;
 	const char *vhost;	/* the vhost-user socket; NULL: kbridge.h rings */
@@ -114,11 +128,12 @@ static void
 usage(const char *prog)
 {
 	fprintf(stderr,
-		"usage: %s <EAL args> -- [--port NAME] [--queues N] [--ring-size N]\n"
+		"usage: %s <EAL args> -- [--port NAME]... [--queues N] [--ring-size N]\n"
 		"       [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P] [--free-wait SECONDS]\n"
 		"       [--requests serve|none|unanswered]\n"
-		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n",
-		prog);
+		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n"
+		"--port NAME may repeat (up to %d, not with --vhost): each the next ethdev port\n",
+		prog, MAX_PORTS);
 }
 
 static int
@@ -140,12 +155,18 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	unsigned int i, j;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			o->port = optarg;
+			if (o->nports == MAX_PORTS) {
+				fprintf(stderr, "kbridge-refapp: --port may be given at most %d times\n",
+					MAX_PORTS);
+				return -1;
+			}
+			o->ports[o->nports++] = optarg;
 			break;
 		case 'q':
 			o->queues = (uint16_t)atoi(optarg);
@@ -155,6 +176,7 @@ parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 's':
 			o->pool_size = (unsigned int)atoi(optarg);
+			o->pool_size_set = true;
 			break;
 		case 'm':
 			o->mbuf_size = (unsigned int)atoi(optarg);
@@ -206,11 +228,32 @@ parse_args(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "kbridge-refapp: --vhost-queues must be 1..%d\n", VHOST_MAX_QUEUES);
 		return -1;
 	}
+	if (o->nports == 0)
+		o->ports[o->nports++] = "kb0";
+	for (i = 1; i < o->nports; i++) {
+		for (j = 0; j < i; j++) {
+			if (strcmp(o->ports[i], o->ports[j]) == 0) {
+				fprintf(stderr, "kbridge-refapp: --port %s given twice\n", o->ports[i]);
+				return -1;
+			}
+		}
+	}
+	if (o->vhost != NULL && o->nports > 1) {
+		fprintf(stderr, "kbridge-refapp: --vhost serves one port: give --port at most once\n");
+		return -1;
+	}
+	/* Each port holds up to 1024 rx and 1024 tx descriptors and two rings
+	 * of --ring-size: 4096 mbufs at the default, 8192 a port leaves room
+	 * for the bursts in flight and the pool's cache (8191 for one, as
+	 * always). */
+	if (!o->pool_size_set)
+		o->pool_size = 8192 * o->nports - 1;
 	return 0;
 }
 
-/* The app's own traffic: UDP/IPv4 to --own-udp-port. */
-static bool
+/* The app's own traffic: UDP/IPv4 to --own-udp-port. Per packet: always
+ * inlined (GCC otherwise stops inlining it once main grows). */
+static __rte_always_inline bool
 is_own(const struct rte_mbuf *m, int own_port)
 {
 	const struct rte_ether_hdr *eth;
@@ -285,9 +328,11 @@ port_init(uint16_t port, uint16_t queues, struct rte_mempool *mp, uint16_t *tso_
 	return rte_eth_promiscuous_enable(port);
 }
 
+/* name: NULL with one port (the line as it always was), else appended as
+ * " port=NAME". */
 static void
 print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct counters *c,
-	       uint16_t queues)
+	       uint16_t queues, const char *name)
 {
 	uint64_t tk = 0, tkd = 0, fk = 0, kicks = 0, queued = 0;
 	uint16_t q;
@@ -301,9 +346,9 @@ print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct cou
 	}
 	printf("kbridge-refapp: stats rx=%" PRIu64 " own=%" PRIu64 " to_kernel=%" PRIu64
 	       " to_kernel_dropped=%" PRIu64 " from_kernel=%" PRIu64 " tx=%" PRIu64
-	       " tx_dropped=%" PRIu64 " kicks=%" PRIu64 " in_rings=%" PRIu64 " pool_in_use=%u\n",
+	       " tx_dropped=%" PRIu64 " kicks=%" PRIu64 " in_rings=%" PRIu64 " pool_in_use=%u%s%s\n",
 	       c->rx, c->own, tk, tkd, fk, c->tx, c->tx_dropped, kicks, queued,
-	       rte_mempool_in_use_count(mp));
+	       rte_mempool_in_use_count(mp), name != NULL ? " port=" : "", name != NULL ? name : "");
 	fflush(stdout);
 }
 
@@ -915,6 +960,7 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 struct link_watch {
 	struct kbridge_port *kp;
 	uint16_t port;
+	const char *tag; /* "" with one port, else "NAME: " before its requests */
 	int answer; /* serve requests and answer them; 0: leave them unanswered */
 	uint32_t ignored; /* --requests unanswered: the last seq logged */
 	volatile int stop;
@@ -959,8 +1005,8 @@ serve_request(struct link_watch *w)
 		return;
 	if (!w->answer) {
 		if (r.seq != w->ignored)
-			printf("kbridge-refapp: request %u value %u seq %u: left unanswered (--requests unanswered)\n",
-			       r.type, r.value, r.seq);
+			printf("kbridge-refapp: %srequest %u value %u seq %u: left unanswered (--requests unanswered)\n",
+			       w->tag, r.type, r.value, r.seq);
 		fflush(stdout);
 		w->ignored = r.seq;
 		return;
@@ -968,10 +1014,11 @@ serve_request(struct link_watch *w)
 	ret = apply_request(w->port, &r);
 	kbridge_port_reply(w->kp, &r, ret);
 	if (r.type == KBRIDGE_REQ_MAC)
-		printf("kbridge-refapp: request mac %02x:%02x:%02x:%02x:%02x:%02x: %s\n", r.mac[0], r.mac[1],
-		       r.mac[2], r.mac[3], r.mac[4], r.mac[5], ret == 0 ? "applied" : strerror(-ret));
+		printf("kbridge-refapp: %srequest mac %02x:%02x:%02x:%02x:%02x:%02x: %s\n", w->tag,
+		       r.mac[0], r.mac[1], r.mac[2], r.mac[3], r.mac[4], r.mac[5],
+		       ret == 0 ? "applied" : strerror(-ret));
 	else
-		printf("kbridge-refapp: request %s %u: %s\n",
+		printf("kbridge-refapp: %srequest %s %u: %s\n", w->tag,
 		       r.type == KBRIDGE_REQ_MTU ? "mtu" : r.type == KBRIDGE_REQ_LINK ? "link" :
 		       r.type == KBRIDGE_REQ_PROMISC ? "promisc" : "allmulticast",
 		       r.value, ret == 0 ? "applied" : strerror(-ret));
@@ -1008,13 +1055,15 @@ link_watch_run(void *arg)
 
 /* Starts the control thread with the signals blocked: they stay the main thread's. */
 static int
-link_watch_start(struct link_watch *w, struct kbridge_port *kp, uint16_t port, int answer)
+link_watch_start(struct link_watch *w, struct kbridge_port *kp, uint16_t port, const char *tag,
+		 int answer)
 {
 	sigset_t all, old;
 	int ret;
 
 	w->kp = kp;
 	w->port = port;
+	w->tag = tag;
 	w->stop = 0;
 	w->answer = answer;
 	w->ignored = 0;
@@ -1035,7 +1084,7 @@ link_watch_stop(struct link_watch *w)
 /* Records the port's MAC for kb0 and, unless told not to, declares the
  * requests this app serves and the largest MTU its port takes. */
 static int
-declare_port(struct kbridge_port *kp, uint16_t port, const char *requests)
+declare_port(struct kbridge_port *kp, uint16_t port, const char *requests, const char *tag)
 {
 	struct rte_eth_dev_info info;
 	struct rte_ether_addr mac;
@@ -1055,8 +1104,8 @@ declare_port(struct kbridge_port *kp, uint16_t port, const char *requests)
 	 * less, since ethdev also holds a frame to max_rx_pktlen; they refuse
 	 * such an MTU, and kbridge sets kb0 back, the refusal logged. */
 	kbridge_port_serve_requests(kp, KBRIDGE_REQ_ALL, info.max_mtu);
-	printf("kbridge-refapp: serves kbridge's requests (%s), max_mtu=%u mac=" RTE_ETHER_ADDR_PRT_FMT "\n",
-	       requests, info.max_mtu, RTE_ETHER_ADDR_BYTES(&mac));
+	printf("kbridge-refapp: %sserves kbridge's requests (%s), max_mtu=%u mac=" RTE_ETHER_ADDR_PRT_FMT "\n",
+	       tag, requests, info.max_mtu, RTE_ETHER_ADDR_BYTES(&mac));
 	return 0;
 }
 
@@ -1064,14 +1113,15 @@ declare_port(struct kbridge_port *kp, uint16_t port, const char *requests)
  * Frees the kbridge port. kbridge_port_free() returns -EBUSY while the
  * kbridge that owns the port still runs after its own wait (it may still
  * dequeue from to_kernel and free what it holds): ask again until wait_s
- * seconds have passed, then name that kbridge and give up (-1), leaving the
- * rings and their mbufs to it. It stops once it runs again: it sees the port
- * closing, or this app gone.
+ * seconds have passed since start (timer cycles: the stop, shared by all the
+ * ports), then name that kbridge and give up (-1), leaving the rings and
+ * their mbufs to it. It stops once it runs again: it sees the port closing,
+ * or this app gone.
  */
 static int
-free_port(struct kbridge_port *kp, const char *name, unsigned int wait_s)
+free_port(struct kbridge_port *kp, const char *name, unsigned int wait_s, uint64_t start)
 {
-	uint64_t start = rte_get_timer_cycles(), hz = rte_get_timer_hz();
+	uint64_t hz = rte_get_timer_hz();
 	pid_t pid;
 
 	while (kbridge_port_free(kp) != 0) {
@@ -1092,22 +1142,48 @@ free_port(struct kbridge_port *kp, const char *name, unsigned int wait_s)
 	return 0;
 }
 
+/* What the main loop needs of one port, apart from its link watch (another
+ * thread reads that). */
+struct app_port {
+	struct kbridge_port *kp;
+	uint16_t port; /* the ethdev port */
+	uint16_t tso_segs;
+	struct counters c;
+};
+
+/* Stops the link watches of ports [0, n) and frees their kbridge ports, on
+ * a failure at start-up. */
+static void
+undo_ports(struct app_port *ap, struct link_watch *lw, unsigned int n)
+{
+	unsigned int p;
+
+	for (p = 0; p < n; p++) {
+		link_watch_stop(&lw[p]);
+		kbridge_port_free(ap[p].kp);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
-	struct opts o = { .port = "kb0", .queues = 1, .ring_size = 1024,
+	struct opts o = { .queues = 1, .ring_size = 1024,
 			  .pool_size = 8191, .mbuf_size = RTE_MBUF_DEFAULT_BUF_SIZE,
 			  .own_udp_port = 0, .vhost_queues = 1,
 			  .free_wait = 10, .requests = "serve" };
 	struct rte_mbuf *pkts[BURST], *fwd[BURST];
-	struct counters c = { 0 };
-	struct kbridge_port *kp;
-	struct link_watch lw;
+	static struct app_port ap[MAX_PORTS];
+	static struct link_watch lw[MAX_PORTS];
+	char tags[MAX_PORTS][KBRIDGE_NAME_MAX + 3];
+	char names[MAX_PORTS * (KBRIDGE_NAME_MAX + 1)];
 	struct rte_mempool *mp;
-	uint16_t port = 0, q;
-	uint16_t tso_segs;
+	unsigned int p, nports, avail;
+	uint64_t stop_at;
+	size_t off;
+	uint16_t q;
 	struct sigaction sa;
 	sigset_t sigs;
+	bool freed;
 	int ret;
 
 	/* The signals go to the main thread only: EAL's threads inherit them
@@ -1126,9 +1202,28 @@ main(int argc, char **argv)
 	argv += ret;
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
-	if (rte_eth_dev_count_avail() == 0) {
+	nports = o.nports;
+	avail = rte_eth_dev_count_avail();
+	if (avail == 0) {
 		fprintf(stderr, "kbridge-refapp: no ethdev port: give one with --vdev or a PCI device\n");
 		return 1;
+	}
+	if (nports > avail) {
+		fprintf(stderr, "kbridge-refapp: %u --port names but %u ethdev port%s: give one ethdev port per name\n",
+			nports, avail, avail == 1 ? "" : "s");
+		return 2;
+	}
+	for (p = 0; p < nports; p++) {
+		if (!rte_eth_dev_is_valid_port((uint16_t)p)) {
+			fprintf(stderr, "kbridge-refapp: --port %s: no ethdev port %u\n", o.ports[p], p);
+			return 2;
+		}
+		ap[p].port = (uint16_t)p;
+		/* With several ports, their requests are logged with their names. */
+		if (nports > 1)
+			snprintf(tags[p], sizeof(tags[p]), "%s: ", o.ports[p]);
+		else
+			tags[p][0] = '\0';
 	}
 
 	mp = rte_pktmbuf_pool_create("kb_pool", o.pool_size, 256, 0,
@@ -1137,10 +1232,12 @@ main(int argc, char **argv)
 		fprintf(stderr, "kbridge-refapp: mempool: %s\n", rte_strerror(rte_errno));
 		return 1;
 	}
-	ret = port_init(port, o.queues, mp, &tso_segs);
-	if (ret < 0) {
-		fprintf(stderr, "kbridge-refapp: port %u: %s\n", port, rte_strerror(-ret));
-		return 1;
+	for (p = 0; p < nports; p++) {
+		ret = port_init(ap[p].port, o.queues, mp, &ap[p].tso_segs);
+		if (ret < 0) {
+			fprintf(stderr, "kbridge-refapp: port %u: %s\n", ap[p].port, rte_strerror(-ret));
+			return 1;
+		}
 	}
 	/* No SA_RESTART: with --vhost-server, virtio-user's probe waits in
 	 * accept() for kbridge, and a SIGTERM must end that wait (the probe
@@ -1157,9 +1254,10 @@ main(int argc, char **argv)
 	 * first) would otherwise kill the app. */
 	signal(SIGPIPE, SIG_IGN);
 	if (o.vhost != NULL) {
-		ret = run_vhost(&o, port, mp);
-		rte_eth_dev_stop(port);
-		rte_eth_dev_close(port);
+		/* One port (parse_args): ethdev port 0. */
+		ret = run_vhost(&o, ap[0].port, mp);
+		rte_eth_dev_stop(ap[0].port);
+		rte_eth_dev_close(ap[0].port);
 		if (ret != 0)
 			return ret;
 		/* Every port is closed, its rings emptied: the pool must be
@@ -1171,80 +1269,109 @@ main(int argc, char **argv)
 		rte_eal_cleanup();
 		return 0;
 	}
-	kp = kbridge_port_create(o.port, o.queues, o.ring_size, mp, (int)rte_socket_id());
-	if (kp == NULL) {
-		fprintf(stderr, "kbridge-refapp: kbridge_port_create(%s): %s\n", o.port,
-			rte_strerror(rte_errno));
-		return 1;
-	}
-	if (tso_segs > 1) {
-		/* kbridge hands TCP super-frames over whole; the port cuts them. */
-		kbridge_port_set_offloads(kp, KBRIDGE_APP_TSO, tso_segs);
-		printf("kbridge-refapp: port %u does TSO (up to %u segments): kbridge hands over super-frames\n",
-		       port, tso_segs);
+	for (p = 0; p < nports; p++) {
+		struct app_port *a = &ap[p];
+
+		a->kp = kbridge_port_create(o.ports[p], o.queues, o.ring_size, mp, (int)rte_socket_id());
+		if (a->kp == NULL) {
+			fprintf(stderr, "kbridge-refapp: kbridge_port_create(%s): %s\n", o.ports[p],
+				rte_strerror(rte_errno));
+			undo_ports(ap, lw, p);
+			return 1;
+		}
+		if (a->tso_segs > 1) {
+			/* kbridge hands TCP super-frames over whole; the port cuts them. */
+			kbridge_port_set_offloads(a->kp, KBRIDGE_APP_TSO, a->tso_segs);
+			printf("kbridge-refapp: port %u does TSO (up to %u segments): kbridge hands over super-frames\n",
+			       a->port, a->tso_segs);
+		}
+
+		ret = declare_port(a->kp, a->port, o.requests, tags[p]);
+		if (ret < 0) {
+			fprintf(stderr, "kbridge-refapp: port %u: %s\n", a->port, rte_strerror(-ret));
+			kbridge_port_free(a->kp);
+			undo_ports(ap, lw, p);
+			return 1;
+		}
+		ret = link_watch_start(&lw[p], a->kp, a->port, tags[p],
+				       strcmp(o.requests, "unanswered") != 0);
+		if (ret < 0) {
+			fprintf(stderr, "kbridge-refapp: link reporter: %s\n", strerror(-ret));
+			kbridge_port_free(a->kp);
+			undo_ports(ap, lw, p);
+			return 1;
+		}
 	}
 
-	ret = declare_port(kp, port, o.requests);
-	if (ret < 0) {
-		fprintf(stderr, "kbridge-refapp: port %u: %s\n", port, rte_strerror(-ret));
-		kbridge_port_free(kp);
-		return 1;
-	}
-	ret = link_watch_start(&lw, kp, port, strcmp(o.requests, "unanswered") != 0);
-	if (ret < 0) {
-		fprintf(stderr, "kbridge-refapp: link reporter: %s\n", strerror(-ret));
-		kbridge_port_free(kp);
-		return 1;
-	}
-
+	off = 0;
+	names[0] = '\0';
+	for (p = 0; p < nports && off < sizeof(names); p++)
+		off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", p > 0 ? "," : "",
+					o.ports[p]);
 	printf("kbridge-refapp: ready port=%s queues=%u lcore=%u pool=%s pool_size=%u baseline_in_use=%u\n",
-	       o.port, o.queues, rte_lcore_id(), mp->name, o.pool_size,
+	       names, o.queues, rte_lcore_id(), mp->name, o.pool_size,
 	       rte_mempool_in_use_count(mp));
 	fflush(stdout);
 
-	/* One lcore serves every queue: enough for an exception path. */
+	/* One lcore serves every port and queue: enough for an exception path. */
 	while (!stop) {
-		for (q = 0; q < o.queues; q++) {
-			uint16_t n = rte_eth_rx_burst(port, q, pkts, BURST);
-			uint16_t i, k = 0, sent;
+		for (p = 0; p < nports; p++) {
+			struct kbridge_port *kp = ap[p].kp;
+			struct counters *c = &ap[p].c;
+			uint16_t port = ap[p].port;
 
-			c.rx += n;
-			for (i = 0; i < n; i++) {
-				if (is_own(pkts[i], o.own_udp_port)) {
-					c.own++;
-					rte_pktmbuf_free(pkts[i]);
-				} else {
-					fwd[k++] = pkts[i];
+			for (q = 0; q < o.queues; q++) {
+				uint16_t n = rte_eth_rx_burst(port, q, pkts, BURST);
+				uint16_t i, k = 0, sent;
+
+				c->rx += n;
+				for (i = 0; i < n; i++) {
+					if (is_own(pkts[i], o.own_udp_port)) {
+						c->own++;
+						rte_pktmbuf_free(pkts[i]);
+					} else {
+						fwd[k++] = pkts[i];
+					}
 				}
-			}
-			if (k > 0)
-				kbridge_to_kernel(kp, q, fwd, k);
+				if (k > 0)
+					kbridge_to_kernel(kp, q, fwd, k);
 
-			n = kbridge_from_kernel(kp, q, pkts, BURST);
-			if (n > 0) {
-				sent = rte_eth_tx_burst(port, q, pkts, n);
-				c.tx += sent;
-				if (sent < n) {
-					c.tx_dropped += n - sent;
-					rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+				n = kbridge_from_kernel(kp, q, pkts, BURST);
+				if (n > 0) {
+					sent = rte_eth_tx_burst(port, q, pkts, n);
+					c->tx += sent;
+					if (sent < n) {
+						c->tx_dropped += n - sent;
+						rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+					}
 				}
 			}
 		}
 		if (dump) {
 			dump = 0;
-			print_counters(kp, mp, &c, o.queues);
+			for (p = 0; p < nports; p++)
+				print_counters(ap[p].kp, mp, &ap[p].c, o.queues,
+					       nports > 1 ? o.ports[p] : NULL);
 		}
 	}
 
-	print_counters(kp, mp, &c, o.queues);
-	link_watch_stop(&lw);
-	if (free_port(kp, o.port, o.free_wait) != 0) {
-		rte_eth_dev_stop(port);
-		rte_eth_dev_close(port);
-		return 3;
+	for (p = 0; p < nports; p++)
+		print_counters(ap[p].kp, mp, &ap[p].c, o.queues, nports > 1 ? o.ports[p] : NULL);
+	for (p = 0; p < nports; p++)
+		link_watch_stop(&lw[p]);
+	/* --free-wait is for all the ports together, counted from here. */
+	stop_at = rte_get_timer_cycles();
+	freed = true;
+	for (p = 0; p < nports; p++) {
+		if (free_port(ap[p].kp, o.ports[p], o.free_wait, stop_at) != 0)
+			freed = false;
 	}
-	rte_eth_dev_stop(port);
-	rte_eth_dev_close(port);
+	for (p = 0; p < nports; p++) {
+		rte_eth_dev_stop(ap[p].port);
+		rte_eth_dev_close(ap[p].port);
+	}
+	if (!freed)
+		return 3;
 	/* kbridge_port_free() had kbridge let go before it drained the rings:
 	 * the pool must be whole. rte_mempool_audit() panics when it is not. */
 	rte_mempool_audit(mp);

@@ -2,7 +2,8 @@
 // root), installs kbridge's Debian package in it (make deb) and puts its
 // kbridge.service through start, crash, watchdog, stop and BindsTo, with
 // the real kbridge beside the reference DPDK app, then purges the package
-// and finds nothing of it left. TestGoStepOnFreshDebian runs make deps'
+// and finds nothing of it left; the template kbridge@.service likewise
+// with two instances beside an app with two ports. TestGoStepOnFreshDebian runs make deps'
 // Go step on fresh Debian 12 and 13 roots.
 package service
 
@@ -96,6 +97,41 @@ stats:
 		t.Fatalf("nspawn-check: %v\n%s", err, out)
 	}
 	packageChecks(t, checks)
+}
+
+// TestInstancesUnderRealSystemd runs two instances of the template unit,
+// kbridge@kb0 and kbridge@kb1, from the package beside one reference app
+// with two ports (deploy/nspawn-check-instances.sh): each on its own file,
+// interface and control socket, a crash or stop of one leaving the other,
+// BindsTo stopping both, a purge with both running leaving nothing.
+func TestInstancesUnderRealSystemd(t *testing.T) {
+	harness.NeedRoot(t, "booting systemd in a container needs root")
+	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
+		t.Skip("systemd-nspawn missing: make deps installs systemd-container")
+	}
+	root := harness.RepoRoot(t)
+	bin := filepath.Join(root, "bin")
+	for _, b := range []string{"kbridge", "kbridge-refapp"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Fatalf("bin/%s missing: run make build (make test does)", b)
+		}
+	}
+	// Two net_ring ethdevs: ports with no traffic, so the app needs no NIC.
+	app := "/opt/kbridge/bin/kbridge-refapp -l 1 --file-prefix kbns --proc-type primary --no-pci " +
+		"--vdev net_ring0 --vdev net_ring1 -m 128 -- --port kb0 --port kb1"
+	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-instances.sh"), buildDeb(t, root), app)
+	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
+	out, err := cmd.CombinedOutput()
+	var checks []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "PASS ") || strings.HasPrefix(l, "FAIL ") {
+			checks = append(checks, l)
+		}
+	}
+	t.Logf("checks:\n%s", strings.Join(checks, "\n"))
+	if err != nil || len(checks) < 20 || strings.Contains(string(out), "FAIL ") {
+		t.Fatalf("nspawn-check-instances: %v\n%s", err, out)
+	}
 }
 
 // TestXDPUnitUnderRealSystemd runs deploy/kbridge.service with mode: xdp

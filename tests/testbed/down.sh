@@ -23,6 +23,7 @@ done
 #    that it detaches before its primary disappears; the rest stop together.
 if [ -d "$KBT_RUN" ]; then
 	stop_pidfile "$KBT_RUN/kbridge.pid"
+	stop_pidfile "$KBT_RUN/kbridge-kb1.pid" # KBT_PORTS=2
 	pids=()
 	for f in "$KBT_RUN"/*.pid; do
 		[ -f "$f" ] || continue
@@ -89,7 +90,7 @@ if [ -f "$KBT_RUN/vhost-socket" ]; then
 	fi
 	rm -f "$KBT_RUN/vhost-socket"
 fi
-rm -f "$KBT_RUN/mode"
+rm -f "$KBT_RUN/mode" "$KBT_RUN/ports"
 
 # 3. Namespaces. Deleting a namespace deletes the veths and TAPs inside it.
 for ns in "${KBT_NAMESPACES[@]}"; do
@@ -114,7 +115,7 @@ fi
 #    post-mortems and truncated by the next up.sh.
 rm -rf "$KBT_RUN/ganesha"
 # kbridge's control socket, left by a killed kbridge (every process is gone now).
-rm -f "$KBT_RUN/kbridge.sock"
+rm -f "$KBT_RUN/kbridge.sock" "$KBT_RUN/kbridge-kb1.sock"
 
 # 5. DPDK runtime dirs and hugepage files of the bed's prefixes, if nothing uses them.
 for prefix in $(dpdk_bed_prefixes); do

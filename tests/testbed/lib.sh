@@ -6,7 +6,7 @@ KBT_NS_PEER=kbt-peer
 KBT_NS_DUT=kbt-dut
 KBT_NS_DIRECT=kbt-direct
 KBT_NAMESPACES=("$KBT_NS_PEER" "$KBT_NS_DUT" "$KBT_NS_DIRECT")
-KBT_LINKS=(kbt-wire kbt-nic kbt-alt kbt-base)
+KBT_LINKS=(kbt-wire kbt-nic kbt-alt kbt-base kbt-wire2 kbt-nic2)
 
 KBT_PEER_IP=198.18.0.1
 KBT_DUT_IP=198.18.0.2
@@ -17,10 +17,17 @@ KBT_PEER_IP6=2001:2::1
 KBT_DUT_IP6=2001:2::2
 KBT_ALT_IP6=2001:2:0:1::1
 KBT_BASE_IP6=2001:2:0:1::2
+# KBT_PORTS=2: the app's second port (kbt-nic2, wired to the peer's kbt-wire2)
+# and its interface kb1, served by a second kbridge (instance kb1).
+KBT_PEER2_IP=198.18.2.1
+KBT_DUT2_IP=198.18.2.2
+KBT_PEER2_IP6=2001:2:0:2::1
+KBT_DUT2_IP6=2001:2:0:2::2
 
 KBT_NFS_PORT=2049
 KBT_SOCKPERF_PORT=11111
 KBT_IPERF_PORT=5201
+KBT_IPERF2_PORT=5202 # KBT_PORTS=2: a second iperf3 server, for traffic through kb1 at once
 
 # ---- files -----------------------------------------------------------------
 KBT_RUN=${KBT_RUN:-/run/kbt}              # per-bed state: pids, logs, ganesha state

@@ -20,6 +20,12 @@
 #                        mbufs do. kbt-nic's MTU is set by hand: net_af_packet's
 #                        ethdev refuses an MTU over 1500 (it reports a 1518-byte
 #                        frame limit whatever its frame size). Unset: 1500.
+#   KBT_PORTS=2          the ring bed with a second port: the app's kbt-nic2
+#                        (wired to the peer's kbt-wire2, 198.18.2.1) bridged to
+#                        kb1 (198.18.2.2) by a second kbridge, instance kb1
+#                        (kbridge run --instance kb1, config
+#                        tests/testbed/kbridge-kb1.yaml), and a second iperf3
+#                        server on 5202. Unset or 1: one port.
 #   KBT_MODE=xdp         the XDP variant: kbridge in mode xdp (loader pmd, config
 #                        tests/testbed/kbridge-xdp.yaml) starts first, then the DPDK
 #                        app on kbt-nic through net_af_xdp with kbridge's object.
@@ -66,6 +72,14 @@ KBT_APP=${KBT_APP:-$KBT_ROOT/bin/kbridge-refapp}
 KBT_KBRIDGE=${KBT_KBRIDGE:-$KBT_ROOT/bin/kbridge}
 NO_BRIDGE=${KBT_NO_BRIDGE:-0}
 [ "$NO_BRIDGE" = 1 ] || NO_BRIDGE=0
+PORTS=${KBT_PORTS:-1}
+case $PORTS in
+1) ;;
+2) [ "$MODE" = ring ] && [ "$NO_BRIDGE" = 0 ] && [ "${KBT_JUMBO:-}" != 1 ] ||
+	die "KBT_PORTS=2 needs the ring bed at MTU 1500 with its app and kbridge (KBT_MODE=ring; no KBT_NO_BRIDGE or KBT_JUMBO)" ;;
+*) die "KBT_PORTS=$PORTS: must be 1 or 2" ;;
+esac
+KBRIDGE2_CONFIG=$KBT_DIR/kbridge-kb1.yaml
 
 for tool in ganesha.nfsd nfs-ls nfs-cat sockperf iperf3 ethtool taskset setsid; do
 	command -v "$tool" >/dev/null || die "missing tool: $tool"
@@ -122,6 +136,12 @@ ip netns exec "$KBT_NS_DUT" sysctl -qw net.ipv6.conf.default.accept_dad=0
 ip -n "$KBT_NS_PEER" addr add "$KBT_PEER_IP6/64" dev kbt-wire nodad
 ip -n "$KBT_NS_PEER" addr add "$KBT_ALT_IP6/64" dev kbt-alt nodad
 ip -n "$KBT_NS_DIRECT" addr add "$KBT_BASE_IP6/64" dev kbt-base nodad
+if [ "$PORTS" = 2 ]; then
+	ip -n "$KBT_NS_PEER" link add kbt-wire2 type veth peer name kbt-nic2 netns "$KBT_NS_DUT"
+	ip -n "$KBT_NS_PEER" addr add "$KBT_PEER2_IP/24" dev kbt-wire2
+	ip -n "$KBT_NS_PEER" addr add "$KBT_PEER2_IP6/64" dev kbt-wire2 nodad
+	ip -n "$KBT_NS_PEER" link set kbt-wire2 up
+fi
 if [ "${KBT_JUMBO:-}" = 1 ]; then
 	ip -n "$KBT_NS_PEER" link set kbt-wire mtu 9000
 	ip -n "$KBT_NS_PEER" link set kbt-alt mtu 9000
@@ -137,15 +157,20 @@ ip -n "$KBT_NS_DIRECT" link set kbt-base up
 # reaches the kernel directly, bypassing the forwarder. So: no ARP, no IPv6, and
 # strict reverse-path filtering drops any IPv4 that still arrives on it. AF_PACKET
 # readers see every frame before any of this applies.
-ip -n "$KBT_NS_DUT" link set kbt-nic arp off
-ip netns exec "$KBT_NS_DUT" sysctl -qw net.ipv6.conf.kbt-nic.disable_ipv6=1 \
-	net.ipv4.conf.kbt-nic.arp_ignore=8 net.ipv4.conf.kbt-nic.rp_filter=1
-ip -n "$KBT_NS_DUT" link set kbt-nic promisc on up
+APP_NICS=(kbt-nic)
+[ "$PORTS" = 2 ] && APP_NICS+=(kbt-nic2)
+for nic in "${APP_NICS[@]}"; do
+	ip -n "$KBT_NS_DUT" link set "$nic" arp off
+	ip netns exec "$KBT_NS_DUT" sysctl -qw "net.ipv6.conf.$nic.disable_ipv6=1" \
+		"net.ipv4.conf.$nic.arp_ignore=8" "net.ipv4.conf.$nic.rp_filter=1"
+	ip -n "$KBT_NS_DUT" link set "$nic" promisc on up
+	ip netns exec "$KBT_NS_DUT" ethtool -K "$nic" tx off >/dev/null
+done
 # A veth hands partial checksums to an AF_PACKET reader unfilled: the peer side
 # computes full checksums. Off on the other ends too (harmless).
 ip netns exec "$KBT_NS_PEER" ethtool -K kbt-wire tx off >/dev/null
+[ "$PORTS" = 2 ] && ip netns exec "$KBT_NS_PEER" ethtool -K kbt-wire2 tx off >/dev/null
 ip netns exec "$KBT_NS_PEER" ethtool -K kbt-alt tx off >/dev/null
-ip netns exec "$KBT_NS_DUT" ethtool -K kbt-nic tx off >/dev/null
 ip netns exec "$KBT_NS_DIRECT" ethtool -K kbt-base tx off >/dev/null
 
 # ---- 2. the exported tree (generated once, cached) -----------------------------
@@ -250,6 +275,12 @@ SOCKPERF_PID=$SPAWNED_PID
 spawn iperf3 "$KBT_NS_PEER" "${KBT_PIN_OTHER[@]}" \
 	iperf3 -s -p "$KBT_IPERF_PORT" --forceflush
 IPERF_PID=$SPAWNED_PID
+if [ "$PORTS" = 2 ]; then
+	spawn iperf3-2 "$KBT_NS_PEER" "${KBT_PIN_OTHER[@]}" \
+		iperf3 -s -p "$KBT_IPERF2_PORT" --forceflush
+	wait_for "iperf3 on TCP $KBT_IPERF2_PORT" 10 "$SPAWNED_PID" "$KBT_RUN/iperf3-2.log" \
+		tcp_listening "$KBT_NS_PEER" "$KBT_IPERF2_PORT"
+fi
 
 wait_for "sockperf on TCP $KBT_SOCKPERF_PORT" 10 "$SOCKPERF_PID" "$KBT_RUN/sockperf.log" \
 	tcp_listening "$KBT_NS_PEER" "$KBT_SOCKPERF_PORT"
@@ -468,9 +499,15 @@ if [ "${KBT_JUMBO:-}" = 1 ]; then
 	APP_NIC+=,framesz=10240,blocksz=20480
 	APP_ARGS=(--mbuf-size 10368)
 fi
+APP_VDEVS=(--vdev "$APP_NIC") APP_PORTS=(--port kb0)
+if [ "$PORTS" = 2 ]; then
+	# The second port: ethdev 1, kbridge port kb1 (the refapp bridges the
+	# i-th --port to ethdev i).
+	APP_VDEVS+=(--vdev net_af_packet1,iface=kbt-nic2) APP_PORTS+=(--port kb1)
+fi
 spawn refapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_APP" \
 	-l "$KBT_APP_CPU" --file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci \
-	--vdev "$APP_NIC" -- --port kb0 "${APP_ARGS[@]}"
+	"${APP_VDEVS[@]}" -- "${APP_PORTS[@]}" "${APP_ARGS[@]}"
 APP_PID=$SPAWNED_PID
 wait_for "the DPDK app to report ready" 30 "$APP_PID" "$KBT_RUN/refapp.log" \
 	grep -q '^kbridge-refapp: ready' "$KBT_RUN/refapp.log"
@@ -482,9 +519,26 @@ KBRIDGE_PID=$SPAWNED_PID
 wait_for "$KBT_PEER_IP to answer a ping through kb0" 20 "$APP_PID $KBRIDGE_PID" \
 	"$KBT_RUN/refapp.log $KBT_RUN/kbridge.log" \
 	ip netns exec "$KBT_NS_DUT" ping -c1 -W1 "$KBT_PEER_IP"
-for p in "$APP_PID" "$KBRIDGE_PID"; do
-	pid_alive "$p" || { log_tail "$KBT_RUN/refapp.log"; log_tail "$KBT_RUN/kbridge.log"; die "pid $p died"; }
+KBRIDGE2_PID=
+if [ "$PORTS" = 2 ]; then
+	# The second port's kbridge: an instance, as kbridge@kb1.service runs it,
+	# whose defaults (port and interface kb1) the bed's file does not repeat.
+	say "starting kbridge run --instance kb1 --config $KBRIDGE2_CONFIG"
+	spawn kbridge-kb1 "$KBT_NS_DUT" "${KBT_PIN_OTHER[@]}" "$KBT_KBRIDGE" run --instance kb1 --config "$KBRIDGE2_CONFIG"
+	KBRIDGE2_PID=$SPAWNED_PID
+	wait_for "$KBT_PEER2_IP to answer a ping through kb1" 20 "$APP_PID $KBRIDGE2_PID" \
+		"$KBT_RUN/refapp.log $KBT_RUN/kbridge-kb1.log" \
+		ip netns exec "$KBT_NS_DUT" ping -c1 -W1 "$KBT_PEER2_IP"
+fi
+for p in "$APP_PID" "$KBRIDGE_PID" $KBRIDGE2_PID; do
+	pid_alive "$p" || {
+		log_tail "$KBT_RUN/refapp.log"
+		log_tail "$KBT_RUN/kbridge.log"
+		[ -z "$KBRIDGE2_PID" ] || log_tail "$KBT_RUN/kbridge-kb1.log"
+		die "pid $p died"
+	}
 done
+echo "$PORTS" >"$KBT_RUN/ports"
 
-say "ready in $(since "$T0")"
+say "ready in $(since "$T0")$([ "$PORTS" = 2 ] && echo " (two ports: kb0 and kb1)")"
 echo "testbed up"

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigSourceFileAndDefaults(t *testing.T) {
+	for _, c := range []struct {
+		args         []string
+		file, socket string
+	}{
+		{nil, "/etc/kbridge/kbridge.yaml", "/run/kbridge/kbridge.sock"},
+		{[]string{"--instance", "kb1"}, "/etc/kbridge/kb1.yaml", "/run/kbridge/kb1/control.sock"},
+		{[]string{"--instance", "kb1", "--config", "/tmp/x.yaml"}, "/tmp/x.yaml", "/run/kbridge/kb1/control.sock"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		src := addConfigSource(fs, "configuration")
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		d, err := src.defaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.file() != c.file || d.Stats.Socket != c.socket {
+			t.Errorf("%v: file %q socket %q, want %q %q", c.args, src.file(), d.Stats.Socket, c.file, c.socket)
+		}
+	}
+}
+
+func TestInstanceReadsItsFileOverItsDefaults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kb1.yaml")
+	if err := os.WriteFile(path, []byte("interface:\n  mtu: 1400\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	src := addConfigSource(fs, "configuration")
+	if err := fs.Parse([]string{"--instance", "kb1", "--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	for _, load := range []func() error{
+		func() error {
+			c, err := src.load()
+			if err == nil && (c.Interface.Name != "kb1" || c.Port != "kb1" || c.Interface.MTU != 1400) {
+				t.Errorf("load: interface %q port %q mtu %d", c.Interface.Name, c.Port, c.Interface.MTU)
+			}
+			return err
+		},
+		func() error { // a reload reads over the same defaults
+			c, err := src.loadFile(path)
+			if err == nil && c.Interface.Name != "kb1" {
+				t.Errorf("reload: interface %q", c.Interface.Name)
+			}
+			return err
+		},
+	} {
+		if err := load(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestStatsRefusesSocketWithInstance(t *testing.T) {
+	err := statsCmd([]string{"--socket", "/tmp/x.sock", "--instance", "kb1"})
+	if err == nil || !strings.Contains(err.Error(), "not both") || exitCode(err) != 2 {
+		t.Errorf("got %v", err)
+	}
+	err = runCmd([]string{"--instance", "bad/name"})
+	if err == nil || !strings.Contains(err.Error(), "invalid instance name") || exitCode(err) != 2 {
+		t.Errorf("run --instance bad/name: %v", err)
+	}
+}
