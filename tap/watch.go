@@ -32,7 +32,9 @@ import (
 //     burst, up to Device.MaxMTU) or sets a refused or unanswered one back,
 //     logging the app's answer. When it does not, an MTU change is set back
 //     (the app's buffers and the queues' frame limits are sized for the
-//     MTU) and the rest are left as the administrator made them.
+//     MTU) and the rest are left as the administrator made them. At
+//     start, an app that takes MTU requests is asked for the interface's
+//     MTU once, so that a port an earlier kbridge changed agrees again.
 
 // KeepOptions configure Device.Keep.
 type KeepOptions struct {
@@ -224,6 +226,7 @@ func (k *keeper) run(ch <-chan netlink.LinkUpdate, stop chan struct{}) {
 		end()
 		return
 	}
+	k.agreeMTU()
 	for {
 		select {
 		case <-k.done:
@@ -353,6 +356,28 @@ func (k *keeper) ask(c, old Change) (keep, setBack bool) {
 		"change", c.Kind.String(), "value", c.Value(), "back_to", old.Value(), "answer", err.Error(), "took", took)
 	l, lerr := netlink.LinkByIndex(k.d.index)
 	return false, lerr == nil && changeOf(l, c.Kind).Value() == c.Value()
+}
+
+// agreeMTU tells the app, once at start, the MTU the interface starts
+// with. The app's port may still have an MTU an earlier kbridge's
+// interface had (a request it accepted), and a port whose MTU differs from
+// the interface's drops or cuts the kernel's largest frames, or hands the
+// kernel frames kb0 counts as oversize. Refused or unanswered: logged, and
+// the interface keeps its MTU, the configured one.
+func (k *keeper) agreeMTU() {
+	if !k.o.Asks(ChangeMTU) {
+		return
+	}
+	c := Change{Kind: ChangeMTU, MTU: k.d.MTU()}
+	start := time.Now()
+	err := k.o.Ask(k.ctx, c, c)
+	took := time.Since(start).Round(time.Microsecond).String()
+	if err != nil {
+		k.log.Warn("the app's port did not take the interface's MTU at start: the two may disagree until an MTU change both take",
+			"mtu", c.MTU, "answer", err.Error(), "took", took)
+		return
+	}
+	k.log.Info("the app's port took the interface's MTU at start", "mtu", c.MTU, "took", took)
 }
 
 // admin handles the interface set up or down: asked of the app when it

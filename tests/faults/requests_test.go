@@ -26,6 +26,7 @@ type requestBed struct {
 	k              *kbridge
 	appNS, wire    string
 	ifname, appMAC string
+	cfg            dpdkbed.Config // kbridge's
 }
 
 // newRequestBed starts the reference app with --requests mode and kbridge.
@@ -52,8 +53,9 @@ func newRequestBed(t *testing.T, mode, tag string) *requestBed {
 	if m := regexp.MustCompile(`mac=([0-9A-Fa-f:]{17})`).FindStringSubmatch(b.app.Log.String()); m != nil {
 		b.appMAC = strings.ToLower(m[1])
 	}
-	b.k = startKbridge(t, dpdkbed.Config{Prefix: appPrefix, Port: b.ifname, Ifname: b.ifname,
-		Iface: "  mtu: 1500\n  addresses: [198.18.33.2/24]\n  up: true\n"})
+	b.cfg = dpdkbed.Config{Prefix: appPrefix, Port: b.ifname, Ifname: b.ifname,
+		Iface: "  mtu: 1500\n  addresses: [198.18.33.2/24]\n  up: true\n"}
+	b.k = startKbridge(t, b.cfg)
 	b.k.ready()
 	return b
 }
@@ -120,6 +122,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 		t.Errorf("%s's MAC is %s, the app port's %s:\n%s", b.ifname, got, b.appMAC, b.k.Log)
 	}
 	b.k.WaitLog("the app takes the interface's changes as requests", 5*time.Second)
+	b.k.WaitLog(`msg="the app's port took the interface's MTU at start" interface=`+b.ifname+` mtu=1500`, 5*time.Second)
 
 	// MTU: taken, applied to the ethdev, and live: down to 1280, back up to
 	// 1500, and a frame of 1500 crosses. (net_tap takes no frame over 1522
@@ -227,6 +230,21 @@ func TestRequestsReachTheApp(t *testing.T) {
 			t.Errorf("the app's log lacks %q:\n%s", want, b.app.Log)
 		}
 	}
+
+	// A port keeps the MTU it accepted when its kbridge stops; the next
+	// kbridge makes kb0 at interface.mtu and asks the port for it, so that
+	// the two agree again.
+	b.kb("mtu", "1280")
+	b.eventually("the wire at 1280", func() bool { return sys(b.appNS, b.wire, "mtu") == "1280" })
+	b.k.Stop(true)
+	if got := sys(b.appNS, b.wire, "mtu"); got != "1280" {
+		t.Fatalf("the wire's MTU is %s once kbridge stopped, want the 1280 the port accepted", got)
+	}
+	b.k = startKbridge(t, b.cfg)
+	b.k.ready()
+	took := b.eventually("the wire back at 1500, the next kb0's MTU", func() bool { return sys(b.appNS, b.wire, "mtu") == "1500" })
+	b.k.WaitLog(`msg="the app's port took the interface's MTU at start" interface=`+b.ifname+` mtu=1500`, 5*time.Second)
+	t.Logf("a restarted kbridge's kb0 and the port agree on 1500 again %v after it was ready", took.Round(time.Millisecond))
 	b.k.Stop(true)
 }
 
@@ -236,20 +254,22 @@ func TestRequestsReachTheApp(t *testing.T) {
 // that polls late applies that, not what kbridge gave up on.
 func TestRequestsUnansweredAreSetBack(t *testing.T) {
 	b := newRequestBed(t, "unanswered", "u")
+	// At start kbridge asks for kb0's MTU (1500) once; unanswered, it says so.
+	b.k.WaitLog(`msg="the app's port did not take the interface's MTU at start`, 5*time.Second)
 	b.kb("mtu", "1600")
 	took := b.eventually("kb0's MTU set back to 1500", func() bool {
-		return strings.Contains(b.k.Log.String(), "the app did not answer") && sys(nsName, b.ifname, "mtu") == "1500"
+		return strings.Contains(b.k.Log.String(), "the app did not take the interface's change") && sys(nsName, b.ifname, "mtu") == "1500"
 	})
 	t.Logf("set back %v after the ip command", took.Round(time.Millisecond))
 	b.eventually("the set-back value in the mailbox", func() bool {
-		return strings.Contains(b.app.Log.String(), "request 1 value 1500 ")
+		return strings.LastIndex(b.app.Log.String(), "request 1 value 1500 ") > strings.Index(b.app.Log.String(), "request 1 value 1600 ")
 	})
-	if i, j := strings.Index(b.app.Log.String(), "request 1 value 1600 "), strings.Index(b.app.Log.String(), "request 1 value 1500 "); i < 0 || j < i {
-		t.Errorf("the app saw the requests in another order:\n%s", b.app.Log)
+	if strings.Index(b.app.Log.String(), "request 1 value 1600 ") < 0 {
+		t.Errorf("the app never saw the request for 1600:\n%s", b.app.Log)
 	}
 	b.kb("promisc", "on")
 	b.eventually("kb0 not promiscuous again", func() bool {
-		return strings.Count(b.k.Log.String(), "the app did not answer") >= 2 && flags(nsName, b.ifname)&iffPromisc == 0
+		return strings.Count(b.k.Log.String(), "the app did not take the interface's change") >= 2 && flags(nsName, b.ifname)&iffPromisc == 0
 	})
 	if got := sys(b.appNS, b.wire, "mtu"); got != "1500" {
 		t.Errorf("the wire's MTU is %s: the app applied what it never answered", got)
