@@ -47,6 +47,12 @@ type Forwarder struct {
 	// KBT_JUMBO=1, every link on both paths and kb0 at this MTU. 0: the
 	// bed's 1500.
 	MTU int
+	// NICOffload measures the forwarder on the bed whose app port behaves
+	// like a NIC with LRO and TSO (up.sh's KBT_SW_OFFLOAD=1: the reference
+	// app merges what it receives with librte_gro and cuts kbridge's
+	// super-frames with librte_gso) and whose veths' receivers do GRO,
+	// the floor's too (issue 19).
+	NICOffload bool
 }
 
 // allForwarders in the order they are measured and shown.
@@ -68,15 +74,24 @@ var allForwarders = []Forwarder{
 	// floor at 9000 (KBT_JUMBO=1).
 	{Name: "direct-9000", Kind: "direct", MTU: jumboMTU},
 	{Name: "kbridge-9000", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", MTU: jumboMTU},
+	// A NIC with LRO and TSO, as real apps have (issue 19): kbridge with the
+	// app's port merging and cutting in software, beside the floor with
+	// GRO at its receivers (KBT_SW_OFFLOAD=1).
+	{Name: "direct-gro", Kind: "direct", NICOffload: true},
+	{Name: "kbridge-nic-offload", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", NICOffload: true},
 }
 
 // bedKind is the bed a forwarder is measured on: "kbridge" (the ring bed,
 // direct too), "vhost" (KBT_MODE=vhost), "testpmd" (no bridge, testpmd or
-// the ceiling in its place) or "jumbo" (the ring bed at MTU 9000, direct
-// too).
+// the ceiling in its place), "jumbo" (the ring bed at MTU 9000, direct
+// too) or "offload" (the ring bed with the app's port doing LRO/TSO and
+// GRO at the veths' receivers, direct too).
 func (f Forwarder) bedKind() string {
 	if f.MTU != 0 {
 		return "jumbo"
+	}
+	if f.NICOffload {
+		return "offload"
 	}
 	switch f.Kind {
 	case "testpmd", "ceiling":
@@ -110,7 +125,7 @@ func groupForwarders(fws []Forwarder) [][]Forwarder {
 		}
 	}
 	var groups [][]Forwarder
-	for _, g := range [][]Forwarder{kb, vh, tp, byBed["jumbo"]} {
+	for _, g := range [][]Forwarder{kb, vh, tp, byBed["jumbo"], byBed["offload"]} {
 		if len(g) > 0 {
 			groups = append(groups, g)
 		}
@@ -176,7 +191,7 @@ type Bed struct {
 	fwdPID   int      // kbridge or testpmd
 	appPID   int      // the DPDK app: the reference app (ring bed) or testpmd (vhost bed)
 	httpPID  int      // the bench's HTTP server in kbt-peer
-	kind     string   // what is up: "", "kbridge", "vhost", "testpmd", "jumbo"
+	kind     string   // what is up: "", "kbridge", "vhost", "testpmd", "jumbo", "offload"
 	lock     *os.File // the bed's lock while this run holds it (claim)
 	progress func(format string, a ...any)
 }
@@ -245,10 +260,13 @@ func (b *Bed) pin(ns string, args ...string) []string {
 func (b *Bed) up(ctx context.Context, kind, policy string) error {
 	b.kind, b.fwdPID, b.appPID = kind, 0, 0
 	switch kind {
-	case "kbridge", "jumbo":
+	case "kbridge", "jumbo", "offload":
 		cfg, env := b.config(policy), []string{"KBRIDGE_CONFIG=" + b.cfgPath}
-		if kind == "jumbo" {
+		switch kind {
+		case "jumbo":
 			env = append(env, "KBT_JUMBO=1") // every link at 9000; kb0 from cfg
+		case "offload":
+			env = append(env, "KBT_SW_OFFLOAD=1") // the app's LRO/TSO, GRO at the receivers
 		}
 		if err := harness.WriteAtomic(b.cfgPath, cfg); err != nil {
 			return err
@@ -293,11 +311,14 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 }
 
 // floorOf names the floor a forwarder's figures are set beside: direct at
-// the forwarder's MTU.
+// the forwarder's MTU, or with GRO for a forwarder on the offload bed.
 func floorOf(name string) string {
 	for _, f := range allForwarders {
 		if f.Name == name && f.MTU != 0 {
 			return fmt.Sprintf("direct-%d", f.MTU)
+		}
+		if f.Name == name && f.NICOffload {
+			return "direct-gro"
 		}
 	}
 	return "direct"
@@ -346,7 +367,7 @@ func (b *Bed) alive() error {
 	if err := syscall.Kill(b.fwdPID, 0); err != nil {
 		return fmt.Errorf("forwarder pid %d is gone (see %s/*.log)", b.fwdPID, runDir)
 	}
-	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "vhost": "kbridge", "testpmd": "testpmd", "jumbo": "kbridge"}[b.kind]); err != nil || pid != b.fwdPID {
+	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "vhost": "kbridge", "testpmd": "testpmd", "jumbo": "kbridge", "offload": "kbridge"}[b.kind]); err != nil || pid != b.fwdPID {
 		return fmt.Errorf("the bed was replaced under us (pid file no longer names %d)", b.fwdPID)
 	}
 	return nil

@@ -41,7 +41,7 @@ policy:
 
 func TestSelectForwarders(t *testing.T) {
 	all, err := selectForwarders("all")
-	if err != nil || len(all) != 13 || all[0].Name != "direct" || all[8].Name != "kbridge-vhost" || all[9].Name != "testpmd" || all[10].Name != "bed-ceiling" {
+	if err != nil || len(all) != 15 || all[0].Name != "direct" || all[8].Name != "kbridge-vhost" || all[9].Name != "testpmd" || all[10].Name != "bed-ceiling" {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	// Table order, whatever order the flag lists them in.
@@ -107,7 +107,10 @@ func TestGroupForwarders(t *testing.T) {
 		return strings.Join(out, " | ")
 	}
 	for list, want := range map[string]string{
-		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling | direct-9000,kbridge-9000",
+		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling | direct-9000,kbridge-9000 | direct-gro,kbridge-nic-offload",
+		// So is the offload bed.
+		"direct,kbridge-nic-offload":     "direct | kbridge-nic-offload",
+		"direct-gro,kbridge-nic-offload": "direct-gro,kbridge-nic-offload",
 		// The jumbo bed is a bed of its own, its floor with it.
 		"direct,kbridge-9000":          "direct | kbridge-9000",
 		"direct-9000,kbridge-9000":     "direct-9000,kbridge-9000",
@@ -129,6 +132,9 @@ func TestGroupForwarders(t *testing.T) {
 		want := map[string]string{"direct": "kbridge", "kbridge": "kbridge", "vhost": "vhost", "testpmd": "testpmd", "ceiling": "testpmd"}[f.Kind]
 		if f.MTU != 0 {
 			want = "jumbo"
+		}
+		if f.NICOffload {
+			want = "offload"
 		}
 		if f.bedKind() != want {
 			t.Errorf("%s: bed %q, want %q", f.Name, f.bedKind(), want)

@@ -72,7 +72,7 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 	// first on this bed, does not share CPU 0 with a spinning kbridge.
 	kind, policy := "kbridge", "policy:\n  mode: adaptive\n"
 	for _, f := range group {
-		if f.Kind != "direct" || f.MTU != 0 {
+		if f.Kind != "direct" || f.MTU != 0 || f.NICOffload {
 			kind = f.bedKind()
 		}
 		if f.Kind == "vhost" {
@@ -95,6 +95,9 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge.log"))
 		case "jumbo":
 			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-9000.log"))
+		case "offload":
+			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-nic-offload.log"))
+			_ = copyFile(filepath.Join(runDir, "refapp.log"), filepath.Join(rn.rawDir, "refapp-nic-offload.log"))
 		case "vhost":
 			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-vhost.log"))
 			_ = copyFile(filepath.Join(runDir, vhostAppName+".log"), filepath.Join(rn.rawDir, vhostAppName+".log"))

@@ -6,8 +6,9 @@
 // vhost (an unmodified dpdk-testpmd whose virtio-user port has kbridge as its
 // vhost-user backend) and xdp (kbridge's XDP path with loader pmd, the reference
 // app on net_af_xdp); jumbo (the ring bed at MTU 9000) and ports (the ring bed
-// with a second port and a second kbridge, an instance). KBT_MODE=ring, vhost,
-// xdp, jumbo or ports runs one of them only.
+// with a second port and a second kbridge, an instance) and offload (the ring
+// bed with an app port that does LRO and TSO). KBT_MODE=ring, vhost, xdp,
+// jumbo, ports or offload runs one of them only.
 package e2e
 
 import (
@@ -109,6 +110,11 @@ var bedModes = []bedMode{
 	{name: "ports", mode: "ring", env: []string{"KBT_PORTS=2"}, bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp",
 		links: []string{"kbt-wire2", "kbt-nic2", "kb1"}, logs: []string{"kbridge-kb1.log"},
 		checks: func(t *testing.T, r *bedRun) { portsChecks(t, r) }},
+	// The ring bed whose app port does LRO and TSO in software
+	// (KBT_SW_OFFLOAD=1): the shared checks cross kbridge's LRO and TSO
+	// paths, then nicOffloadChecks.
+	{name: "offload", mode: "ring", env: []string{"KBT_SW_OFFLOAD=1"}, bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp",
+		checks: nicOffloadChecks},
 	{name: "vhost", bins: []string{"bin/kbridge"}, tools: []string{"dpdk-testpmd", "stdbuf"}, app: vhostApp,
 		checks: func(t *testing.T, r *bedRun) { tapChecks(t, r, vhostChecks, vhostStop) }, leftovers: vhostLeftovers},
 	{name: "xdp", bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, app: "refapp", links: []string{"kb0-x"},
@@ -133,7 +139,7 @@ func selectedModes(t *testing.T) []bedMode {
 			}
 		}
 		if !found {
-			t.Fatalf("KBT_MODE=%s: this test knows ring, vhost, xdp, jumbo and ports", want)
+			t.Fatalf("KBT_MODE=%s: this test knows ring, vhost, xdp, jumbo, ports and offload", want)
 		}
 	}
 	return modes

@@ -23,9 +23,34 @@
  * TCP/IPv4 frames with librte_gro and sends them as TSO packets (kbridge
  * writes each to its TAP as one GSO frame); --vhost-no-gro turns that off.
  *
+ * --sw-offload (kbridge.h rings only, not with --vhost) makes each port
+ * behave like a NIC doing LRO and TSO (ixgbe, i40e, mlx5 do both in
+ * hardware), done in software on the lcore:
+ *  - LRO: the TCP/IPv4 frames of each received burst (after the own-traffic
+ *    filter) are merged with librte_gro's lightweight per-burst mode, at most
+ *    LRO_MAX_FRAMES frames and 64 KiB per merged packet (kbridge's default
+ *    workers.max_segments, and what kbridge writes as one GSO frame), and
+ *    handed to kbridge as LRO receives: RTE_MBUF_F_RX_LRO, tso_segsz the
+ *    largest segment's payload. kbridge writes each to its TAP as one GSO
+ *    frame with a partial checksum (its header rebuilt from the packet), so
+ *    the TCP and IPv4 checksums librte_gro leaves stale do not matter. The
+ *    frames' own checksums are not verified before the merge (a NIC would).
+ *  - TSO: the app declares TSO to kbridge (kbridge_port_set_offloads, up to
+ *    SW_TSO_SEGS mbufs a chain) although its port has none, and cuts each
+ *    RTE_MBUF_F_TX_TCP_SEG super-frame kbridge hands over into MTU frames
+ *    with finished checksums (librte_gso for IPv4, by copying for IPv6)
+ *    before rte_eth_tx_burst. One GSO context and indirect pool serve all
+ *    the ports.
+ * Its stats lines end in " gro=N gro_segments=N gso=N gso_segments=N
+ * gso_refused=N" (after " port=NAME" with several ports): merged packets
+ * handed to kbridge and the frames inside them, super-frames cut and the
+ * frames they became, super-frames that could not be cut (freed). The ready
+ * line ends in " sw_offload=1". Without it nothing of this runs: one branch
+ * per burst.
+ *
  *   kbridge-refapp <EAL args> -- [--port NAME]... [--queues N] [--ring-size N]
  *                                [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P]
- *                                [--free-wait SECONDS]
+ *                                [--free-wait SECONDS] [--sw-offload]
  *                                [--vhost PATH [--vhost-queues N] [--vhost-server]
  *                                 [--vhost-no-gro]]
  *
@@ -118,10 +143,29 @@ struct opts {
 	bool vhost_no_gro;
 	unsigned int free_wait; /* seconds to wait for a live kbridge at the stop */
 	const char *requests;   /* "serve" (the default), "none" or "unanswered" */
+	bool sw_offload;	/* LRO and TSO in software (ring mode only) */
 };
 
 struct counters {
 	uint64_t rx, own, tx, tx_dropped;
+};
+
+/* librte_gro's per-burst merging of one port's TCP/IPv4 frames (gro_burst),
+ * with how merged packets are marked and bounded, and its counters. */
+struct gro {
+	struct rte_gro_param param;
+	bool lro;		/* mark them as LRO receives (--sw-offload), else for TSO (--vhost) */
+	uint16_t max_frames;	/* the most frames one merged packet holds */
+	uint32_t max_len;	/* the most bytes: its frames' lengths summed */
+	uint64_t merged;	/* merged packets made */
+	uint64_t frames;	/* frames inside them */
+};
+
+/* --sw-offload's TSO in software, per port. */
+struct gso_counters {
+	uint64_t cut;		/* super-frames from kbridge cut into MTU frames */
+	uint64_t segments;	/* the frames they became */
+	uint64_t refused;	/* super-frames segment() refused: freed */
 };
 
 static void
@@ -130,9 +174,10 @@ usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s <EAL args> -- [--port NAME]... [--queues N] [--ring-size N]\n"
 		"       [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P] [--free-wait SECONDS]\n"
-		"       [--requests serve|none|unanswered]\n"
+		"       [--requests serve|none|unanswered] [--sw-offload]\n"
 		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n"
-		"--port NAME may repeat (up to %d, not with --vhost): each the next ethdev port\n",
+		"--port NAME may repeat (up to %d, not with --vhost): each the next ethdev port\n"
+		"--sw-offload (not with --vhost): LRO (librte_gro) and TSO (librte_gso) in software\n",
 		prog, MAX_PORTS);
 }
 
@@ -152,6 +197,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "vhost-no-gro", no_argument, NULL, 'G' },
 		{ "free-wait", required_argument, NULL, 'W' },
 		{ "requests", required_argument, NULL, 'R' },
+		{ "sw-offload", no_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -202,6 +248,9 @@ parse_args(int argc, char **argv, struct opts *o)
 		case 'R':
 			o->requests = optarg;
 			break;
+		case 'O':
+			o->sw_offload = true;
+			break;
 		default:
 			usage(argv[0]);
 			return -1;
@@ -240,6 +289,11 @@ parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (o->vhost != NULL && o->nports > 1) {
 		fprintf(stderr, "kbridge-refapp: --vhost serves one port: give --port at most once\n");
+		return -1;
+	}
+	if (o->vhost != NULL && o->sw_offload) {
+		fprintf(stderr, "kbridge-refapp: --sw-offload is for kbridge.h rings, not --vhost "
+			"(there the virtio port's own offloads and --vhost-no-gro apply): give one or the other\n");
 		return -1;
 	}
 	/* Each port holds up to 1024 rx and 1024 tx descriptors and two rings
@@ -329,10 +383,12 @@ port_init(uint16_t port, uint16_t queues, struct rte_mempool *mp, uint16_t *tso_
 }
 
 /* name: NULL with one port (the line as it always was), else appended as
- * " port=NAME". */
+ * " port=NAME". g and s: the --sw-offload counters, appended after that;
+ * NULL without --sw-offload. */
 static void
 print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct counters *c,
-	       uint16_t queues, const char *name)
+	       uint16_t queues, const char *name, const struct gro *g,
+	       const struct gso_counters *s)
 {
 	uint64_t tk = 0, tkd = 0, fk = 0, kicks = 0, queued = 0;
 	uint16_t q;
@@ -346,9 +402,13 @@ print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct cou
 	}
 	printf("kbridge-refapp: stats rx=%" PRIu64 " own=%" PRIu64 " to_kernel=%" PRIu64
 	       " to_kernel_dropped=%" PRIu64 " from_kernel=%" PRIu64 " tx=%" PRIu64
-	       " tx_dropped=%" PRIu64 " kicks=%" PRIu64 " in_rings=%" PRIu64 " pool_in_use=%u%s%s\n",
+	       " tx_dropped=%" PRIu64 " kicks=%" PRIu64 " in_rings=%" PRIu64 " pool_in_use=%u%s%s",
 	       c->rx, c->own, tk, tkd, fk, c->tx, c->tx_dropped, kicks, queued,
 	       rte_mempool_in_use_count(mp), name != NULL ? " port=" : "", name != NULL ? name : "");
+	if (g != NULL && s != NULL)
+		printf(" gro=%" PRIu64 " gro_segments=%" PRIu64 " gso=%" PRIu64 " gso_segments=%" PRIu64
+		       " gso_refused=%" PRIu64, g->merged, g->frames, s->cut, s->segments, s->refused);
+	printf("\n");
 	fflush(stdout);
 }
 
@@ -372,6 +432,15 @@ print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct cou
  * MSS the kernel uses (536 bytes) is 123. */
 #define MAX_SEGS 128
 
+/* --sw-offload: the most frames and bytes (their lengths summed) one LRO
+ * packet holds. kbridge drops a chain of more mbufs than its
+ * workers.max_segments (16 by default) and writes at most 64 KiB as one GSO
+ * frame; ixgbe's RSC, too, stops at 16 descriptors. */
+#define LRO_MAX_FRAMES 16
+#define LRO_MAX_LEN 65536
+/* --sw-offload: the most mbufs of a super-frame kbridge hands over. */
+#define SW_TSO_SEGS 64
+
 struct vcounters {
 	uint64_t to_kernel[VHOST_MAX_QUEUES], to_kernel_dropped;
 	uint64_t from_kernel[VHOST_MAX_QUEUES];
@@ -379,8 +448,6 @@ struct vcounters {
 	uint64_t segments;	/* MTU frames they were cut into */
 	uint64_t seg_failed;	/* super-frames dropped: no mbufs, malformed */
 	uint64_t csum_completed; /* partial checksums finished in software */
-	uint64_t gro;		/* TSO packets GRO made of the NIC's frames */
-	uint64_t gro_segments;	/* NIC frames inside them */
 	uint64_t tso_refused;	/* TSO packets the virtio port's tx_prepare refused */
 };
 
@@ -623,9 +690,16 @@ segment(struct rte_mbuf *m, struct rte_gso_ctx *gso, struct rte_mbuf **out, uint
 		gso->gso_size = (uint16_t)(l4off + hl.l4_len + mss);
 		n = rte_gso_segment(m, gso, out, max);
 		if (n == 0) {
-			/* Not longer than one MSS after all: sent as it is. */
+			/* Not longer than one MSS after all: sent as it is,
+			 * checksums finished (kbridge's TSO packets leave the
+			 * IPv4 header's to the port). */
+			struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *,
+									 hl.l2_len);
+
 			m->ol_flags = 0;
 			out[0] = m;
+			ip->hdr_checksum = 0;
+			ip->hdr_checksum = rte_ipv4_cksum(ip);
 			complete_csum(m, &hl, ptype);
 			return 1;
 		}
@@ -646,6 +720,26 @@ segment(struct rte_mbuf *m, struct rte_gso_ctx *gso, struct rte_mbuf **out, uint
 	/* The segments hold references to m's data where they need it. */
 	rte_pktmbuf_free(m);
 	return n < 0 ? -1 : n;
+}
+
+/* Sets gso up to cut TCP super-frames (segment()) into mbufs of mp and
+ * indirect mbufs of a new pool of n, which it returns (NULL: logged). The
+ * indirect mbufs carry no data. */
+static struct rte_mempool *
+gso_init(struct rte_gso_ctx *gso, struct rte_mempool *mp, unsigned int n)
+{
+	struct rte_mempool *ind;
+
+	ind = rte_pktmbuf_pool_create("kb_gso_indirect", n, 256, 0, 0, rte_socket_id());
+	if (ind == NULL) {
+		fprintf(stderr, "kbridge-refapp: gso pool: %s\n", rte_strerror(rte_errno));
+		return NULL;
+	}
+	memset(gso, 0, sizeof(*gso));
+	gso->direct_pool = mp;
+	gso->indirect_pool = ind;
+	gso->gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO;
+	return ind;
 }
 
 /* Whether librte_gro's TCP/IPv4 merging may take m: one mbuf holding an
@@ -682,12 +776,30 @@ gro_candidate(struct rte_mbuf *m)
 	return true;
 }
 
-/* Marks a packet librte_gro merged (a chain: each candidate was one mbuf)
- * for TSO on the virtio port. librte_gro keeps each original segment as one
- * mbuf of the chain (the first with the headers) and records no MSS: it is
- * the largest of their payloads. The checksums are left to tx_prepare. */
+/* Sets g up for TCP/IPv4 merging. lro: merged packets are marked as the
+ * NIC's LRO receives (--sw-offload, for kbridge's rings), else for TSO on
+ * the virtio port (--vhost). One burst holds at most BURST frames, all of
+ * which may be one flow; max_frames and max_len bound one merged packet. */
 static void
-gro_mark_tso(struct rte_mbuf *m, struct vcounters *v)
+gro_init(struct gro *g, bool lro, uint16_t max_frames, uint32_t max_len)
+{
+	memset(g, 0, sizeof(*g));
+	g->param.gro_types = RTE_GRO_TCP_IPV4;
+	g->param.max_flow_num = BURST;
+	g->param.max_item_per_flow = BURST;
+	g->lro = lro;
+	g->max_frames = max_frames;
+	g->max_len = max_len;
+}
+
+/* Marks a packet librte_gro merged (a chain: each candidate was one mbuf).
+ * librte_gro keeps each original segment as one mbuf of the chain (the
+ * first with the headers) and records no MSS: it is the largest of their
+ * payloads. For TSO on the virtio port the checksums are left to
+ * tx_prepare; an LRO receive needs none (kbridge writes it to its TAP with
+ * a partial checksum and a rebuilt header, the stale ones unread). */
+static void
+gro_mark(struct rte_mbuf *m, struct gro *g)
 {
 	uint32_t hdr = (uint32_t)m->l2_len + m->l3_len + m->l4_len;
 	uint16_t mss = (uint16_t)(rte_pktmbuf_data_len(m) - hdr);
@@ -696,38 +808,56 @@ gro_mark_tso(struct rte_mbuf *m, struct vcounters *v)
 	for (s = m->next; s != NULL; s = s->next)
 		mss = RTE_MAX(mss, s->data_len);
 	m->tso_segsz = mss;
-	m->ol_flags |= RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_TCP_CKSUM;
-	v->gro++;
-	v->gro_segments += m->nb_segs;
+	if (g->lro)
+		m->ol_flags |= RTE_MBUF_F_RX_LRO;
+	else
+		m->ol_flags |= RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_TCP_CKSUM;
+	g->merged++;
+	g->frames += m->nb_segs;
 }
 
 /* Merges TCP/IPv4 frames of pkts[0..n) with librte_gro's lightweight mode
  * (per burst, nothing held back) and returns how many packets are left,
- * merged ones marked for TSO. librte_gro returns the packets it took before
- * those it did not, so it only sees runs of candidates: whatever else the
- * burst holds (a PSH segment, an ARP, another protocol) keeps its place
- * and is not overtaken by the segments that followed it. */
+ * merged ones marked (gro_mark). librte_gro returns the packets it took
+ * before those it did not, so it only sees runs of candidates: whatever
+ * else the burst holds (a PSH segment, an ARP, another protocol) keeps its
+ * place and is not overtaken by the segments that followed it. A run is
+ * handed over in chunks of at most g->max_frames frames and g->max_len
+ * bytes, so that no merged packet exceeds them; one chunk's packets all
+ * precede the next's. */
 static uint16_t
-gro_burst(struct rte_mbuf **pkts, uint16_t n, const struct rte_gro_param *param,
-	  struct vcounters *v)
+gro_burst(struct rte_mbuf **pkts, uint16_t n, struct gro *g)
 {
 	uint16_t i, j, k, start = 0, out = 0;
+	uint32_t len = 0;
+	bool cand;
 
 	for (i = 0; i <= n; i++) {
-		if (i < n && gro_candidate(pkts[i]))
+		cand = i < n && gro_candidate(pkts[i]);
+		if (cand && i - start < g->max_frames && len + pkts[i]->pkt_len <= g->max_len) {
+			len += pkts[i]->pkt_len;
 			continue;
+		}
 		k = (uint16_t)(i - start);
 		if (k > 1)
-			k = rte_gro_reassemble_burst(pkts + start, k, param);
+			k = rte_gro_reassemble_burst(pkts + start, k, &g->param);
 		memmove(pkts + out, pkts + start, k * sizeof(*pkts));
 		for (j = out; j < out + k; j++) {
 			if (pkts[j]->nb_segs > 1)
-				gro_mark_tso(pkts[j], v);
+				gro_mark(pkts[j], g);
 		}
 		out = (uint16_t)(out + k);
+		if (cand) {
+			/* The chunk is full: pkts[i] (still in place, out <= i)
+			 * starts the next one. */
+			start = i;
+			len = pkts[i]->pkt_len;
+			continue;
+		}
 		if (i < n)
 			pkts[out++] = pkts[i];
 		start = (uint16_t)(i + 1);
+		len = 0;
 	}
 	return out;
 }
@@ -786,7 +916,8 @@ tx_flush(struct txbuf *t, struct counters *c)
 
 static void
 print_vcounters(uint16_t nic, struct rte_mempool *mp, struct rte_mempool *ind,
-		const struct counters *c, const struct vcounters *v, uint16_t queues)
+		const struct counters *c, const struct vcounters *v, const struct gro *g,
+		uint16_t queues)
 {
 	uint64_t tk = 0, fk = 0;
 	char qs[VHOST_MAX_QUEUES * 48];
@@ -812,7 +943,7 @@ print_vcounters(uint16_t nic, struct rte_mempool *mp, struct rte_mempool *ind,
 	       " csum_completed=%" PRIu64 " gro=%" PRIu64 " gro_segments=%" PRIu64
 	       " tso_refused=%" PRIu64 " nic_missed=%" PRIu64 "%s pool_in_use=%u gso_in_use=%u\n",
 	       c->rx, c->own, tk, v->to_kernel_dropped, fk, c->tx, c->tx_dropped, v->lro,
-	       v->segments, v->seg_failed, v->csum_completed, v->gro, v->gro_segments,
+	       v->segments, v->seg_failed, v->csum_completed, g->merged, g->frames,
 	       v->tso_refused, nic_missed, qs,
 	       rte_mempool_in_use_count(mp), rte_mempool_in_use_count(ind));
 	fflush(stdout);
@@ -826,7 +957,7 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 	struct rte_mbuf *pkts[BURST], *fwd[VHOST_MAX_QUEUES][BURST];
 	uint16_t nfwd[VHOST_MAX_QUEUES];
 	bool tso[VHOST_MAX_QUEUES];
-	struct rte_gro_param gro_param;
+	struct gro gro_ctx;
 	struct vcounters v = { 0 };
 	struct counters c = { 0 };
 	struct rte_mempool *ind;
@@ -837,16 +968,9 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 	int vport;
 	uint16_t q, i;
 
-	/* The indirect mbufs of librte_gso carry no data. */
-	ind = rte_pktmbuf_pool_create("kb_gso_indirect", 4095, 256, 0, 0, rte_socket_id());
-	if (ind == NULL) {
-		fprintf(stderr, "kbridge-refapp: gso pool: %s\n", rte_strerror(rte_errno));
+	ind = gso_init(&gso, mp, 4095);
+	if (ind == NULL)
 		return 1;
-	}
-	memset(&gso, 0, sizeof(gso));
-	gso.direct_pool = mp;
-	gso.indirect_pool = ind;
-	gso.gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO;
 	t->port = nic;
 
 	vport = vhost_port_init(o, mp, &port_tso);
@@ -859,13 +983,10 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 		return 1;
 	}
 	/* GRO only where the port does TSO: a merged packet must be cut
-	 * again somewhere, and that is kbridge's kernel (HOST_TSO4/6). One
-	 * burst holds at most BURST frames, all of which may be one flow. */
+	 * again somewhere, and that is kbridge's kernel (HOST_TSO4/6). A
+	 * merged packet may hold a whole burst. */
 	gro = port_tso && !o->vhost_no_gro;
-	memset(&gro_param, 0, sizeof(gro_param));
-	gro_param.gro_types = RTE_GRO_TCP_IPV4;
-	gro_param.max_flow_num = BURST;
-	gro_param.max_item_per_flow = BURST;
+	gro_init(&gro_ctx, false, BURST, UINT32_MAX);
 	printf("kbridge-refapp: ready vhost=%s vhost_queues=%u port=%d gro=%s lcore=%u pool=%s pool_size=%u baseline_in_use=%u\n",
 	       o->vhost, o->vhost_queues, vport, gro ? "on" : "off", rte_lcore_id(), mp->name,
 	       o->pool_size, rte_mempool_in_use_count(mp));
@@ -891,7 +1012,7 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 				}
 			}
 			if (gro)
-				k = gro_burst(pkts, k, &gro_param, &v);
+				k = gro_burst(pkts, k, &gro_ctx);
 			for (i = 0; i < k; i++) {
 				uint16_t vq = flow_queue(pkts[i], o->vhost_queues);
 
@@ -944,11 +1065,11 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 		}
 		if (dump) {
 			dump = 0;
-			print_vcounters(nic, mp, ind, &c, &v, o->vhost_queues);
+			print_vcounters(nic, mp, ind, &c, &v, &gro_ctx, o->vhost_queues);
 		}
 	}
 
-	print_vcounters(nic, mp, ind, &c, &v, o->vhost_queues);
+	print_vcounters(nic, mp, ind, &c, &v, &gro_ctx, o->vhost_queues);
 	rte_eth_dev_stop((uint16_t)vport);
 	rte_eth_dev_close((uint16_t)vport);
 	rte_mempool_free(ind);
@@ -1149,7 +1270,53 @@ struct app_port {
 	uint16_t port; /* the ethdev port */
 	uint16_t tso_segs;
 	struct counters c;
+	struct gro gro;		 /* --sw-offload: its LRO */
+	struct gso_counters gso; /* --sw-offload: its TSO */
 };
+
+/* --sw-offload's transmit: sends pkts[0..n) from kbridge out of port a's
+ * queue q through t, each TCP super-frame (RTE_MBUF_F_TX_TCP_SEG) first cut
+ * into MTU frames with finished checksums; the others go as they are
+ * (kbridge finished their checksums). A super-frame segment() refuses is
+ * freed (by segment()) and counted. */
+static void
+sw_tx(struct app_port *a, uint16_t q, struct rte_mbuf **pkts, uint16_t n,
+      struct rte_gso_ctx *gso, struct txbuf *t)
+{
+	uint16_t i;
+	int k;
+
+	t->port = a->port;
+	t->q = q;
+	for (i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+
+		if (m->ol_flags & RTE_MBUF_F_TX_TCP_SEG) {
+			/* t->n < BURST here: MAX_SEGS more fit. */
+			k = segment(m, gso, t->m + t->n, MAX_SEGS);
+			if (k < 0) {
+				a->gso.refused++;
+				continue;
+			}
+			a->gso.cut++;
+			a->gso.segments += (uint64_t)k;
+			t->n = (uint16_t)(t->n + k);
+		} else {
+			t->m[t->n++] = m;
+		}
+		if (t->n >= BURST)
+			tx_flush(t, &a->c);
+	}
+	tx_flush(t, &a->c);
+}
+
+/* Prints a's stats line: the --sw-offload counters only with sw. */
+static void
+print_port(const struct app_port *a, struct rte_mempool *mp, uint16_t queues, const char *name,
+	   bool sw)
+{
+	print_counters(a->kp, mp, &a->c, queues, name, sw ? &a->gro : NULL, sw ? &a->gso : NULL);
+}
 
 /* Stops the link watches of ports [0, n) and frees their kbridge ports, on
  * a failure at start-up. */
@@ -1174,6 +1341,9 @@ main(int argc, char **argv)
 	struct rte_mbuf *pkts[BURST], *fwd[BURST];
 	static struct app_port ap[MAX_PORTS];
 	static struct link_watch lw[MAX_PORTS];
+	static struct txbuf tb;
+	struct rte_mempool *ind = NULL;
+	struct rte_gso_ctx gso;
 	char tags[MAX_PORTS][KBRIDGE_NAME_MAX + 3];
 	char names[MAX_PORTS * (KBRIDGE_NAME_MAX + 1)];
 	struct rte_mempool *mp;
@@ -1183,7 +1353,7 @@ main(int argc, char **argv)
 	uint16_t q;
 	struct sigaction sa;
 	sigset_t sigs;
-	bool freed;
+	bool freed, sw;
 	int ret;
 
 	/* The signals go to the main thread only: EAL's threads inherit them
@@ -1239,6 +1409,14 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
+	sw = o.sw_offload;
+	if (sw) {
+		/* One GSO context for every port. A NIC's tx queue holds up to
+		 * 1024 descriptors, each at most one indirect mbuf. */
+		ind = gso_init(&gso, mp, RTE_MAX(4096u, 2048u * nports * o.queues) - 1);
+		if (ind == NULL)
+			return 1;
+	}
 	/* No SA_RESTART: with --vhost-server, virtio-user's probe waits in
 	 * accept() for kbridge, and a SIGTERM must end that wait (the probe
 	 * then fails and the app exits) rather than restart it. */
@@ -1279,7 +1457,14 @@ main(int argc, char **argv)
 			undo_ports(ap, lw, p);
 			return 1;
 		}
-		if (a->tso_segs > 1) {
+		if (sw) {
+			/* Like a NIC with LRO and TSO: kbridge hands TCP
+			 * super-frames over whole, sw_tx cuts them. */
+			kbridge_port_set_offloads(a->kp, KBRIDGE_APP_TSO, SW_TSO_SEGS);
+			gro_init(&a->gro, true, LRO_MAX_FRAMES, LRO_MAX_LEN);
+			printf("kbridge-refapp: port %u does LRO (up to %u frames) and TSO (up to %u segments) in software: "
+			       "kbridge hands over super-frames\n", a->port, LRO_MAX_FRAMES, SW_TSO_SEGS);
+		} else if (a->tso_segs > 1) {
 			/* kbridge hands TCP super-frames over whole; the port cuts them. */
 			kbridge_port_set_offloads(a->kp, KBRIDGE_APP_TSO, a->tso_segs);
 			printf("kbridge-refapp: port %u does TSO (up to %u segments): kbridge hands over super-frames\n",
@@ -1308,17 +1493,19 @@ main(int argc, char **argv)
 	for (p = 0; p < nports && off < sizeof(names); p++)
 		off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", p > 0 ? "," : "",
 					o.ports[p]);
-	printf("kbridge-refapp: ready port=%s queues=%u lcore=%u pool=%s pool_size=%u baseline_in_use=%u\n",
+	printf("kbridge-refapp: ready port=%s queues=%u lcore=%u pool=%s pool_size=%u baseline_in_use=%u%s\n",
 	       names, o.queues, rte_lcore_id(), mp->name, o.pool_size,
-	       rte_mempool_in_use_count(mp));
+	       rte_mempool_in_use_count(mp), sw ? " sw_offload=1" : "");
 	fflush(stdout);
 
-	/* One lcore serves every port and queue: enough for an exception path. */
+	/* One lcore serves every port and queue: enough for an exception path.
+	 * --sw-offload is chosen per burst, never per packet. */
 	while (!stop) {
 		for (p = 0; p < nports; p++) {
-			struct kbridge_port *kp = ap[p].kp;
-			struct counters *c = &ap[p].c;
-			uint16_t port = ap[p].port;
+			struct app_port *a = &ap[p];
+			struct kbridge_port *kp = a->kp;
+			struct counters *c = &a->c;
+			uint16_t port = a->port;
 
 			for (q = 0; q < o.queues; q++) {
 				uint16_t n = rte_eth_rx_burst(port, q, pkts, BURST);
@@ -1333,16 +1520,23 @@ main(int argc, char **argv)
 						fwd[k++] = pkts[i];
 					}
 				}
-				if (k > 0)
+				if (k > 0) {
+					if (sw)
+						k = gro_burst(fwd, k, &a->gro);
 					kbridge_to_kernel(kp, q, fwd, k);
+				}
 
 				n = kbridge_from_kernel(kp, q, pkts, BURST);
 				if (n > 0) {
-					sent = rte_eth_tx_burst(port, q, pkts, n);
-					c->tx += sent;
-					if (sent < n) {
-						c->tx_dropped += n - sent;
-						rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+					if (sw) {
+						sw_tx(a, q, pkts, n, &gso, &tb);
+					} else {
+						sent = rte_eth_tx_burst(port, q, pkts, n);
+						c->tx += sent;
+						if (sent < n) {
+							c->tx_dropped += n - sent;
+							rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+						}
 					}
 				}
 			}
@@ -1350,13 +1544,12 @@ main(int argc, char **argv)
 		if (dump) {
 			dump = 0;
 			for (p = 0; p < nports; p++)
-				print_counters(ap[p].kp, mp, &ap[p].c, o.queues,
-					       nports > 1 ? o.ports[p] : NULL);
+				print_port(&ap[p], mp, o.queues, nports > 1 ? o.ports[p] : NULL, sw);
 		}
 	}
 
 	for (p = 0; p < nports; p++)
-		print_counters(ap[p].kp, mp, &ap[p].c, o.queues, nports > 1 ? o.ports[p] : NULL);
+		print_port(&ap[p], mp, o.queues, nports > 1 ? o.ports[p] : NULL, sw);
 	for (p = 0; p < nports; p++)
 		link_watch_stop(&lw[p]);
 	/* --free-wait is for all the ports together, counted from here. */
@@ -1376,6 +1569,13 @@ main(int argc, char **argv)
 	 * the pool must be whole. rte_mempool_audit() panics when it is not. */
 	rte_mempool_audit(mp);
 	printf("kbridge-refapp: mempool audit ok pool_in_use=%u\n", rte_mempool_in_use_count(mp));
+	if (ind != NULL) {
+		/* Every indirect mbuf went back with the frame it was part of. */
+		rte_mempool_audit(ind);
+		printf("kbridge-refapp: gso pool audit ok gso_in_use=%u\n",
+		       rte_mempool_in_use_count(ind));
+		rte_mempool_free(ind);
+	}
 	printf("kbridge-refapp: stopped pool_in_use=%u\n", rte_mempool_in_use_count(mp));
 	rte_mempool_free(mp);
 	rte_eal_cleanup();

@@ -26,6 +26,13 @@
 #                        (kbridge run --instance kb1, config
 #                        tests/testbed/kbridge-kb1.yaml), and a second iperf3
 #                        server on 5202. Unset or 1: one port.
+#   KBT_SW_OFFLOAD=1     the ring bed with a NIC that does LRO and TSO, as real
+#                        apps' NICs do (issue 19): the reference app runs
+#                        --sw-offload (librte_gro merges what its port receives
+#                        before kbridge, librte_gso cuts kbridge's super-frames
+#                        before its port), and GRO is on at the veths'
+#                        receivers (kbt-wire, kbt-alt, kbt-base: the floor gets
+#                        super-frames too). Unset: neither.
 #   KBT_MODE=xdp         the XDP variant: kbridge in mode xdp (loader pmd, config
 #                        tests/testbed/kbridge-xdp.yaml) starts first, then the DPDK
 #                        app on kbt-nic through net_af_xdp with kbridge's object.
@@ -80,6 +87,11 @@ case $PORTS in
 *) die "KBT_PORTS=$PORTS: must be 1 or 2" ;;
 esac
 KBRIDGE2_CONFIG=$KBT_DIR/kbridge-kb1.yaml
+SW_OFFLOAD=${KBT_SW_OFFLOAD:-0}
+[ "$SW_OFFLOAD" = 1 ] || SW_OFFLOAD=0
+if [ "$SW_OFFLOAD" = 1 ] && { [ "$MODE" != ring ] || [ "$NO_BRIDGE" = 1 ]; }; then
+	die "KBT_SW_OFFLOAD=1 needs the ring bed with its app (KBT_MODE=ring, no KBT_NO_BRIDGE)"
+fi
 
 for tool in ganesha.nfsd nfs-ls nfs-cat sockperf iperf3 ethtool taskset setsid; do
 	command -v "$tool" >/dev/null || die "missing tool: $tool"
@@ -170,6 +182,14 @@ done
 # computes full checksums. Off on the other ends too (harmless).
 ip netns exec "$KBT_NS_PEER" ethtool -K kbt-wire tx off >/dev/null
 [ "$PORTS" = 2 ] && ip netns exec "$KBT_NS_PEER" ethtool -K kbt-wire2 tx off >/dev/null
+if [ "$SW_OFFLOAD" = 1 ]; then
+	# GRO at every receiver of the bed's kernels: the peer's ends and the
+	# floor's (a veth does GRO once it has NAPI, which gro on gives it).
+	ip netns exec "$KBT_NS_PEER" ethtool -K kbt-wire gro on >/dev/null
+	ip netns exec "$KBT_NS_PEER" ethtool -K kbt-alt gro on >/dev/null
+	ip netns exec "$KBT_NS_DIRECT" ethtool -K kbt-base gro on >/dev/null
+	[ "$PORTS" = 2 ] && ip netns exec "$KBT_NS_PEER" ethtool -K kbt-wire2 gro on >/dev/null
+fi
 ip netns exec "$KBT_NS_PEER" ethtool -K kbt-alt tx off >/dev/null
 ip netns exec "$KBT_NS_DIRECT" ethtool -K kbt-base tx off >/dev/null
 
@@ -499,6 +519,7 @@ if [ "${KBT_JUMBO:-}" = 1 ]; then
 	APP_NIC+=,framesz=10240,blocksz=20480
 	APP_ARGS=(--mbuf-size 10368)
 fi
+[ "$SW_OFFLOAD" = 1 ] && APP_ARGS+=(--sw-offload)
 APP_VDEVS=(--vdev "$APP_NIC") APP_PORTS=(--port kb0)
 if [ "$PORTS" = 2 ]; then
 	# The second port: ethdev 1, kbridge port kb1 (the refapp bridges the

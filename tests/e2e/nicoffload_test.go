@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kbridge/kbridge/daemon"
+)
+
+// nicOffloadChecks, on the bed whose app port does LRO and TSO in software
+// (up.sh KBT_SW_OFFLOAD=1), after the shared checks (ping, iperf3 both
+// ways, the NFS listing and the big file's hash) crossed it: the app merged
+// what it received and kbridge wrote those as GSO frames; kbridge handed
+// super-frames to the app, which cut them. Then the clean stop of the ring
+// bed, the pool whole.
+func nicOffloadChecks(t *testing.T, r *bedRun) {
+	t.Run("lro and tso at the app's port", func(t *testing.T) {
+		st, err := daemon.ReadStatus(filepath.Join(runDir, "kbridge.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := st.Queues[0].Offload
+		if o.LROWrites == 0 || o.TSOToApp == 0 {
+			t.Errorf("kbridge wrote %d LRO packets as GSO frames and handed %d super-frames to the app; want both above 0", o.LROWrites, o.TSOToApp)
+		}
+		c := appOffloadCounters(t)
+		if c["gro"] == 0 || c["gso"] == 0 || c["gso_refused"] != 0 {
+			t.Errorf("the app's counters: %v; want gro and gso above 0, gso_refused 0", c)
+		}
+		t.Logf("kbridge: lro_writes %d, tso_to_app %d; the app: %v", o.LROWrites, o.TSOToApp, c)
+	})
+	t.Run("stats and clean stop", func(t *testing.T) { ringStop(t, r.root) })
+}
+
+// appOffloadCounters asks the reference app for its counters (SIGUSR1) and
+// returns the --sw-offload ones of its last stats line.
+func appOffloadCounters(t *testing.T) map[string]uint64 {
+	t.Helper()
+	app := pidOf(t, "refapp")
+	re := regexp.MustCompile(` (gro|gro_segments|gso|gso_segments|gso_refused)=(\d+)`)
+	for i := 0; i < 100; i++ {
+		_ = syscall.Kill(app, syscall.SIGUSR1)
+		time.Sleep(50 * time.Millisecond)
+		b, _ := os.ReadFile(filepath.Join(runDir, "refapp.log"))
+		lines := regexp.MustCompile(`(?m)^kbridge-refapp: stats .*$`).FindAllString(string(b), -1)
+		if len(lines) == 0 {
+			continue
+		}
+		out := map[string]uint64{}
+		for _, m := range re.FindAllStringSubmatch(lines[len(lines)-1], -1) {
+			out[m[1]], _ = strconv.ParseUint(m[2], 10, 64)
+		}
+		if len(out) == 5 {
+			return out
+		}
+	}
+	t.Fatal("the app printed no --sw-offload counters on SIGUSR1")
+	return nil
+}
