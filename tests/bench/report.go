@@ -243,7 +243,7 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 
 	w("\n### Throughput\n\n")
 	w("NFS ls -R: wall time of `nfs-ls -R` of %d entries, best of %d. NFS read: `nfs-cat` of the 256 MiB big.bin (byte count checked), MB/s, best of %d. ", nfsEntries, d.NFSRuns, d.NFSReadRuns)
-	w("iperf3: %v, Gbit/s at the receiver; `-P 4` is four streams from the peer (`-R`). `x direct`, `x testpmd`: ratio to that forwarder in this run (for a row at MTU 9000, `x direct` is to direct-9000). ", d.Iperf)
+	w("iperf3: %v, Gbit/s at the receiver; `-P 4` is four streams from the peer (`-R`). `x direct`, `x testpmd`: ratio to that forwarder in this run (for a row at MTU 9000, `x direct` is to direct-9000; for a row on the offload bed, to direct-gro). ", d.Iperf)
 	w("Drops: deltas of `kbridge stats` over the `-P 4` run, kbridge's own by reason, and the app's `to_kernel_dropped` (its ring to kbridge was full).\n\n")
 	w("| forwarder | NFS ls -R (s) | x direct | NFS read (MB/s) | x direct | iperf3 to peer | x direct | x testpmd | iperf3 from peer | x direct | x testpmd | iperf3 -P 4 from peer | x direct | x testpmd | kbridge drops (-P 4) | app to_kernel drops (-P 4) |\n")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
