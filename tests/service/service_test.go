@@ -37,6 +37,25 @@ func buildDeb(t *testing.T, root string) string {
 	return deb
 }
 
+// runChecks runs one of deploy/'s nspawn check scripts and returns its
+// PASS and FAIL lines, failing t (with the whole output) when it fails,
+// reports a FAIL, or passes fewer than min checks.
+func runChecks(t *testing.T, cmd *exec.Cmd, min int, name string) []string {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	var checks []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "PASS ") || strings.HasPrefix(l, "FAIL ") {
+			checks = append(checks, l)
+		}
+	}
+	t.Logf("checks:\n%s", strings.Join(checks, "\n"))
+	if err != nil || len(checks) < min || strings.Contains(string(out), "FAIL ") {
+		t.Fatalf("%s: %v\n%s", name, err, out)
+	}
+	return checks
+}
+
 // packageChecks fails t unless the package checks of nspawn-lib.sh ran and
 // passed: the install's (dpkg -i, unit, conffile, pkg-config, a C build)
 // and the purge's.
@@ -85,17 +104,7 @@ stats:
 	deb := buildDeb(t, root)
 	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check.sh"), deb, app, cfg)
 	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
-	out, err := cmd.CombinedOutput()
-	var checks []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "PASS ") || strings.HasPrefix(l, "FAIL ") {
-			checks = append(checks, l)
-		}
-	}
-	t.Logf("checks:\n%s", strings.Join(checks, "\n"))
-	if err != nil || len(checks) < 8 || strings.Contains(string(out), "FAIL ") {
-		t.Fatalf("nspawn-check: %v\n%s", err, out)
-	}
+	checks := runChecks(t, cmd, 8, "nspawn-check")
 	packageChecks(t, checks)
 }
 
@@ -121,17 +130,7 @@ func TestInstancesUnderRealSystemd(t *testing.T) {
 		"--vdev net_ring0 --vdev net_ring1 -m 128 -- --port kb0 --port kb1"
 	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-instances.sh"), buildDeb(t, root), app)
 	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
-	out, err := cmd.CombinedOutput()
-	var checks []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "PASS ") || strings.HasPrefix(l, "FAIL ") {
-			checks = append(checks, l)
-		}
-	}
-	t.Logf("checks:\n%s", strings.Join(checks, "\n"))
-	if err != nil || len(checks) < 20 || strings.Contains(string(out), "FAIL ") {
-		t.Fatalf("nspawn-check-instances: %v\n%s", err, out)
-	}
+	runChecks(t, cmd, 20, "nspawn-check-instances")
 }
 
 // TestXDPUnitUnderRealSystemd runs deploy/kbridge.service with mode: xdp
@@ -148,17 +147,7 @@ func TestXDPUnitUnderRealSystemd(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatal("bin/kbridge missing: run make build (make test does)")
 	}
-	out, err := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-xdp.sh"), buildDeb(t, root)).CombinedOutput()
-	var checks []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "PASS ") || strings.HasPrefix(l, "FAIL ") {
-			checks = append(checks, l)
-		}
-	}
-	t.Logf("checks:\n%s", strings.Join(checks, "\n"))
-	if err != nil || len(checks) < 20 || strings.Contains(string(out), "FAIL ") {
-		t.Fatalf("nspawn-check-xdp: %v\n%s", err, out)
-	}
+	checks := runChecks(t, exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-xdp.sh"), buildDeb(t, root)), 20, "nspawn-check-xdp")
 	packageChecks(t, checks)
 }
 
