@@ -61,11 +61,14 @@ type OffloadCounters struct {
 	SplitWrites      atomic.Uint64
 	SplitWriteFrames atomic.Uint64
 	// What the coalescer saw of the app's packets (vnet.CoalesceStats):
-	// packets offered, writes it planned, and packets whose IPv4 or TCP
-	// checksum was wrong (written alone, unmerged, for the kernel to drop).
+	// packets offered, writes it planned, packets whose IPv4 or TCP
+	// checksum was wrong (written alone, unmerged, for the kernel to drop)
+	// and packets it did not check because the app's NIC had
+	// (RTE_MBUF_F_RX_L4_CKSUM_GOOD).
 	CoalescePackets atomic.Uint64
 	CoalesceWrites  atomic.Uint64
 	BadCsum         atomic.Uint64
+	CsumTrusted     atomic.Uint64
 }
 
 // OffloadSnapshot is a plain copy of OffloadCounters.
@@ -84,6 +87,7 @@ type OffloadSnapshot struct {
 	CoalescePackets  uint64 `json:"coalesce_packets"`
 	CoalesceWrites   uint64 `json:"coalesce_writes"`
 	BadCsum          uint64 `json:"coalesce_bad_csum"`
+	CsumTrusted      uint64 `json:"coalesce_csum_trusted"`
 }
 
 // Snapshot copies the counters.
@@ -103,6 +107,7 @@ func (c *OffloadCounters) Snapshot() OffloadSnapshot {
 		CoalescePackets:  c.CoalescePackets.Load(),
 		CoalesceWrites:   c.CoalesceWrites.Load(),
 		BadCsum:          c.BadCsum.Load(),
+		CsumTrusted:      c.CsumTrusted.Load(),
 	}
 }
 
@@ -122,6 +127,7 @@ func (c *OffloadCounters) add(o *OffloadSnapshot) {
 	addIf(&c.CoalescePackets, o.CoalescePackets)
 	addIf(&c.CoalesceWrites, o.CoalesceWrites)
 	addIf(&c.BadCsum, o.BadCsum)
+	addIf(&c.CsumTrusted, o.CsumTrusted)
 }
 
 func addIf(c *atomic.Uint64, v uint64) {
@@ -132,14 +138,14 @@ func addIf(c *atomic.Uint64, v uint64) {
 
 // Events names the offload events with their values, in a fixed order, for
 // metrics and display.
-func (o OffloadSnapshot) Events() [14]Event {
+func (o OffloadSnapshot) Events() [15]Event {
 	return [...]Event{
 		{"merged_writes", o.MergedWrites}, {"merged_packets", o.MergedPackets}, {"lro_writes", o.LROWrites},
 		{"split_reads", o.SplitReads}, {"split_frames", o.SplitFrames}, {"tso_to_app", o.TSOToApp},
 		{"csum_completed_from_kernel", o.CsumFromKernel}, {"csum_completed_to_kernel", o.CsumToKernel},
 		{"fallbacks", o.Fallbacks}, {"split_writes", o.SplitWrites}, {"split_write_frames", o.SplitWriteFrames},
 		{"coalesce_packets", o.CoalescePackets}, {"coalesce_writes", o.CoalesceWrites},
-		{"coalesce_bad_csum", o.BadCsum},
+		{"coalesce_bad_csum", o.BadCsum}, {"coalesce_csum_trusted", o.CsumTrusted},
 	}
 }
 

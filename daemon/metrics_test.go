@@ -83,7 +83,7 @@ func (f fakeStatus) Snapshot() Status { return Status(f) }
 // vhost's app keeps none, and zeros would claim it counted nothing.
 func TestCollectorExportsWhatIsReal(t *testing.T) {
 	q := Queue{App: &ring.AppCounters{Kicks: 7}}
-	q.Offload.BadCsum, q.Offload.CsumFromKernel, q.Offload.CsumToKernel = 3, 4, 5
+	q.Offload.BadCsum, q.Offload.CsumFromKernel, q.Offload.CsumToKernel, q.Offload.CsumTrusted = 3, 4, 5, 6
 	for _, tc := range []struct {
 		name    string
 		st      Status
@@ -117,6 +117,7 @@ func TestCollectorExportsWhatIsReal(t *testing.T) {
 			"kbridge_offload_total/csum_completed_from_kernel": 4,
 			"kbridge_offload_total/csum_completed_to_kernel":   5,
 			"kbridge_offload_total/coalesce_packets":           0,
+			"kbridge_offload_total/coalesce_csum_trusted":      6,
 		} {
 			if v, ok := got[key]; !ok || v != want {
 				t.Errorf("%s: %s = %v (exported %v), want %v", tc.name, key, v, ok, want)

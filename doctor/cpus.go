@@ -108,6 +108,12 @@ func isolationResult(e *env, workers []int) Result {
 		r.Evidence += fmt.Sprintf(": %s %s not isolated, so the scheduler also runs other tasks there", cpuNoun(notIso), verb(notIso, "is", "are"))
 		r.Fix = fmt.Sprintf("boot with isolcpus=%s nohz_full=%s rcu_nocbs=%s (or keep other work off them with systemd AllowedCPUs=)",
 			cpulist.Format(workers), cpulist.Format(workers), cpulist.Format(workers))
+		if e.opts.PolicyMode == "busy" {
+			// Measured on a shared CPU: busy's spinning holds the CPU the
+			// workload needs until the scheduler preempts the worker.
+			r.Evidence += "; policy mode busy spins there, holding the CPU other tasks need until the scheduler preempts it"
+			r.Fix = "give the workers a core of their own (" + r.Fix + "), or set policy mode adaptive, the preset for a shared CPU (docs/CONFIG.md, Presets)"
+		}
 		return r
 	}
 	r.Status = Pass

@@ -230,6 +230,7 @@ func (q *Queue) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
 	r.Offload.CoalescePackets += after.Packets - before.Packets
 	r.Offload.CoalesceWrites += after.Writes - before.Writes
 	r.Offload.BadCsum += after.BadCsum - before.BadCsum
+	r.Offload.CsumTrusted += after.CsumTrusted - before.CsumTrusted
 	for _, w := range ws {
 		if !w.Merged && !w.LRO && q.pkts[w.First].LROSize != 0 {
 			// Not a TCP super-frame the kernel segments: the MTU

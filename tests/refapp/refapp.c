@@ -33,8 +33,12 @@
  *    handed to kbridge as LRO receives: RTE_MBUF_F_RX_LRO, tso_segsz the
  *    largest segment's payload. kbridge writes each to its TAP as one GSO
  *    frame with a partial checksum (its header rebuilt from the packet), so
- *    the TCP and IPv4 checksums librte_gro leaves stale do not matter. The
- *    frames' own checksums are not verified before the merge (a NIC would).
+ *    the TCP and IPv4 checksums librte_gro leaves stale do not matter.
+ *  - Receive checksums: before the merge, every TCP/UDP frame's checksums
+ *    (its IPv4 header's too) are verified and the verdict set in ol_flags,
+ *    RTE_MBUF_F_RX_L4_CKSUM_GOOD or _BAD, as every NIC with receive
+ *    checksum offload does; only GOOD frames are merged. kbridge then skips
+ *    its own check of the frames marked GOOD.
  *  - TSO: the app declares TSO to kbridge (kbridge_port_set_offloads, up to
  *    SW_TSO_SEGS mbufs a chain) although its port has none, and cuts each
  *    RTE_MBUF_F_TX_TCP_SEG super-frame kbridge hands over into MTU frames
@@ -42,9 +46,10 @@
  *    before rte_eth_tx_burst. One GSO context and indirect pool serve all
  *    the ports.
  * Its stats lines end in " gro=N gro_segments=N gso=N gso_segments=N
- * gso_refused=N" (after " port=NAME" with several ports): merged packets
- * handed to kbridge and the frames inside them, super-frames cut and the
- * frames they became, super-frames that could not be cut (freed). The ready
+ * gso_refused=N rx_csum_bad=N" (after " port=NAME" with several ports):
+ * merged packets handed to kbridge and the frames inside them, super-frames
+ * cut and the frames they became, super-frames that could not be cut
+ * (freed), frames received with a bad checksum (marked BAD). The ready
  * line ends in " sw_offload=1". Without it nothing of this runs: one branch
  * per burst.
  *
@@ -159,6 +164,7 @@ struct gro {
 	uint32_t max_len;	/* the most bytes: its frames' lengths summed */
 	uint64_t merged;	/* merged packets made */
 	uint64_t frames;	/* frames inside them */
+	uint64_t csum_bad;	/* frames received with a bad checksum (--sw-offload) */
 };
 
 /* --sw-offload's TSO in software, per port. */
@@ -407,7 +413,8 @@ print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct cou
 	       rte_mempool_in_use_count(mp), name != NULL ? " port=" : "", name != NULL ? name : "");
 	if (g != NULL && s != NULL)
 		printf(" gro=%" PRIu64 " gro_segments=%" PRIu64 " gso=%" PRIu64 " gso_segments=%" PRIu64
-		       " gso_refused=%" PRIu64, g->merged, g->frames, s->cut, s->segments, s->refused);
+		       " gso_refused=%" PRIu64 " rx_csum_bad=%" PRIu64, g->merged, g->frames, s->cut,
+		       s->segments, s->refused, g->csum_bad);
 	printf("\n");
 	fflush(stdout);
 }
@@ -747,8 +754,54 @@ gso_init(struct rte_gso_ctx *gso, struct rte_mempool *mp, unsigned int n)
  * other; a PSH, FIN or CWR segment stays a frame of its own). Fills in the
  * packet type and header lengths, which librte_gro reads instead of
  * parsing: the NIC (net_af_packet) sets neither. */
+/* --sw-offload's receive checksum offload: verifies the checksums of a
+ * single-segment TCP or UDP frame over IPv4 (with its header's) or IPv6 and
+ * puts the verdict in ol_flags, RTE_MBUF_F_RX_L4_CKSUM_GOOD or _BAD (and
+ * RTE_MBUF_F_RX_IP_CKSUM_*), as a NIC does. Anything else stays UNKNOWN, as
+ * a NIC leaves it: other protocols, chains, an IPv4 UDP datagram without a
+ * checksum. */
+static void
+sw_rx_csum(struct rte_mbuf *m, struct gro *g)
+{
+	struct rte_net_hdr_lens hl;
+	uint32_t ptype, l4;
+	const uint8_t *l3, *l4h;
+	bool bad;
+
+	if (m->nb_segs != 1)
+		return;
+	ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK | RTE_PTYPE_L3_MASK | RTE_PTYPE_L4_MASK);
+	l4 = ptype & RTE_PTYPE_L4_MASK;
+	if ((l4 != RTE_PTYPE_L4_TCP && l4 != RTE_PTYPE_L4_UDP) ||
+	    rte_pktmbuf_data_len(m) < (uint32_t)hl.l2_len + hl.l3_len + hl.l4_len)
+		return;
+	l3 = rte_pktmbuf_mtod_offset(m, const uint8_t *, hl.l2_len);
+	l4h = l3 + hl.l3_len;
+	if (RTE_ETH_IS_IPV4_HDR(ptype)) {
+		const struct rte_ipv4_hdr *ip = (const struct rte_ipv4_hdr *)l3;
+
+		if (l4 == RTE_PTYPE_L4_UDP && ((const struct rte_udp_hdr *)l4h)->dgram_cksum == 0)
+			return;
+		/* The header sums to 0xffff with its checksum in. */
+		if (rte_raw_cksum(ip, hl.l3_len) != 0xffff) {
+			m->ol_flags |= RTE_MBUF_F_RX_IP_CKSUM_BAD | RTE_MBUF_F_RX_L4_CKSUM_BAD;
+			g->csum_bad++;
+			return;
+		}
+		m->ol_flags |= RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+		bad = rte_ipv4_udptcp_cksum_verify(ip, l4h) != 0;
+	} else if (RTE_ETH_IS_IPV6_HDR(ptype)) {
+		bad = rte_ipv6_udptcp_cksum_verify((const struct rte_ipv6_hdr *)l3, l4h) != 0;
+	} else {
+		return;
+	}
+	m->ol_flags |= bad ? RTE_MBUF_F_RX_L4_CKSUM_BAD : RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+	if (bad)
+		g->csum_bad++;
+}
+
 static bool
-gro_candidate(struct rte_mbuf *m)
+gro_candidate(struct rte_mbuf *m, bool lro)
 {
 	struct rte_net_hdr_lens hl;
 	const struct rte_ipv4_hdr *ip;
@@ -756,6 +809,9 @@ gro_candidate(struct rte_mbuf *m)
 	uint32_t ptype, hdr;
 
 	if (m->nb_segs != 1)
+		return false;
+	/* As a NIC's LRO: only frames whose checksums were verified. */
+	if (lro && (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) != RTE_MBUF_F_RX_L4_CKSUM_GOOD)
 		return false;
 	ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK | RTE_PTYPE_L3_MASK | RTE_PTYPE_L4_MASK);
 	if (!RTE_ETH_IS_IPV4_HDR(ptype) || (ptype & RTE_PTYPE_L4_MASK) != RTE_PTYPE_L4_TCP)
@@ -833,7 +889,7 @@ gro_burst(struct rte_mbuf **pkts, uint16_t n, struct gro *g)
 	bool cand;
 
 	for (i = 0; i <= n; i++) {
-		cand = i < n && gro_candidate(pkts[i]);
+		cand = i < n && gro_candidate(pkts[i], g->lro);
 		if (cand && i - start < g->max_frames && len + pkts[i]->pkt_len <= g->max_len) {
 			len += pkts[i]->pkt_len;
 			continue;
@@ -1521,8 +1577,11 @@ main(int argc, char **argv)
 					}
 				}
 				if (k > 0) {
-					if (sw)
+					if (sw) {
+						for (i = 0; i < k; i++)
+							sw_rx_csum(fwd[i], &a->gro);
 						k = gro_burst(fwd, k, &a->gro);
+					}
 					kbridge_to_kernel(kp, q, fwd, k);
 				}
 

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# ab-cost.sh TREE_A TREE_B [ROUNDS]: what a frame costs, two builds of kbridge
+# compared on the ring bed in interleaved rounds (A B, then B A, ...). Each
+# measurement brings the bed up from that tree (its own bin/ and default
+# config) and runs iperf3 each way at a fixed rate (RATE, default 1500M; SECS,
+# default 10), below what either build can move, so that both move the same
+# traffic and what differs is what it costs: kbridge's CPU (utime+stime from
+# /proc/PID/stat) and CPU 0's busy time (/proc/stat), each per Gbit/s received.
+# A throughput run (make bench) lets the CPU kbridge saves go to the workload,
+# where the machine's noise hides it; at a fixed rate it shows as CPU. kbridge
+# runs with policy.mode POLICY (default interrupt): adaptive spins through a
+# paced flow's gaps, so its CPU would be the spin's, not the frames'.
+# Root; run it under nothing else (tests/README.md). Progress on stderr; one
+# line per measurement, then a min-max summary, on stdout.
+# Example: git worktree add /work/wt/before <rev> && make -C /work/wt/before build &&
+#   tests/testbed/ab-cost.sh /work/wt/before . 3
+set -euo pipefail
+A=$1 B=$2 ROUNDS=${3:-3} RATE=${RATE:-1500M} SECS=${SECS:-10} POLICY=${POLICY:-interrupt}
+RUN=${KBT_RUN:-/run/kbt}
+out=$(mktemp) cfg=$(mktemp --suffix=.yaml)
+trap 'rm -f "$out" "$cfg"' EXIT
+
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+cpu0() { awk '$1 == "cpu0" { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+
+# measure TREE DIR: one iperf3 at RATE; prints "gbit kbridge_pct cpu0_pct".
+measure() {
+	local pid=$1 flags=$2 k0 k1 c0 c1 json
+	k0=$(ticks "$pid") c0=$(cpu0)
+	json=$(ip netns exec kbt-dut taskset -c 0 iperf3 -c 198.18.0.1 -p 5201 -b "$RATE" -t "$SECS" -J $flags)
+	k1=$(ticks "$pid") c1=$(cpu0)
+	python3 -c '
+import json, sys, os
+d = json.loads(sys.argv[1])
+gbit = d["end"]["sum_received"]["bits_per_second"] / 1e9
+hz = os.sysconf("SC_CLK_TCK")
+k = (int(sys.argv[3]) - int(sys.argv[2])) / hz / float(sys.argv[8]) * 100
+b0, t0, b1, t1 = map(int, sys.argv[4:8])
+c = (b1 - b0) / (t1 - t0) * 100
+print("%.3f %.1f %.1f" % (gbit, k, c))
+' "$json" "$k0" "$k1" $c0 $c1 "$SECS"
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+	order="A B"; [ $((r % 2)) -eq 0 ] && order="B A"
+	for v in $order; do
+		t=$A; [ "$v" = B ] && t=$B
+		rev=$(git -C "$t" describe --always --dirty)
+		sed -E "s/^  mode: [a-z]+$/  mode: $POLICY/" "$t/tests/testbed/kbridge.yaml" >"$cfg"
+		grep -q "^  mode: $POLICY\$" "$cfg" || { echo "ab-cost.sh: no policy.mode in $t/tests/testbed/kbridge.yaml" >&2; exit 1; }
+		make -C "$t" testbed-down >/dev/null 2>&1 || true
+		echo "round $r: $v ($rev) bed up, policy.mode $POLICY" >&2
+		KBRIDGE_CONFIG=$cfg make -C "$t" testbed-up >"${TMPDIR:-/tmp}/ab-cost-up.log" 2>&1 || { tail "${TMPDIR:-/tmp}/ab-cost-up.log"; exit 1; }
+		pid=$(cat "$RUN/kbridge.pid")
+		ip netns exec kbt-dut taskset -c 0 iperf3 -c 198.18.0.1 -p 5201 -t 2 >/dev/null # warm
+		for dir in up down; do
+			flags=; [ $dir = down ] && flags=-R
+			read -r gbit k c < <(measure "$pid" "$flags")
+			line=$(printf '%s %s %s %s %s %s %s' "$r" "$v" "$rev" "$dir" "$gbit" "$k" "$c")
+			echo "$line" >>"$out"
+			printf 'round %d %s (%s) %-4s %.2f Gbit/s, kbridge %s%% of a core, CPU 0 %s%% busy\n' \
+				"$r" "$v" "$rev" "$dir" "$gbit" "$k" "$c"
+		done
+		make -C "$t" testbed-down >/dev/null 2>&1
+	done
+done
+
+echo
+echo "min-max over $ROUNDS rounds at $RATE for ${SECS}s, policy.mode $POLICY; per Gbit/s: % of a core per Gbit/s received"
+python3 - "$out" <<'EOF'
+import sys, collections
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    r, v, rev, d, g, k, c = line.split()
+    rows[(v, rev, d)].append((float(g), float(k), float(c)))
+print("| build | direction | Gbit/s | kbridge, % of a core | kbridge per Gbit/s | CPU 0 busy, % | CPU 0 per Gbit/s |")
+print("|---|---|---:|---:|---:|---:|---:|")
+rng = lambda xs, f: "%s-%s" % (f % min(xs), f % max(xs))
+for (v, rev, d), m in sorted(rows.items(), key=lambda x: (x[0][2], x[0][0])):
+    g = [x[0] for x in m]; k = [x[1] for x in m]; c = [x[2] for x in m]
+    print("| %s (%s) | %s | %s | %s | %s | %s | %s |" % (v, rev, "to the peer" if d == "up" else "from the peer",
+        rng(g, "%.2f"), rng(k, "%.1f"), rng([a / b for a, b in zip(k, g)], "%.1f"),
+        rng(c, "%.0f"), rng([a / b for a, b in zip(c, g)], "%.1f")))
+EOF
