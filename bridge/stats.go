@@ -63,8 +63,9 @@ type OffloadCounters struct {
 	// What the coalescer saw of the app's packets (vnet.CoalesceStats):
 	// packets offered, writes it planned, packets whose IPv4 or TCP
 	// checksum was wrong (written alone, unmerged, for the kernel to drop)
-	// and packets it did not check because the app's NIC had
-	// (RTE_MBUF_F_RX_L4_CKSUM_GOOD).
+	// and packets that came with their checksums verified, which it
+	// does not check again (the app's NIC's RTE_MBUF_F_RX_L4_CKSUM_GOOD,
+	// or a partial checksum kbridge completed itself).
 	CoalescePackets atomic.Uint64
 	CoalesceWrites  atomic.Uint64
 	BadCsum         atomic.Uint64

@@ -61,8 +61,8 @@ func newCollector(d snapshotter) *collector {
 			"fallbacks (merged writes the kernel refused, redone frame by frame), split_writes and split_write_frames "+
 			"(app LRO/TSO packets cut into MTU frames in software, and the frames), coalesce_packets and coalesce_writes "+
 			"(app packets the coalescer saw, writes it planned), coalesce_bad_csum (app packets with a wrong IPv4 or TCP "+
-			"checksum, written alone for the kernel to drop), coalesce_csum_trusted (app packets not checked because the "+
-			"app's NIC had verified their checksums).", "event"),
+			"checksum, written alone for the kernel to drop), coalesce_csum_trusted (app packets that came with their "+
+			"checksums verified, by the app's NIC or by kbridge completing them, and were not checked again).", "event"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
 		recovery: prometheus.NewDesc("kbridge_takeover_recovered_total", "What this kbridge put right of a killed predecessor "+
 			"when it started, by what: held_to_kernel_freed and held_from_kernel_freed (mbufs its held record named), "+

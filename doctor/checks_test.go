@@ -90,6 +90,8 @@ var checkCases = []checkCase{
 		fix: []string{"move the workers to 0,2"}},
 	{name: "isolation warn", fixture: "cpus/fail", opts: doctor.Options{WorkerCPUs: []int{1}, AppLcores: []int{2}}, check: doctor.CheckCPUIsolation,
 		want: []doctor.Status{doctor.Warn}, ev: []string{"not isolated", "nohz_full absent"}, fix: []string{"isolcpus=1 nohz_full=1"}},
+	{name: "busy floating", fixture: "cpus/pass", opts: doctor.Options{PolicyMode: "busy"}, check: doctor.CheckCPUIsolation,
+		want: []doctor.Status{doctor.Warn}, ev: []string{"busy with workers floating"}, fix: []string{"a core of their own", "policy mode adaptive"}},
 	{name: "isolation warn busy", fixture: "cpus/fail", opts: doctor.Options{WorkerCPUs: []int{1}, AppLcores: []int{2}, PolicyMode: "busy"}, check: doctor.CheckCPUIsolation,
 		want: []doctor.Status{doctor.Warn}, ev: []string{"not isolated", "policy mode busy spins there"}, fix: []string{"a core of their own", "isolcpus=1", "policy mode adaptive"}},
 	{name: "cpus lcores from app", fixture: "cpus/applcores", opts: doctor.Options{WorkerCPUs: []int{4}}, check: doctor.CheckCPUs,

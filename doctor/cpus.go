@@ -31,8 +31,16 @@ func (e *env) readCPUSet(hostPath string) ([]int, error) {
 func checkCPUs(_ context.Context, e *env) []Result {
 	workers := e.opts.WorkerCPUs
 	if len(workers) == 0 {
-		return []Result{{Check: CheckCPUs, Status: Skip,
-			Evidence: "no worker CPUs configured: workers float over all CPUs"}}
+		skip := Result{Check: CheckCPUs, Status: Skip,
+			Evidence: "no worker CPUs configured: workers float over all CPUs"}
+		if e.opts.PolicyMode != "busy" {
+			return []Result{skip}
+		}
+		// Measured on a shared CPU: busy's spinning holds the CPU the
+		// workload needs until the scheduler preempts the worker.
+		return []Result{skip, {Check: CheckCPUIsolation, Status: Warn,
+			Evidence: "policy mode busy with workers floating over all CPUs: each spins on a CPU the scheduler shares, holding it from other tasks until preempted",
+			Fix:      "give the workers a core of their own (workers.cpus on a CPU kept free with isolcpus= or a cpuset), or set policy mode adaptive, the preset for a shared CPU (docs/CONFIG.md, Presets)"}}
 	}
 	return []Result{cpusResult(e, workers), isolationResult(e, workers)}
 }
@@ -111,7 +119,7 @@ func isolationResult(e *env, workers []int) Result {
 		if e.opts.PolicyMode == "busy" {
 			// Measured on a shared CPU: busy's spinning holds the CPU the
 			// workload needs until the scheduler preempts the worker.
-			r.Evidence += "; policy mode busy spins there, holding the CPU other tasks need until the scheduler preempts it"
+			r.Evidence += "; policy mode busy spins there: unless a cpuset keeps other tasks off (doctor reads isolcpus only), it holds the CPU they need until the scheduler preempts it"
 			r.Fix = "give the workers a core of their own (" + r.Fix + "), or set policy mode adaptive, the preset for a shared CPU (docs/CONFIG.md, Presets)"
 		}
 		return r

@@ -42,7 +42,7 @@ type CoalesceStats struct {
 	MergedPackets uint64 // packets carried by merged writes
 	LROWrites     uint64 // LRO packets written as GSO frames
 	BadCsum       uint64 // packets whose IPv4 or TCP checksum was wrong (written alone, zero header)
-	CsumTrusted   uint64 // packets not checked: the app's NIC had verified their checksums (CsumOK)
+	CsumTrusted   uint64 // packets that came verified (CsumOK): none of them is checked again
 }
 
 // IOVMax is the writev limit (UIO_MAXIOV) a merged write stays within.
@@ -183,6 +183,9 @@ func (c *Coalescer) Coalesce(pkts []Packet) []Write {
 		ps := &c.pkts[i]
 		*ps = pktState{next: -1}
 		c.classify(p, ps)
+		if p.CsumOK {
+			c.stats.CsumTrusted++
+		}
 
 		if !ps.flow {
 			// Not a TCP frame we can key. If it might be TCP (an IP
@@ -385,12 +388,7 @@ func (c *Coalescer) canAppend(pkts []Packet, w *wstate, i int) bool {
 
 // valid checks (once) the IPv4 header and TCP checksums of a keyed packet.
 func (c *Coalescer) valid(p *Packet, ps *pktState) bool {
-	if ps.checked {
-		return true
-	}
-	if p.CsumOK {
-		c.stats.CsumTrusted++
-		ps.checked = true
+	if ps.checked || p.CsumOK {
 		return true
 	}
 	b := p.Segs[0]

@@ -749,22 +749,19 @@ gso_init(struct rte_gso_ctx *gso, struct rte_mempool *mp, unsigned int n)
 	return ind;
 }
 
-/* Whether librte_gro's TCP/IPv4 merging may take m: one mbuf holding an
- * IPv4/TCP segment with payload and no flag but ACK (DPDK 22.11 merges no
- * other; a PSH, FIN or CWR segment stays a frame of its own). Fills in the
- * packet type and header lengths, which librte_gro reads instead of
- * parsing: the NIC (net_af_packet) sets neither. */
 /* --sw-offload's receive checksum offload: verifies the checksums of a
- * single-segment TCP or UDP frame over IPv4 (with its header's) or IPv6 and
- * puts the verdict in ol_flags, RTE_MBUF_F_RX_L4_CKSUM_GOOD or _BAD (and
- * RTE_MBUF_F_RX_IP_CKSUM_*), as a NIC does. Anything else stays UNKNOWN, as
- * a NIC leaves it: other protocols, chains, an IPv4 UDP datagram without a
+ * single-segment TCP or UDP frame over IPv4 (its header's first) or over an
+ * IPv6 header without extensions, and puts the verdict in ol_flags,
+ * RTE_MBUF_F_RX_L4_CKSUM_GOOD or _BAD (and RTE_MBUF_F_RX_IP_CKSUM_*), as a
+ * NIC does. Anything else stays UNKNOWN, as a NIC leaves it: other
+ * protocols, chains, IPv6 extension headers (DPDK's helper assumes none), a
+ * frame shorter than its IP length says, an IPv4 UDP datagram without a
  * checksum. */
 static void
 sw_rx_csum(struct rte_mbuf *m, struct gro *g)
 {
 	struct rte_net_hdr_lens hl;
-	uint32_t ptype, l4;
+	uint32_t ptype, l4, len;
 	const uint8_t *l3, *l4h;
 	bool bad;
 
@@ -777,10 +774,14 @@ sw_rx_csum(struct rte_mbuf *m, struct gro *g)
 		return;
 	l3 = rte_pktmbuf_mtod_offset(m, const uint8_t *, hl.l2_len);
 	l4h = l3 + hl.l3_len;
+	m->ol_flags &= ~(RTE_MBUF_F_RX_IP_CKSUM_MASK | RTE_MBUF_F_RX_L4_CKSUM_MASK);
 	if (RTE_ETH_IS_IPV4_HDR(ptype)) {
 		const struct rte_ipv4_hdr *ip = (const struct rte_ipv4_hdr *)l3;
 
-		if (l4 == RTE_PTYPE_L4_UDP && ((const struct rte_udp_hdr *)l4h)->dgram_cksum == 0)
+		/* The helper sums what the IP length says: it must be there. */
+		len = rte_be_to_cpu_16(ip->total_length);
+		if (len < (uint32_t)hl.l3_len + hl.l4_len ||
+		    (uint32_t)hl.l2_len + len > rte_pktmbuf_data_len(m))
 			return;
 		/* The header sums to 0xffff with its checksum in. */
 		if (rte_raw_cksum(ip, hl.l3_len) != 0xffff) {
@@ -789,9 +790,18 @@ sw_rx_csum(struct rte_mbuf *m, struct gro *g)
 			return;
 		}
 		m->ol_flags |= RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+		if (l4 == RTE_PTYPE_L4_UDP && ((const struct rte_udp_hdr *)l4h)->dgram_cksum == 0)
+			return;
 		bad = rte_ipv4_udptcp_cksum_verify(ip, l4h) != 0;
-	} else if (RTE_ETH_IS_IPV6_HDR(ptype)) {
-		bad = rte_ipv6_udptcp_cksum_verify((const struct rte_ipv6_hdr *)l3, l4h) != 0;
+	} else if ((ptype & RTE_PTYPE_L3_MASK) == RTE_PTYPE_L3_IPV6 &&
+		   hl.l3_len == sizeof(struct rte_ipv6_hdr)) {
+		const struct rte_ipv6_hdr *ip6 = (const struct rte_ipv6_hdr *)l3;
+
+		len = rte_be_to_cpu_16(ip6->payload_len);
+		if (len < hl.l4_len ||
+		    (uint32_t)hl.l2_len + hl.l3_len + len > rte_pktmbuf_data_len(m))
+			return;
+		bad = rte_ipv6_udptcp_cksum_verify(ip6, l4h) != 0;
 	} else {
 		return;
 	}
@@ -800,6 +810,11 @@ sw_rx_csum(struct rte_mbuf *m, struct gro *g)
 		g->csum_bad++;
 }
 
+/* Whether librte_gro's TCP/IPv4 merging may take m: one mbuf holding an
+ * IPv4/TCP segment with payload and no flag but ACK (DPDK 22.11 merges no
+ * other; a PSH, FIN or CWR segment stays a frame of its own). Fills in the
+ * packet type and header lengths, which librte_gro reads instead of
+ * parsing: the NIC (net_af_packet) sets neither. */
 static bool
 gro_candidate(struct rte_mbuf *m, bool lro)
 {
