@@ -179,6 +179,7 @@ func (b *Backend) watch() {
 	defer close(b.done)
 	var buf [8]byte
 	up := false
+	var seen uint64 // connects logged
 	for {
 		if _, err := unix.Read(b.notify, buf[:]); err != nil {
 			if err == unix.EINTR {
@@ -190,18 +191,24 @@ func (b *Backend) watch() {
 			return
 		}
 		b.logFaults()
+		// The eventfd adds notifications up: a frontend that left and
+		// came back between two reads (virtio-user renegotiating its
+		// features at port start does) shows only as a new connect
+		// count, and its features are the new ones.
+		connects, _ := b.Connects()
 		vid, f := connected()
 		switch {
-		case vid >= 0 && !up:
-			up = true
+		case vid >= 0 && (!up || connects != seen):
+			seen = connects
 			o := OffloadsOf(f)
 			b.log.Info("vhost-user frontend connected", "socket", b.path, "vid", vid,
 				"features", featureString(f), "app_csum", o.AppCsum, "app_tso", o.AppTSO,
 				"kernel_csum", o.KernelCsum, "kernel_tso4", o.KernelTSO4, "kernel_tso6", o.KernelTSO6,
 				"mrg_rxbuf", o.Mergeable)
-			if b.link != nil {
+			if !up && b.link != nil {
 				b.link(true)
 			}
+			up = true
 		case vid < 0 && up:
 			up = false
 			b.log.Info("vhost-user frontend gone", "socket", b.path)
