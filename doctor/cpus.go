@@ -36,13 +36,19 @@ func checkCPUs(_ context.Context, e *env) []Result {
 		if e.opts.PolicyMode != "busy" {
 			return []Result{skip}
 		}
-		// Measured on a shared CPU: busy's spinning holds the CPU the
-		// workload needs until the scheduler preempts the worker.
 		return []Result{skip, {Check: CheckCPUIsolation, Status: Warn,
 			Evidence: "policy mode busy with workers floating over all CPUs: each spins on a CPU the scheduler shares, holding it from other tasks until preempted",
-			Fix:      "give the workers a core of their own (workers.cpus on a CPU kept free with isolcpus= or a cpuset), or set policy mode adaptive, the preset for a shared CPU (docs/CONFIG.md, Presets)"}}
+			Fix:      busyOnSharedFix("workers.cpus on a CPU kept free with isolcpus= or a cpuset")}}
 	}
 	return []Result{cpusResult(e, workers), isolationResult(e, workers)}
+}
+
+// busyOnSharedFix is the advice for policy mode busy on a CPU the scheduler
+// shares, how saying how to give the workers one. Measured on a shared
+// CPU (docs/BENCHMARKS.md): busy's spinning holds the CPU the workload needs
+// until the scheduler preempts the worker, so either way out will do.
+func busyOnSharedFix(how string) string {
+	return "give the workers a core of their own (" + how + "), or set policy mode adaptive, the preset for a shared CPU (docs/CONFIG.md, Presets)"
 }
 
 func cpusResult(e *env, workers []int) Result {
@@ -117,10 +123,8 @@ func isolationResult(e *env, workers []int) Result {
 		r.Fix = fmt.Sprintf("boot with isolcpus=%s nohz_full=%s rcu_nocbs=%s (or keep other work off them with systemd AllowedCPUs=)",
 			cpulist.Format(workers), cpulist.Format(workers), cpulist.Format(workers))
 		if e.opts.PolicyMode == "busy" {
-			// Measured on a shared CPU: busy's spinning holds the CPU the
-			// workload needs until the scheduler preempts the worker.
 			r.Evidence += "; policy mode busy spins there: unless a cpuset keeps other tasks off (doctor reads isolcpus only), it holds the CPU they need until the scheduler preempts it"
-			r.Fix = "give the workers a core of their own (" + r.Fix + "), or set policy mode adaptive, the preset for a shared CPU (docs/CONFIG.md, Presets)"
+			r.Fix = busyOnSharedFix(r.Fix)
 		}
 		return r
 	}

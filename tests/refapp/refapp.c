@@ -768,6 +768,12 @@ sw_rx_csum(struct rte_mbuf *m, struct gro *g)
 	if (m->nb_segs != 1)
 		return;
 	ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK | RTE_PTYPE_L3_MASK | RTE_PTYPE_L4_MASK);
+	/* Kept, as a NIC's packet type: gro_candidate reads them instead of
+	 * parsing the frame again. */
+	m->packet_type = ptype;
+	m->l2_len = hl.l2_len;
+	m->l3_len = hl.l3_len;
+	m->l4_len = hl.l4_len;
 	l4 = ptype & RTE_PTYPE_L4_MASK;
 	if ((l4 != RTE_PTYPE_L4_TCP && l4 != RTE_PTYPE_L4_UDP) ||
 	    rte_pktmbuf_data_len(m) < (uint32_t)hl.l2_len + hl.l3_len + hl.l4_len)
@@ -825,10 +831,19 @@ gro_candidate(struct rte_mbuf *m, bool lro)
 
 	if (m->nb_segs != 1)
 		return false;
-	/* As a NIC's LRO: only frames whose checksums were verified. */
-	if (lro && (m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) != RTE_MBUF_F_RX_L4_CKSUM_GOOD)
-		return false;
-	ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK | RTE_PTYPE_L3_MASK | RTE_PTYPE_L4_MASK);
+	if (lro) {
+		/* As a NIC's LRO: only frames whose checksums were verified,
+		 * by sw_rx_csum, which also kept their type and lengths. */
+		if ((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) != RTE_MBUF_F_RX_L4_CKSUM_GOOD)
+			return false;
+		ptype = m->packet_type;
+		hl.l2_len = m->l2_len;
+		hl.l3_len = m->l3_len;
+		hl.l4_len = m->l4_len;
+	} else {
+		ptype = rte_net_get_ptype(m, &hl, RTE_PTYPE_L2_MASK | RTE_PTYPE_L3_MASK |
+					  RTE_PTYPE_L4_MASK);
+	}
 	if (!RTE_ETH_IS_IPV4_HDR(ptype) || (ptype & RTE_PTYPE_L4_MASK) != RTE_PTYPE_L4_TCP)
 		return false;
 	hdr = (uint32_t)hl.l2_len + hl.l3_len + hl.l4_len;
