@@ -14,8 +14,14 @@ out=$(sed -E \
 	-e 's|^Description=(.*)$|Description=\1 (instance %i)|' \
 	-e 's|^(ExecStart=.*/kbridge run) --config /etc/kbridge/kbridge\.yaml$|\1 --instance %i|' \
 	-e 's|^(ExecStopPost=.*/kbridge cleanup) --config /etc/kbridge/kbridge\.yaml$|\1 --instance %i|' \
+	-e 's|^RuntimeDirectory=kbridge$|# An instance'"'"'s own directory (its control socket), so that systemctl clean\
+# --what=runtime of one removes nothing of the others'"'"'; the shared parent stays\
+# writable for what an instance keeps there (mode vhost'"'"'s default socket).\
+RuntimeDirectory=kbridge/%i\
+ReadWritePaths=-/run/kbridge|' \
 	"$unit")
-for want in '^Description=.*instance %i' '^ExecStart=.* run --instance %i$' '^ExecStopPost=.* cleanup --instance %i$'; do
+for want in '^Description=.*instance %i' '^ExecStart=.* run --instance %i$' '^ExecStopPost=.* cleanup --instance %i$' \
+	'^RuntimeDirectory=kbridge/%i$' '^ReadWritePaths=-/run/kbridge$'; do
 	grep -Eq "$want" <<<"$out" || { echo "instance-unit.sh: $unit has no line to turn into /$want/" >&2; exit 1; }
 done
 if grep -q 'kbridge\.yaml' <<<"$(grep -E '^(Exec|Environment)' <<<"$out")"; then

@@ -5,8 +5,9 @@
 # two ports: each instance reads /etc/kbridge/NAME.yaml over defaults
 # named after it (port, interface, control socket /run/kbridge/NAME/),
 # a crash or a stop of one leaves the other running, `kbridge stats
-# --instance NAME` reads each, stopping the app stops both (BindsTo), and
-# dpkg --purge with both running stops them and leaves nothing.
+# --instance NAME` reads each, `systemctl clean --what=runtime` of one
+# leaves the other's control socket, stopping the app stops both (BindsTo),
+# and dpkg --purge with both running stops them and leaves nothing.
 #
 #   deploy/nspawn-check-instances.sh KBRIDGE_DEB APP_CMD
 #
@@ -72,6 +73,11 @@ check "stats: kbridge stats --instance kb0 reads kb0's daemon" stats_of kb0 '"kb
 check "metrics: kb1's file sets 127.0.0.1:9479, kb0's instance default leaves metrics off" \
 	inside sh -c 'ss -Hltn | grep -q "127.0.0.1:9479 " && ! ss -Hltn | grep -q ":9478 "'
 
+# In kb0's own mount namespace: what the sandbox lets it write under /run.
+in_kb0() { inside nsenter -t "$(iprop kb0 MainPID)" -m "$@"; }
+run_writes() { in_kb0 sh -c 'touch /run/kbridge/probe && rm /run/kbridge/probe && ! touch /run/probe 2>/dev/null'; }
+check "sandbox: in kb0's mount namespace /run/kbridge is writable (mode vhost's default socket is there), the rest of /run is not" run_writes
+
 kb0_pid=$(iprop kb0 MainPID)
 inside kill -9 "$(iprop kb1 MainPID)"
 check "crash: kill -9 of kb1 is restarted" wait_for 20 restarts_at_least kb1 1
@@ -84,7 +90,15 @@ kb0_on() { iactive kb0 && has_tap kb0; }
 check "stop: kb1 inactive, its cleanup left no kb1" kb1_gone
 check "stop: kb0 still active with its interface" kb0_on
 
+# Each instance's RuntimeDirectory is its own (kbridge/NAME): cleaning one
+# must not take the directory, and the control socket, of the others.
+check "clean: systemctl clean --what=runtime kbridge@kb1 succeeds" inside systemctl clean --what=runtime kbridge@kb1.service
+kb1_cleaned() { inside sh -c '! [ -e /run/kbridge/kb1 ] && test -S /run/kbridge/kb0/control.sock' && stats_of kb0 '"kb0"'; }
+check "clean: /run/kbridge/kb1 is gone, kb0's control socket stays and answers" kb1_cleaned
+
 inside systemctl start kbridge@kb1.service
+kb1_back() { iactive kb1 && inside test -S /run/kbridge/kb1/control.sock; }
+check "clean: kb1 starts again and makes its directory anew" wait_for 15 kb1_back
 inside systemctl stop dpdk-app.service
 both_inactive() { iinactive kb0 && iinactive kb1; }
 check "bindsto: stopping the app stops both" wait_for 15 both_inactive

@@ -111,8 +111,9 @@ stats:
 // TestInstancesUnderRealSystemd runs two instances of the template unit,
 // kbridge@kb0 and kbridge@kb1, from the package beside one reference app
 // with two ports (deploy/nspawn-check-instances.sh): each on its own file,
-// interface and control socket, a crash or stop of one leaving the other,
-// BindsTo stopping both, a purge with both running leaving nothing.
+// interface and control socket, a crash, stop or `systemctl clean` of one
+// leaving the other, BindsTo stopping both, a purge with both running
+// leaving nothing.
 func TestInstancesUnderRealSystemd(t *testing.T) {
 	harness.NeedRoot(t, "booting systemd in a container needs root")
 	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
@@ -130,7 +131,7 @@ func TestInstancesUnderRealSystemd(t *testing.T) {
 		"--vdev net_ring0 --vdev net_ring1 -m 128 -- --port kb0 --port kb1"
 	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-instances.sh"), buildDeb(t, root), app)
 	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
-	runChecks(t, cmd, 20, "nspawn-check-instances")
+	runChecks(t, cmd, 24, "nspawn-check-instances")
 }
 
 // TestXDPUnitUnderRealSystemd runs deploy/kbridge.service with mode: xdp
