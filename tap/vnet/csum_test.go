@@ -1,8 +1,13 @@
 package vnet
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // refSum is RFC 1071 the slow way: 16-bit words, 32-bit accumulator folded
@@ -105,5 +110,94 @@ func BenchmarkSum1500(b *testing.B) {
 	b.SetBytes(1500)
 	for b.Loop() {
 		Sum(buf, 0)
+	}
+}
+
+// BenchmarkSumWrittenElsewhere measures what a frame's first touch costs
+// kbridge: Sum over 1500-byte frames just written by another CPU (as the
+// app's lcore on CPU 1 copies each received frame into an mbuf, which kbridge
+// on CPU 0 then checks), beside the same frames written by the summing CPU
+// itself, in the same run; over a ring of frames that fits the L2 cache (256
+// frames, 384 KiB) and over one as large as the test bed's mbuf pool (8192
+// frames, 12 MiB). The metric is ns per frame of the summing alone (the
+// writing is outside it); docs/BENCHMARKS.md reads it against the fixed-rate
+// profile. Needs CPUs 0 and 1.
+func BenchmarkSumWrittenElsewhere(b *testing.B) {
+	if runtime.NumCPU() < 2 {
+		b.Skip("needs two CPUs")
+	}
+	const frameLen, stride = 1500, 1536
+	src := make([]byte, frameLen)
+	for _, frames := range []int{256, 8192} {
+		bufs := make([]byte, frames*stride)
+		// The frames in the order a pool hands them out: scattered, so
+		// that no prefetcher streams from one frame into the next.
+		order := rand.New(rand.NewPCG(1, 2)).Perm(frames)
+		fill := func(round int) {
+			for i := range src {
+				src[i] = byte(round + i)
+			}
+			for _, f := range order {
+				copy(bufs[f*stride:f*stride+frameLen], src)
+			}
+		}
+		for _, writer := range []int{0, 1} { // the CPU that writes; the reader is on CPU 0
+			name := fmt.Sprintf("frames=%d/written=here", frames)
+			if writer != 0 {
+				name = fmt.Sprintf("frames=%d/written=cpu%d", frames, writer)
+			}
+			b.Run(name, func(b *testing.B) {
+				start, done := make(chan int), make(chan struct{})
+				if writer != 0 {
+					go func() {
+						runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+						pin(b, writer)
+						for round := range start {
+							fill(round)
+							done <- struct{}{}
+						}
+					}()
+				}
+				res := make(chan time.Duration)
+				go func() {
+					runtime.LockOSThread()
+					pin(b, 0)
+					var spent time.Duration
+					var acc uint64
+					for n, round := 0, 0; n < b.N; round++ {
+						if writer != 0 {
+							start <- round
+							<-done
+						} else {
+							fill(round)
+						}
+						t0 := time.Now()
+						for i := 0; i < frames && n < b.N; i, n = i+1, n+1 {
+							f := order[i]
+							acc = Sum(bufs[f*stride:f*stride+frameLen], acc)
+						}
+						spent += time.Since(t0)
+					}
+					sink = acc
+					res <- spent
+				}()
+				b.SetBytes(frameLen)
+				b.ResetTimer()
+				spent := <-res
+				close(start)
+				b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N), "ns/frame-summed")
+			})
+		}
+	}
+}
+
+var sink uint64
+
+// pin moves the calling (locked) thread to cpu.
+func pin(b *testing.B, cpu int) {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		b.Errorf("pin to CPU %d: %v", cpu, err)
 	}
 }
