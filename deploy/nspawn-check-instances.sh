@@ -22,7 +22,7 @@ case $bin in *.deb) ;; *) echo "nspawn-check-instances.sh: $bin is not a .deb (m
 . "$(dirname "$0")/nspawn-lib.sh"
 nspawn_prepare "$bin" "$app"
 for b in ${EXTRA_BINS:-}; do cp "$b" "$work/bin/"; done
-mountpoint -q /dev/hugepages && binds+=(--bind=/dev/hugepages)
+nspawn_hugepages "$app"
 [ -n "${EXTRA_BINS:-}" ] && binds+=(--bind-ro=/sys/module)
 # Only what differs between the two: their addresses (and kb1's metrics,
 # to show that an instance's file sets what its defaults leave off).
@@ -68,6 +68,8 @@ check "start: each has its interface with its file's address (kb0 198.18.9.2, kb
 
 check "start: each has its control socket, /run/kbridge/kb0/control.sock and /run/kbridge/kb1/control.sock" \
 	inside sh -c 'test -S /run/kbridge/kb0/control.sock && test -S /run/kbridge/kb1/control.sock'
+check "start: /run/kbridge is 0700 root, as kbridge.service leaves it" \
+	inside sh -c '[ "$(stat -c %a:%U /run/kbridge)" = 700:root ]'
 check "stats: kbridge stats --instance kb1 reads kb1's daemon" stats_of kb1 '"kb1"'
 check "stats: kbridge stats --instance kb0 reads kb0's daemon" stats_of kb0 '"kb0"'
 check "metrics: kb1's file sets 127.0.0.1:9479, kb0's instance default leaves metrics off" \

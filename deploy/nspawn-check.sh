@@ -27,7 +27,7 @@ cfg=${3:-}
 nspawn_prepare "$bin" "$app"
 for b in ${EXTRA_BINS:-}; do cp "$b" "$work/bin/"; done
 [ -n "$cfg" ] && nspawn_config "$cfg"
-mountpoint -q /dev/hugepages && binds+=(--bind=/dev/hugepages)
+nspawn_hugepages "$app"
 # EAL probes VFIO through /sys/module, which nspawn does not show; a real
 # host has it.
 [ -n "${EXTRA_BINS:-}" ] && binds+=(--bind-ro=/sys/module)

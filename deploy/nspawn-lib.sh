@@ -75,7 +75,19 @@ nspawn_cleanup() {
 		kill -9 "$init_pid" 2>/dev/null || true
 	fi
 	[ -n "$nspawn_pid" ] && kill "$nspawn_pid" 2>/dev/null || true
+	# The app's hugepage files (nspawn_hugepages) outlive it in the bound
+	# /dev/hugepages, holding their pages until its prefix is used again.
+	[ -n "${huge_prefix:-}" ] && rm -f /dev/hugepages/"$huge_prefix"map_*
 	rm -rf "$work"
+}
+
+# nspawn_hugepages APP_CMD: binds the host's /dev/hugepages (if mounted) for
+# a DPDK app, and has nspawn_cleanup remove the files of the app's
+# --file-prefix when the container is gone.
+nspawn_hugepages() {
+	mountpoint -q /dev/hugepages || return 0
+	binds+=(--bind=/dev/hugepages)
+	huge_prefix=$(sed -n 's/.*--file-prefix[= ]\([^ ]*\).*/\1/p' <<<"$1")
 }
 
 # nspawn_boot NAME [nspawn options...]: boots the container with a private

@@ -44,7 +44,7 @@ func checkCPUs(_ context.Context, e *env) []Result {
 }
 
 // busyOnSharedFix is the advice for policy mode busy on a CPU the scheduler
-// shares, how saying how to give the workers one. Measured on a shared
+// shares, with how saying how to give the workers one. Measured on a shared
 // CPU (docs/BENCHMARKS.md): busy's spinning holds the CPU the workload needs
 // until the scheduler preempts the worker, so either way out will do.
 func busyOnSharedFix(how string) string {

@@ -106,6 +106,16 @@ stats:
 	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
 	checks := runChecks(t, cmd, 8, "nspawn-check")
 	packageChecks(t, checks)
+	noHugepageFiles(t, "kbns")
+}
+
+// noHugepageFiles fails t when the app's hugepage files (its --file-prefix)
+// outlived the container: they would hold their pages until the next run.
+func noHugepageFiles(t *testing.T, prefix string) {
+	t.Helper()
+	if left, _ := filepath.Glob("/dev/hugepages/" + prefix + "map_*"); len(left) > 0 {
+		t.Errorf("%d hugepage files of the app's prefix %s left in /dev/hugepages (%s, ...)", len(left), prefix, left[0])
+	}
 }
 
 // TestInstancesUnderRealSystemd runs two instances of the template unit,
@@ -131,7 +141,8 @@ func TestInstancesUnderRealSystemd(t *testing.T) {
 		"--vdev net_ring0 --vdev net_ring1 -m 128 -- --port kb0 --port kb1"
 	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-instances.sh"), buildDeb(t, root), app)
 	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
-	runChecks(t, cmd, 24, "nspawn-check-instances")
+	runChecks(t, cmd, 25, "nspawn-check-instances")
+	noHugepageFiles(t, "kbns")
 }
 
 // TestXDPUnitUnderRealSystemd runs deploy/kbridge.service with mode: xdp
