@@ -2,13 +2,14 @@
 // blames the bridge: ENA write-combining and LLQ header size, the kernel
 // timer against the polling policy, hugepages, hugetlbfs and the DPDK
 // runtime directory, worker CPUs against the app's lcores and CPU isolation,
-// NIC IRQ affinity, and attached XDP programs. Run returns one Result per
+// what waking a parked worker costs on this host and why (idle states,
+// guest halt polling, steal), NIC IRQ affinity, and attached XDP programs. Run returns one Result per
 // check (its status, the evidence it read and a one-line fix), Render prints
 // them as text or JSON, and ExitCode turns them into the command's exit
 // status. Only PlanIRQ and FixIRQ (kbridge doctor --fix) write anything.
 //
 // Every check reads files under Options.Root only (XDP goes through an
-// XDPInspector), so each one is tested against fixture trees and the same
+// XDPInspector, the wakeup measurement through a WakeupProber), so each one is tested against fixture trees and the same
 // code runs against the live host with Root "/". See docs/DOCTOR.md.
 package doctor
 
@@ -47,6 +48,14 @@ type Options struct {
 	// MaxHeaderBytes is the largest L2-L4 header the exception path
 	// carries. Zero means the worst case DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
+	// Learn is policy.learn, which the wakeup advice offers when off.
+	Learn bool
+	// WakeupProbe is the time the wakeup check may spend measuring.
+	// Zero skips the measurement; kbridge doctor uses DefaultWakeupProbe.
+	WakeupProbe time.Duration
+	// WakeupProber measures wakeups. Nil means LiveWakeupProbe when Root
+	// is "/", and the measurement is skipped for any other root.
+	WakeupProber WakeupProber
 	// XDP reads XDP attachment state. Nil means netlink when Root is
 	// "/", and the XDP check is skipped for any other root.
 	XDP XDPInspector
@@ -111,6 +120,8 @@ const (
 	CheckDPDKRuntime  = "dpdk-runtime"
 	CheckCPUs         = "cpus"
 	CheckCPUIsolation = "cpu-isolation"
+	CheckCPUIdle      = "cpu-idle"
+	CheckWakeup       = "wakeup"
 	CheckIRQAffinity  = "irq-affinity"
 	CheckXDP          = "xdp"
 )
@@ -135,6 +146,8 @@ var checks = []check{
 	{CheckKernelTimer, checkKernelTimer},
 	{CheckHugepages, checkHugepages},
 	{CheckCPUs, checkCPUs},
+	{CheckCPUIdle, checkCPUIdle},
+	{CheckWakeup, checkWakeup},
 	{CheckIRQAffinity, checkIRQAffinity},
 	{CheckXDP, checkXDP},
 }
@@ -178,6 +191,8 @@ type env struct {
 
 	appDone bool
 	app     *appProc
+
+	idleFacts *idleFacts
 }
 
 func newEnv(opts Options) *env {

@@ -22,6 +22,7 @@ func doctorCmd(args []string) error {
 	fix := fset.Bool("fix", false, "apply the suggested IRQ affinity")
 	nic := fset.String("nic", "", "kernel `netdev` of the NIC, for IRQ and XDP checks")
 	lcores := fset.String("app-lcores", "", "the DPDK app's lcore `cpus` (default: read from the running app)")
+	probe := fset.Duration("probe-wakeup", doctor.DefaultWakeupProbe, "measure what waking a parked worker costs for up to this `long` (0: skip)")
 	if err := fset.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -41,6 +42,10 @@ func doctorCmd(args []string) error {
 		Interface:  cfg.Interface.Name,
 		NIC:        *nic,
 		PolicyMode: string(cfg.Policy.Mode),
+		Learn:      cfg.Policy.Learn,
+	}
+	if *root == "/" {
+		opts.WakeupProbe = *probe
 	}
 	if cfg.Policy.Mode == policy.Fixed {
 		opts.FixedInterval = cfg.Policy.Interval
