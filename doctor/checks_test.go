@@ -2,6 +2,7 @@ package doctor_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +99,54 @@ var checkCases = []checkCase{
 		want: []doctor.Status{doctor.Fail}, ev: []string{"lcores of the app (pid 900, --lcores (0-1)@(4-5)) 4-5"}},
 	{name: "cpus none configured", fixture: "cpus/pass", check: doctor.CheckCPUs, want: []doctor.Status{doctor.Skip}},
 
+	// CPU idle: why a wakeup costs what it does.
+	{name: "idle vm with halt polling off", fixture: "cpu-idle/vm-haltpoll-off", opts: doctor.Options{WorkerCPUs: []int{0}}, check: doctor.CheckCPUIdle,
+		want: []doctor.Status{doctor.Warn}, ev: []string{"virtual machine (", "flags: hypervisor", "cpuidle driver haltpoll, governor haltpoll", "guest_halt_poll_ns=0",
+			"cmdline: cpuidle_haltpoll.force=1 haltpoll.guest_halt_poll_ns=0", "steal 15.5% of CPU time since boot", "halts at once (guest halt polling off)"},
+		fix: []string{"policy.mode busy on a core of its own", "echo 200000 > /sys/module/haltpoll/parameters/guest_halt_poll_ns", "policy.learn: true", "dedicated CPUs"}},
+	{name: "idle vm with halt polling off and mode busy", fixture: "cpu-idle/vm-haltpoll-off", opts: doctor.Options{WorkerCPUs: []int{0}, PolicyMode: "busy"},
+		check: doctor.CheckCPUIdle, want: []doctor.Status{doctor.Pass}, ev: []string{"guest_halt_poll_ns=0", "never park"}},
+	{name: "idle vm with halt polling on", fixture: "cpu-idle/vm-haltpoll-on", opts: doctor.Options{WorkerCPUs: []int{0, 1, 2}}, check: doctor.CheckCPUIdle,
+		want: []doctor.Status{doctor.Pass}, ev: []string{`DMI "QEMU Standard PC (Q35 + ICH9, 2009)"`, "guest_halt_poll_ns=200000", "force=N", "polls up to 200 us", "steal 0.0%"}},
+	{name: "idle xen vm without cpuidle", fixture: "cpu-idle/vm-xen", check: doctor.CheckCPUIdle, want: []doctor.Status{doctor.Warn},
+		ev: []string{"sys/hypervisor/type=xen", "current_driver absent", "halts at once (no guest halt polling)"}, fix: []string{"modprobe cpuidle_haltpoll"}},
+	{name: "idle bare metal with C6", fixture: "cpu-idle/metal-intel", opts: doctor.Options{WorkerCPUs: []int{2, 3}}, check: doctor.CheckCPUIdle,
+		want: []doctor.Status{doctor.Warn}, ev: []string{`bare metal (no hypervisor flag`, `DMI "Dell Inc. PowerEdge R650"`, "cpuidle driver intel_idle, governor menu",
+			"deepest enabled idle state of CPUs 2-3: C6, exit latency 170 us", "CPUs 2-3 isolated", "CPUs 2-3 nohz_full", "sleep in C6"},
+		fix: []string{"cpupower -c 2-3 idle-set -D 50", "/dev/cpu_dma_latency", "policy.mode busy"}},
+	{name: "idle bare metal with C6 disabled", fixture: "cpu-idle/metal-c1e", opts: doctor.Options{WorkerCPUs: []int{2, 3}}, check: doctor.CheckCPUIdle,
+		want: []doctor.Status{doctor.Pass}, ev: []string{"C1E, exit latency 10 us", "shallow idle states only"}},
+	{name: "idle busy-poll host", fixture: "cpu-idle/idle-poll", opts: doctor.Options{WorkerCPUs: []int{1}}, check: doctor.CheckCPUIdle,
+		want: []doctor.Status{doctor.Pass}, ev: []string{"current_driver=none", "cmdline: idle=poll", "CPU 1 isolated", "idle CPUs spin"}},
+
+	// Wakeup: what waking a parked worker costs, measured through a fake.
+	{name: "wakeup slow on a halting vm", fixture: "cpu-idle/vm-haltpoll-off",
+		opts:  doctor.Options{WorkerCPUs: []int{0}, AppLcores: []int{1}, WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Report: slowWakeup}},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Warn},
+		ev: []string{"after 2ms idle, 1s budget", "CPU 1 (configured app lcores) -> parked on CPU 0 p50 103 us p99 221 us max 3990 us, 3 of 300 over 1 ms",
+			"within CPU 0 (no IPI) p50 6 us p99 20 us max 30 us, 0 of 150 over 1 ms", "steal 15.0% over the probe, CPU 0 98% idle", "halted vCPU through the host"},
+		fix: []string{"see cpu-idle", "policy.mode busy"}},
+	{name: "wakeup fast on bare metal", fixture: "cpu-idle/metal-c1e",
+		opts:  doctor.Options{WorkerCPUs: []int{2, 3}, AppLcores: []int{5}, WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Report: fastWakeup}},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Pass}, ev: []string{"CPU 5 (configured app lcores) -> parked on CPUs 2-3 p50 4 us"}},
+	{name: "wakeup slow with mode busy", fixture: "cpu-idle/vm-haltpoll-off",
+		opts:  doctor.Options{WorkerCPUs: []int{0}, PolicyMode: "busy", WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Report: slowWakeup}},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Pass}, ev: []string{"not on their path"}},
+	{name: "wakeup slow on a shared cpu", fixture: "cpu-idle/metal-c1e",
+		opts:  doctor.Options{WorkerCPUs: []int{2}, WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Report: busyWakeup}},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Warn}, ev: []string{"CPU 7 (the highest online CPU", "CPU 2 20% idle", "preemptions", "not the idle state"},
+		fix: []string{"keep other work off the worker CPUs"}},
+	{name: "wakeup lost", fixture: "cpu-idle/vm-haltpoll-off",
+		opts:  doctor.Options{WorkerCPUs: []int{0}, WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Err: fmt.Errorf("no wakeup within 250ms: %w", doctor.ErrProbeLost)}},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Warn}, ev: []string{"wakeup lost: the host let"}, fix: []string{"quieter host", "see cpu-idle"}},
+	{name: "wakeup outside the cpuset", fixture: "cpu-idle/vm-haltpoll-off",
+		opts:  doctor.Options{WorkerCPUs: []int{0}, WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Err: fmt.Errorf("pin thread 7 to CPU 0: %w: invalid argument", doctor.ErrPin)}},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Warn}, ev: []string{"cannot run on that CPU"}, fix: []string{"outside taskset"}},
+	{name: "wakeup not asked for", fixture: "cpu-idle/vm-haltpoll-off", opts: doctor.Options{WorkerCPUs: []int{0}},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Skip}, ev: []string{"--probe-wakeup 0"}},
+	{name: "wakeup off the live host", fixture: "cpu-idle/vm-haltpoll-off", opts: doctor.Options{WorkerCPUs: []int{0}, WakeupProbe: time.Second},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Skip}, ev: []string{"not the live host"}},
+
 	// IRQ affinity.
 	{name: "irq intel pass", fixture: "irq-affinity/intel-pass", opts: doctor.Options{NIC: "eth1", Interface: "kb0", AppLcores: []int{4, 5}, WorkerCPUs: []int{6}},
 		check: doctor.CheckIRQAffinity, want: []doctor.Status{doctor.Pass},
@@ -129,6 +178,27 @@ var checkCases = []checkCase{
 		check: doctor.CheckXDP, want: []doctor.Status{doctor.Skip, doctor.Skip}, ev: []string{"does not exist"}},
 	{name: "xdp no inspector off-host", fixture: "xdp/any", opts: doctor.Options{NIC: "eth1"}, check: doctor.CheckXDP, want: []doctor.Status{doctor.Skip}, ev: []string{"not the live host"}},
 }
+
+// Wakeup reports for the fake prober: this bed's shape (a VM whose idle
+// vCPU halts), a bare-metal host with shallow idle states, and a worker
+// CPU busy with other tasks.
+var (
+	slowWakeup = doctor.WakeupReport{
+		Cross:    doctor.WakeupStats{Samples: 300, P50: 103 * time.Microsecond, P99: 221 * time.Microsecond, Max: 3990 * time.Microsecond, Over1ms: 3},
+		Same:     doctor.WakeupStats{Samples: 150, P50: 6 * time.Microsecond, P99: 20 * time.Microsecond, Max: 30 * time.Microsecond},
+		StealPct: 15, IdlePct: 98,
+	}
+	fastWakeup = doctor.WakeupReport{
+		Cross:    doctor.WakeupStats{Samples: 300, P50: 4 * time.Microsecond, P99: 9 * time.Microsecond, Max: 40 * time.Microsecond},
+		Same:     doctor.WakeupStats{Samples: 150, P50: 3 * time.Microsecond, P99: 5 * time.Microsecond, Max: 12 * time.Microsecond},
+		StealPct: -1, IdlePct: 99,
+	}
+	busyWakeup = doctor.WakeupReport{
+		Cross:    doctor.WakeupStats{Samples: 300, P50: 60 * time.Microsecond, P99: 2 * time.Millisecond, Max: 4 * time.Millisecond, Over1ms: 9},
+		Same:     doctor.WakeupStats{Samples: 150, P50: 8 * time.Microsecond, P99: 900 * time.Microsecond, Max: 1500 * time.Microsecond, Over1ms: 1},
+		StealPct: -1, IdlePct: 20,
+	}
+)
 
 func TestChecks(t *testing.T) {
 	for _, tc := range checkCases {
@@ -174,4 +244,25 @@ func dump(rs []doctor.Result) string {
 		b.WriteString(r.Status.String() + " " + r.Check + ": " + r.Evidence + " | fix: " + r.Fix + "\n")
 	}
 	return b.String()
+}
+
+func TestWakeupCheckProbesFromTheAppCPUToTheWorkers(t *testing.T) {
+	var asked doctor.WakeupPlan
+	opts := doctor.Options{Root: fixture(t, "cpu-idle/vm-haltpoll-on"), WorkerCPUs: []int{0, 1}, AppLcores: []int{3, 2},
+		WakeupProbe: 1500 * time.Millisecond, WakeupProber: doctortest.FakeWakeup{Report: fastWakeup, Asked: &asked}}
+	doctor.Run(context.Background(), opts)
+	if asked.From != 3 || !slices.Equal(asked.To, []int{0, 1}) || asked.Budget != opts.WakeupProbe || asked.Gap <= 0 {
+		t.Errorf("asked for %+v, want CPU 3 -> 0,1 within %v", asked, opts.WakeupProbe)
+	}
+}
+
+func TestWakeupAdviceLeavesOutLearnWhenItIsOn(t *testing.T) {
+	for _, learn := range []bool{false, true} {
+		opts := doctor.Options{Root: fixture(t, "cpu-idle/vm-haltpoll-off"), WorkerCPUs: []int{0}, Learn: learn}
+		for _, r := range doctor.Run(context.Background(), opts) {
+			if r.Check == doctor.CheckCPUIdle && strings.Contains(r.Fix, "policy.learn") == learn {
+				t.Errorf("learn %v: fix %q", learn, r.Fix)
+			}
+		}
+	}
 }

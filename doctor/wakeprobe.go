@@ -59,8 +59,13 @@ type WakeupProber interface {
 	ProbeWakeup(ctx context.Context, p WakeupPlan) (WakeupReport, error)
 }
 
-// ErrProbeLost is a wakeup that did not arrive within the probe's bound.
-var ErrProbeLost = errors.New("wakeup lost")
+// Errors of the wakeup probe.
+var (
+	// ErrProbeLost is a wakeup that did not arrive within the probe's bound.
+	ErrProbeLost = errors.New("wakeup lost")
+	// ErrPin is a CPU the probe may not run on (outside its cpuset).
+	ErrPin = errors.New("cannot run on that CPU")
+)
 
 // LiveWakeupProbe measures on this host. It needs no privilege: pinning
 // a thread to a CPU in its own affinity mask is allowed to anyone.
@@ -300,7 +305,7 @@ func pin(cpu int) error {
 	var set unix.CPUSet
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("pin thread %d to CPU %d: %w", unix.Gettid(), cpu, err)
+		return fmt.Errorf("pin thread %d to CPU %d: %w: %w", unix.Gettid(), cpu, ErrPin, err)
 	}
 	return nil
 }

@@ -128,9 +128,12 @@ func (e *env) idle() *idleFacts {
 	if err != nil {
 		governor, _ = e.read(cpuidleDir + "/current_governor_ro")
 	}
-	if driver == "" {
+	switch driver {
+	case "":
 		add("%s absent (no cpuidle: an idle CPU runs the architecture's default idle, HLT on x86)", e.path(cpuidleDir+"/current_driver"))
-	} else {
+	case "none":
+		add("%s=none (no cpuidle driver: the default idle, HLT on x86, unless idle=)", e.path(cpuidleDir+"/current_driver"))
+	default:
 		add("cpuidle driver %s, governor %s (%s)", driver, orDash(governor), e.path(cpuidleDir))
 	}
 	if driver == "haltpoll" || e.exists(haltpollParams) {
@@ -354,10 +357,15 @@ func checkWakeup(ctx context.Context, e *env) []Result {
 	rep, err := prober.ProbeWakeup(ctx, plan)
 	if err != nil {
 		r.Status, r.Evidence = Warn, err.Error()
-		if errors.Is(err, ErrProbeLost) {
+		switch {
+		case errors.Is(err, ErrPin):
+			r.Fix = "run kbridge doctor where it may use the app's and the workers' CPUs (outside taskset or a cpuset that excludes them)"
+		case errors.Is(err, ErrProbeLost):
 			r.Evidence += ": the host let a woken thread wait that long"
+			fallthrough
+		default:
+			r.Fix = "run kbridge doctor again on a quieter host; if it persists, " + fixFor(f)
 		}
-		r.Fix = "run kbridge doctor again on a quieter host; if it persists, " + fixFor(f)
 		return []Result{r}
 	}
 	r.Evidence = wakeupEvidence(rep, from, fromSrc)

@@ -36,16 +36,14 @@ func doctorCmd(args []string) error {
 		return usageError{err}
 	}
 	opts := doctor.Options{
-		Root:       *root,
-		FilePrefix: cfg.DPDK.FilePrefix,
-		WorkerCPUs: cfg.WorkerCPUs(),
-		Interface:  cfg.Interface.Name,
-		NIC:        *nic,
-		PolicyMode: string(cfg.Policy.Mode),
-		Learn:      cfg.Policy.Learn,
-	}
-	if *root == "/" {
-		opts.WakeupProbe = *probe
+		Root:        *root,
+		FilePrefix:  cfg.DPDK.FilePrefix,
+		WorkerCPUs:  cfg.WorkerCPUs(),
+		Interface:   cfg.Interface.Name,
+		NIC:         *nic,
+		PolicyMode:  string(cfg.Policy.Mode),
+		Learn:       cfg.Policy.Learn,
+		WakeupProbe: *probe,
 	}
 	if cfg.Policy.Mode == policy.Fixed {
 		opts.FixedInterval = cfg.Policy.Interval

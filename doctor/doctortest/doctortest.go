@@ -1,6 +1,7 @@
 // Package doctortest provides fakes for testing code built on doctor
 // without a live host: FakeXDP answers doctor.XDPInspector from a map of
-// interface names to XDP states.
+// interface names to XDP states, FakeWakeup doctor.WakeupProber with a
+// fixed report.
 package doctortest
 
 import (
@@ -24,4 +25,25 @@ func (f FakeXDP) LinkXDP(ctx context.Context, ifname string) (doctor.XDPState, e
 		return doctor.XDPState{}, fmt.Errorf("%s: %w", ifname, doctor.ErrNoLink)
 	}
 	return st, nil
+}
+
+// FakeWakeup answers doctor.WakeupProber with Report (its Plan set to
+// the plan asked for) or Err, and keeps the last plan in Asked.
+type FakeWakeup struct {
+	Report doctor.WakeupReport
+	Err    error
+	Asked  *doctor.WakeupPlan
+}
+
+// ProbeWakeup implements doctor.WakeupProber.
+func (f FakeWakeup) ProbeWakeup(ctx context.Context, p doctor.WakeupPlan) (doctor.WakeupReport, error) {
+	if f.Asked != nil {
+		*f.Asked = p
+	}
+	if err := ctx.Err(); err != nil {
+		return doctor.WakeupReport{}, err
+	}
+	r := f.Report
+	r.Plan = p
+	return r, f.Err
 }
