@@ -134,8 +134,11 @@ var checkCases = []checkCase{
 		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Pass}, ev: []string{"not on their path"}},
 	{name: "wakeup slow on a shared cpu", fixture: "cpu-idle/metal-c1e",
 		opts:  doctor.Options{WorkerCPUs: []int{2}, WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Report: busyWakeup}},
-		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Warn}, ev: []string{"CPU 7 (the highest online CPU", "CPU 2 20% idle", "preemptions", "not the idle state"},
-		fix: []string{"keep other work off the worker CPUs"}},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Warn}, ev: []string{"CPU 7 (the highest online CPU", "CPU 2 20% idle", "mostly preemption by other tasks"},
+		fix: []string{"when the host is quiet", "keep other work off the worker CPUs"}},
+	{name: "wakeup slow on shallow bare metal", fixture: "cpu-idle/metal-c1e",
+		opts:  doctor.Options{WorkerCPUs: []int{2}, WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Report: slowWakeup}},
+		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Warn}, ev: []string{"not the idle state"}, fix: []string{"keep other work off the worker CPUs"}},
 	{name: "wakeup lost", fixture: "cpu-idle/vm-haltpoll-off",
 		opts:  doctor.Options{WorkerCPUs: []int{0}, WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Err: fmt.Errorf("no wakeup within 250ms: %w", doctor.ErrProbeLost)}},
 		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Warn}, ev: []string{"wakeup lost: the host let"}, fix: []string{"quieter host", "see cpu-idle"}},
@@ -246,11 +249,18 @@ func dump(rs []doctor.Result) string {
 	return b.String()
 }
 
-func TestWakeupCheckProbesFromTheAppCPUToTheWorkers(t *testing.T) {
+func TestWakeupCheckProbesFromTheAppCPUToTheWorkersAndReportsTheFigures(t *testing.T) {
 	var asked doctor.WakeupPlan
 	opts := doctor.Options{Root: fixture(t, "cpu-idle/vm-haltpoll-on"), WorkerCPUs: []int{0, 1}, AppLcores: []int{3, 2},
 		WakeupProbe: 1500 * time.Millisecond, WakeupProber: doctortest.FakeWakeup{Report: fastWakeup, Asked: &asked}}
-	doctor.Run(context.Background(), opts)
+	for _, r := range doctor.Run(context.Background(), opts) {
+		if r.Check != doctor.CheckWakeup {
+			continue
+		}
+		if rep, ok := r.Data.(*doctor.WakeupReport); !ok || rep.Cross != fastWakeup.Cross || rep.Plan.From != 3 {
+			t.Errorf("wakeup data %#v, want the probe's report for --json", r.Data)
+		}
+	}
 	if asked.From != 3 || !slices.Equal(asked.To, []int{0, 1}) || asked.Budget != opts.WakeupProbe || asked.Gap <= 0 {
 		t.Errorf("asked for %+v, want CPU 3 -> 0,1 within %v", asked, opts.WakeupProbe)
 	}

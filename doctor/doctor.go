@@ -108,6 +108,9 @@ type Result struct {
 	Status   Status `json:"status"`
 	Evidence string `json:"evidence"`
 	Fix      string `json:"fix,omitempty"`
+	// Data carries a measurement's figures for machines (the wakeup
+	// check's WakeupReport); the evidence says the same for people.
+	Data any `json:"data,omitempty"`
 }
 
 // Check IDs. They are stable: scripts match on them in --json output.

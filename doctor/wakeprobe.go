@@ -18,19 +18,19 @@ import (
 // From wakes a thread parked in epoll_wait on each of To in turn, after
 // Gap of idling, for at most Budget in all.
 type WakeupPlan struct {
-	From   int
-	To     []int
-	Gap    time.Duration
-	Budget time.Duration
+	From   int           `json:"from"`
+	To     []int         `json:"to"`
+	Gap    time.Duration `json:"gap_ns"`
+	Budget time.Duration `json:"budget_ns"`
 }
 
 // WakeupStats sums up one set of wakeups: the time from the eventfd
 // write to the woken thread running.
 type WakeupStats struct {
 	Samples int           `json:"samples"`
-	P50     time.Duration `json:"p50"`
-	P99     time.Duration `json:"p99"`
-	Max     time.Duration `json:"max"`
+	P50     time.Duration `json:"p50_ns"`
+	P99     time.Duration `json:"p99_ns"`
+	Max     time.Duration `json:"max_ns"`
 	// Over1ms counts the wakeups that took longer than a millisecond: a
 	// jiffy at HZ=1000, a round trip's worth on its own.
 	Over1ms int `json:"over_1ms"`
@@ -38,19 +38,19 @@ type WakeupStats struct {
 
 // WakeupReport is what the probe measured.
 type WakeupReport struct {
-	Plan WakeupPlan
+	Plan WakeupPlan `json:"plan"`
 	// Cross is From waking To: an IPI to a CPU that went idle, as the app
 	// wakes a parked worker.
-	Cross WakeupStats
+	Cross WakeupStats `json:"cross"`
 	// Same is the same wakeup with writer and waiter on To[0]: no IPI, no
 	// idle exit, the floor of an eventfd wakeup on this host.
-	Same WakeupStats
+	Same WakeupStats `json:"same"`
 	// StealPct is the CPU time the hypervisor stole over the probe, in
 	// percent of all CPUs' time (/proc/stat); -1 when unknown.
-	StealPct float64
+	StealPct float64 `json:"steal_pct"`
 	// IdlePct is the idle share of the To CPUs over the probe: near 100,
 	// every wakeup was from idle; lower, other tasks ran there too.
-	IdlePct float64
+	IdlePct float64 `json:"idle_pct"`
 }
 
 // WakeupProber measures what waking a parked worker costs. The live

@@ -52,6 +52,10 @@ const deepExitLatency = 50 // us
 // the same reason; a p99 over a millisecond (a jiffy at HZ=1000) warns too.
 const slowWakeup = 50 * time.Microsecond
 
+// busyIdlePct is the idle share of the worker CPUs over the probe below
+// which most wakeups found them running other tasks, not idle.
+const busyIdlePct = 50
+
 // cause is what the readings say a wakeup of an idle worker CPU costs.
 type cause int
 
@@ -369,6 +373,7 @@ func checkWakeup(ctx context.Context, e *env) []Result {
 		return []Result{r}
 	}
 	r.Evidence = wakeupEvidence(rep, from, fromSrc)
+	r.Data = &rep
 	cross := rep.Cross
 	slow := cross.Samples > 0 && (cross.P50 > slowWakeup || cross.P99 > time.Millisecond)
 	switch {
@@ -377,6 +382,12 @@ func checkWakeup(ctx context.Context, e *env) []Result {
 		r.Evidence += ": policy mode busy, the workers never park, so this is not on their path"
 	case !slow:
 		r.Status = Pass
+	case rep.IdlePct >= 0 && rep.IdlePct < busyIdlePct:
+		// The woken thread waited for other tasks rather than an idle
+		// exit: say so instead of blaming the idle state.
+		r.Status = Warn
+		r.Evidence += ": the worker CPUs were busy, so this is mostly preemption by other tasks, not the idle exit a parked worker pays"
+		r.Fix = "run kbridge doctor again when the host is quiet for the idle-exit cost; " + fixFor(&idleFacts{cause: causeShallow})
 	default:
 		r.Status = Warn
 		r.Evidence += ": " + causeClause(f)
@@ -414,9 +425,7 @@ func wakeupEvidence(rep WakeupReport, from int, fromSrc string) string {
 	}
 	if rep.IdlePct >= 0 {
 		fmt.Fprintf(&b, ", %s %.0f%% idle", cpuNoun(p.To), rep.IdlePct)
-		if rep.IdlePct < 50 {
-			b.WriteString(" (other tasks ran there: many wakeups were preemptions, not idle exits; run it again when the host is quiet)")
-		}
+
 	}
 	return b.String()
 }
@@ -440,7 +449,7 @@ func causeClause(f *idleFacts) string {
 	case causeDeepCState:
 		return fmt.Sprintf("the idle CPU sleeps in %s (%d us exit, cpu-idle)", f.deepName, f.deepUs)
 	case causeIdlePoll, causeShallow:
-		return "not the idle state (cpu-idle): other tasks or the host delay the woken thread"
+		return "not the idle state (cpu-idle): other tasks or the host delayed the woken thread"
 	}
 	return "cause unknown (cpu-idle)"
 }
