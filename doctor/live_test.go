@@ -26,6 +26,8 @@ func TestLiveHost(t *testing.T) {
 		AppLcores:  envCPUs(t, "KBRIDGE_DOCTOR_LCORES"),
 		WorkerCPUs: envCPUs(t, "KBRIDGE_DOCTOR_WORKERS"),
 		PolicyMode: os.Getenv("KBRIDGE_DOCTOR_MODE"),
+		// The probe too: this test is opt-in and measures the live host.
+		WakeupProbe: DefaultWakeupProbe,
 	}
 	if v := os.Getenv("KBRIDGE_DOCTOR_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
