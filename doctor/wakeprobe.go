@@ -179,9 +179,7 @@ func pingPong(ctx context.Context, from int, to []int, gap time.Duration, end ti
 			done <- result{err: err}
 			return
 		}
-		var d []time.Duration
-		n := int((time.Until(end))/gap) + 1
-		d = make([]time.Duration, 0, n)
+		d := make([]time.Duration, 0, max(int(time.Until(end)/gap), 0)+1)
 		var buf [8]byte
 		one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
 		events := make([]unix.EpollEvent, 1)
