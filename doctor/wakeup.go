@@ -63,13 +63,12 @@ const busyIdlePct = 50
 type cause int
 
 const (
-	causeUnknown    cause = iota
-	causeBusy             // policy busy: the workers never park
-	causeIdlePoll         // idle=poll: idle CPUs spin, no idle exit
-	causeVMHalt           // a VM whose idle vCPU halts at once
-	causeVMHaltPoll       // a VM whose idle vCPU polls before halting
-	causeDeepCState       // bare metal with a deep C-state enabled
-	causeShallow          // bare metal with shallow idle states only
+	causeBusy       cause = iota // policy busy: the workers never park
+	causeIdlePoll                // idle=poll: idle CPUs spin, no idle exit
+	causeVMHalt                  // a VM whose idle vCPU halts at once
+	causeVMHaltPoll              // a VM whose idle vCPU polls before halting
+	causeDeepCState              // bare metal with a deep C-state enabled
+	causeShallow                 // bare metal with shallow idle states only
 )
 
 // idleFacts are the readings both checks use, read once.
@@ -144,7 +143,7 @@ func (e *env) idle() *idleFacts {
 		add("cpuidle driver %s, governor %s (%s)", driver, orDash(governor), e.path(cpuidleDir))
 	}
 	if driver == "haltpoll" || e.exists(haltpollParams) {
-		f.haltNs = f.readHaltpoll(e, add)
+		f.haltNs = readHaltpoll(e, add)
 	}
 
 	cmdline, _ := e.read(procCmdline)
@@ -204,7 +203,7 @@ func (e *env) idle() *idleFacts {
 
 // readHaltpoll reads the guest halt-poll limit and its tuning, and says
 // what it is; it returns guest_halt_poll_ns, or -1.
-func (f *idleFacts) readHaltpoll(e *env, add func(string, ...any)) int64 {
+func readHaltpoll(e *env, add func(string, ...any)) int64 {
 	ns := int64(-1)
 	var ps []string
 	for _, name := range []string{"guest_halt_poll_ns", "guest_halt_poll_grow_start", "guest_halt_poll_grow", "guest_halt_poll_shrink", "guest_halt_poll_allow_shrink"} {
@@ -314,11 +313,9 @@ func checkCPUIdle(_ context.Context, e *env) []Result {
 		r.Evidence += fmt.Sprintf(": a parked worker's CPU may sleep in %s, and each wakeup pays its %d us exit", f.deepName, f.deepUs)
 		r.Fix = fmt.Sprintf("keep the worker CPUs shallower (cpupower -c %s idle-set -D %d, or a PM QoS request on /dev/cpu_dma_latency), for the power those states save; or %s",
 			cpulist.Format(f.workers), deepExitLatency, parkFix)
-	case causeShallow:
+	default: // causeShallow
 		r.Status = Pass
 		r.Evidence += ": shallow idle states only, a wakeup pays little idle exit"
-	default:
-		r.Status = Skip
 	}
 	return []Result{r}
 }
@@ -454,10 +451,8 @@ func causeClause(f *idleFacts) string {
 		return "the vCPU had halted after its poll window; the host reschedules it (cpu-idle)"
 	case causeDeepCState:
 		return fmt.Sprintf("the idle CPU sleeps in %s (%d us exit, cpu-idle)", f.deepName, f.deepUs)
-	case causeIdlePoll, causeShallow:
-		return "not the idle state (cpu-idle): other tasks or the host delayed the woken thread"
 	}
-	return "cause unknown (cpu-idle)"
+	return "not the idle state (cpu-idle): other tasks or the host delayed the woken thread"
 }
 
 // fixFor is the wakeup check's fix: the cpu-idle check holds the full
