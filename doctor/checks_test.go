@@ -123,7 +123,7 @@ var checkCases = []checkCase{
 	{name: "wakeup slow on a halting vm", fixture: "cpu-idle/vm-haltpoll-off",
 		opts:  doctor.Options{WorkerCPUs: []int{0}, AppLcores: []int{1}, WakeupProbe: time.Second, WakeupProber: doctortest.FakeWakeup{Report: slowWakeup}},
 		check: doctor.CheckWakeup, want: []doctor.Status{doctor.Warn},
-		ev: []string{"after 2ms idle, 1s budget", "CPU 1 (configured app lcores) -> parked on CPU 0 p50 103 us p99 221 us max 3990 us, 3 of 300 over 1 ms",
+		ev: []string{"after 5ms idle, 1s budget", "CPU 1 (configured app lcores) -> parked on CPU 0 p50 103 us p99 221 us max 3990 us, 3 of 300 over 1 ms",
 			"within CPU 0 (no IPI) p50 6 us p99 20 us max 30 us, 0 of 150 over 1 ms", "add 97 us at the median", "steal 15.0% over the probe, CPU 0 98% idle", "halted vCPU through the host"},
 		fix: []string{"see cpu-idle", "policy.mode busy"}},
 	{name: "wakeup fast on bare metal", fixture: "cpu-idle/metal-c1e",

@@ -84,8 +84,8 @@ type LiveWakeupProbe struct{}
 // budget even when a waiter never runs.
 const wakeupSpan = 250 * time.Millisecond
 
-// ProbeWakeup spends up to two thirds of the budget on From -> To and the
-// rest on the same wakeup within To[0].
+// ProbeWakeup spends up to three quarters of the budget on From -> To and
+// the rest on the same wakeup within To[0], the floor it is read against.
 func (LiveWakeupProbe) ProbeWakeup(ctx context.Context, p WakeupPlan) (WakeupReport, error) {
 	rep := WakeupReport{Plan: p, StealPct: -1, IdlePct: -1}
 	if len(p.To) == 0 {
@@ -96,7 +96,7 @@ func (LiveWakeupProbe) ProbeWakeup(ctx context.Context, p WakeupPlan) (WakeupRep
 	}
 	before, errStat := readProcStat("/proc/stat")
 	start := time.Now()
-	crossEnd := start.Add(p.Budget * 2 / 3)
+	crossEnd := start.Add(p.Budget * 3 / 4)
 	var err error
 	if targets := slices.DeleteFunc(slices.Clone(p.To), func(c int) bool { return c == p.From }); len(targets) > 0 {
 		rep.Cross, err = pingPong(ctx, p.From, targets, p.Gap, crossEnd)

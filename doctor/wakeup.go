@@ -40,8 +40,9 @@ const DefaultWakeupProbe = time.Second
 // wakeupGap is the idle time before each probed wakeup: past any guest
 // halt-poll window that has shrunk (haltpoll's default limit is 200 us)
 // and long enough for a bare-metal governor to pick a deep C-state, as a
-// worker parked between cold requests sees.
-const wakeupGap = 2 * time.Millisecond
+// worker parked between cold requests sees. Longer gaps cost more on the
+// test bed (docs/DOCTOR.md), but fit fewer wakeups into the budget.
+const wakeupGap = 5 * time.Millisecond
 
 // deepExitLatency is the C-state exit latency above which a bare-metal
 // wakeup is worth a warning: it is as large as what a round trip through
