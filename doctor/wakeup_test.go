@@ -132,3 +132,10 @@ func TestWakeupProbeFinishesWithinItsBoundWithSaneFigures(t *testing.T) {
 		t.Errorf("report's plan %+v, want %+v", rep.Plan, plan)
 	}
 }
+
+func TestWakeupProbeNamesACPUItMayNotUse(t *testing.T) {
+	p := WakeupPlan{From: 0, To: []int{1023}, Gap: time.Millisecond, Budget: 100 * time.Millisecond}
+	if _, err := (LiveWakeupProbe{}).ProbeWakeup(context.Background(), p); !errors.Is(err, ErrPin) {
+		t.Errorf("CPU 1023: err %v, want ErrPin", err)
+	}
+}
