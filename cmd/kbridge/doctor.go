@@ -22,7 +22,7 @@ func doctorCmd(args []string) error {
 	fix := fset.Bool("fix", false, "apply the suggested IRQ affinity")
 	nic := fset.String("nic", "", "kernel `netdev` of the NIC, for IRQ and XDP checks")
 	lcores := fset.String("app-lcores", "", "the DPDK app's lcore `cpus` (default: read from the running app)")
-	probe := fset.Duration("probe-wakeup", doctor.DefaultWakeupProbe, "measure what waking a parked worker costs for up to this `long` (0: skip)")
+	probe := fset.Duration("probe-wakeup", doctor.DefaultWakeupProbe, "measure what waking a parked worker costs, spending at most this `duration` (0: skip)")
 	if err := fset.Parse(args); err != nil {
 		return usageError{err}
 	}
