@@ -87,8 +87,10 @@ func (d *Ring) watchClosing() {
 			case <-d.done:
 				return
 			case <-t.C:
-				if l, ok := d.port.Link(); ok && (!reported || l != last) {
-					d.followLink(l)
+				// A link not followed (SetCarrier failed, as while the
+				// interface is being made again) is tried again on the
+				// next tick.
+				if l, ok := d.port.Link(); ok && (!reported || l != last) && d.followLink(l) {
 					last, reported = l, true
 				}
 				if d.port.Closing() {
@@ -102,12 +104,13 @@ func (d *Ring) watchClosing() {
 }
 
 // followLink sets the interface's carrier to the app port's link, and its
-// speed and duplex when the app knows them.
-func (d *Ring) followLink(l ring.Link) {
+// speed and duplex when the app knows them. It returns false when the
+// carrier could not be set: the caller tries again.
+func (d *Ring) followLink(l ring.Link) bool {
 	if err := d.dev.SetCarrier(l.Up); err != nil {
-		d.log.Warn("the interface's carrier does not follow the app's link", "interface", d.cfg.Interface.Name,
+		d.log.Warn("the interface's carrier does not follow the app's link yet: trying again", "interface", d.cfg.Interface.Name,
 			"link_up", l.Up, "err", err)
-		return
+		return false
 	}
 	if l.SpeedMbps != 0 {
 		if err := d.dev.SetSpeed(l.SpeedMbps, l.FullDuplex); err != nil {
@@ -117,4 +120,5 @@ func (d *Ring) followLink(l ring.Link) {
 	}
 	d.log.Info("carrier follows the app's link", "interface", d.cfg.Interface.Name, "carrier", l.Up,
 		"speed_mbps", l.SpeedMbps, "full_duplex", l.FullDuplex)
+	return true
 }

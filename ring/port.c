@@ -391,6 +391,19 @@ kb_port_withdraw(struct kbridge_ctl *c, uint32_t version)
 		kbridge_req_withdraw_(c);
 }
 
+uint64_t
+kb_port_accepted(const struct kbridge_ctl *c, uint32_t version)
+{
+	return version < 5 ? 0 : __atomic_load_n(&c->accepted, __ATOMIC_ACQUIRE);
+}
+
+void
+kb_port_set_accepted(struct kbridge_ctl *c, uint32_t version, uint64_t v)
+{
+	if (version >= 5)
+		__atomic_store_n(&c->accepted, v, __ATOMIC_RELEASE);
+}
+
 struct kbridge_held *
 kb_held_open(const char *name, int *created)
 {

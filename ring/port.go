@@ -39,6 +39,12 @@ type Port struct {
 	released bool
 	owner    uint64                 // this process's owner value once claimed
 	held     *C.struct_kbridge_held // the record of what workers hold, or nil
+
+	// undo is the seq of the request Supersede posted, until the app
+	// answered it (0: none). The caller of Ask and Supersede serializes
+	// them; nothing else reads it.
+	undo C.uint32_t
+	last C.uint32_t // the seq of the request Ask posted last
 }
 
 // OpenPort finds the exception port the app created under name.

@@ -65,6 +65,9 @@ uint32_t kb_port_post(struct kbridge_ctl *c, uint32_t type, uint32_t value, cons
 int kb_port_answer(const struct kbridge_ctl *c, uint32_t seq, int32_t *result);
 /* Withdraws an unanswered request a killed kbridge left (version 5). */
 void kb_port_withdraw(struct kbridge_ctl *c, uint32_t version);
+/* kbridge_ctl.accepted (version 5; 0 before): what the port accepted. */
+uint64_t kb_port_accepted(const struct kbridge_ctl *c, uint32_t version);
+void kb_port_set_accepted(struct kbridge_ctl *c, uint32_t version, uint64_t v);
 /* Finds or creates the held-mbuf record of port name (kbridge.h's struct
  * kbridge_held). *created is set when it did not exist. NULL: no memory. */
 struct kbridge_held *kb_held_open(const char *name, int *created);

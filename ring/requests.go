@@ -93,12 +93,29 @@ func (p *Port) post(r Request) (C.uint32_t, error) {
 	return C.kb_port_post(p.info.ctl, C.uint32_t(r.Type), C.uint32_t(r.Value), &mac[0]), nil
 }
 
+// ErrUndoUnseen means a request was not posted: the app has not yet taken
+// the value that replaced its last unanswered request (Supersede), and the
+// mailbox holds one request, so a new one would overwrite it and the app
+// would keep what kbridge set back.
+var ErrUndoUnseen = errors.New("the app has not yet taken the value kbridge set back after its last unanswered request")
+
 // Supersede posts r in place of a request the app has not answered, and
 // does not wait: an app that polls late applies r (the value kbridge set
-// the interface back to), never the request kbridge gave up on.
+// the interface back to), never the request kbridge gave up on. Ask posts
+// nothing else until the app has answered r.
 func (p *Port) Supersede(r Request) error {
-	_, err := p.post(r)
+	seq, err := p.post(r)
+	if err == nil {
+		p.undo = seq
+	}
 	return err
+}
+
+// KeepUnanswered leaves the request Ask posted last and gave up on in the
+// mailbox as the value the app must take before any other: the caller
+// keeps the interface at that value (the interface's MTU, told at start).
+func (p *Port) KeepUnanswered() {
+	p.undo = p.last
 }
 
 // WithdrawRequest withdraws a request a killed kbridge left unanswered: its
@@ -117,34 +134,59 @@ const requestPoll = time.Millisecond
 
 // Ask posts r for the app and waits for its answer until timeout or ctx
 // ends: nil when the app applied it, a *RefusedError when its port refused
-// it, ErrNoAnswer (wrapped) when no answer came. One request at a time: the
-// caller serializes (the interface's keeper does).
+// it, ErrNoAnswer (wrapped) when no answer came. While the value a
+// Supersede posted waits for the app, Ask first waits for that answer, as
+// long again, and returns ErrUndoUnseen (wrapped) without posting r if it
+// does not come. One request at a time: the caller serializes (the
+// interface's keeper does).
 func (p *Port) Ask(ctx context.Context, r Request, timeout time.Duration) error {
+	if p.undo != 0 {
+		if _, err := p.answer(ctx, p.undo, time.Now().Add(timeout)); err != nil {
+			// Not ErrNoAnswer: nothing was posted, so nothing is to be
+			// superseded.
+			return fmt.Errorf("%w (waited %v)", ErrUndoUnseen, timeout)
+		}
+		p.undo = 0
+	}
 	seq, err := p.post(r)
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(timeout)
+	p.last = seq
+	res, err := p.answer(ctx, seq, time.Now().Add(timeout))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		return fmt.Errorf("%w within %v", err, timeout)
+	case err != nil:
+		return err
+	case res == 0:
+		return nil
+	case res < 0:
+		res = -res
+	}
+	return &RefusedError{Errno: unix.Errno(res)}
+}
+
+// answer waits for the app's answer to request seq until deadline or ctx
+// ends; ErrNoAnswer (wrapped) when none came.
+func (p *Port) answer(ctx context.Context, seq C.uint32_t, deadline time.Time) (C.int32_t, error) {
 	for {
 		var res C.int32_t
 		p.mu.RLock()
 		answered := !p.released && C.kb_port_answer(p.info.ctl, seq, &res) == 1
+		released := p.released
 		p.mu.RUnlock()
-		if answered {
-			if res == 0 {
-				return nil
-			}
-			if res < 0 {
-				res = -res
-			}
-			return &RefusedError{Errno: unix.Errno(res)}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w within %v", ErrNoAnswer, timeout)
+		switch {
+		case answered:
+			return res, nil
+		case released:
+			return 0, fmt.Errorf("%w: the port is released", ErrNoAnswer)
+		case time.Now().After(deadline):
+			return 0, ErrNoAnswer
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", ErrNoAnswer, ctx.Err())
+			return 0, fmt.Errorf("%w: %w", ErrNoAnswer, ctx.Err())
 		case <-time.After(requestPoll):
 		}
 	}

@@ -210,10 +210,10 @@ func (d *Device) SetCarrier(on bool) error {
 	if len(d.queues) == 0 {
 		return errors.New("tap: device closed")
 	}
+	d.carrier = on // first, as SetSpeed: an interface being made again gets it
 	if err := setCarrier(d.queues[0].fd, on); err != nil {
 		return fmt.Errorf("tap: %s: %w", d.name, err)
 	}
-	d.carrier = on
 	return nil
 }
 

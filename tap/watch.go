@@ -665,3 +665,15 @@ func setFlags(name string, promisc, allmulti bool) error {
 	}
 	return nil
 }
+
+// SetFlags turns the interface's promiscuous and all-multicast flags on
+// where asked (a new interface has both off) and keeps them as known, before
+// Keep: what the app's port accepted from an earlier kbridge's interface.
+func (d *Device) SetFlags(promisc, allmulti bool) error {
+	if err := setFlags(d.name, promisc, allmulti); err != nil {
+		return fmt.Errorf("tap: %s: %w", d.name, err)
+	}
+	d.setKnown(ChangePromisc, promisc)
+	d.setKnown(ChangeAllmulti, allmulti)
+	return nil
+}
