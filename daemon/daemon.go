@@ -87,7 +87,7 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
-	recovery, err := claimPort(port, log)
+	recovery, err := claimPort(port, cfg.Requests.Timeout, log)
 	if err != nil {
 		return nil, err
 	}
@@ -97,26 +97,31 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		return nil, &ConfigError{conferr.Errorf("interface.mtu", mtu, "frames of that size need %d bytes, but %d segments of the app's %d-byte mbufs hold %d (raise workers.max_segments)",
 			frame, cfg.Workers.MaxSegments, port.DataRoom(), room)}
 	}
+	// The interface as it is made: the configured one, with what the app's
+	// port says. The path keeps the file's configuration, which a reload
+	// compares with.
+	made := cfg
 	accepted := port.Accepted()
 	if accepted.Any() {
-		cfg.Interface = asAccepted(cfg.Interface, accepted, log)
+		made.Interface = asAccepted(made.Interface, accepted, log)
 	}
-	if mac, ok := port.AppMAC(); ok && cfg.Interface.MAC == "" && usableMAC(mac) {
-		if other := linkWithMAC(mac, cfg.Interface.Name); other != "" {
+	if mac, ok := port.AppMAC(); ok && made.Interface.MAC == "" && usableMAC(mac) {
+		if other := linkWithMAC(mac, made.Interface.Name); other != "" {
 			log.Warn("the app port's MAC is also kernel interface "+other+"'s (a PMD on a kernel interface, such as net_af_packet): "+
 				"the interface keeps a MAC of its own, else the kernel would take frames for it on both; set interface.mac to choose one",
 				"mac", mac.String(), "kernel_interface", other)
 		} else {
-			cfg.Interface.MAC = mac.String()
-			log.Info("the interface takes the app port's MAC", "mac", cfg.Interface.MAC)
+			made.Interface.MAC = mac.String()
+			log.Info("the interface takes the app port's MAC", "mac", made.Interface.MAC)
 		}
 	}
 	serves, maxMTU := appRequests(port, cfg)
-	p, err := newTapPath(cfg, port.NumQueues(), maxMTU, log)
+	p, err := newTapPath(made, port.NumQueues(), maxMTU, log)
 	if err != nil {
 		port.Release()
 		return nil, err
 	}
+	p.cfg = cfg
 	if a := accepted; a.Promisc != nil || a.Allmulti != nil {
 		if err := p.dev.SetFlags(a.Promisc != nil && *a.Promisc, a.Allmulti != nil && *a.Allmulti); err != nil {
 			log.Warn("the interface does not take the flags the app's port accepted", "err", err)
@@ -252,6 +257,10 @@ func (d *Ring) askApp(ctx context.Context, c, old tap.Change) error {
 		return err
 	}
 	err = d.port.Ask(ctx, r, d.reqTimeout)
+	if rerr := d.port.UndoRefused(); rerr != nil {
+		d.log.Warn("the app refused a value kbridge set the interface back to after an unanswered request: "+
+			"its port may keep the value kbridge gave up on, which the interface does not have", "answer", rerr.Error())
+	}
 	switch {
 	case err == nil:
 		d.port.RecordAccepted(r)
@@ -262,7 +271,7 @@ func (d *Ring) askApp(ctx context.Context, c, old tap.Change) error {
 		case back.Type == r.Type && back.Value == r.Value && bytes.Equal(back.MAC, r.MAC):
 			d.port.KeepUnanswered() // the MTU told at start: what stays posted is the value kept
 		default:
-			if serr := d.port.Supersede(back); serr != nil {
+			if serr := d.port.Supersede(back, d.reqTimeout); serr != nil {
 				d.log.Warn("could not replace the unanswered request", "err", serr)
 			}
 		}

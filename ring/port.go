@@ -40,11 +40,12 @@ type Port struct {
 	owner    uint64                 // this process's owner value once claimed
 	held     *C.struct_kbridge_held // the record of what workers hold, or nil
 
-	// undo is the seq of the request Supersede posted, until the app
-	// answered it (0: none). The caller of Ask and Supersede serializes
-	// them; nothing else reads it.
-	undo C.uint32_t
-	last C.uint32_t // the seq of the request Ask posted last
+	// Of the mailbox (requests.go), touched only by the keeper, which
+	// serializes requests: the value the app must take before another is
+	// posted, the request Ask posted last, and the app's refusal of an
+	// undo not yet reported.
+	undo, last  pending
+	undoRefused error
 }
 
 // OpenPort finds the exception port the app created under name.

@@ -231,7 +231,8 @@ func (d *Device) SetSpeed(mbps uint32, full bool) error {
 	return nil
 }
 
-// Carrier reports what SetCarrier last set.
+// Carrier reports the carrier SetCarrier was last asked for (a re-made
+// interface gets it, even when setting it failed while the interface was gone).
 func (d *Device) Carrier() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -219,7 +219,13 @@ struct kbridge_ctl {
 	 * with the MAC in the low 48 bits; one 64-bit store. 0: nothing
 	 * accepted since the app created the port. */
 	volatile uint64_t accepted;
-	uint64_t reserved8[3];
+	/* kbridge's own (it was reserved8[1]): the seq of the last request
+	 * kbridge posted in place of an unanswered one (the value it set the
+	 * kernel interface back to). A kbridge that takes the port over leaves
+	 * that request for the app while it is unanswered, and withdraws any
+	 * other. */
+	volatile uint64_t undo;
+	uint64_t reserved8[2];
 } __rte_cache_aligned;
 
 /* Parameters of the IPC message KBRIDGE_MP_WAKEUP (fds[0] is the eventfd). */
@@ -945,7 +951,8 @@ kbridge_port_reply(struct kbridge_port *p, const struct kbridge_request *req, in
  * request stays posted until it is answered or kbridge replaces it: when
  * no answer came in time kbridge sets the kernel interface back and posts
  * the old value in its place, so an app that polls late applies that one;
- * kbridge posts nothing else until that one is answered.
+ * kbridge, and a kbridge that takes the port over, posts nothing else until
+ * that one is answered.
  * Many PMDs want the port stopped for an MTU change: stop the lcores'
  * use of the port first, as for any ethdev reconfiguration.
  */
