@@ -232,7 +232,7 @@ func testBed(t *testing.T, root string, m bedMode) {
 			if dir.flag != "" {
 				args = append(args, dir.flag)
 			}
-			waitIperf3Server(t)
+			harness.WaitIperf3Server(t)
 			res, err := harness.ParseIperf3([]byte(inDUT(t, args...)))
 			if err != nil {
 				t.Fatal(err)
@@ -254,50 +254,12 @@ func testBed(t *testing.T, root string, m bedMode) {
 	})
 	t.Run("nfs big file hash", func(t *testing.T) {
 		start := time.Now()
-		if got, want := bigFileHash(t), bigFileWant(t); got != want {
+		if got, want := harness.BigFileHash(t), harness.BigFileWant(t); got != want {
 			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
 		}
 		t.Logf("nfs-cat big.bin (256 MiB) in %v", time.Since(start).Round(time.Millisecond))
 	})
 	m.checks(t, r)
-}
-
-// waitIperf3Server waits until the peer's iperf3 server is idle: between
-// two tests it closes its listener and opens it again, and a client that
-// connects meanwhile is refused or reset (seen in mode vhost, where the
-// last test takes longer to close). Idle is the "Server listening" banner
-// as the last thing it logged.
-func waitIperf3Server(t *testing.T) {
-	t.Helper()
-	idle := func() bool {
-		b, _ := os.ReadFile(filepath.Join(runDir, "iperf3.log"))
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		for i := len(lines) - 1; i >= 0; i-- {
-			if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasPrefix(l, "-") {
-				return strings.HasPrefix(l, "Server listening")
-			}
-		}
-		return false
-	}
-	harness.WaitUntil(t, "the peer's iperf3 server to be idle", 10*time.Second, idle)
-}
-
-// bigFileHash reads big.bin over NFS from kbt-dut and returns its sha256.
-func bigFileHash(t *testing.T) string {
-	t.Helper()
-	out := sh(t, "bash", "-o", "pipefail", "-c", "ip netns exec kbt-dut taskset -c "+harness.ClientCPU+
-		" nfs-cat 'nfs://"+peerIP+"/export/big.bin?version=4' | sha256sum")
-	return strings.Fields(out)[0]
-}
-
-// bigFileWant is the sha256 up.sh recorded when it generated big.bin.
-func bigFileWant(t *testing.T) string {
-	t.Helper()
-	want, err := os.ReadFile("/var/lib/kbt/big.bin.sha256")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(want))
 }
 
 // tapChecks are the checks of the modes whose kbridge runs the TAP path
