@@ -26,7 +26,6 @@
 #define KBRIDGE_CHILD_H
 
 #include <limits.h>
-#include <net/if.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -36,6 +35,15 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* if_nametoindex() as glibc's <net/if.h> declares it. Not that header: an
+ * app that includes <linux/if.h>, as DPDK's KNI example does, cannot
+ * include both (they define the same IFF_* names). */
+#ifdef __THROW
+extern unsigned int if_nametoindex(const char *__ifname) __THROW;
+#else
+extern unsigned int if_nametoindex(const char *__ifname);
 #endif
 
 /* What the child kbridge makes. */
