@@ -255,6 +255,10 @@ rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
 		goto fail;
 	}
 	kbridge_port_serve_requests(kni->port, KBRIDGE_REQ_ALL, conf->max_mtu);
+	/* For a kbridge someone else started: the child's configuration
+	 * names the MAC itself (interface.mac, which takes precedence). */
+	if (memcmp(conf->mac_addr, zero, sizeof(zero)) != 0)
+		kbridge_port_set_mac(kni->port, conf->mac_addr);
 
 	memset(&cc, 0, sizeof(cc));
 	cc.port = kni->name;

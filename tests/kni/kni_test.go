@@ -36,6 +36,9 @@ const (
 type app struct {
 	*harness.Proc
 	names []string // its KNIs
+	// kb is the process whose output holds its kbridges' logs: the app
+	// itself, whose children they are, or a kbridge started beside it.
+	kb *harness.Proc
 }
 
 // startApp runs bin/kbridge-kniapp in kbt-dut with the app's arguments
@@ -43,15 +46,20 @@ type app struct {
 // the bed places every app; rte_kni_alloc runs bin/kbridge (KBRIDGE_BIN).
 // It returns once the app forwards, its KNIs up with the bed's address on
 // the first.
-func startApp(t *testing.T, root string, names []string, args ...string) *app {
+// env adds to its environment; kb, when not nil, is the kbridge started
+// beside it (KBRIDGE_KNI_SPAWN=0).
+func startApp(t *testing.T, root string, env []string, kb *harness.Proc, names []string, args ...string) *app {
 	t.Helper()
 	appCPU := runtime.NumCPU() - 1
 	lcores := fmt.Sprintf("0@0,1@%d,2@%d", appCPU, appCPU)
-	p := harness.StartSpec(t, "kniapp", harness.Spec{Env: []string{"KBRIDGE_BIN=" + filepath.Join(root, "bin/kbridge")}},
+	p := harness.StartSpec(t, "kniapp", harness.Spec{Env: append([]string{"KBRIDGE_BIN=" + filepath.Join(root, "bin/kbridge")}, env...)},
 		append([]string{"ip", "netns", "exec", "kbt-dut", filepath.Join(root, "bin/kbridge-kniapp"),
 			"--lcores", lcores, "--file-prefix", "kbt-kni", "--proc-type", "primary", "--no-pci",
 			"--vdev", "net_af_packet0,iface=kbt-nic", "--"}, args...)...)
-	a := &app{Proc: p, names: names}
+	a := &app{Proc: p, names: names, kb: kb}
+	if kb == nil {
+		a.kb = p
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("kniapp's output:\n%s", p.Log.String())
@@ -85,9 +93,9 @@ func (a *app) request(t *testing.T, name, change, value string, kept bool, args 
 		msg = `msg="the app applied the interface's change"`
 	}
 	what := fmt.Sprintf("%s instance=%s interface=%s change=%s value=%s", msg, name, name, change, value)
-	n := a.Log.Count(what)
+	n := a.kb.Log.Count(what)
 	sh(t, append([]string{"ip", "-n", "kbt-dut", "link", "set", "dev", name}, args...)...)
-	a.WaitCountIn(t, what, n+1, 10*time.Second)
+	a.kb.WaitCountIn(t, what, n+1, 10*time.Second)
 }
 
 // allmulticastFollowsTheCallback sets all-multicast on the first KNI:
@@ -239,7 +247,7 @@ func TestKNIApplication(t *testing.T) {
 	}
 
 	t.Run("split rx and tx lcores with every callback", func(t *testing.T) {
-		a := startApp(t, root, []string{"vEth0"}, "--loop", "split", "--ops", "all", "--mac", kniMAC,
+		a := startApp(t, root, nil, nil, []string{"vEth0"}, "--loop", "split", "--ops", "all", "--mac", kniMAC,
 			"--refuse-mtu", "1280", "--refuse-down")
 		if got := attr(t, "vEth0", "address"); got != kniMAC {
 			t.Errorf("vEth0 has MAC %s, want conf.mac_addr %s", got, kniMAC)
@@ -279,7 +287,7 @@ func TestKNIApplication(t *testing.T) {
 	})
 
 	t.Run("one loop, ops NULL, two KNIs allocated twice", func(t *testing.T) {
-		a := startApp(t, root, []string{"vEth0_0", "vEth0_1"}, "--loop", "one", "--ops", "null", "--kni", "2",
+		a := startApp(t, root, nil, nil, []string{"vEth0_0", "vEth0_1"}, "--loop", "one", "--ops", "null", "--kni", "2",
 			"--realloc", "1")
 		if got := strings.Count(a.Log.String(), "kniapp: released for realloc"); got != 2 {
 			t.Errorf("the app released %d KNIs to allocate them again, want 2", got)
@@ -301,8 +309,39 @@ func TestKNIApplication(t *testing.T) {
 		a.stop(t)
 	})
 
+	t.Run("with KBRIDGE_KNI_SPAWN=0 a kbridge instance started beside the app serves the KNI", func(t *testing.T) {
+		conf := filepath.Join(t.TempDir(), "vEth0.yaml")
+		if err := os.WriteFile(conf, []byte("mode: ring\ndpdk:\n  file_prefix: kbt-kni\n  wait: 60s\ninterface:\n  up: false\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		kb := harness.Start(t, "kbridge", "ip", "netns", "exec", "kbt-dut", "taskset", "-c", "0",
+			filepath.Join(root, "bin/kbridge"), "run", "--instance", "vEth0", "--config", conf)
+		a := startApp(t, root, []string{"KBRIDGE_KNI_SPAWN=0"}, kb, []string{"vEth0"}, "--mac", kniMAC)
+		if strings.Contains(a.Log.String(), "msg=\"bridge running\"") {
+			t.Errorf("the app started a kbridge of its own")
+		}
+		if got := attr(t, "vEth0", "address"); got != kniMAC {
+			t.Errorf("vEth0 has MAC %s, want conf.mac_addr %s through kbridge_port_set_mac", got, kniMAC)
+		}
+		t.Run("ping both ways", pingBothWays)
+		a.request(t, "vEth0", "mtu", "1400", true, "mtu", "1400")
+		if err := a.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if !a.ExitedWithin(30*time.Second) || a.ExitCode() != 0 {
+			t.Errorf("the app did not exit 0 within 30 s of SIGINT")
+		}
+		if !kb.ExitedWithin(10*time.Second) || kb.ExitCode() != 1 ||
+			!strings.Contains(kb.Log.String(), "the DPDK app is freeing port vEth0") {
+			t.Errorf("kbridge did not stop, exit 1, when the app released the KNI:\n%s", kb.Log.String())
+		}
+		if gone, out := harness.LinkGone("kbt-dut", "vEth0"); !gone {
+			t.Errorf("vEth0 still exists after the app released it: %s", out)
+		}
+	})
+
 	t.Run("one loop with some callbacks, the rest KNI's defaults on the port", func(t *testing.T) {
-		a := startApp(t, root, []string{"vEth0"}, "--loop", "one", "--ops", "some")
+		a := startApp(t, root, nil, nil, []string{"vEth0"}, "--loop", "one", "--ops", "some")
 		t.Run("ping both ways", pingBothWays)
 		a.request(t, "vEth0", "link", "down", true, "down")
 		a.WaitLog("kniapp: config_network_if(0, 0) = 0", 5*time.Second)
