@@ -29,7 +29,7 @@ import (
 
 const (
 	peerIP      = harness.PeerIP
-	dutIP       = "198.18.0.2" // kb0 in kbt-dut
+	dutIP       = harness.DUTIP
 	runDir      = harness.RunDir
 	treeEntries = harness.TreeEntries
 )
@@ -218,47 +218,7 @@ func testBed(t *testing.T, root string, m bedMode) {
 		m.recorded(t, r)
 	}
 	t.Logf("KBT_MODE=%s testbed up in %v; processes %v", m.name, time.Since(start).Round(time.Millisecond), r.procs)
-	t.Run("ping both ways", func(t *testing.T) {
-		for _, c := range []struct{ ns, ip string }{{"kbt-dut", peerIP}, {"kbt-peer", dutIP}} {
-			out := in(t, c.ns, "ping", "-c", "10", "-i", "0.1", "-W", "2", c.ip)
-			if !strings.Contains(out, " 0% packet loss") {
-				t.Errorf("ping from %s to %s:\n%s", c.ns, c.ip, out)
-			}
-		}
-	})
-	for _, dir := range []struct{ name, flag string }{{"tcp to peer", ""}, {"tcp from peer", "-R"}} {
-		t.Run(dir.name, func(t *testing.T) {
-			args := []string{"iperf3", "-c", peerIP, "-p", "5201", "-t", "3", "-J"}
-			if dir.flag != "" {
-				args = append(args, dir.flag)
-			}
-			harness.WaitIperf3Server(t)
-			res, err := harness.ParseIperf3([]byte(inDUT(t, args...)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.End.SumReceived.Bytes < 1<<20 {
-				t.Errorf("iperf3 %s moved %.0f bytes", dir.flag, res.End.SumReceived.Bytes)
-			}
-			t.Logf("iperf3 %s: %.0f Mbit/s", dir.flag, res.End.SumReceived.BitsPerSecond/1e6)
-		})
-	}
-	t.Run("nfs listing", func(t *testing.T) {
-		start := time.Now()
-		out := inDUT(t, "nfs-ls", "-R", "nfs://"+peerIP+"/export?version=4")
-		n := len(strings.Split(strings.TrimSpace(out), "\n"))
-		if n != treeEntries {
-			t.Errorf("nfs-ls -R listed %d entries, want %d", n, treeEntries)
-		}
-		t.Logf("nfs-ls -R: %d entries in %v", n, time.Since(start).Round(time.Millisecond))
-	})
-	t.Run("nfs big file hash", func(t *testing.T) {
-		start := time.Now()
-		if got, want := harness.BigFileHash(t), harness.BigFileWant(t); got != want {
-			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
-		}
-		t.Logf("nfs-cat big.bin (256 MiB) in %v", time.Since(start).Round(time.Millisecond))
-	})
+	harness.BedTraffic(t)
 	m.checks(t, r)
 }
 

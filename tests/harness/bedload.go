@@ -1,7 +1,7 @@
 package harness
 
-// The bed's workloads as more than one test package runs them: the peer's
-// iperf3 server, and big.bin read over NFS.
+// The bed's workloads as more than one test package runs them through the
+// forwarder in kbt-dut: ping, iperf3 and NFS.
 
 import (
 	"os"
@@ -10,6 +10,61 @@ import (
 	"testing"
 	"time"
 )
+
+// DUTIP is kb0's address in kbt-dut.
+const DUTIP = "198.18.0.2"
+
+// PingBothWays pings the peer from kbt-dut and kb0's address from the
+// peer, and wants no loss.
+func PingBothWays(t *testing.T) {
+	t.Helper()
+	for _, c := range []struct{ ns, ip string }{{"kbt-dut", PeerIP}, {"kbt-peer", DUTIP}} {
+		out := In(t, nil, c.ns, "ping", "-c", "10", "-i", "0.1", "-W", "2", c.ip)
+		if !strings.Contains(out, " 0% packet loss") {
+			t.Errorf("ping from %s to %s:\n%s", c.ns, c.ip, out)
+		}
+	}
+}
+
+// BedTraffic runs what a user of the bed checks through the forwarder, each
+// a subtest: ping both ways, iperf3 both ways, nfs-ls -R of the whole tree
+// and big.bin's hash over NFS.
+func BedTraffic(t *testing.T) {
+	t.Run("ping both ways", PingBothWays)
+	for _, dir := range []struct{ name, flag string }{{"tcp to peer", ""}, {"tcp from peer", "-R"}} {
+		t.Run(dir.name, func(t *testing.T) {
+			args := []string{"iperf3", "-c", PeerIP, "-p", "5201", "-t", "3", "-J"}
+			if dir.flag != "" {
+				args = append(args, dir.flag)
+			}
+			WaitIperf3Server(t)
+			res, err := ParseIperf3([]byte(In(t, nil, "kbt-dut", args...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.End.SumReceived.Bytes < 1<<20 {
+				t.Errorf("iperf3 %s moved %.0f bytes", dir.flag, res.End.SumReceived.Bytes)
+			}
+			t.Logf("iperf3 %s: %.0f Mbit/s", dir.flag, res.End.SumReceived.BitsPerSecond/1e6)
+		})
+	}
+	t.Run("nfs listing", func(t *testing.T) {
+		start := time.Now()
+		out := In(t, nil, "kbt-dut", "nfs-ls", "-R", "nfs://"+PeerIP+"/export?version=4")
+		n := len(strings.Split(strings.TrimSpace(out), "\n"))
+		if n != TreeEntries {
+			t.Errorf("nfs-ls -R listed %d entries, want %d", n, TreeEntries)
+		}
+		t.Logf("nfs-ls -R: %d entries in %v", n, time.Since(start).Round(time.Millisecond))
+	})
+	t.Run("nfs big file hash", func(t *testing.T) {
+		start := time.Now()
+		if got, want := BigFileHash(t), BigFileWant(t); got != want {
+			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
+		}
+		t.Logf("nfs-cat big.bin (256 MiB) in %v", time.Since(start).Round(time.Millisecond))
+	})
+}
 
 // WaitIperf3Server waits until the peer's iperf3 server is idle: between
 // two tests it closes its listener and opens it again, and a client that

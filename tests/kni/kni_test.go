@@ -27,7 +27,7 @@ import (
 
 const (
 	peerIP = harness.PeerIP
-	dutIP  = "198.18.0.2"
+	dutIP  = harness.DUTIP
 	// The first KNI's MAC where a test names one: locally administered.
 	kniMAC = "02:00:c6:12:00:02"
 )
@@ -180,49 +180,6 @@ func attr(t *testing.T, name, what string) string {
 	return strings.TrimSpace(sh(t, "ip", "netns", "exec", "kbt-dut", "cat", "/sys/class/net/"+name+"/"+what))
 }
 
-func pingBothWays(t *testing.T) {
-	t.Helper()
-	for _, c := range []struct{ ns, ip string }{{"kbt-dut", peerIP}, {"kbt-peer", dutIP}} {
-		out := harness.In(t, nil, c.ns, "ping", "-c", "10", "-i", "0.1", "-W", "2", c.ip)
-		if !strings.Contains(out, " 0% packet loss") {
-			t.Errorf("ping from %s to %s:\n%s", c.ns, c.ip, out)
-		}
-	}
-}
-
-// traffic is what tests/e2e checks through kb0, through the KNI.
-func traffic(t *testing.T) {
-	t.Run("ping both ways", pingBothWays)
-	for _, dir := range []struct{ name, flag string }{{"tcp to peer", ""}, {"tcp from peer", "-R"}} {
-		t.Run(dir.name, func(t *testing.T) {
-			args := []string{"iperf3", "-c", peerIP, "-p", "5201", "-t", "3", "-J"}
-			if dir.flag != "" {
-				args = append(args, dir.flag)
-			}
-			harness.WaitIperf3Server(t)
-			res, err := harness.ParseIperf3([]byte(harness.In(t, nil, "kbt-dut", args...)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.End.SumReceived.Bytes < 1<<20 {
-				t.Errorf("iperf3 %s moved %.0f bytes", dir.flag, res.End.SumReceived.Bytes)
-			}
-			t.Logf("iperf3 %s: %.0f Mbit/s", dir.flag, res.End.SumReceived.BitsPerSecond/1e6)
-		})
-	}
-	t.Run("nfs listing", func(t *testing.T) {
-		out := harness.In(t, nil, "kbt-dut", "nfs-ls", "-R", "nfs://"+peerIP+"/export?version=4")
-		if n := len(strings.Split(strings.TrimSpace(out), "\n")); n != harness.TreeEntries {
-			t.Errorf("nfs-ls -R listed %d entries, want %d", n, harness.TreeEntries)
-		}
-	})
-	t.Run("nfs big file hash", func(t *testing.T) {
-		if got, want := harness.BigFileHash(t), harness.BigFileWant(t); got != want {
-			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
-		}
-	})
-}
-
 func TestKNIApplication(t *testing.T) {
 	harness.NeedRoot(t, "the KNI application on the test bed needs root (namespaces, DPDK, TAP)")
 	root := harness.RepoRoot(t)
@@ -255,7 +212,7 @@ func TestKNIApplication(t *testing.T) {
 		if got := attr(t, "vEth0", "mtu"); got != "1500" {
 			t.Errorf("vEth0 has MTU %s, want conf.mtu 1500", got)
 		}
-		traffic(t)
+		harness.BedTraffic(t)
 		t.Run("requests reach the callbacks and their answer holds", func(t *testing.T) {
 			a.request(t, "vEth0", "mtu", "1400", true, "mtu", "1400")
 			a.WaitLog("kniapp: change_mtu(0, 1400) = 0", 5*time.Second)
@@ -281,7 +238,7 @@ func TestKNIApplication(t *testing.T) {
 			a.allmulticastFollowsTheCallback(t)
 			a.request(t, "vEth0", "mtu", "1500", true, "mtu", "1500")
 			sh(t, "ip", "-n", "kbt-peer", "neigh", "flush", "dev", "kbt-wire")
-			pingBothWays(t)
+			harness.PingBothWays(t)
 		})
 		a.stop(t)
 	})
@@ -295,7 +252,7 @@ func TestKNIApplication(t *testing.T) {
 		if a0, a1 := attr(t, "vEth0_0", "address"), attr(t, "vEth0_1", "address"); a0 == a1 {
 			t.Errorf("both KNIs have MAC %s: a zero conf.mac_addr is a random one each", a0)
 		}
-		t.Run("ping both ways", pingBothWays)
+		t.Run("ping both ways", harness.PingBothWays)
 		t.Run("without callbacks every request succeeds", func(t *testing.T) {
 			a.request(t, "vEth0_1", "mtu", "1400", true, "mtu", "1400")
 			a.request(t, "vEth0_1", "link", "down", true, "down")
@@ -323,7 +280,7 @@ func TestKNIApplication(t *testing.T) {
 		if got := attr(t, "vEth0", "address"); got != kniMAC {
 			t.Errorf("vEth0 has MAC %s, want conf.mac_addr %s through kbridge_port_set_mac", got, kniMAC)
 		}
-		t.Run("ping both ways", pingBothWays)
+		t.Run("ping both ways", harness.PingBothWays)
 		a.request(t, "vEth0", "mtu", "1400", true, "mtu", "1400")
 		if err := a.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
@@ -342,7 +299,7 @@ func TestKNIApplication(t *testing.T) {
 
 	t.Run("one loop with some callbacks, the rest KNI's defaults on the port", func(t *testing.T) {
 		a := startApp(t, root, nil, nil, []string{"vEth0"}, "--loop", "one", "--ops", "some")
-		t.Run("ping both ways", pingBothWays)
+		t.Run("ping both ways", harness.PingBothWays)
 		a.request(t, "vEth0", "link", "down", true, "down")
 		a.WaitLog("kniapp: config_network_if(0, 0) = 0", 5*time.Second)
 		a.request(t, "vEth0", "link", "up", true, "up")
