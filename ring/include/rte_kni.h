@@ -138,6 +138,19 @@ rte_kni_find_(const char *name)
 	return NULL;
 }
 
+/* Takes kni off the registry. */
+static inline void
+rte_kni_unlist_(const struct rte_kni *kni)
+{
+	int i;
+
+	pthread_mutex_lock(&rte_kni_lock_);
+	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
+		if (rte_kni_list_[i] == kni)
+			rte_kni_list_[i] = NULL;
+	pthread_mutex_unlock(&rte_kni_lock_);
+}
+
 /* $name as milliseconds, else def. */
 static inline unsigned int
 rte_kni_env_ms_(const char *name, unsigned int def)
@@ -291,11 +304,7 @@ rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
 	return kni;
 
 fail:
-	pthread_mutex_lock(&rte_kni_lock_);
-	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
-		if (rte_kni_list_[i] == kni)
-			rte_kni_list_[i] = NULL;
-	pthread_mutex_unlock(&rte_kni_lock_);
+	rte_kni_unlist_(kni);
 	rte_kni_undo_(kni);
 	return NULL;
 }
@@ -335,11 +344,7 @@ rte_kni_release(struct rte_kni *kni)
 	 * allocated again at once. */
 	for (i = 0; i < 200 && if_nametoindex(kni->name) != 0; i++)
 		rte_delay_us_sleep(10000);
-	pthread_mutex_lock(&rte_kni_lock_);
-	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
-		if (rte_kni_list_[i] == kni)
-			rte_kni_list_[i] = NULL;
-	pthread_mutex_unlock(&rte_kni_lock_);
+	rte_kni_unlist_(kni);
 	rte_free(kni);
 	return 0;
 }
