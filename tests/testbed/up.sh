@@ -51,7 +51,7 @@
 #   KBT_MODE=kni         the KNI variant: the app is bin/kbridge-kniapp, written
 #                        for KNI (docs/KNI.md); its rte_kni_alloc starts the
 #                        kbridge of its KNI, named kb0, which gets kb0's addresses
-#                        here. Its rx and tx lcores share the app CPU.
+#                        here. It runs --loop one: one lcore on the app CPU, as the reference app.
 #   KBT_VHOST_OFFLOADS   mode vhost: per-port offloads testpmd turns on on its
 #                        virtio-user port before forwarding ("rx_offload:NAME" or
 #                        "tx_offload:NAME", space-separated; default
@@ -346,8 +346,8 @@ if [ "$MODE" = kni ]; then
 	say "starting the KNI app on CPU $KBT_APP_CPU"
 	export KBRIDGE_BIN=$KBT_KBRIDGE
 	spawn kniapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_ROOT/bin/kbridge-kniapp" \
-		--lcores "0@(${KBT_OTHER_CPUS:-$KBT_APP_CPU}),1@$KBT_APP_CPU,2@$KBT_APP_CPU" --main-lcore 0 \
-		--file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci --vdev net_af_packet0,iface=kbt-nic -- --name kb0
+		--lcores "0@(${KBT_OTHER_CPUS:-$KBT_APP_CPU}),1@$KBT_APP_CPU" --main-lcore 0 \
+		--file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci --vdev net_af_packet0,iface=kbt-nic -- --name kb0 --loop one
 	APP_PID=$SPAWNED_PID
 	wait_for "the KNI app to forward" 60 "$APP_PID" "$KBT_RUN/kniapp.log" \
 		grep -q '^kniapp: forwarding' "$KBT_RUN/kniapp.log"
