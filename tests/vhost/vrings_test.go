@@ -158,10 +158,13 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 		}
 		refused(t, f, before, "SET_PROTOCOL_FEATURES", true)
 	})
-	t.Run("guest memory truncated under the running device", func(t *testing.T) {
-		f := up(t)
+	// truncated truncates f's running memory to nothing and kicks.
+	truncated := func(t *testing.T, f *vu.Frontend) {
+		t.Helper()
 		through(t, f, "before the truncation")
 		before := b.vringFaults(t)
+		const shrank = "vhost-user guest memory shrank under kbridge"
+		logged := strings.Count(kb.Log.String(), shrank)
 		// From here on the frontend must not touch its own memory.
 		if err := unix.Ftruncate(f.MemFd(), 0); err != nil {
 			t.Fatal(err)
@@ -169,8 +172,8 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 		if err := f.Kick(1); err != nil {
 			t.Fatal(err)
 		}
-		kb.WaitCountIn(t, "vhost-user guest memory shrank under kbridge", 1, 10*time.Second)
-		t.Log(lastLine(kb.Log.String(), "vhost-user guest memory shrank"))
+		kb.WaitCountIn(t, shrank, logged+1, 10*time.Second)
+		t.Log(lastLine(kb.Log.String(), shrank))
 		if !f.HungUp(5 * time.Second) {
 			t.Errorf("kbridge did not hang up")
 		}
@@ -182,7 +185,27 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 		if got := received(udp, 500*time.Millisecond); len(got) != 0 {
 			t.Errorf("truncated memory delivered %q", got)
 		}
-	})
+	}
+	for _, c := range []struct {
+		name string
+		dial func(string) (*vu.Frontend, error)
+	}{
+		{"guest memory (4 KiB pages) truncated under the running device", vu.Dial},
+		{"guest memory (a 2 MiB huge page) truncated under the running device", vu.DialHuge},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := c.dial(b.sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(f.Close)
+			if _, err := f.Up(); err != nil {
+				t.Fatal(err)
+			}
+			wait(t)
+			truncated(t, f)
+		})
+	}
 	t.Run("a well-behaved frontend still gets through", func(t *testing.T) {
 		f := up(t)
 		through(t, f, "after the vring changes")

@@ -86,7 +86,13 @@ type Frontend struct {
 }
 
 // Dial connects to a backend's socket and creates guest memory.
-func Dial(path string) (*Frontend, error) {
+func Dial(path string) (*Frontend, error) { return dial(path, 0) }
+
+// DialHuge is Dial with guest memory in one 2 MiB huge page (a memfd made
+// with MFD_HUGETLB, as DPDK's EAL makes them with --in-memory).
+func DialHuge(path string) (*Frontend, error) { return dial(path, unix.MFD_HUGETLB) }
+
+func dial(path string, memfdFlags int) (*Frontend, error) {
 	f := &Frontend{sock: -1, memfd: -1, kick: [2]int{-1, -1}, call: [2]int{-1, -1}}
 	var err error
 	if f.sock, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
@@ -96,7 +102,7 @@ func Dial(path string) (*Frontend, error) {
 		f.Close()
 		return nil, fmt.Errorf("vhostusertest: connect %s: %w", path, err)
 	}
-	if f.memfd, err = unix.MemfdCreate("vhostusertest", unix.MFD_CLOEXEC); err != nil {
+	if f.memfd, err = unix.MemfdCreate("vhostusertest", unix.MFD_CLOEXEC|memfdFlags); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("vhostusertest: memfd: %w", err)
 	}
