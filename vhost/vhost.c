@@ -672,7 +672,10 @@ kb_vh_guest_fault(int vid)
  * leaves it at the head of the ring, so every dequeue after it returns 0
  * while the ring shows work. Returns 1 and says why in why, or 0 when the
  * chain is one librte_vhost takes (the dequeue came back empty for another
- * reason: no mbuf). The caller holds the queue (kb_vq_enter). */
+ * reason: no mbuf). The caller holds the queue (kb_vq_enter). Every index
+ * is bounded by vr.size, read without librte_vhost's lock: the size the
+ * rings were translated for, since kb_vh_vring_fault refuses a new one
+ * while they are. */
 #define KB_VH_MAX_VECS 256 /* BUF_VECTOR_MAX */
 static int
 kb_vh_chain_fault(int vid, uint16_t vring, char *why, size_t n)

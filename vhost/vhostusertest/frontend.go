@@ -4,7 +4,8 @@
 // virtqueues in it. A well-behaved Frontend brings a device up and sends
 // frames; every step is also exposed on its own, so that a test can send
 // what no sane frontend would (a bad memory table, a ring size that is not a
-// power of two, a descriptor outside guest memory, a descriptor loop).
+// power of two, a descriptor outside guest memory, a descriptor loop, a
+// vring resized under the device, a message cut short, memory truncated).
 //
 // Guest memory is one memfd of MemSize bytes. Its guest physical address
 // and its frontend ("user") address are both Base: the backend translates
