@@ -7,23 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kbridge/kbridge/tests/harness"
 	vu "github.com/kbridge/kbridge/vhost/vhostusertest"
 )
-
-// vringFaults reads the counters of the vring and guest memory checks.
-type vringFaults struct {
-	Vrings    uint64 `json:"refused_vrings"`
-	GuestMem  uint64 `json:"guest_memory_faults"`
-	Connected bool   `json:"connected"`
-}
-
-func (b *bed) vringFaults(t *testing.T) vringFaults {
-	t.Helper()
-	var s vringFaults
-	harness.KbridgeStats(t, b.ctl, &s)
-	return s
-}
 
 // TestVhostVringsInUseDoNotChange: a frontend changes what librte_vhost and
 // kbridge's workers use. A vring whose rings are set takes no new size,
@@ -38,43 +23,18 @@ func (b *bed) vringFaults(t *testing.T) vringFaults {
 // counted (guest_memory_faults). kbridge stays alive, and a well-behaved
 // frontend gets through after all of them.
 func TestVhostVringsInUseDoNotChange(t *testing.T) {
-	b := newBed(t, false)
-	kb := b.kbridge()
-	udp := listenUDP(t, dut)
-	connected := 0
-	wait := func(t *testing.T) {
-		t.Helper()
-		connected++
-		kb.WaitCountIn(t, "vhost-user frontend connected", connected, 10*time.Second)
-	}
-	up := func(t *testing.T) *vu.Frontend {
-		t.Helper()
-		f := dial(t, b.sock)
-		if _, err := f.Up(); err != nil {
-			t.Fatal(err)
-		}
-		wait(t)
-		return f
-	}
-	through := func(t *testing.T, f *vu.Frontend, payload string) {
-		t.Helper()
-		if err := f.SendFrame(udpFrame(payload)); err != nil {
-			t.Fatal(err)
-		}
-		if got := received(udp, 3*time.Second); len(got) != 1 || got[0] != payload {
-			t.Fatalf("got %q, want %q\n%s", got, payload, kb.Log)
-		}
-	}
+	s := serve(t)
+	b, kb, udp, wait, up, through := s.b, s.kb, s.udp, s.took, s.up, s.through
 	const line = "vhost-user vring request refused"
 	// refused checks that kbridge hung up on f, counted one more refused
 	// vring request, logged why (naming what) and lives.
-	refused := func(t *testing.T, f *vu.Frontend, before vringFaults, what string, running bool) {
+	refused := func(t *testing.T, f *vu.Frontend, before refusals, what string, running bool) {
 		t.Helper()
 		if !f.HungUp(5 * time.Second) {
 			t.Errorf("kbridge did not hang up")
 		}
 		kb.CheckRunning(t)
-		if after := b.vringFaults(t); after.Vrings != before.Vrings+1 {
+		if after := b.refusals(t); after.Vrings != before.Vrings+1 {
 			t.Errorf("refused_vrings %d -> %d, want +1", before.Vrings, after.Vrings)
 		}
 		got := lastLine(kb.Log.String(), line)
@@ -83,16 +43,13 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 		}
 		t.Log(got)
 		if running {
-			kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
+			s.left(t)
 		}
 	}
 
 	t.Run("a TX vring resized and rebased under the running device, its used ring near the end of memory", func(t *testing.T) {
 		f := dial(t, b.sock)
-		if _, err := f.Negotiate(vu.FeatureVersion1); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.SetMemTable(); err != nil {
+		if err := f.Shared(); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Vring(0); err != nil {
@@ -106,7 +63,7 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 		}
 		wait(t)
 		through(t, f, "before the resize")
-		before := b.vringFaults(t)
+		before := b.refusals(t)
 		if err := f.SetVringNum(1, 32768, vu.Version); err != nil {
 			t.Fatal(err)
 		}
@@ -120,12 +77,9 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 		received(udp, 500*time.Millisecond)
 	})
 	t.Run("a TX vring resized before the device starts", func(t *testing.T) {
-		before := b.vringFaults(t)
+		before := b.refusals(t)
 		f := dial(t, b.sock)
-		if _, err := f.Negotiate(vu.FeatureVersion1); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.SetMemTable(); err != nil {
+		if err := f.Shared(); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Vring(1); err != nil {
@@ -139,7 +93,7 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 	t.Run("a second kick fd for the running device's TX vring", func(t *testing.T) {
 		f := up(t)
 		through(t, f, "before the second kick fd")
-		before := b.vringFaults(t)
+		before := b.refusals(t)
 		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 		if err != nil {
 			t.Fatal(err)
@@ -152,7 +106,7 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 	})
 	t.Run("new protocol features for the running device", func(t *testing.T) {
 		f := up(t)
-		before := b.vringFaults(t)
+		before := b.refusals(t)
 		if err := f.Send(vu.SetProtocolFeatures, vu.Version, vu.U64s(0)); err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +116,7 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 	truncated := func(t *testing.T, f *vu.Frontend) {
 		t.Helper()
 		through(t, f, "before the truncation")
-		before := b.vringFaults(t)
+		before := b.refusals(t)
 		const shrank = "vhost-user guest memory shrank under kbridge"
 		logged := strings.Count(kb.Log.String(), shrank)
 		// From here on the frontend must not touch its own memory.
@@ -177,9 +131,9 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 		if !f.HungUp(5 * time.Second) {
 			t.Errorf("kbridge did not hang up")
 		}
-		kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
+		s.left(t)
 		kb.CheckRunning(t)
-		if after := b.vringFaults(t); after.GuestMem <= before.GuestMem {
+		if after := b.refusals(t); after.GuestMem <= before.GuestMem {
 			t.Errorf("guest_memory_faults %d -> %d, want more", before.GuestMem, after.GuestMem)
 		}
 		if got := received(udp, 500*time.Millisecond); len(got) != 0 {
@@ -206,16 +160,7 @@ func TestVhostVringsInUseDoNotChange(t *testing.T) {
 			truncated(t, f)
 		})
 	}
-	t.Run("a well-behaved frontend still gets through", func(t *testing.T) {
-		f := up(t)
-		through(t, f, "after the vring changes")
-		f.Close()
-		kb.WaitCountIn(t, "vhost-user frontend gone", connected, 10*time.Second)
-	})
-	kb.Stop(true)
-	if !strings.Contains(kb.Log.String(), "pool_in_use=0") {
-		t.Errorf("mbufs still in use after stop:\n%s", kb.Log)
-	}
+	s.finish(t, "after the vring changes")
 }
 
 // TestVhostStalledFrontend: a frontend sends a message's header and

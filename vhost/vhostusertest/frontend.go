@@ -273,6 +273,15 @@ func (f *Frontend) Negotiate(want uint64) (uint64, error) {
 	return set, f.Send(SetFeatures, Version, u64(set))
 }
 
+// Shared negotiates VERSION_1 and shares guest memory: a device with no
+// vring yet, for a test to set them as it likes.
+func (f *Frontend) Shared() error {
+	if _, err := f.Negotiate(FeatureVersion1); err != nil {
+		return err
+	}
+	return f.SetMemTable()
+}
+
 // Whole is the memory table entry covering all of guest memory.
 func Whole() Region { return Region{GPA: Base, Size: MemSize, UserAddr: Base} }
 
