@@ -125,6 +125,8 @@ type VhostStatus struct {
 	RefusedChains    uint64 `json:"refused_chains"`
 	RefusedRequests  uint64 `json:"refused_requests"`
 	RefusedPeers     uint64 `json:"refused_peers"`
+	RefusedVrings    uint64 `json:"refused_vrings"`
+	GuestMemFaults   uint64 `json:"guest_memory_faults"`
 }
 
 // Status is what the control socket serves.
@@ -137,6 +139,7 @@ func (d *Vhost) Status() any {
 		s.Connects, s.Disconnects = d.backend.Connects()
 		s.RefusedMemTables, s.RefusedChains = d.backend.Refused()
 		s.RefusedRequests, s.RefusedPeers = d.backend.RefusedRequests(), d.backend.RefusedPeers()
+		s.RefusedVrings, s.GuestMemFaults = d.backend.RefusedVrings(), d.backend.GuestMemoryFaults()
 	}
 	return s
 }
