@@ -189,9 +189,10 @@ func tunIface(path string) (string, error) {
 
 // linkUse is what is known of who uses a TAP interface.
 type linkUse struct {
-	markPid   int  // the pid kbridge's mark names; 0: no mark
-	markAlive bool // that kbridge may still run
-	queues    int  // queues attached, as the kernel counts them (disabled ones too)
+	markPid   int    // the pid kbridge's mark names; 0: no mark
+	markAlive bool   // that kbridge may still run
+	markCmd   string // its command line, when it could be read
+	queues    int    // queues attached, as the kernel counts them (disabled ones too)
 	holders   []int
 	complete  bool // every process's fds could be read
 }
@@ -202,6 +203,9 @@ func useOf(l netlink.Link) linkUse {
 	pid, alive, marked := markedOwner(l.Attrs().Alias)
 	if marked {
 		u.markPid, u.markAlive = pid, alive
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && alive {
+			u.markCmd = strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+		}
 	}
 	if t, ok := l.(*netlink.Tuntap); ok {
 		u.queues = t.Queues + t.DisabledQueues
@@ -215,6 +219,8 @@ func useOf(l netlink.Link) linkUse {
 // it or why that cannot be told.
 func (u linkUse) orphan(name string) error {
 	switch {
+	case u.markPid != 0 && u.markAlive && u.markCmd != "":
+		return fmt.Errorf("tap: %s: %w: made by kbridge pid %d (%s), which still runs", name, ErrInUse, u.markPid, u.markCmd)
 	case u.markPid != 0 && u.markAlive:
 		return fmt.Errorf("tap: %s: %w: made by kbridge pid %d, which still runs", name, ErrInUse, u.markPid)
 	case len(u.holders) > 0:

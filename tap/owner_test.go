@@ -71,6 +71,7 @@ func TestOrphanIsDecidedOnEveryClue(t *testing.T) {
 		says   string
 	}{
 		{"marked by a live kbridge", linkUse{markPid: 7, markAlive: true, queues: 1, holders: []int{7}, complete: true}, false, "kbridge pid 7, which still runs"},
+		{"marked by a live kbridge, its command line read", linkUse{markPid: 7, markAlive: true, markCmd: "kbridge run --instance b", queues: 1, complete: false}, false, "kbridge pid 7 (kbridge run --instance b), which still runs"},
 		{"held, seen", linkUse{holders: []int{9}, queues: 1, complete: true}, false, "held open by pid [9]"},
 		{"held, unseen: a queue the kernel counts", linkUse{markPid: 7, queues: 2, complete: true}, false, "2 queues attached"},
 		{"unmarked, the scan refused somewhere (EACCES)", linkUse{complete: false}, false, "as far as can be told"},

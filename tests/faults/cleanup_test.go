@@ -31,7 +31,7 @@ func TestKernelCleanupLeavesALiveTAP(t *testing.T) {
 		t.Fatalf("cleanup beside a live TAP: %v\n%s", err, out)
 	}
 	t.Logf("cleanup beside a live kbridge's TAP: %s", strings.TrimSpace(out))
-	if !strings.Contains(out, "left "+b.Ifname+" in place") || !strings.Contains(out, fmt.Sprint("kbridge pid ", b.Kb.Pid(), ",")) {
+	if !strings.Contains(out, "left "+b.Ifname+" in place") || !strings.Contains(out, fmt.Sprint("kbridge pid ", b.Kb.Pid(), " (")) {
 		t.Errorf("cleanup did not say it left the TAP held by kbridge pid %d:\n%s", b.Kb.Pid(), out)
 	}
 	if _, err := b.Link(); err != nil {
