@@ -39,6 +39,14 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 	if progress == nil {
 		progress = func(string) {}
 	}
+	if !cfg.Vhost.Client {
+		// Before the EAL and the TAP: a socket kbridge may not serve
+		// there (an unsafe directory, another backend's) fails the start
+		// at once. vhost.Start checks again right before it binds.
+		if err := vhost.PrepareSocket(cfg.VhostSocket()); err != nil {
+			return nil, err
+		}
+	}
 	progress("starting kbridge's EAL (mode vhost)")
 	if err := vhost.InitEAL(vhost.EALConfig{CPU: cfg.WorkerCPU(0), ControlCPUs: cfg.WorkerCPUs(), Args: cfg.Vhost.EALArgs}); err != nil {
 		return nil, err

@@ -523,7 +523,9 @@ func (d *Device) recreate() (err error) {
 		}
 	}()
 	for q := range d.queues {
-		fd, err := openQueue(cfg.Name)
+		// The first exclusive: an interface that took the name meanwhile
+		// is refused, not joined.
+		fd, err := openQueue(cfg.Name, q == 0)
 		if err != nil {
 			return fmt.Errorf("queue %d: %w", q, err)
 		}

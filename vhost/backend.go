@@ -124,10 +124,7 @@ func Start(cfg Config) (*Backend, error) {
 		return nil, errors.New("vhost: bad allow-list")
 	}
 	if !cfg.Client {
-		if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
-			return nil, fmt.Errorf("vhost: %w", err)
-		}
-		if err := removeStale(cfg.Path); err != nil {
+		if err := PrepareSocket(cfg.Path); err != nil {
 			return nil, err
 		}
 	}
@@ -148,12 +145,9 @@ func Start(cfg Config) (*Backend, error) {
 	started = true
 	if !cfg.Client {
 		// librte_vhost bound the socket with the umask's mode; until
-		// here the peer check alone keeps others out.
-		err := os.Chmod(cfg.Path, cfg.Mode)
-		if err == nil && gid >= 0 {
-			err = os.Chown(cfg.Path, -1, int(gid))
-		}
-		if err != nil {
+		// here the peer check alone keeps others out. The directory is
+		// root's alone (PrepareSocket), and SetPerm follows no symlink.
+		if err := sockfile.SetPerm(cfg.Path, cfg.Mode, int(gid)); err != nil {
 			C.kb_vh_stop(cpath)
 			unix.Close(evfd)
 			started = false
@@ -171,6 +165,24 @@ func Start(cfg Config) (*Backend, error) {
 		"offered", featureString(uint64(C.kb_vh_offered(cpath))))
 	go b.watch()
 	return b, nil
+}
+
+// PrepareSocket readies path for a server's bind: its directory is made
+// if missing (mode 0711: others may pass through to a socket whose own
+// mode and group let them, and list nothing) and must be root's alone
+// (sockfile.CheckDir: no symlink there or above, nobody else may write),
+// and a stale socket there is removed. kbridge binds, chmods and chowns
+// there as root: in a directory someone else may write, a symlink put at
+// the path would make it change what the link points to.
+func PrepareSocket(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return fmt.Errorf("vhost: %w", err)
+	}
+	if err := sockfile.CheckDir(dir); err != nil {
+		return fmt.Errorf("vhost: socket %s: %w: put it in a directory only root may change, such as /run/kbridge", path, err)
+	}
+	return removeStale(path)
 }
 
 // removeStale removes a socket file nobody listens on any more (a kbridge
