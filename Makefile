@@ -38,7 +38,9 @@ export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT))
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
 WERROR ?= -Werror
 HDR_WARN = -Wall -Wextra $(WERROR)
-GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h ring/include/*.h vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
+# What a DPDK app includes: kbridge.h, and KNI's API over it (docs/KNI.md).
+APP_HEADERS := ring/include/kbridge.h ring/include/kbridge_child.h ring/include/rte_kni.h ring/include/rte_kni_common.h
+GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h ring/include/kbridge.h vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
 
 .PHONY: all deps deb build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 
@@ -47,7 +49,7 @@ all: build
 deps:
 	@bash deploy/deps.sh
 
-build: $(BIN)/kbridge $(BIN)/kbridge-refapp header-check
+build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp header-check
 
 $(BIN)/kbridge: $(GOSRC)
 	@mkdir -p $(BIN)
@@ -57,15 +59,22 @@ $(BIN)/kbridge-refapp: tests/refapp/refapp.c ring/include/kbridge.h
 	@mkdir -p $(BIN)
 	$(CC) -O2 -g $(HDR_WARN) -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
-# kbridge.h compiles without a warning as C and as C++ (many DPDK apps are
-# C++), against whichever DPDK pkg-config finds.
-header-check: $(BIN)/.header-check
-$(BIN)/.header-check: ring/include/kbridge.h
+# The KNI application of tests/kni: rte_kni.h is all it includes of kbridge.
+$(BIN)/kbridge-kniapp: tests/kniapp/kniapp.c $(APP_HEADERS)
 	@mkdir -p $(BIN)
-	printf '#include <kbridge.h>\nint main(void) { return 0; }\n' | \
-		$(CC) $(HDR_WARN) -std=gnu11 -x c -Iring/include $(DPDK_CFLAGS) -c -o /dev/null -
-	printf '#include <kbridge.h>\nint main() { return 0; }\n' | \
-		$(CXX) $(HDR_WARN) -std=gnu++17 -x c++ -Iring/include $(DPDK_CFLAGS) -c -o /dev/null -
+	$(CC) -O2 -g $(HDR_WARN) -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+
+# The app's headers compile without a warning, each alone, as C and as C++
+# (many DPDK apps are C++), against whichever DPDK pkg-config finds.
+header-check: $(BIN)/.header-check
+$(BIN)/.header-check: $(APP_HEADERS)
+	@mkdir -p $(BIN)
+	for h in $(notdir $(APP_HEADERS)); do \
+		printf '#include <%s>\nint main(void) { return 0; }\n' $$h | \
+			$(CC) $(HDR_WARN) -std=gnu11 -x c -Iring/include $(DPDK_CFLAGS) -c -o /dev/null - && \
+		printf '#include <%s>\nint main() { return 0; }\n' $$h | \
+			$(CXX) $(HDR_WARN) -std=gnu++17 -x c++ -Iring/include $(DPDK_CFLAGS) -c -o /dev/null - || exit 1; \
+	done
 	@touch $@
 
 vet:
@@ -180,7 +189,11 @@ generate:
 
 install: build
 	install -D -m 0755 $(BIN)/kbridge $(DESTDIR)$(PREFIX)/bin/kbridge
-	install -D -m 0644 ring/include/kbridge.h $(DESTDIR)$(PREFIX)/include/kbridge.h
+	install -d $(DESTDIR)$(PREFIX)/include/kbridge
+	install -m 0644 $(APP_HEADERS) $(DESTDIR)$(PREFIX)/include/kbridge/
+	ln -sfn kbridge/kbridge.h $(DESTDIR)$(PREFIX)/include/kbridge.h
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/kbridge.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/kbridge.pc
 	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf
 	bash deploy/instance-unit.sh >$(BIN)/kbridge@.service

@@ -46,6 +46,17 @@ type Config struct {
 	// Vhost configures mode vhost: kbridge as the vhost-user backend of
 	// the app's virtio-user port.
 	Vhost Vhost `mapstructure:"vhost" json:"vhost"`
+	// Requests configures how kbridge hands the interface's changes to an
+	// app that takes them as requests (mode ring, kbridge.h version 5).
+	Requests Requests `mapstructure:"requests" json:"requests"`
+}
+
+// Requests bounds the app's answers to requests.
+type Requests struct {
+	// Timeout bounds the wait for the app's answer to one request; with
+	// none in time the interface is set back. Many PMDs stop and start the
+	// port for an MTU change, which can take seconds: KNI waited 3 s.
+	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
 }
 
 // The modes.
@@ -99,6 +110,7 @@ func Default() Config {
 		Policy:    policy.Default(),
 		Stats:     Stats{Socket: "/run/kbridge/kbridge.sock", Metrics: "127.0.0.1:9478"},
 		Vhost:     DefaultVhost(),
+		Requests:  Requests{Timeout: 3 * time.Second},
 	}
 }
 
@@ -142,6 +154,9 @@ func (c Config) Validate() error {
 	}
 	if c.DPDK.Wait < 0 || c.DPDK.Wait > time.Hour {
 		errs.Add("dpdk.wait", c.DPDK.Wait, "must be between 0s and 1h")
+	}
+	if c.Requests.Timeout < 10*time.Millisecond || c.Requests.Timeout > time.Minute {
+		errs.Add("requests.timeout", c.Requests.Timeout, "must be between 10ms and 1m (the app answers from its control path; an MTU change may restart its port)")
 	}
 	if c.Port == "" || len(c.Port) > limits.PortNameMax {
 		errs.Addf("port", c.Port, "must be 1 to %d characters, the name given to kbridge_port_create()", limits.PortNameMax)

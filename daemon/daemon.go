@@ -40,6 +40,8 @@ type Ring struct {
 	stopApp  func()   // ends the app watch
 	recovery Recovery // what claimPort found of a predecessor
 	maxMTU   int      // the largest MTU the app's side can carry (appRequests)
+	// reqTimeout bounds the wait for the app's answer (requests.timeout).
+	reqTimeout time.Duration
 }
 
 var _ Runner = (*Ring)(nil)
@@ -85,7 +87,7 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
-	recovery, err := claimPort(port, log)
+	recovery, err := claimPort(port, cfg.Requests.Timeout, log)
 	if err != nil {
 		return nil, err
 	}
@@ -95,23 +97,38 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		return nil, &ConfigError{conferr.Errorf("interface.mtu", mtu, "frames of that size need %d bytes, but %d segments of the app's %d-byte mbufs hold %d (raise workers.max_segments)",
 			frame, cfg.Workers.MaxSegments, port.DataRoom(), room)}
 	}
-	if mac, ok := port.AppMAC(); ok && cfg.Interface.MAC == "" && usableMAC(mac) {
-		if other := linkWithMAC(mac, cfg.Interface.Name); other != "" {
+	// The interface as it is made: the configured one, with what the app's
+	// port says. The path keeps the file's configuration, which a reload
+	// compares with.
+	made := cfg
+	accepted := port.Accepted()
+	if accepted.Any() {
+		made.Interface = asAccepted(made.Interface, accepted, log)
+	}
+	if mac, ok := port.AppMAC(); ok && made.Interface.MAC == "" && usableMAC(mac) {
+		if other := linkWithMAC(mac, made.Interface.Name); other != "" {
 			log.Warn("the app port's MAC is also kernel interface "+other+"'s (a PMD on a kernel interface, such as net_af_packet): "+
 				"the interface keeps a MAC of its own, else the kernel would take frames for it on both; set interface.mac to choose one",
 				"mac", mac.String(), "kernel_interface", other)
 		} else {
-			cfg.Interface.MAC = mac.String()
-			log.Info("the interface takes the app port's MAC", "mac", cfg.Interface.MAC)
+			made.Interface.MAC = mac.String()
+			log.Info("the interface takes the app port's MAC", "mac", made.Interface.MAC)
 		}
 	}
 	serves, maxMTU := appRequests(port, cfg)
-	p, err := newTapPath(cfg, port.NumQueues(), maxMTU, log)
+	p, err := newTapPath(made, port.NumQueues(), maxMTU, log)
 	if err != nil {
 		port.Release()
 		return nil, err
 	}
-	d := &Ring{tapPath: p, port: port, stopApp: func() {}, recovery: recovery, maxMTU: maxMTU}
+	p.cfg = cfg
+	if a := accepted; a.Promisc != nil || a.Allmulti != nil {
+		if err := p.dev.SetFlags(a.Promisc != nil && *a.Promisc, a.Allmulti != nil && *a.Allmulti); err != nil {
+			log.Warn("the interface does not take the flags the app's port accepted", "err", err)
+		}
+	}
+	d := &Ring{tapPath: p, port: port, stopApp: func() {}, recovery: recovery, maxMTU: maxMTU,
+		reqTimeout: cfg.Requests.Timeout}
 	if serves != nil {
 		p.asks, p.ask = serves, d.askApp
 		log.Info("the app takes the interface's changes as requests", "max_mtu", maxMTU)
@@ -126,6 +143,29 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mode", cfg.Policy.Mode,
 		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", p.dev.Queue(0).Merging())
 	return d, nil
+}
+
+// asAccepted is the interface as the app's port now is: what the port
+// accepted of an earlier kbridge's requests (ring.Port.Accepted) in place
+// of the configured MAC and admin state, so that the port does not filter
+// the interface's frames, and a port an administrator set down is not
+// under an interface that is up. Each difference is logged.
+func asAccepted(ifc tap.Config, a ring.Accepted, log *slog.Logger) tap.Config {
+	if a.MAC != nil && usableMAC(a.MAC) && a.MAC.String() != ifc.MAC {
+		log.Info("the interface takes the MAC the app's port accepted from an earlier kbridge's interface",
+			"mac", a.MAC.String(), "configured", ifc.MAC)
+		ifc.MAC = a.MAC.String()
+	}
+	if a.Up != nil && *a.Up != ifc.Up {
+		log.Warn("the interface starts with the admin state the app's port accepted from an earlier kbridge's interface, not interface.up",
+			"up", *a.Up, "interface_up", ifc.Up)
+		ifc.Up = *a.Up
+	}
+	if a.Promisc != nil || a.Allmulti != nil {
+		log.Info("the interface takes the flags the app's port accepted from an earlier kbridge's interface",
+			"promisc", a.Promisc != nil && *a.Promisc, "allmulticast", a.Allmulti != nil && *a.Allmulti)
+	}
+	return ifc
 }
 
 // usableMAC reports whether an interface can take mac: a unicast address
@@ -149,10 +189,6 @@ func linkWithMAC(mac net.HardwareAddr, self string) string {
 	}
 	return ""
 }
-
-// requestTimeout bounds the wait for the app's answer to a request: the
-// app answers from its control path, every few milliseconds.
-const requestTimeout = time.Second
 
 // appRequests says which of the interface's changes the app takes as requests
 // (nil: none, an app of an older kbridge.h or one that did not ask for
@@ -208,18 +244,34 @@ func request(c tap.Change) (ring.Request, error) {
 }
 
 // askApp hands one change of the interface to the app as a request and
-// waits for its answer. With none in time, old (the value the keeper sets
-// the interface back to) takes the request's place in the mailbox: an app
-// that polls late applies old, not what kbridge gave up on.
+// waits for its answer, up to requests.timeout. An accepted change is
+// recorded in the port for the next kbridge (ring.Port.Accepted). With no
+// answer in time, old (the value the keeper sets the interface back to)
+// takes the request's place in the mailbox: an app that polls late applies
+// old, not what kbridge gave up on; and until the app has taken old, the
+// next change is set back unasked (ring.ErrUndoUnseen) rather than posted
+// over it.
 func (d *Ring) askApp(ctx context.Context, c, old tap.Change) error {
 	r, err := request(c)
 	if err != nil {
 		return err
 	}
-	err = d.port.Ask(ctx, r, requestTimeout)
-	if errors.Is(err, ring.ErrNoAnswer) {
-		if back, berr := request(old); berr == nil {
-			if serr := d.port.Supersede(back); serr != nil {
+	err = d.port.Ask(ctx, r, d.reqTimeout)
+	if rerr := d.port.UndoRefused(); rerr != nil {
+		d.log.Warn("the app refused a value kbridge set the interface back to after an unanswered request: "+
+			"its port may keep the value kbridge gave up on, which the interface does not have", "answer", rerr.Error())
+	}
+	switch {
+	case err == nil:
+		d.port.RecordAccepted(r)
+	case errors.Is(err, ring.ErrNoAnswer):
+		back, berr := request(old)
+		switch {
+		case berr != nil:
+		case back.Type == r.Type && back.Value == r.Value && bytes.Equal(back.MAC, r.MAC):
+			d.port.KeepUnanswered() // the MTU told at start: what stays posted is the value kept
+		default:
+			if serr := d.port.Supersede(back, d.reqTimeout); serr != nil {
 				d.log.Warn("could not replace the unanswered request", "err", serr)
 			}
 		}

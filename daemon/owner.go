@@ -29,7 +29,7 @@ type Recovery struct {
 // side back in step with itself and frees what a killed predecessor's
 // workers held, in that order (ring.Port.Reconcile leaves what the records
 // name to FreeHeld). Stop (Port.Release) gives the port up.
-func claimPort(port *ring.Port, log *slog.Logger) (Recovery, error) {
+func claimPort(port *ring.Port, reqTimeout time.Duration, log *slog.Logger) (Recovery, error) {
 	if w := port.Warning(); w != "" {
 		log.Warn(w, "port", port.Name())
 	}
@@ -49,8 +49,12 @@ func claimPort(port *ring.Port, log *slog.Logger) (Recovery, error) {
 			"previous", c.Previous.Fate())
 	}
 	// A request the previous kbridge posted and no one answered is about
-	// an interface that went with it: the app must not apply it now.
-	port.WithdrawRequest()
+	// an interface that went with it: the app must not apply it now; but a
+	// value it set its interface back to (an undo) is what the port must
+	// take before anything else, and stays.
+	if port.TakeOverRequest(reqTimeout) {
+		log.Info("the previous kbridge's undo waits for the app: the next request waits for its answer", "port", port.Name())
+	}
 	if r.Rings, err = port.Reconcile(); err != nil {
 		// Rings the app made itself, multi-producer or -consumer: their
 		// heads are not kbridge's alone to put back.
@@ -81,15 +85,25 @@ func (d *Ring) watchClosing() {
 		t := time.NewTicker(closingPoll)
 		defer t.Stop()
 		var last ring.Link
-		reported := false
+		reported, failing := false, false
 		for {
 			select {
 			case <-d.done:
 				return
 			case <-t.C:
+				// A link not followed (SetCarrier failed, as while the
+				// interface is being made again) is tried again on the
+				// next tick, and logged once.
 				if l, ok := d.port.Link(); ok && (!reported || l != last) {
-					d.followLink(l)
-					last, reported = l, true
+					err := d.followLink(l)
+					if err != nil && !failing {
+						d.log.Warn("the interface's carrier does not follow the app's link yet: trying again every tick",
+							"interface", d.cfg.Interface.Name, "link_up", l.Up, "err", err)
+					}
+					failing = err != nil
+					if err == nil {
+						last, reported = l, true
+					}
 				}
 				if d.port.Closing() {
 					d.log.Warn("the DPDK app is freeing the port: stopping", "port", d.port.Name())
@@ -102,12 +116,11 @@ func (d *Ring) watchClosing() {
 }
 
 // followLink sets the interface's carrier to the app port's link, and its
-// speed and duplex when the app knows them.
-func (d *Ring) followLink(l ring.Link) {
+// speed and duplex when the app knows them. It returns why the carrier
+// could not be set: the caller tries again.
+func (d *Ring) followLink(l ring.Link) error {
 	if err := d.dev.SetCarrier(l.Up); err != nil {
-		d.log.Warn("the interface's carrier does not follow the app's link", "interface", d.cfg.Interface.Name,
-			"link_up", l.Up, "err", err)
-		return
+		return err
 	}
 	if l.SpeedMbps != 0 {
 		if err := d.dev.SetSpeed(l.SpeedMbps, l.FullDuplex); err != nil {
@@ -117,4 +130,5 @@ func (d *Ring) followLink(l ring.Link) {
 	}
 	d.log.Info("carrier follows the app's link", "interface", d.cfg.Interface.Name, "carrier", l.Up,
 		"speed_mbps", l.SpeedMbps, "full_duplex", l.FullDuplex)
+	return nil
 }

@@ -39,6 +39,14 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 	if progress == nil {
 		progress = func(string) {}
 	}
+	if !cfg.Vhost.Client {
+		// Before the EAL and the TAP: a socket kbridge may not serve
+		// there (an unsafe directory, another backend's) fails the start
+		// at once. vhost.Start checks again right before it binds.
+		if err := vhost.PrepareSocket(cfg.VhostSocket()); err != nil {
+			return nil, err
+		}
+	}
 	progress("starting kbridge's EAL (mode vhost)")
 	if err := vhost.InitEAL(vhost.EALConfig{CPU: cfg.WorkerCPU(0), ControlCPUs: cfg.WorkerCPUs(), Args: cfg.Vhost.EALArgs}); err != nil {
 		return nil, err
@@ -125,6 +133,8 @@ type VhostStatus struct {
 	RefusedChains    uint64 `json:"refused_chains"`
 	RefusedRequests  uint64 `json:"refused_requests"`
 	RefusedPeers     uint64 `json:"refused_peers"`
+	RefusedVrings    uint64 `json:"refused_vrings"`
+	GuestMemFaults   uint64 `json:"guest_memory_faults"`
 }
 
 // Status is what the control socket serves.
@@ -137,6 +147,7 @@ func (d *Vhost) Status() any {
 		s.Connects, s.Disconnects = d.backend.Connects()
 		s.RefusedMemTables, s.RefusedChains = d.backend.Refused()
 		s.RefusedRequests, s.RefusedPeers = d.backend.RefusedRequests(), d.backend.RefusedPeers()
+		s.RefusedVrings, s.GuestMemFaults = d.backend.RefusedVrings(), d.backend.GuestMemoryFaults()
 	}
 	return s
 }

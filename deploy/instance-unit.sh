@@ -17,13 +17,13 @@ out=$(sed -E \
 	-e 's|^RuntimeDirectory=kbridge$|# An instance'"'"'s own directory (its control socket), so that systemctl clean\
 # --what=runtime of one removes nothing of the others'"'"'; the shared parent stays\
 # writable for what an instance keeps there (mode vhost'"'"'s default socket).\
-# systemd makes that parent 0755; kbridge.service makes it 0700 at every start.\
+# systemd makes that parent 0755; kbridge.service makes it 0711 at every start.\
 RuntimeDirectory=kbridge/%i\
 ReadWritePaths=-/run/kbridge\
-ExecStartPre=+/bin/chmod 0700 /run/kbridge|' \
+ExecStartPre=+/bin/chmod 0711 /run/kbridge|' \
 	"$unit")
 for want in '^Description=.*instance %i' '^ExecStart=.* run --instance %i$' '^ExecStopPost=.* cleanup --instance %i$' \
-	'^RuntimeDirectory=kbridge/%i$' '^ReadWritePaths=-/run/kbridge$' '^ExecStartPre=\+/bin/chmod 0700 /run/kbridge$'; do
+	'^RuntimeDirectory=kbridge/%i$' '^ReadWritePaths=-/run/kbridge$' '^ExecStartPre=\+/bin/chmod 0711 /run/kbridge$'; do
 	grep -Eq "$want" <<<"$out" || { echo "instance-unit.sh: $unit has no line to turn into /$want/" >&2; exit 1; }
 done
 if grep -q 'kbridge\.yaml' <<<"$(grep -E '^(Exec|Environment)' <<<"$out")"; then

@@ -68,8 +68,8 @@ check "start: each has its interface with its file's address (kb0 198.18.9.2, kb
 
 check "start: each has its control socket, /run/kbridge/kb0/control.sock and /run/kbridge/kb1/control.sock" \
 	inside sh -c 'test -S /run/kbridge/kb0/control.sock && test -S /run/kbridge/kb1/control.sock'
-check "start: /run/kbridge is 0700 root, as kbridge.service leaves it" \
-	inside sh -c '[ "$(stat -c %a:%U /run/kbridge)" = 700:root ]'
+check "start: /run/kbridge is 0711 root, as kbridge.service leaves it" \
+	inside sh -c '[ "$(stat -c %a:%U /run/kbridge)" = 711:root ]'
 check "stats: kbridge stats --instance kb1 reads kb1's daemon" stats_of kb1 '"kb1"'
 check "stats: kbridge stats --instance kb0 reads kb0's daemon" stats_of kb0 '"kb0"'
 check "metrics: kb1's file sets 127.0.0.1:9479, kb0's instance default leaves metrics off" \

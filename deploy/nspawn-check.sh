@@ -60,6 +60,14 @@ echo "      capabilities: $(inside grep CapBnd "/proc/$(prop MainPID)/status")"
 check "start: the bounding set is the base unit's, no BPF capability" capbnd 0000000000007000
 check "start: no writable /sys/fs/bpf, no /dev/vhost-net in the base unit" base_sandbox
 check "start: a pre-existing /run/dpdk keeps its mode and owner" run_dpdk_kept
+# Mode vhost's default socket is in /run/kbridge: an app that is not root
+# must pass through it (its socket's mode and group then decide), and
+# must not list it.
+run_kbridge_passable() {
+	[ "$(inside stat -c %a:%U /run/kbridge)" = 711:root ] &&
+		inside setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'cd /run/kbridge && ! ls . >/dev/null 2>&1'
+}
+check "start: /run/kbridge is 0711 root: a non-root app passes through, lists nothing" run_kbridge_passable
 
 pid=$(prop MainPID)
 inside kill -9 "$pid"

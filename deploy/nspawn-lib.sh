@@ -126,7 +126,7 @@ nspawn_config() {
 
 # nspawn_install: dpkg -i of $deb in the booted container, and what the
 # package must give: the unit and drop-in systemd runs, the conffile,
-# kbridge.pc and kbridge.h for a C build. Writes down first which of the
+# kbridge.pc, kbridge.h and rte_kni.h for a C build. Writes down first which of the
 # package's paths exist before it (the directories it shares with the
 # system): nspawn_purge_checks wants exactly these back.
 nspawn_install() {
@@ -156,6 +156,11 @@ int main(void) { printf("kbridge.h version %u\n", KBRIDGE_VERSION); return 0; }
 EOT
 	check "package: a C file including <kbridge.h> builds with \$(pkg-config --cflags --libs kbridge) and runs" \
 		inside sh -c 'gcc -o /tmp/kbh /opt/kbridge/etc/kbh.c $(pkg-config --cflags --libs kbridge) && /tmp/kbh'
+	# An app written for KNI builds against the package's rte_kni.h as it
+	# did against librte_kni: the two pkg-config names of docs/KNI.md.
+	cp "$(dirname "${BASH_SOURCE[0]}")/../tests/kniapp/kniapp.c" "$work/etc/kniapp.c"
+	check "package: the KNI app (tests/kniapp) builds with \$(pkg-config --cflags --libs kbridge libdpdk)" \
+		inside sh -c 'gcc -O2 -Wall -Werror -o /tmp/kniapp /opt/kbridge/etc/kniapp.c $(pkg-config --cflags --libs kbridge libdpdk)'
 	# meson (make deps installs it): dependency('kbridge') finds kbridge.pc.
 	if inside sh -c 'command -v meson && command -v ninja' >/dev/null; then
 		cat >"$work/etc/meson.build" <<'EOT'

@@ -269,3 +269,60 @@ func section(t *testing.T, text, title string) string {
 	}
 	return rest
 }
+
+// maxBenchmarks bounds BENCHMARKS.md: a reference (how to run, the method,
+// one committed run, the targets) fits in it; dated runs and experiments go
+// to docs/runs/, where they do not crowd it out.
+const maxBenchmarks = 30 << 10
+
+var (
+	issueNumber = regexp.MustCompile(`(?i)\bissues?\s+#?\d+`)
+	machinePath = regexp.MustCompile(`(^|[^\w.])/(work|tmp)(/|\b)`)
+)
+
+// TestBenchmarksStaysAShortReference keeps BENCHMARKS.md a reference, not a
+// lab notebook: under 30 KiB, no issue numbers (a reader of a clone has no
+// tracker), no paths of one machine's checkouts or scratch files.
+func TestBenchmarksStaysAShortReference(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) >= maxBenchmarks {
+		t.Errorf("docs/BENCHMARKS.md is %d bytes, %d or more: move dated runs to docs/runs/", len(b), maxBenchmarks)
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		if m := issueNumber.FindString(l); m != "" {
+			t.Errorf("docs/BENCHMARKS.md:%d: names %q; say what was measured instead", i+1, m)
+		}
+		if machinePath.MatchString(l) {
+			t.Errorf("docs/BENCHMARKS.md:%d: a path under /work or /tmp: %s", i+1, l)
+		}
+	}
+}
+
+// TestEveryRunIsListed keeps docs/runs/README.md the index of the dated
+// runs: every file there is linked from it.
+func TestEveryRunIsListed(t *testing.T) {
+	dir := filepath.Join(root, "docs", "runs")
+	index, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) < 2 {
+		t.Fatalf("docs/runs holds %d Markdown files; want the index and at least one run", len(runs))
+	}
+	for _, run := range runs {
+		name := filepath.Base(run)
+		if name == "README.md" {
+			continue
+		}
+		if !strings.Contains(string(index), "]("+name+")") && !strings.Contains(string(index), "]("+name+"#") {
+			t.Errorf("docs/runs/%s is not listed in docs/runs/README.md", name)
+		}
+	}
+}

@@ -45,8 +45,9 @@ func checkCPUs(_ context.Context, e *env) []Result {
 
 // busyOnSharedFix is the advice for policy mode busy on a CPU the scheduler
 // shares, with how saying how to give the workers one. Measured on a shared
-// CPU (docs/BENCHMARKS.md): busy's spinning holds the CPU the workload needs
-// until the scheduler preempts the worker, so either way out will do.
+// CPU (docs/runs/2026-12-02-default-policy.md): busy's spinning holds the
+// CPU the workload needs until the scheduler preempts the worker, so either
+// way out will do.
 func busyOnSharedFix(how string) string {
 	return "give the workers a core of their own (" + how + "), or set policy mode adaptive, the preset for a shared CPU (docs/CONFIG.md, Presets)"
 }

@@ -76,12 +76,13 @@ type Backoff struct {
 func Default() Policy {
 	return Policy{
 		Mode: Adaptive,
-		// Measured on the test bed (docs/BENCHMARKS.md): a short spin that
-		// yields, then a park the app's kick ends; the backoff waits only
-		// added timer wakeups on the CPU the workload needs (NFS 4-15%
-		// slower), so it is off by default. Learn is off too: in the same
-		// runs it bought cold round trips, and the rest moved within the
-		// machine's noise, both ways (docs/BENCHMARKS.md, issue 11).
+		// Measured on the test bed (docs/runs/2026-11-30-first-runs.md): a
+		// short spin that yields, then a park the app's kick ends; the
+		// backoff waits only added timer wakeups on the CPU the workload
+		// needs (NFS 4-15% slower), so it is off by default. Learn is off
+		// too: in the same runs it bought cold round trips, and the rest
+		// moved within the machine's noise, both ways
+		// (docs/runs/2026-11-30-latency-vs-testpmd.md).
 		Spin:        20 * time.Microsecond,
 		Backoff:     Backoff{},
 		Interval:    4 * time.Millisecond,

@@ -7,5 +7,5 @@ package ring
 // (internal/cgodeps).
 const _ = `
 ../internal/burst/burst.h 5f2e361543731a2e47fd5d364aa71066d46007868b57404028fb4617972e2ab0
-include/kbridge.h 1d986706d0fe925d97327d816c230f960bde507a38c79f463ac598ec49328a84
+include/kbridge.h 1daa2de9f786b42eb04aee7dd1841389643c80b62d9b693dbfa08436474a0cf4
 `

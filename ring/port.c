@@ -384,11 +384,41 @@ kb_port_answer(const struct kbridge_ctl *c, uint32_t seq, int32_t *result)
 	return kbridge_req_answer_(c, seq, result);
 }
 
+uint32_t
+kb_port_takeover_request(struct kbridge_ctl *c, uint32_t version)
+{
+	uint32_t seq;
+
+	if (version < 5)
+		return 0;
+	seq = __atomic_load_n(&c->req_seq, __ATOMIC_ACQUIRE);
+	if ((seq & 1u) == 0 && seq != (uint32_t)__atomic_load_n(&c->req_answer, __ATOMIC_ACQUIRE) &&
+	    seq == (uint32_t)__atomic_load_n(&c->undo, __ATOMIC_ACQUIRE))
+		return seq;
+	kbridge_req_withdraw_(c);
+	return 0;
+}
+
+uint32_t
+kb_port_post_undo(struct kbridge_ctl *c, uint32_t type, uint32_t value, const uint8_t mac[6])
+{
+	uint32_t seq = kbridge_req_post_(c, type, value, mac);
+
+	__atomic_store_n(&c->undo, seq, __ATOMIC_RELEASE);
+	return seq;
+}
+
+uint64_t
+kb_port_accepted(const struct kbridge_ctl *c, uint32_t version)
+{
+	return version < 5 ? 0 : __atomic_load_n(&c->accepted, __ATOMIC_ACQUIRE);
+}
+
 void
-kb_port_withdraw(struct kbridge_ctl *c, uint32_t version)
+kb_port_set_accepted(struct kbridge_ctl *c, uint32_t version, uint64_t v)
 {
 	if (version >= 5)
-		kbridge_req_withdraw_(c);
+		__atomic_store_n(&c->accepted, v, __ATOMIC_RELEASE);
 }
 
 struct kbridge_held *

@@ -39,6 +39,13 @@ type Port struct {
 	released bool
 	owner    uint64                 // this process's owner value once claimed
 	held     *C.struct_kbridge_held // the record of what workers hold, or nil
+
+	// Of the mailbox (requests.go), touched only by the keeper, which
+	// serializes requests: the value the app must take before another is
+	// posted, the request Ask posted last, and the app's refusal of an
+	// undo not yet reported.
+	undo, last  pending
+	undoRefused error
 }
 
 // OpenPort finds the exception port the app created under name.

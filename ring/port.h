@@ -63,8 +63,15 @@ uint32_t kb_port_requests(const struct kbridge_ctl *c, uint32_t version, uint32_
 uint32_t kb_port_post(struct kbridge_ctl *c, uint32_t type, uint32_t value, const uint8_t mac[6]);
 /* 1 and *result once the app answered request seq, else 0. */
 int kb_port_answer(const struct kbridge_ctl *c, uint32_t seq, int32_t *result);
-/* Withdraws an unanswered request a killed kbridge left (version 5). */
-void kb_port_withdraw(struct kbridge_ctl *c, uint32_t version);
+/* At takeover (version 5): returns the seq of an unanswered request an
+ * earlier kbridge posted as an undo (kbridge_ctl.undo), left for the app,
+ * or withdraws any other unanswered request and returns 0. */
+uint32_t kb_port_takeover_request(struct kbridge_ctl *c, uint32_t version);
+/* Posts an undo: kb_port_post, and its seq recorded in kbridge_ctl.undo. */
+uint32_t kb_port_post_undo(struct kbridge_ctl *c, uint32_t type, uint32_t value, const uint8_t mac[6]);
+/* kbridge_ctl.accepted (version 5; 0 before): what the port accepted. */
+uint64_t kb_port_accepted(const struct kbridge_ctl *c, uint32_t version);
+void kb_port_set_accepted(struct kbridge_ctl *c, uint32_t version, uint64_t v);
 /* Finds or creates the held-mbuf record of port name (kbridge.h's struct
  * kbridge_held). *created is set when it did not exist. NULL: no memory. */
 struct kbridge_held *kb_held_open(const char *name, int *created);

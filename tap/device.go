@@ -68,7 +68,10 @@ var ErrNotSupported = errors.New("not supported by this kernel's TUN driver")
 
 // Create makes the TAP interface with opt.Queues queues, configures it and,
 // with cfg.Offload, turns on the offloads and probes that the kernel takes
-// coalesced writes. On error nothing is left behind.
+// coalesced writes. On error nothing is left behind. An interface of that
+// name that someone uses (another kbridge's, say) is refused with an error
+// wrapping ErrInUse and left as it is; a leftover nobody uses is removed
+// and made anew (openFirst).
 func Create(cfg Config, opt Options) (d *Device, err error) {
 	if opt.Queues < 1 {
 		return nil, fmt.Errorf("tap: %d queues", opt.Queues)
@@ -89,7 +92,15 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 		}
 	}()
 	for q := 0; q < opt.Queues; q++ {
-		fd, err := openQueue(cfg.Name)
+		var fd int
+		if q == 0 {
+			fd, err = openFirst(cfg.Name, opt.Log)
+		} else {
+			fd, err = openQueue(cfg.Name, false)
+		}
+		if errors.Is(err, ErrInUse) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tap: create %q queue %d: %w", cfg.Name, q, err)
 		}
@@ -123,11 +134,46 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 	return d, nil
 }
 
+// openFirst opens the first queue of TAP name, which makes the interface:
+// with IFF_TUN_EXCL, the kernel refuses (EBUSY) when an interface of that
+// name exists, instead of adding the queue to it. Without it a second
+// kbridge with the same interface.name would join the first one's TAP
+// (its queues, its MTU, its share of the frames). A name that is taken is
+// cleared only when the interface is an orphan (linkUse.orphan: a kbridge
+// killed with its TAP made persistent, or one still being torn down);
+// otherwise the error wraps ErrInUse and says who holds it.
+func openFirst(name string, log *slog.Logger) (int, error) {
+	for range 3 {
+		fd, err := openQueue(name, true)
+		if !errors.Is(err, unix.EBUSY) {
+			return fd, err
+		}
+		l, ferr := findTAP(name)
+		switch {
+		case ferr != nil:
+			return -1, ferr
+		case l == nil:
+			continue // gone meanwhile: the previous owner's last fd closed
+		}
+		if err := useOf(l).orphan(name); err != nil {
+			return -1, fmt.Errorf("%w: pick another interface.name, or stop what holds it", err)
+		}
+		if err := removeLink(l); err != nil {
+			if gone, ferr := findTAP(name); gone == nil && ferr == nil {
+				continue // its teardown finished first
+			}
+			return -1, err
+		}
+		log.Warn("removed a leftover TAP interface of this name that nobody used", "interface", name, "alias", l.Attrs().Alias)
+	}
+	return -1, fmt.Errorf("tap: %s: %w: made again by someone else as fast as it was removed", name, ErrInUse)
+}
+
 // openQueue opens one queue of TAP name: a non-blocking fd with a virtio-net
 // header on every frame. IFF_MULTI_QUEUE is set for every queue, also for a
 // single one, so that a later queue count never meets a device of the other
-// kind.
-func openQueue(name string) (int, error) {
+// kind. excl: make the interface, never join one that exists (EBUSY).
+func openQueue(name string, excl bool) (int, error) {
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return -1, fmt.Errorf("open /dev/net/tun: %w", err)
@@ -151,9 +197,16 @@ func openQueue(name string) (int, error) {
 		unix.Close(fd)
 		return -1, err
 	}
-	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE)
+	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE)
+	if excl {
+		flags |= unix.IFF_TUN_EXCL
+	}
+	ifr.SetUint16(flags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 		unix.Close(fd)
+		if errors.Is(err, unix.EBUSY) {
+			return -1, fmt.Errorf("TUNSETIFF: %w (an interface %q exists)", err, name)
+		}
 		if errors.Is(err, unix.EINVAL) {
 			return -1, fmt.Errorf("TUNSETIFF: %w (a TAP %q of other flags exists: remove it, or run `kbridge cleanup`)", err, name)
 		}
@@ -210,10 +263,10 @@ func (d *Device) SetCarrier(on bool) error {
 	if len(d.queues) == 0 {
 		return errors.New("tap: device closed")
 	}
+	d.carrier = on // first, as SetSpeed: an interface being made again gets it
 	if err := setCarrier(d.queues[0].fd, on); err != nil {
 		return fmt.Errorf("tap: %s: %w", d.name, err)
 	}
-	d.carrier = on
 	return nil
 }
 
@@ -231,7 +284,8 @@ func (d *Device) SetSpeed(mbps uint32, full bool) error {
 	return nil
 }
 
-// Carrier reports what SetCarrier last set.
+// Carrier reports the carrier SetCarrier was last asked for (a re-made
+// interface gets it, even when setting it failed while the interface was gone).
 func (d *Device) Carrier() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()

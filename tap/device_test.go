@@ -46,3 +46,38 @@ func TestDeviceSetMTU(t *testing.T) {
 		t.Error("SetMTU on a closed device: no error")
 	}
 }
+
+// A carrier change that fails because the interface was deleted under the
+// device (its queues' fds dead until the keeper makes it again) is not
+// lost: the re-made interface gets it, as it gets the speed.
+func TestCarrierSetWhileTheInterfaceIsGoneReachesTheRemadeOne(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: makes a TAP interface")
+	}
+	name := fmt.Sprintf("kbcar%d", os.Getpid()%100000)
+	d, err := Create(Config{Name: name, MTU: mtu, Up: true}, Options{Queues: 1, Batch: 8, MaxSegs: 4, MaxMTU: mtu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkDel(l); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetCarrier(false); err == nil {
+		t.Fatal("SetCarrier on a deleted interface: no error")
+	}
+	if err := d.recreate(); err != nil {
+		t.Fatal(err)
+	}
+	carrier, err := os.ReadFile("/sys/class/net/" + name + "/carrier")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(carrier) != "0\n" {
+		t.Errorf("the re-made interface's carrier is %q, want the 0 set while it was gone", carrier)
+	}
+}

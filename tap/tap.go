@@ -129,21 +129,16 @@ func configure(cfg Config) error {
 			return fmt.Errorf("tap: %s: add address %s: %w", cfg.Name, a, err)
 		}
 	}
-	if cfg.Up {
-		if err := netlink.LinkSetUp(link); err != nil {
-			return fmt.Errorf("tap: %s: set up: %w", cfg.Name, err)
-		}
+	if !cfg.Up {
+		// A route through a down interface is refused (ENETDOWN); the
+		// keeper adds them when the interface comes up.
+		return nil
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("tap: %s: set up: %w", cfg.Name, err)
 	}
 	for _, r := range cfg.Routes {
-		_, dst, _ := net.ParseCIDR(r.To)
-		route := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: dst, Priority: r.Met}
-		if r.Via != "" {
-			route.Gw = net.ParseIP(r.Via)
-		}
-		if r.Src != "" {
-			route.Src = net.ParseIP(r.Src)
-		}
-		if err := netlink.RouteReplace(route); err != nil {
+		if err := netlink.RouteReplace(route(link, r)); err != nil {
 			return fmt.Errorf("tap: %s: route %s: %w", cfg.Name, r.To, err)
 		}
 	}

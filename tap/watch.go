@@ -523,7 +523,9 @@ func (d *Device) recreate() (err error) {
 		}
 	}()
 	for q := range d.queues {
-		fd, err := openQueue(cfg.Name)
+		// The first exclusive: an interface that took the name meanwhile
+		// is refused, not joined.
+		fd, err := openQueue(cfg.Name, q == 0)
 		if err != nil {
 			return fmt.Errorf("queue %d: %w", q, err)
 		}
@@ -663,5 +665,17 @@ func setFlags(name string, promisc, allmulti bool) error {
 			return fmt.Errorf("allmulticast on: %w", err)
 		}
 	}
+	return nil
+}
+
+// SetFlags turns the interface's promiscuous and all-multicast flags on
+// where asked (a new interface has both off) and keeps them as known, before
+// Keep: what the app's port accepted from an earlier kbridge's interface.
+func (d *Device) SetFlags(promisc, allmulti bool) error {
+	if err := setFlags(d.name, promisc, allmulti); err != nil {
+		return fmt.Errorf("tap: %s: %w", d.name, err)
+	}
+	d.setKnown(ChangePromisc, promisc)
+	d.setKnown(ChangeAllmulti, allmulti)
 	return nil
 }

@@ -2,6 +2,7 @@ package vhost
 
 /*
 #include <stdlib.h>
+#include "guestmem.h"
 #include "vhost.h"
 */
 import "C"
@@ -63,6 +64,16 @@ type Config struct {
 // ErrGroup: vhost.socket_group names no group.
 var ErrGroup = errors.New("vhost: no such group")
 
+// ErrStopTimeout: librte_vhost did not let go of the socket in time.
+var ErrStopTimeout = errors.New("vhost: librte_vhost did not let go of the socket")
+
+// stopTimeout bounds librte_vhost's unregister, which waits for the
+// message handler of every connection (rte_vhost_driver_unregister loops
+// while one runs). The connections' receive timeout ends a stalled one
+// well before (KB_VH_MSG_TIMEOUT_MS); this is the backstop for anything
+// else that holds the handler.
+const stopTimeout = 5 * C.KB_VH_MSG_TIMEOUT_MS * time.Millisecond
+
 func lookupGroup(g string) (int64, error) {
 	if g == "" {
 		return -1, nil
@@ -113,10 +124,7 @@ func Start(cfg Config) (*Backend, error) {
 		return nil, errors.New("vhost: bad allow-list")
 	}
 	if !cfg.Client {
-		if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o755); err != nil {
-			return nil, fmt.Errorf("vhost: %w", err)
-		}
-		if err := removeStale(cfg.Path); err != nil {
+		if err := PrepareSocket(cfg.Path); err != nil {
 			return nil, err
 		}
 	}
@@ -137,12 +145,9 @@ func Start(cfg Config) (*Backend, error) {
 	started = true
 	if !cfg.Client {
 		// librte_vhost bound the socket with the umask's mode; until
-		// here the peer check alone keeps others out.
-		err := os.Chmod(cfg.Path, cfg.Mode)
-		if err == nil && gid >= 0 {
-			err = os.Chown(cfg.Path, -1, int(gid))
-		}
-		if err != nil {
+		// here the peer check alone keeps others out. The directory is
+		// root's alone (PrepareSocket), and SetPerm follows no symlink.
+		if err := sockfile.SetPerm(cfg.Path, cfg.Mode, int(gid)); err != nil {
 			C.kb_vh_stop(cpath)
 			unix.Close(evfd)
 			started = false
@@ -162,6 +167,24 @@ func Start(cfg Config) (*Backend, error) {
 	return b, nil
 }
 
+// PrepareSocket readies path for a server's bind: its directory is made
+// if missing (mode 0711: others may pass through to a socket whose own
+// mode and group let them, and list nothing) and must be root's alone
+// (sockfile.CheckDir: no symlink there or above, nobody else may write),
+// and a stale socket there is removed. kbridge binds, chmods and chowns
+// there as root: in a directory someone else may write, a symlink put at
+// the path would make it change what the link points to.
+func PrepareSocket(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return fmt.Errorf("vhost: %w", err)
+	}
+	if err := sockfile.CheckDir(dir); err != nil {
+		return fmt.Errorf("vhost: socket %s: %w: put it in a directory only root may change, such as /run/kbridge", path, err)
+	}
+	return removeStale(path)
+}
+
 // removeStale removes a socket file nobody listens on any more (a kbridge
 // that was killed); one that answers belongs to a running backend.
 func removeStale(path string) error {
@@ -179,7 +202,8 @@ func (b *Backend) watch() {
 	defer close(b.done)
 	var buf [8]byte
 	up := false
-	var seen uint64 // connects logged
+	var seen uint64   // connects logged
+	var shrank uint64 // guest memory faults logged
 	for {
 		if _, err := unix.Read(b.notify, buf[:]); err != nil {
 			if err == unix.EINTR {
@@ -191,6 +215,11 @@ func (b *Backend) watch() {
 			return
 		}
 		b.logFaults()
+		if n := uint64(C.kb_gm_faults()); n != shrank {
+			b.log.Error("vhost-user guest memory shrank under kbridge: zeros mapped over the vanished pages, frontend disconnected",
+				"socket", b.path, "pages", n-shrank, "last_address", fmt.Sprintf("%#x", uint64(C.kb_gm_last())))
+			shrank = n
+		}
 		// The eventfd adds notifications up: a frontend that left and
 		// came back between two reads (virtio-user renegotiating its
 		// features at port start does) shows only as a new connect
@@ -233,6 +262,9 @@ func (b *Backend) logFaults() {
 				"why", C.GoString(&buf[0]))
 		case C.KB_VH_FAULT_PEER:
 			b.log.Error("vhost-user peer refused, connection closed before any message", "socket", b.path,
+				"why", C.GoString(&buf[0]))
+		case C.KB_VH_FAULT_VRING:
+			b.log.Error("vhost-user vring request refused, frontend disconnected", "socket", b.path,
 				"why", C.GoString(&buf[0]))
 		case C.KB_VH_FAULT_CHAIN:
 			b.log.Error("vhost-user descriptor chain refused, the vring is not served until the frontend reconnects",
@@ -279,25 +311,52 @@ func (b *Backend) Refused() (memTables, chains uint64) {
 // channel, ...): each hung up on its frontend.
 func (b *Backend) RefusedRequests() uint64 { return uint64(C.kb_vh.refused_requests) }
 
+// RefusedVrings counts the vring requests refused because they would change
+// a vring in use (a new size, base or address for translated rings; a
+// second kick fd or new protocol features for the running device).
+func (b *Backend) RefusedVrings() uint64 { return uint64(C.kb_vh.refused_vrings) }
+
+// GuestMemoryFaults counts the pages of guest memory that vanished under
+// kbridge (a frontend truncated its file) and were mapped over with zeros.
+func (b *Backend) GuestMemoryFaults() uint64 { return uint64(C.kb_gm_faults()) }
+
 // RefusedPeers counts the connections refused by the peer check (a uid
 // not allowed; as a client, a listener not allowed).
 func (b *Backend) RefusedPeers() uint64 { return uint64(C.kb_vh.refused_peers) }
 
 // Stop unregisters the socket (librte_vhost destroys the device, after the
-// workers, which must have stopped) and removes the socket file.
+// workers, which must have stopped) and removes the socket file. An
+// unregister still waiting after stopTimeout is left behind, logged, with
+// ErrStopTimeout: the process is on its way out.
 func (b *Backend) Stop() error {
 	var err error
 	b.stopOnce.Do(func() {
-		cpath := C.CString(b.path)
-		defer C.free(unsafe.Pointer(cpath))
-		if C.kb_vh_stop(cpath) < 0 {
-			err = fmt.Errorf("vhost: unregister %s failed", b.path)
+		rc := make(chan C.int, 1)
+		go func() {
+			cpath := C.CString(b.path)
+			defer C.free(unsafe.Pointer(cpath))
+			rc <- C.kb_vh_stop(cpath)
+		}()
+		stuck := false
+		select {
+		case r := <-rc:
+			if r < 0 {
+				err = fmt.Errorf("vhost: unregister %s failed", b.path)
+			}
+		case <-time.After(stopTimeout):
+			stuck = true
+			err = fmt.Errorf("%w: %s, still waiting after %v for a connection's message handler", ErrStopTimeout, b.path, stopTimeout)
+			b.log.Error("vhost-user backend not stopped, going on without it", "socket", b.path, "err", err)
 		}
 		C.kb_vh_stopping = 1
 		one := [8]byte{1}
 		_, _ = unix.Write(b.notify, one[:])
 		<-b.done
-		unix.Close(b.notify)
+		if !stuck {
+			// Left open otherwise: librte_vhost's callbacks may still
+			// write it.
+			unix.Close(b.notify)
+		}
 		if !b.client {
 			if rerr := os.Remove(b.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 				err = errors.Join(err, rerr)

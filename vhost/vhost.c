@@ -25,6 +25,7 @@
 #include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
+#include "guestmem.h"
 #include "vhost.h"
 
 struct kb_vh_backend kb_vh = { .vid = -1, .notify_fd = -1 };
@@ -96,10 +97,15 @@ kb_vh_changed(void)
 		int fd;
 
 		__atomic_add_fetch(&q->gen, 1, __ATOMIC_SEQ_CST);
+		/* Counted in before the load: kb_vh_set_evfd stores the new fd,
+		 * then waits for the count to drop, so the fd loaded here stays
+		 * open (not closed, its number not reused) until the write. */
+		__atomic_add_fetch(&q->evfd_users, 1, __ATOMIC_SEQ_CST);
 		fd = __atomic_load_n(&q->evfd, __ATOMIC_SEQ_CST);
 		if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
 			/* as above */
 		}
+		__atomic_sub_fetch(&q->evfd_users, 1, __ATOMIC_SEQ_CST);
 	}
 	kb_vh_notify();
 }
@@ -133,6 +139,8 @@ kb_vh_fault(int kind, const char *fmt, ...)
 		kb_vh.refused_requests++;
 	else if (kind == KB_VH_FAULT_PEER)
 		kb_vh.refused_peers++;
+	else if (kind == KB_VH_FAULT_VRING)
+		kb_vh.refused_vrings++;
 	else
 		kb_vh.refused_chains++;
 	pthread_mutex_unlock(&kb_vh_faults.mu);
@@ -198,6 +206,12 @@ _Static_assert(sizeof(((struct kb_vh_msg_ctx *)0)->p) == 632,
 	       "the payload of DPDK 22.11's and 24.11's VhostUserMsg");
 
 #define KB_VH_REQ_SET_MEM_TABLE 5
+#define KB_VH_REQ_SET_VRING_NUM 8
+#define KB_VH_REQ_SET_VRING_ADDR 9
+#define KB_VH_REQ_SET_VRING_BASE 10
+#define KB_VH_REQ_SET_VRING_KICK 12
+#define KB_VH_REQ_SET_PROTOCOL_FEATURES 16
+#define KB_VH_VRING_IDX_MASK 0xffu /* of SET_VRING_KICK's payload */
 #define KB_VH_NEED_REPLY (1u << 3)
 
 /* The requests librte_vhost handles, by number, for the log. */
@@ -287,6 +301,68 @@ kb_vh_table_fault(struct kb_vh_msg_ctx *c)
 	return 0;
 }
 
+/* Whether a vring request would change a vring under whoever uses it.
+ * librte_vhost translates a vring's rings once, for the size it has then
+ * (translate_ring_addresses returns early while desc, avail and used are
+ * set), and SET_VRING_NUM changes the size without translating again
+ * (vhost_user_set_vring_num, DPDK 22.11 and 24.11): the data path and
+ * kb_vh_chain_fault then index rings of the old length with the new size,
+ * past the end of guest memory. So a vring whose rings are translated
+ * takes no new size, base or address, running or not: virtio-user sends
+ * them only after GET_VRING_BASE, which clears the rings
+ * (vhost_user_get_vring_base: vring_invalidate), or to vrings not set yet
+ * (queue pairs past the first, whose vrings it sets after the device
+ * started when no protocol features were negotiated). A running device's
+ * vring that has a kick fd takes no second one: librte_vhost closes the
+ * old one right after telling the workers to take the new one
+ * (vhost_user_set_vring_kick), so kb_vh_sync could dup a number already
+ * reused. Nor does a running device take new protocol features
+ * (virtio-user sets them once, before its first SET_MEM_TABLE). SET_FEATURES
+ * needs no check: librte_vhost refuses a change of features while the
+ * device runs (vhost_user_set_features). librte_vhost allocated the vring
+ * a request names (vhost_user_check_and_alloc_queue_pair) and holds its
+ * lock before this runs. */
+static int
+kb_vh_vring_fault(int vid, struct kb_vh_msg_ctx *c)
+{
+	uint32_t req = c->h.request, idx;
+	struct rte_vhost_vring vr;
+	int running = vid == kb_vh.vid;
+
+	switch (req) {
+	case KB_VH_REQ_SET_VRING_NUM:
+	case KB_VH_REQ_SET_VRING_ADDR:
+	case KB_VH_REQ_SET_VRING_BASE:
+		memcpy(&idx, &c->p, sizeof(idx)); /* state.index, addr.index */
+		break;
+	case KB_VH_REQ_SET_VRING_KICK:
+		idx = (uint32_t)(c->p.u64 & KB_VH_VRING_IDX_MASK);
+		break;
+	case KB_VH_REQ_SET_PROTOCOL_FEATURES:
+		if (!running)
+			return 0;
+		kb_vh_fault(KB_VH_FAULT_VRING, "VHOST_USER_SET_PROTOCOL_FEATURES (0x%" PRIx64 ") for the running device",
+			    c->p.u64);
+		return 1;
+	default:
+		return 0;
+	}
+	if (idx > UINT16_MAX || rte_vhost_get_vhost_vring(vid, (uint16_t)idx, &vr) != 0)
+		return 0; /* no such vring: librte_vhost's to refuse */
+	if (req == KB_VH_REQ_SET_VRING_KICK) {
+		if (!running || vr.kickfd < 0)
+			return 0;
+		kb_vh_fault(KB_VH_FAULT_VRING, "VHOST_USER_SET_VRING_KICK for vring %u of the running device, which has a kick fd (%d fds): kbridge takes one per vring until the frontend stops it (GET_VRING_BASE)",
+			    idx, c->fd_num);
+		return 1;
+	}
+	if (vr.desc == NULL)
+		return 0;
+	kb_vh_fault(KB_VH_FAULT_VRING, "VHOST_USER_%s for vring %u, whose rings are in use (%u entries%s): kbridge takes a new size, base or address only after the frontend stops the vring (GET_VRING_BASE)",
+		    kb_vh_req_names[req], idx, vr.size, running ? ", the device running" : "");
+	return 1;
+}
+
 /* Before librte_vhost handles a message. DPDK 22.11 honours NEED_REPLY
  * whether or not REPLY_ACK was negotiated, and a refusal it acks leaves
  * the connection and what the refused message half-set (a ring size that
@@ -317,6 +393,11 @@ kb_vh_pre_msg(int vid, void *msg)
 		kb_vh_close_fds(c);
 		return RTE_VHOST_MSG_RESULT_ERR;
 	}
+	if (kb_vh_vring_fault(vid, c)) {
+		kb_vh_close_fds(c);
+		return RTE_VHOST_MSG_RESULT_ERR;
+	}
+	kb_gm_window(req == KB_VH_REQ_SET_MEM_TABLE);
 	if (req == KB_VH_REQ_SET_MEM_TABLE) {
 		if (kb_vh_table_fault(c)) {
 			kb_vh_close_fds(c);
@@ -352,12 +433,22 @@ kb_vh_post_msg(int vid, void *msg)
 	struct kb_vh_msg_hdr *h = msg;
 	struct rte_vhost_memory *mem = NULL;
 	enum rte_vhost_msg_result res = RTE_VHOST_MSG_RESULT_NOT_HANDLED;
+	uint64_t shrank = kb_gm_window(0);
 	uint32_t i;
 
 	if (h->request != KB_VH_REQ_SET_MEM_TABLE)
 		return res;
 	if (rte_vhost_get_mem_table(vid, &mem) != 0)
 		return res;
+	/* The regions the SIGBUS handler knows as this device's (guestmem.c),
+	 * from here until the next table or connection of this vid. */
+	kb_gm_set(vid, mem);
+	if (shrank > 0) {
+		kb_vh_fault(KB_VH_FAULT_MEM_TABLE,
+			    "a file of the table shrank while librte_vhost mapped it (%" PRIu64 " pages read as zeros)", shrank);
+		free(mem);
+		return RTE_VHOST_MSG_RESULT_ERR;
+	}
 	for (i = 0; i < mem->nregions; i++) {
 		struct rte_vhost_mem_region *r = &mem->regions[i];
 		uint64_t off = r->host_user_addr - (uint64_t)(uintptr_t)r->mmap_addr;
@@ -457,10 +548,37 @@ kb_vh_on_path(int fd)
 	       strncmp(a.sun_path, kb_vh_acl.path, sizeof(a.sun_path)) == 0;
 }
 
-/* Checks the peers of the connections not seen before; returns how many
- * were refused (each logged and counted) or -1 when the scan failed. */
+/* A frontend that sends a header and stops: librte_vhost reads the
+ * payload with a blocking read() (read_vhost_message) on the one thread
+ * that serves every connection, and rte_vhost_driver_unregister spins
+ * until that read returns. With a timeout the read fails, and librte_vhost
+ * closes the connection as for any bad message. */
+static void
+kb_vh_bound_reads(int fd)
+{
+	struct timeval tv = {
+		.tv_sec = KB_VH_MSG_TIMEOUT_MS / 1000,
+		.tv_usec = (KB_VH_MSG_TIMEOUT_MS % 1000) * 1000,
+	};
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* Each vid's connection, for kb_vh_guest_fault to hang up: its fd, and the
+ * socket's inode, checked before the fd is used (librte_vhost may have
+ * closed it, and the number been reused). */
+#define KB_VH_CONNS 64
+static struct {
+	int fd;
+	ino_t ino;
+} kb_vh_conns[KB_VH_CONNS];
+
+/* Checks the peers of the connections not seen before (and bounds their
+ * reads); returns how many were refused (each logged and counted) or -1
+ * when the scan failed. *fd and *ino: the last new connection allowed. */
 static int
-kb_vh_check_peers(void)
+kb_vh_check_peers(int *cfd, ino_t *cino)
 {
 	ino_t seen[64];
 	int nseen = 0, refused = 0, fresh = 0, i;
@@ -492,6 +610,10 @@ kb_vh_check_peers(void)
 			kb_vh_fault(KB_VH_FAULT_PEER, "%s uid %u gid %u pid %d is not allowed (vhost.allow_uids, vhost.socket_group)",
 				    kb_vh_acl.client ? "the listener," : "peer", cred.uid, cred.gid, (int)cred.pid);
 			refused++;
+		} else {
+			kb_vh_bound_reads(fd);
+			*cfd = fd;
+			*cino = st.st_ino;
 		}
 	}
 	closedir(d);
@@ -509,9 +631,39 @@ kb_vh_check_peers(void)
 static int
 kb_vh_new_connection(int vid)
 {
-	if (kb_vh_check_peers() != 0)
+	int fd = -1;
+	ino_t ino = 0;
+
+	kb_gm_forget(vid); /* a vid is reused once its connection is gone */
+	if (kb_vh_check_peers(&fd, &ino) != 0)
 		return -1;
+	__atomic_store_n(&kb_vh_conns[vid % KB_VH_CONNS].ino, ino, __ATOMIC_RELAXED);
+	__atomic_store_n(&kb_vh_conns[vid % KB_VH_CONNS].fd, fd, __ATOMIC_RELEASE);
 	return rte_vhost_extern_callback_register(vid, &kb_vh_extern, NULL);
+}
+
+/* guestmem.c's hook, in its SIGBUS handler, after it mapped zeros over the
+ * page of vid's memory that vanished: async-signal-safe. The device's
+ * vrings are served no more, its connection is shut down (librte_vhost
+ * then sees the frontend hang up, destroys the device and unmaps its
+ * memory), Go's event loop logs it. */
+static void
+kb_vh_guest_fault(int vid)
+{
+	int i, fd;
+	struct stat st;
+
+	if (vid >= 0 && vid == __atomic_load_n(&kb_vh.vid, __ATOMIC_ACQUIRE)) {
+		for (i = 0; i < kb_vh.nb_queues; i++)
+			__atomic_store_n(&kb_vh.q[i].refused, 1, __ATOMIC_RELAXED);
+	}
+	if (vid >= 0) {
+		fd = __atomic_load_n(&kb_vh_conns[vid % KB_VH_CONNS].fd, __ATOMIC_ACQUIRE);
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+		    st.st_ino == __atomic_load_n(&kb_vh_conns[vid % KB_VH_CONNS].ino, __ATOMIC_RELAXED))
+			shutdown(fd, SHUT_RDWR);
+	}
+	kb_vh_notify();
 }
 
 /* Why librte_vhost cannot take the chain at the TX vring's next avail
@@ -520,7 +672,10 @@ kb_vh_new_connection(int vid)
  * leaves it at the head of the ring, so every dequeue after it returns 0
  * while the ring shows work. Returns 1 and says why in why, or 0 when the
  * chain is one librte_vhost takes (the dequeue came back empty for another
- * reason: no mbuf). The caller holds the queue (kb_vq_enter). */
+ * reason: no mbuf). The caller holds the queue (kb_vq_enter). Every index
+ * is bounded by vr.size, read without librte_vhost's lock: the size the
+ * rings were translated for, since kb_vh_vring_fault refuses a new one
+ * while they are. */
 #define KB_VH_MAX_VECS 256 /* BUF_VECTOR_MAX */
 static int
 kb_vh_chain_fault(int vid, uint16_t vring, char *why, size_t n)
@@ -706,6 +861,8 @@ kb_vh_start(const char *path, int client, int nb_queues, int notify_fd)
 
 	if (nb_queues < 1 || nb_queues > KB_VH_MAX_QUEUES || strlen(path) >= sizeof(kb_vh_acl.path))
 		return -EINVAL;
+	if (kb_gm_install(kb_vh_guest_fault) != 0)
+		return -errno;
 	if (kb_vh_acl.nuids == 0)
 		kb_vh_allow(NULL, 0, -1);
 	snprintf(kb_vh_acl.path, sizeof(kb_vh_acl.path), "%s", path);
@@ -717,6 +874,8 @@ kb_vh_start(const char *path, int client, int nb_queues, int notify_fd)
 		kb_vh.q[i].vid = -1;
 		kb_vh.q[i].evfd = -1;
 	}
+	for (i = 0; i < KB_VH_CONNS; i++)
+		kb_vh_conns[i].fd = -1;
 	/* A client without RTE_VHOST_USER_NO_RECONNECT: librte_vhost retries a
 	 * refused or lost connection once a second, so an app (server=1) that
 	 * restarts is found again with no help from kbridge. */
@@ -894,5 +1053,11 @@ kb_vh_unpark(int qi, int kickfd)
 void
 kb_vh_set_evfd(int qi, int fd)
 {
-	__atomic_store_n(&kb_vh.q[qi].evfd, fd, __ATOMIC_SEQ_CST);
+	struct kb_vq *q = &kb_vh.q[qi];
+
+	__atomic_store_n(&q->evfd, fd, __ATOMIC_SEQ_CST);
+	/* A callback that loaded the old fd counted itself in first (see
+	 * kb_vh_changed): once the count is 0, none still holds it. */
+	while (__atomic_load_n(&q->evfd_users, __ATOMIC_SEQ_CST))
+		rte_pause();
 }

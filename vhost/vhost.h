@@ -30,8 +30,10 @@ struct kb_vq {
 	uint64_t gen;   /* bumped by every device or vring change */
 	int evfd;       /* the worker's eventfd: kicked on every change; -1 */
 	uint64_t kicks_enabled; /* PrepareToPark calls that armed notifications */
-	int refused;    /* the TX vring's next chain was refused: not served
-			 * until the next device (kb_vh_chain_fault) */
+	int refused;    /* the TX vring's next chain was refused, or its guest
+			 * memory shrank: not served until the next device
+			 * (kb_vh_chain_fault, kb_vh_guest_fault) */
+	int evfd_users; /* callbacks writing evfd: kb_vh_set_evfd waits them out */
 };
 
 /* What kbridge refused of a frontend, for Go to log. */
@@ -39,6 +41,7 @@ struct kb_vq {
 #define KB_VH_FAULT_CHAIN 2
 #define KB_VH_FAULT_REQUEST 3 /* a request kbridge does not use */
 #define KB_VH_FAULT_PEER 4    /* a peer not on the allow-list */
+#define KB_VH_FAULT_VRING 5   /* a vring request kbridge refuses in this state */
 #define KB_VH_MAX_UIDS 32
 #define KB_VH_FAULT_LEN 240
 #define KB_VH_FAULTS 16
@@ -51,7 +54,7 @@ struct kb_vh_backend {
 	uint64_t features; /* negotiated with the connected device */
 	uint64_t connects, disconnects;
 	uint64_t refused_mem_tables, refused_chains, refused_requests;
-	uint64_t refused_peers;
+	uint64_t refused_peers, refused_vrings;
 	struct kb_vq q[KB_VH_MAX_QUEUES];
 };
 
@@ -65,6 +68,10 @@ unsigned int kb_vh_pool_size(void);
 /* Registers the socket with the wanted features and callbacks and starts it. */
 int kb_vh_start(const char *path, int client, int nb_queues, int notify_fd);
 int kb_vh_stop(const char *path);
+/* How long librte_vhost may wait for the rest of a frontend's message
+ * (SO_RCVTIMEO, SO_SNDTIMEO on each connection): it reads a payload with a
+ * blocking read() on its one message thread. */
+#define KB_VH_MSG_TIMEOUT_MS 2000
 /* The peers kbridge serves (server) or serves through (client), checked by
  * SO_PEERCRED on each new connection: root, kbridge's own uid, uids[0..n),
  * and a peer whose gid is gid (-1: none). Before kb_vh_start. */
@@ -91,6 +98,8 @@ int kb_vh_sync(int q, uint64_t *gen);
  * descriptors wait. */
 int kb_vh_prepare_park(int q);
 void kb_vh_unpark(int q, int kickfd);
+/* Sets the worker's eventfd (-1: none). Returns once no callback still
+ * writes the old one, which the caller may then close. */
 void kb_vh_set_evfd(int q, int fd);
 
 #endif

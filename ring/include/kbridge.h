@@ -110,6 +110,15 @@ extern "C" {
 	 KBRIDGE_REQ_BIT(KBRIDGE_REQ_MAC) | KBRIDGE_REQ_BIT(KBRIDGE_REQ_PROMISC) | \
 	 KBRIDGE_REQ_BIT(KBRIDGE_REQ_ALLMULTI))
 
+/* kbridge_ctl.accepted: which values it records, and the values. */
+#define KBRIDGE_ACCEPTED_MAC (1ull << 48)      /* the MAC in bits 0-47, first byte highest */
+#define KBRIDGE_ACCEPTED_LINK (1ull << 49)     /* admin state recorded: ..._UP */
+#define KBRIDGE_ACCEPTED_UP (1ull << 50)
+#define KBRIDGE_ACCEPTED_PROMISC (1ull << 51)  /* promiscuous recorded: ..._PROMISC_ON */
+#define KBRIDGE_ACCEPTED_PROMISC_ON (1ull << 52)
+#define KBRIDGE_ACCEPTED_ALLMULTI (1ull << 53) /* all-multicast recorded: ..._ALLMULTI_ON */
+#define KBRIDGE_ACCEPTED_ALLMULTI_ON (1ull << 54)
+
 /* One request, as kbridge_port_poll_request() hands it to the app. */
 struct kbridge_request {
 	uint32_t seq;   /* kbridge's number of it: kbridge_port_reply() answers this one */
@@ -203,7 +212,20 @@ struct kbridge_ctl {
 	uint32_t reserved7;
 	volatile uint64_t req_answer;
 	struct kbridge_request req;
-	uint64_t reserved8[4];
+	/* kbridge's own (it was reserved8[0]; the app never reads or writes
+	 * it): what the app's port accepted of kbridge's requests, so that the
+	 * next kbridge makes the kernel interface as the port now is (MAC,
+	 * admin state, promiscuous, all-multicast). KBRIDGE_ACCEPTED_* flags
+	 * with the MAC in the low 48 bits; one 64-bit store. 0: nothing
+	 * accepted since the app created the port. */
+	volatile uint64_t accepted;
+	/* kbridge's own (it was reserved8[1]): the seq of the last request
+	 * kbridge posted in place of an unanswered one (the value it set the
+	 * kernel interface back to). A kbridge that takes the port over leaves
+	 * that request for the app while it is unanswered, and withdraws any
+	 * other. */
+	volatile uint64_t undo;
+	uint64_t reserved8[2];
 } __rte_cache_aligned;
 
 /* Parameters of the IPC message KBRIDGE_MP_WAKEUP (fds[0] is the eventfd). */
@@ -928,7 +950,9 @@ kbridge_port_reply(struct kbridge_port *p, const struct kbridge_request *req, in
  * the request to the port, then answer it with kbridge_port_reply(). A
  * request stays posted until it is answered or kbridge replaces it: when
  * no answer came in time kbridge sets the kernel interface back and posts
- * the old value in its place, so an app that polls late applies that one.
+ * the old value in its place, so an app that polls late applies that one;
+ * kbridge, and a kbridge that takes the port over, posts nothing else until
+ * that one is answered.
  * Many PMDs want the port stopped for an MTU change: stop the lcores'
  * use of the port first, as for any ethdev reconfiguration.
  */

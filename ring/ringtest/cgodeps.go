@@ -6,5 +6,5 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h 1d986706d0fe925d97327d816c230f960bde507a38c79f463ac598ec49328a84
+../include/kbridge.h 1daa2de9f786b42eb04aee7dd1841389643c80b62d9b693dbfa08436474a0cf4
 `

@@ -120,8 +120,8 @@ func BenchmarkSum1500(b *testing.B) {
 // itself, in the same run; over a ring of frames that fits the L2 cache (256
 // frames, 384 KiB) and over one as large as the test bed's mbuf pool (8192
 // frames, 12 MiB). The metric is ns per frame of the summing alone (the
-// writing is outside it); docs/BENCHMARKS.md reads it against the fixed-rate
-// profile. Needs CPUs 0 and 1. The reader waits on a channel while CPU 1
+// writing is outside it); docs/runs/2026-12-02-per-frame-costs.md reads it
+// against the fixed-rate profile. Needs CPUs 0 and 1. The reader waits on a channel while CPU 1
 // writes, not while it writes itself.
 func BenchmarkSumWrittenElsewhere(b *testing.B) {
 	var allowed unix.CPUSet

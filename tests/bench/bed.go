@@ -36,7 +36,7 @@ const (
 // Forwarder is one column of the comparison.
 type Forwarder struct {
 	Name   string
-	Kind   string // "direct", "kbridge", "vhost" (kbridge in mode vhost under testpmd), "testpmd" or "ceiling" (testpmd alone on kbt-nic)
+	Kind   string // "direct", "kbridge", "vhost" (kbridge in mode vhost under testpmd), "kni" (the KNI app and its kbridge), "testpmd" or "ceiling" (testpmd alone on kbt-nic)
 	Policy string // kbridge: the YAML policy block
 	Mode   string // kbridge: the mode `kbridge stats` shows once it applies
 	// Plain turns kbridge's kernel-side offloads off (interface.offload:
@@ -79,6 +79,11 @@ var allForwarders = []Forwarder{
 	// GRO at its receivers (KBT_SW_OFFLOAD=1).
 	{Name: "direct-gro", Kind: "direct", NICOffload: true},
 	{Name: "kbridge-nic-offload", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", NICOffload: true},
+	// An app written for KNI (bin/kbridge-kniapp over rte_kni.h,
+	// docs/KNI.md; up.sh's KBT_MODE=kni): the kbridge its rte_kni_alloc
+	// started, at kbridge's defaults (adaptive), its rx and tx lcores
+	// sharing the app CPU.
+	{Name: "kbridge-kni-api", Kind: "kni"},
 }
 
 // bedKind is the bed a forwarder is measured on: "kbridge" (the ring bed,
@@ -98,6 +103,8 @@ func (f Forwarder) bedKind() string {
 		return "testpmd"
 	case "vhost":
 		return "vhost"
+	case "kni":
+		return "kni"
 	}
 	return "kbridge"
 }
@@ -125,7 +132,7 @@ func groupForwarders(fws []Forwarder) [][]Forwarder {
 		}
 	}
 	var groups [][]Forwarder
-	for _, g := range [][]Forwarder{kb, vh, tp, byBed["jumbo"], byBed["offload"]} {
+	for _, g := range [][]Forwarder{kb, vh, tp, byBed["jumbo"], byBed["offload"], byBed["kni"]} {
 		if len(g) > 0 {
 			groups = append(groups, g)
 		}
@@ -191,7 +198,7 @@ type Bed struct {
 	fwdPID   int      // kbridge or testpmd
 	appPID   int      // the DPDK app: the reference app (ring bed) or testpmd (vhost bed)
 	httpPID  int      // the bench's HTTP server in kbt-peer
-	kind     string   // what is up: "", "kbridge", "vhost", "testpmd", "jumbo", "offload"
+	kind     string   // what is up: "", "kbridge", "vhost", "testpmd", "jumbo", "offload", "kni"
 	lock     *os.File // the bed's lock while this run holds it (claim)
 	progress func(format string, a ...any)
 }
@@ -296,6 +303,16 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 		}
 		b.appPID, err = readPID(vhostAppName)
 		return err
+	case "kni":
+		if _, err := b.sh(ctx, 6*time.Minute, []string{"KBT_MODE=kni"}, "up.sh"); err != nil {
+			return err
+		}
+		var err error
+		if b.fwdPID, err = readPID("kbridge"); err != nil {
+			return err
+		}
+		b.appPID, err = readPID("kniapp")
+		return err
 	case "testpmd":
 		if _, err := b.sh(ctx, 6*time.Minute, []string{"KBT_NO_BRIDGE=1"}, "up.sh"); err != nil {
 			return err
@@ -367,7 +384,7 @@ func (b *Bed) alive() error {
 	if err := syscall.Kill(b.fwdPID, 0); err != nil {
 		return fmt.Errorf("forwarder pid %d is gone (see %s/*.log)", b.fwdPID, runDir)
 	}
-	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "vhost": "kbridge", "testpmd": "testpmd", "jumbo": "kbridge", "offload": "kbridge"}[b.kind]); err != nil || pid != b.fwdPID {
+	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "vhost": "kbridge", "testpmd": "testpmd", "jumbo": "kbridge", "offload": "kbridge", "kni": "kbridge"}[b.kind]); err != nil || pid != b.fwdPID {
 		return fmt.Errorf("the bed was replaced under us (pid file no longer names %d)", b.fwdPID)
 	}
 	return nil

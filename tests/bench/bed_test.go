@@ -41,7 +41,7 @@ policy:
 
 func TestSelectForwarders(t *testing.T) {
 	all, err := selectForwarders("all")
-	if err != nil || len(all) != 15 || all[0].Name != "direct" || all[8].Name != "kbridge-vhost" || all[9].Name != "testpmd" || all[10].Name != "bed-ceiling" {
+	if err != nil || len(all) != 16 || all[0].Name != "direct" || all[8].Name != "kbridge-vhost" || all[9].Name != "testpmd" || all[10].Name != "bed-ceiling" {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	// Table order, whatever order the flag lists them in.
@@ -107,7 +107,9 @@ func TestGroupForwarders(t *testing.T) {
 		return strings.Join(out, " | ")
 	}
 	for list, want := range map[string]string{
-		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling | direct-9000,kbridge-9000 | direct-gro,kbridge-nic-offload",
+		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling | direct-9000,kbridge-9000 | direct-gro,kbridge-nic-offload | kbridge-kni-api",
+		// So is the KNI app's.
+		"direct,kbridge-kni-api": "direct | kbridge-kni-api",
 		// So is the offload bed.
 		"direct,kbridge-nic-offload":     "direct | kbridge-nic-offload",
 		"direct-gro,kbridge-nic-offload": "direct-gro,kbridge-nic-offload",
@@ -129,7 +131,7 @@ func TestGroupForwarders(t *testing.T) {
 		}
 	}
 	for _, f := range pick("all") {
-		want := map[string]string{"direct": "kbridge", "kbridge": "kbridge", "vhost": "vhost", "testpmd": "testpmd", "ceiling": "testpmd"}[f.Kind]
+		want := map[string]string{"direct": "kbridge", "kbridge": "kbridge", "vhost": "vhost", "testpmd": "testpmd", "ceiling": "testpmd", "kni": "kni"}[f.Kind]
 		if f.MTU != 0 {
 			want = "jumbo"
 		}

@@ -98,6 +98,8 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		case "offload":
 			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-nic-offload.log"))
 			_ = copyFile(filepath.Join(runDir, "refapp.log"), filepath.Join(rn.rawDir, "refapp-nic-offload.log"))
+		case "kni":
+			_ = copyFile(filepath.Join(runDir, "kniapp.log"), filepath.Join(rn.rawDir, "kniapp.log"))
 		case "vhost":
 			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-vhost.log"))
 			_ = copyFile(filepath.Join(runDir, vhostAppName+".log"), filepath.Join(rn.rawDir, vhostAppName+".log"))

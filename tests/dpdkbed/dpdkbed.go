@@ -232,12 +232,13 @@ type Config struct {
 	Prefix, Port, Ifname, Sock string
 	DPDK                       string // more keys of the dpdk: section, each line indented by two spaces
 	Iface                      string // more keys of the interface: section, likewise
+	More                       string // more sections, unindented
 }
 
 // YAML renders c.
 func (c Config) YAML() string {
-	return fmt.Sprintf("dpdk:\n  file_prefix: %s\n%sport: %s\ninterface:\n  name: %s\n%sstats:\n  socket: %s\n  metrics: \"\"\n",
-		c.Prefix, c.DPDK, c.Port, c.Ifname, c.Iface, c.Sock)
+	return fmt.Sprintf("dpdk:\n  file_prefix: %s\n%sport: %s\ninterface:\n  name: %s\n%sstats:\n  socket: %s\n  metrics: \"\"\n%s",
+		c.Prefix, c.DPDK, c.Port, c.Ifname, c.Iface, c.Sock, c.More)
 }
 
 // Write renders c into path.

@@ -62,7 +62,7 @@ func testOffloads(t *testing.T) {
 			{"-c", peerIP, "-P", "8"}, {"-c", peerIP, "-P", "8", "-R"},
 		} {
 			cmd := append([]string{"taskset", "-c", "0", "iperf3", "-p", "5201", "-t", "2", "-f", "m"}, args...)
-			waitIperf3Server(t)
+			harness.WaitIperf3Server(t)
 			out := inDUT(t, cmd...)
 			if !strings.Contains(out, "receiver") {
 				t.Errorf("iperf3 %v:\n%s", args, out)
@@ -111,7 +111,7 @@ func testReorderLoss(t *testing.T) {
 		t.Fatalf("tc qdisc add netem: %v: %s", err, out)
 	}
 	defer harness.Command(nil, "ip", "netns", "exec", "kbt-peer", "tc", "qdisc", "del", "dev", "kbt-wire", "root").Run()
-	if got, want := bigFileHash(t), bigFileWant(t); got != want {
+	if got, want := harness.BigFileHash(t), harness.BigFileWant(t); got != want {
 		t.Errorf("big.bin over a reordering, lossy link hashes to %s, want %s", got, want)
 	}
 }

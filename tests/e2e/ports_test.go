@@ -79,7 +79,7 @@ func portsChecks(t *testing.T, r *bedRun) {
 			wg.Wait()
 			return res
 		}
-		waitIperf3Server(t)
+		harness.WaitIperf3Server(t)
 		for what, r := range run(map[string][]string{
 			"kb0": {"iperf3", "-c", peerIP, "-p", "5201", "-t", "3", "-J"},
 			"kb1": {"iperf3", "-c", peer2IP, "-p", "5202", "-t", "3", "-J"},

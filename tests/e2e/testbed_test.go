@@ -29,7 +29,7 @@ import (
 
 const (
 	peerIP      = harness.PeerIP
-	dutIP       = "198.18.0.2" // kb0 in kbt-dut
+	dutIP       = harness.DUTIP
 	runDir      = harness.RunDir
 	treeEntries = harness.TreeEntries
 )
@@ -218,86 +218,8 @@ func testBed(t *testing.T, root string, m bedMode) {
 		m.recorded(t, r)
 	}
 	t.Logf("KBT_MODE=%s testbed up in %v; processes %v", m.name, time.Since(start).Round(time.Millisecond), r.procs)
-	t.Run("ping both ways", func(t *testing.T) {
-		for _, c := range []struct{ ns, ip string }{{"kbt-dut", peerIP}, {"kbt-peer", dutIP}} {
-			out := in(t, c.ns, "ping", "-c", "10", "-i", "0.1", "-W", "2", c.ip)
-			if !strings.Contains(out, " 0% packet loss") {
-				t.Errorf("ping from %s to %s:\n%s", c.ns, c.ip, out)
-			}
-		}
-	})
-	for _, dir := range []struct{ name, flag string }{{"tcp to peer", ""}, {"tcp from peer", "-R"}} {
-		t.Run(dir.name, func(t *testing.T) {
-			args := []string{"iperf3", "-c", peerIP, "-p", "5201", "-t", "3", "-J"}
-			if dir.flag != "" {
-				args = append(args, dir.flag)
-			}
-			waitIperf3Server(t)
-			res, err := harness.ParseIperf3([]byte(inDUT(t, args...)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.End.SumReceived.Bytes < 1<<20 {
-				t.Errorf("iperf3 %s moved %.0f bytes", dir.flag, res.End.SumReceived.Bytes)
-			}
-			t.Logf("iperf3 %s: %.0f Mbit/s", dir.flag, res.End.SumReceived.BitsPerSecond/1e6)
-		})
-	}
-	t.Run("nfs listing", func(t *testing.T) {
-		start := time.Now()
-		out := inDUT(t, "nfs-ls", "-R", "nfs://"+peerIP+"/export?version=4")
-		n := len(strings.Split(strings.TrimSpace(out), "\n"))
-		if n != treeEntries {
-			t.Errorf("nfs-ls -R listed %d entries, want %d", n, treeEntries)
-		}
-		t.Logf("nfs-ls -R: %d entries in %v", n, time.Since(start).Round(time.Millisecond))
-	})
-	t.Run("nfs big file hash", func(t *testing.T) {
-		start := time.Now()
-		if got, want := bigFileHash(t), bigFileWant(t); got != want {
-			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
-		}
-		t.Logf("nfs-cat big.bin (256 MiB) in %v", time.Since(start).Round(time.Millisecond))
-	})
+	harness.BedTraffic(t)
 	m.checks(t, r)
-}
-
-// waitIperf3Server waits until the peer's iperf3 server is idle: between
-// two tests it closes its listener and opens it again, and a client that
-// connects meanwhile is refused or reset (seen in mode vhost, where the
-// last test takes longer to close). Idle is the "Server listening" banner
-// as the last thing it logged.
-func waitIperf3Server(t *testing.T) {
-	t.Helper()
-	idle := func() bool {
-		b, _ := os.ReadFile(filepath.Join(runDir, "iperf3.log"))
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		for i := len(lines) - 1; i >= 0; i-- {
-			if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasPrefix(l, "-") {
-				return strings.HasPrefix(l, "Server listening")
-			}
-		}
-		return false
-	}
-	harness.WaitUntil(t, "the peer's iperf3 server to be idle", 10*time.Second, idle)
-}
-
-// bigFileHash reads big.bin over NFS from kbt-dut and returns its sha256.
-func bigFileHash(t *testing.T) string {
-	t.Helper()
-	out := sh(t, "bash", "-o", "pipefail", "-c", "ip netns exec kbt-dut taskset -c "+harness.ClientCPU+
-		" nfs-cat 'nfs://"+peerIP+"/export/big.bin?version=4' | sha256sum")
-	return strings.Fields(out)[0]
-}
-
-// bigFileWant is the sha256 up.sh recorded when it generated big.bin.
-func bigFileWant(t *testing.T) string {
-	t.Helper()
-	want, err := os.ReadFile("/var/lib/kbt/big.bin.sha256")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(want))
 }
 
 // tapChecks are the checks of the modes whose kbridge runs the TAP path

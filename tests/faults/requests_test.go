@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,8 +30,9 @@ type requestBed struct {
 	cfg            dpdkbed.Config // kbridge's
 }
 
-// newRequestBed starts the reference app with --requests mode and kbridge.
-func newRequestBed(t *testing.T, mode, tag string) *requestBed {
+// newRequestBed starts the reference app with --requests mode (and more
+// of its options) and kbridge, with more sections of configuration.
+func newRequestBed(t *testing.T, mode, tag string, more string, appArgs ...string) *requestBed {
 	t.Helper()
 	needRoot(t)
 	refapp := filepath.Join(harness.RepoRoot(t), "bin/kbridge-refapp")
@@ -46,15 +48,16 @@ func newRequestBed(t *testing.T, mode, tag string) *requestBed {
 		_ = exec.Command("ip", "netns", "del", b.appNS).Run()
 		_ = os.RemoveAll(filepath.Join("/var/run/dpdk", appPrefix))
 	})
-	b.app = harness.Start(t, "kbridge-refapp", "ip", "netns", "exec", b.appNS, refapp, "-l", "0",
-		"--file-prefix", appPrefix, "--proc-type", "primary", "--no-pci", "--vdev", "net_tap0,iface="+b.wire,
-		"-m", "64", "--", "--port", b.ifname, "--requests", mode)
+	args := append([]string{"ip", "netns", "exec", b.appNS, refapp, "-l", "0",
+		"--file-prefix", appPrefix, "--proc-type", "primary", "--no-pci", "--vdev", "net_tap0,iface=" + b.wire,
+		"-m", "64", "--", "--port", b.ifname, "--requests", mode}, appArgs...)
+	b.app = harness.Start(t, "kbridge-refapp", args...)
 	b.app.WaitLog("kbridge-refapp: ready", 20*time.Second)
 	if m := regexp.MustCompile(`mac=([0-9A-Fa-f:]{17})`).FindStringSubmatch(b.app.Log.String()); m != nil {
 		b.appMAC = strings.ToLower(m[1])
 	}
 	b.cfg = dpdkbed.Config{Prefix: appPrefix, Port: b.ifname, Ifname: b.ifname,
-		Iface: "  mtu: 1500\n  addresses: [198.18.33.2/24]\n  up: true\n"}
+		Iface: "  mtu: 1500\n  addresses: [198.18.33.2/24]\n  up: true\n", More: more}
 	b.k = startKbridge(t, b.cfg)
 	b.k.ready()
 	return b
@@ -114,7 +117,7 @@ const (
 // the PMD's interface; the MTU is taken live (a frame of the new size
 // crosses kbridge); a refusal sets kb0 back and names the app's answer.
 func TestRequestsReachTheApp(t *testing.T) {
-	b := newRequestBed(t, "serve", "s")
+	b := newRequestBed(t, "serve", "s", "")
 	if b.appMAC == "" {
 		t.Fatalf("the app did not print its MAC:\n%s", b.app.Log)
 	}
@@ -236,6 +239,11 @@ func TestRequestsReachTheApp(t *testing.T) {
 	// the two agree again.
 	b.kb("mtu", "1280")
 	b.eventually("the wire at 1280", func() bool { return sys(b.appNS, b.wire, "mtu") == "1280" })
+	// And the port keeps the rest it accepted: the next kbridge makes kb0
+	// as the port now is (the MAC, all-multicast and promiscuous on, down),
+	// not as interface.* and the MAC the app recorded at start say.
+	b.kb("down")
+	b.eventually("the wire down", func() bool { return flags(b.appNS, b.wire)&iffUp == 0 })
 	b.k.Stop(true)
 	if got := sys(b.appNS, b.wire, "mtu"); got != "1280" {
 		t.Fatalf("the wire's MTU is %s once kbridge stopped, want the 1280 the port accepted", got)
@@ -245,15 +253,37 @@ func TestRequestsReachTheApp(t *testing.T) {
 	took := b.eventually("the wire back at 1500, the next kb0's MTU", func() bool { return sys(b.appNS, b.wire, "mtu") == "1500" })
 	b.k.WaitLog(`msg="the app's port took the interface's MTU at start" interface=`+b.ifname+` mtu=1500`, 5*time.Second)
 	t.Logf("a restarted kbridge's kb0 and the port agree on 1500 again %v after it was ready", took.Round(time.Millisecond))
+	b.k.WaitLog("the interface starts with the admin state the app's port accepted", time.Second)
+	if got := sys(nsName, b.ifname, "address"); got != mac {
+		t.Errorf("the restarted kbridge's %s has MAC %s, not the %s the port accepted:\n%s", b.ifname, got, mac, b.k.Log)
+	}
+	if f := flags(nsName, b.ifname); f&iffUp != 0 || f&iffPromisc == 0 || f&iffAllmulti == 0 {
+		t.Errorf("the restarted kbridge's %s has flags %#x, want down, promiscuous and all-multicast as the port:\n%s", b.ifname, f, b.k.Log)
+	}
+	// A reload of the same file changes nothing: what kb0 was made with
+	// from the port is not configuration that would need a restart.
+	if err := b.k.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	b.eventually("the reload", func() bool { return strings.Contains(b.k.Log.String(), "reloaded") })
+	if strings.Contains(b.k.Log.String(), "restart kbridge for the rest") {
+		t.Errorf("a reload of the same file named keys needing a restart:\n%s", b.k.Log)
+	}
+	b.kb("up")
+	b.eventually("the wire up again, and kb0's address back", func() bool {
+		out, _ := exec.Command("ip", "-n", nsName, "-o", "addr", "show", "dev", b.ifname).CombinedOutput()
+		return flags(b.appNS, b.wire)&iffUp != 0 && strings.Contains(string(out), "198.18.33.2/24")
+	})
 	b.k.Stop(true)
 }
 
-// An app that declares requests and never answers: each change is set back
-// after kbridge's bounded wait, which the log names, and the value set
-// back takes the unanswered request's place in the mailbox, so that an app
-// that polls late applies that, not what kbridge gave up on.
+// An app that declares requests and never answers: the MTU kbridge tells it
+// at start stays in the mailbox, unanswered, as the value the port must take
+// before any other; every later change is set back without being posted
+// over it (the log names why), so that an app that polls late applies the
+// MTU kb0 has, never a change kbridge gave up on.
 func TestRequestsUnansweredAreSetBack(t *testing.T) {
-	b := newRequestBed(t, "unanswered", "u")
+	b := newRequestBed(t, "unanswered", "u", "")
 	// At start kbridge asks for kb0's MTU (1500) once; unanswered, it says so.
 	b.k.WaitLog(`msg="the app's port did not take the interface's MTU at start`, 5*time.Second)
 	b.kb("mtu", "1600")
@@ -261,18 +291,82 @@ func TestRequestsUnansweredAreSetBack(t *testing.T) {
 		return strings.Contains(b.k.Log.String(), "the app did not take the interface's change") && sys(nsName, b.ifname, "mtu") == "1500"
 	})
 	t.Logf("set back %v after the ip command", took.Round(time.Millisecond))
-	b.eventually("the set-back value in the mailbox", func() bool {
-		return strings.LastIndex(b.app.Log.String(), "request 1 value 1500 ") > strings.Index(b.app.Log.String(), "request 1 value 1600 ")
-	})
-	if strings.Index(b.app.Log.String(), "request 1 value 1600 ") < 0 {
-		t.Errorf("the app never saw the request for 1600:\n%s", b.app.Log)
-	}
 	b.kb("promisc", "on")
 	b.eventually("kb0 not promiscuous again", func() bool {
 		return strings.Count(b.k.Log.String(), "the app did not take the interface's change") >= 2 && flags(nsName, b.ifname)&iffPromisc == 0
 	})
+	if n := strings.Count(b.k.Log.String(), "has not yet taken the value kbridge set back"); n != 2 {
+		t.Errorf("%d changes set back for the unseen start value, want 2:\n%s", n, b.k.Log)
+	}
+	if l := b.app.Log.String(); strings.Contains(l, "value 1600") || strings.Contains(l, "request 4 ") ||
+		!strings.Contains(l, "request 1 value 1500 ") {
+		t.Errorf("the app saw more than the start MTU 1500:\n%s", l)
+	}
 	if got := sys(b.appNS, b.wire, "mtu"); got != "1500" {
 		t.Errorf("the wire's MTU is %s: the app applied what it never answered", got)
+	}
+	b.k.Stop(true)
+}
+
+// An app whose changes take longer than requests.timeout (a port stopped
+// and started) while the same command changes a flag too: kbridge sets
+// kb0's MTU back and posts the old MTU in place of the new one, and the
+// flag's request must not overwrite that undo before the app has taken it,
+// or the port would keep the MTU kb0 no longer has. An undo a stopped
+// kbridge left is left for the app by the next one, not withdrawn. The app
+// and kb0 end on the same values.
+func TestRequestsUndoIsNotOverwrittenBeforeTheAppSawIt(t *testing.T) {
+	b := newRequestBed(t, "serve", "d", "requests:\n  timeout: 400ms\n", "--request-delay", "3000")
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		for start := time.Now(); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("%s: not after 20 s\napp:\n%s\nkbridge:\n%s", what, b.app.Log, b.k.Log)
+			}
+		}
+	}
+	// The MTU told at start takes the app longer than the timeout too:
+	// it stays posted, and the app's late answer is taken.
+	b.k.WaitLog(`msg="the app's port did not take the interface's MTU at start`, 10*time.Second)
+	wait("the app's late answer at start", func() bool {
+		return strings.Contains(b.app.Log.String(), "request mtu 1500: applied")
+	})
+	b.kb("mtu", "1400", "promisc", "on")
+	b.k.WaitLog(`change=mtu value=1400 back_to=1500`, 10*time.Second)
+	// The app applies 1400 late, then the 1500 that replaced it.
+	wait("the app's port back at 1500 after the late 1400", func() bool {
+		l := b.app.Log.String()
+		return strings.Contains(l, "request mtu 1400: applied") &&
+			strings.LastIndex(l, "request mtu 1500: applied") > strings.Index(l, "request mtu 1400: applied") &&
+			sys(b.appNS, b.wire, "mtu") == "1500"
+	})
+	if got := sys(nsName, b.ifname, "mtu"); got != "1500" {
+		t.Errorf("kb0's MTU is %s, the port's 1500:\n%s", got, b.k.Log)
+	}
+	// The flag's change came while the app still applied 1400: set back
+	// unasked, the reason logged, never posted over the undo.
+	if flags(nsName, b.ifname)&iffPromisc != 0 || strings.Contains(b.app.Log.String(), "request promisc") {
+		t.Errorf("the flag's change was kept or posted over the undo:\napp:\n%s\nkbridge:\n%s", b.app.Log, b.k.Log)
+	}
+	if !strings.Contains(b.k.Log.String(), `change=promisc value=on back_to=off answer="the app has not yet taken the value kbridge set back`) {
+		t.Errorf("the flag was set back without the reason in the log:\n%s", b.k.Log)
+	}
+
+	// kbridge stopped while the app is still applying a change it gave up
+	// on: the next kbridge leaves the undo for the app.
+	b.kb("allmulticast", "on")
+	b.k.WaitLog(`change=allmulticast value=on back_to=off`, 10*time.Second)
+	b.k.Stop(true)
+	b.k = startKbridge(t, b.cfg)
+	b.k.ready()
+	b.k.WaitLog("the previous kbridge's undo waits for the app", time.Second)
+	wait("the app's port back to all-multicast off after the late on", func() bool {
+		l := b.app.Log.String()
+		return strings.LastIndex(l, "request allmulticast 0: applied") > strings.Index(l, "request allmulticast 1: applied") &&
+			strings.Contains(l, "request allmulticast 1: applied") && flags(b.appNS, b.wire)&iffAllmulti == 0
+	})
+	if flags(nsName, b.ifname)&iffAllmulti != 0 {
+		t.Errorf("kb0 is all-multicast, the port not:\n%s", b.k.Log)
 	}
 	b.k.Stop(true)
 }
@@ -280,7 +374,7 @@ func TestRequestsUnansweredAreSetBack(t *testing.T) {
 // An app that serves no requests (--requests none, as an app of an older
 // kbridge.h): the MTU is set back as before, the rest left to the admin.
 func TestRequestsNotServedKeepTheOldRules(t *testing.T) {
-	b := newRequestBed(t, "none", "n")
+	b := newRequestBed(t, "none", "n", "")
 	b.kb("mtu", "1600")
 	b.eventually("kb0's MTU set back to 1500", func() bool {
 		return strings.Contains(b.k.Log.String(), "MTU was changed outside kbridge") && sys(nsName, b.ifname, "mtu") == "1500"

@@ -148,6 +148,7 @@ struct opts {
 	bool vhost_no_gro;
 	unsigned int free_wait; /* seconds to wait for a live kbridge at the stop */
 	const char *requests;   /* "serve" (the default), "none" or "unanswered" */
+	unsigned int request_delay_ms; /* each request takes this long: a port restart */
 	bool sw_offload;	/* LRO and TSO in software (ring mode only) */
 };
 
@@ -180,7 +181,7 @@ usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s <EAL args> -- [--port NAME]... [--queues N] [--ring-size N]\n"
 		"       [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P] [--free-wait SECONDS]\n"
-		"       [--requests serve|none|unanswered] [--sw-offload]\n"
+		"       [--requests serve|none|unanswered] [--request-delay MS] [--sw-offload]\n"
 		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n"
 		"--port NAME may repeat (up to %d, not with --vhost): each the next ethdev port\n"
 		"--sw-offload (not with --vhost): LRO (librte_gro) and TSO (librte_gso) in software\n",
@@ -203,6 +204,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "vhost-no-gro", no_argument, NULL, 'G' },
 		{ "free-wait", required_argument, NULL, 'W' },
 		{ "requests", required_argument, NULL, 'R' },
+		{ "request-delay", required_argument, NULL, 'D' },
 		{ "sw-offload", no_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -253,6 +255,9 @@ parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'R':
 			o->requests = optarg;
+			break;
+		case 'D':
+			o->request_delay_ms = (unsigned int)atoi(optarg);
 			break;
 		case 'O':
 			o->sw_offload = true;
@@ -1174,6 +1179,10 @@ struct link_watch {
 	pthread_t tid;
 };
 
+/* --request-delay: how long each request takes, as on a PMD that stops and
+ * starts the port for it; kbridge's wait for the answer may end first. */
+static unsigned int request_delay_ms;
+
 /* Applies one of kbridge's requests to the ethdev: 0 or the ethdev's -errno.
  * The lcore keeps polling meanwhile; the PMDs of the bed (net_tap,
  * net_af_packet) take these calls on a started port. */
@@ -1182,6 +1191,8 @@ apply_request(uint16_t port, const struct kbridge_request *r)
 {
 	struct rte_ether_addr mac;
 
+	if (request_delay_ms > 0)
+		usleep(request_delay_ms * 1000u);
 	switch (r->type) {
 	case KBRIDGE_REQ_MTU:
 		return rte_eth_dev_set_mtu(port, (uint16_t)r->value);
@@ -1557,6 +1568,7 @@ main(int argc, char **argv)
 			       a->port, a->tso_segs);
 		}
 
+		request_delay_ms = o.request_delay_ms;
 		ret = declare_port(a->kp, a->port, o.requests, tags[p]);
 		if (ret < 0) {
 			fprintf(stderr, "kbridge-refapp: port %u: %s\n", a->port, rte_strerror(-ret));

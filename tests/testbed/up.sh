@@ -48,6 +48,10 @@
 #                        kbridge starts first when it serves the socket (vhost.client:
 #                        false); with vhost.client: true testpmd's port runs server=1
 #                        and starts first.
+#   KBT_MODE=kni         the KNI variant: the app is bin/kbridge-kniapp, written
+#                        for KNI (docs/KNI.md); its rte_kni_alloc starts the
+#                        kbridge of its KNI, named kb0, which gets kb0's addresses
+#                        here. It runs --loop one: one lcore on the app CPU, as the reference app.
 #   KBT_VHOST_OFFLOADS   mode vhost: per-port offloads testpmd turns on on its
 #                        virtio-user port before forwarding ("rx_offload:NAME" or
 #                        "tx_offload:NAME", space-separated; default
@@ -65,8 +69,8 @@ trap 'say "testbed-up FAILED (exit $?); logs are in $KBT_RUN; clean up with test
 
 MODE=${KBT_MODE:-ring}
 case $MODE in
-ring | xdp | vhost) ;;
-*) die "KBT_MODE=$MODE: must be ring (the default), xdp or vhost" ;;
+ring | xdp | vhost | kni) ;;
+*) die "KBT_MODE=$MODE: must be ring (the default), xdp, vhost or kni" ;;
 esac
 if [ "$MODE" = xdp ]; then
 	KBRIDGE_CONFIG=${KBRIDGE_CONFIG:-$KBT_DIR/kbridge-xdp.yaml}
@@ -328,6 +332,35 @@ echo "$MODE" >"$KBT_RUN/mode"
 
 if [ "$NO_BRIDGE" = 1 ]; then
 	say "KBT_NO_BRIDGE=1: not starting the DPDK app or kbridge; kbt-nic in $KBT_NS_DUT is free for another forwarder"
+	say "ready in $(since "$T0")"
+	echo "testbed up"
+	exit 0
+fi
+
+if [ "$MODE" = kni ]; then
+	# ---- 6k. mode kni: an app written for KNI, whose rte_kni_alloc starts
+	# kbridge (KBRIDGE_BIN) and returns once kb0 exists, down and without an
+	# address, as KNI made it: the addresses and "up" are the admin's.
+	"$KBT_DIR/hugepages.sh" >&2
+	for prefix in $(dpdk_bed_prefixes); do dpdk_cleanup_prefix "$prefix"; done
+	say "starting the KNI app on CPU $KBT_APP_CPU"
+	export KBRIDGE_BIN=$KBT_KBRIDGE
+	spawn kniapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_ROOT/bin/kbridge-kniapp" \
+		--lcores "0@(${KBT_OTHER_CPUS:-$KBT_APP_CPU}),1@$KBT_APP_CPU" --main-lcore 0 \
+		--file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci --vdev net_af_packet0,iface=kbt-nic -- --name kb0 --loop one
+	APP_PID=$SPAWNED_PID
+	wait_for "the KNI app to forward" 60 "$APP_PID" "$KBT_RUN/kniapp.log" \
+		grep -q '^kniapp: forwarding' "$KBT_RUN/kniapp.log"
+	# The app's child, recorded as the bed's kbridge: down.sh stops it
+	# first, as every bed's kbridge, and the app's release finds it gone.
+	sed -n 's/^KNI: kb0: kernel interface ready, served by kbridge pid \([0-9]*\)$/\1/p' \
+		"$KBT_RUN/kniapp.log" >"$KBT_RUN/kbridge.pid"
+	[ -s "$KBT_RUN/kbridge.pid" ] || die "the KNI app named no kbridge pid"
+	ip -n "$KBT_NS_DUT" addr add "$KBT_DUT_IP/24" dev kb0
+	ip -n "$KBT_NS_DUT" addr add "$KBT_DUT_IP6/64" dev kb0 nodad
+	ip -n "$KBT_NS_DUT" link set kb0 up
+	wait_for "$KBT_PEER_IP to answer a ping through kb0" 20 "$APP_PID" "$KBT_RUN/kniapp.log" \
+		ip netns exec "$KBT_NS_DUT" ping -c1 -W1 "$KBT_PEER_IP"
 	say "ready in $(since "$T0")"
 	echo "testbed up"
 	exit 0

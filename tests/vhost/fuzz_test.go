@@ -14,8 +14,12 @@ import (
 // FuzzVhostSequences decodes each input into a vhost-user message sequence
 // (5 bytes a step: request, flags, a size, an fd from a small menu) sent
 // through vhostusertest to ONE kbridge started once per fuzz worker
-// process; each input reconnects. After each input kbridge must be alive
-// and its control socket answer. Seeds run in seconds under plain go test;
+// process; each input reconnects. Three requests are steps of their own:
+// 0xfe brings a device up; 0xfd resizes its TX vring to the step's size
+// (bytes 3-4) and rebases it to the new end, posting a head there; 0xfc
+// sends the header of request number flags claiming the step's size, no
+// payload, and ends the input. After each input kbridge must be alive and
+// its control socket answer. Seeds run in seconds under plain go test;
 // go test -fuzz FuzzVhostSequences -parallel 1 runs longer.
 func FuzzVhostSequences(f *testing.F) {
 	for _, s := range [][]byte{
@@ -25,6 +29,9 @@ func FuzzVhostSequences(f *testing.F) {
 		{0xfe, 1, 0, 0, 0, 8, 1, 8, 0, 0},        // bring-up, SET_VRING_NUM
 		{0xfe, 1, 0, 0, 0, 99, 9, 0xff, 0xff, 4}, // bring-up, request 99 with a pipe
 		{0xfe, 1, 0, 0, 0, 37, 1, 40, 0, 3},      // bring-up, ADD_MEM_REG big memfd
+		{0xfe, 1, 0, 0, 0, 0xfd, 1, 0, 0x80, 0},  // bring-up, TX vring resized to 32768
+		{0xfe, 1, 0, 0, 0, 0xfc, 1, 8, 0, 0},     // bring-up, GET_FEATURES stalled
+		{0xfc, 5, 40, 0, 0},                      // SET_MEM_TABLE's header alone
 	} {
 		f.Add(s)
 	}
@@ -69,11 +76,26 @@ func sendSequence(t *testing.T, sock string, in []byte) {
 	for i := 0; i+5 <= len(in) && i < 5*16; i += 5 {
 		req, flags := uint32(in[i]), uint32(in[i+1])
 		size := int(binary.LittleEndian.Uint16(in[i+2:])) % 4096
-		if req == 0xfe {
+		switch req {
+		case 0xfe:
 			if _, err := fe.Up(); err != nil {
-				break
+				return
 			}
 			continue
+		case 0xfd:
+			num := uint32(binary.LittleEndian.Uint16(in[i+2:]))
+			if fe.SetVringNum(1, num, vu.Version) != nil || fe.SetVringBase(1, num-1) != nil {
+				return
+			}
+			_ = fe.PostAt(1, int(num-1)%vu.RingSize, 0, uint16(num))
+			continue
+		case 0xfc:
+			// The header of request number flags (the step's second
+			// byte), and
+			// then nothing: kbridge must hang up by itself.
+			_ = fe.SendHeader(flags, vu.Version, uint32(size))
+			fe.HungUp(5 * time.Second)
+			return
 		}
 		var fds []int
 		var fd int

@@ -367,3 +367,67 @@ func TestVhostHostileFrontend(t *testing.T) {
 	}
 	gone(t, b.sock)
 }
+
+// served is one kbridge on a bed with a UDP socket behind its TAP, and the
+// steps the frontend tests share.
+type served struct {
+	b         *bed
+	kb        *harness.Proc
+	udp       *net.UDPConn
+	connected int // frontends kbridge took
+}
+
+func serve(t *testing.T) *served {
+	b := newBed(t, false)
+	return &served{b: b, kb: b.kbridge(), udp: listenUDP(t, dut)}
+}
+
+// took waits for kbridge to take one more frontend.
+func (s *served) took(t *testing.T) {
+	t.Helper()
+	s.connected++
+	s.kb.WaitCountIn(t, "vhost-user frontend connected", s.connected, 10*time.Second)
+}
+
+// up brings a well-behaved device up and waits for kbridge to take it.
+func (s *served) up(t *testing.T) *vu.Frontend {
+	t.Helper()
+	f := dial(t, s.b.sock)
+	if _, err := f.Up(); err != nil {
+		t.Fatal(err)
+	}
+	s.took(t)
+	return f
+}
+
+// left waits for kbridge to let the last frontend's device go.
+func (s *served) left(t *testing.T) {
+	t.Helper()
+	s.kb.WaitCountIn(t, "vhost-user frontend gone", s.connected, 10*time.Second)
+}
+
+// through sends payload from f and checks that it reaches the socket once.
+func (s *served) through(t *testing.T, f *vu.Frontend, payload string) {
+	t.Helper()
+	if err := f.SendFrame(udpFrame(payload)); err != nil {
+		t.Fatal(err)
+	}
+	if got := received(s.udp, 3*time.Second); len(got) != 1 || got[0] != payload {
+		t.Fatalf("got %q, want %q\n%s", got, payload, s.kb.Log)
+	}
+}
+
+// finish checks that a well-behaved frontend still gets payload through,
+// then stops kbridge, whose pool must be whole.
+func (s *served) finish(t *testing.T, payload string) {
+	t.Run("a well-behaved frontend still gets through", func(t *testing.T) {
+		f := s.up(t)
+		s.through(t, f, payload)
+		f.Close()
+		s.left(t)
+	})
+	s.kb.Stop(true)
+	if !strings.Contains(s.kb.Log.String(), "pool_in_use=0") {
+		t.Errorf("mbufs still in use after stop:\n%s", s.kb.Log)
+	}
+}

@@ -1,8 +1,12 @@
 package vhost
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,7 +86,11 @@ func (b *bed) withVhostKeys(t *testing.T, keys string) {
 // (SO_PEERCRED) before one message is served, logged with its uid and
 // pid and counted (refused_peers); listed in vhost.allow_uids, it is
 // served; kbridge serves its own uid all along.
+//
+// The socket is at the default path, in /run/kbridge with the mode
+// kbridge.service gives it: a non-root app must get through it.
 func TestVhostSocketAccess(t *testing.T) {
+	unitRunDir(t)
 	t.Run("default: mode 0600, a foreign uid cannot connect", func(t *testing.T) {
 		b := newBed(t, false)
 		kb := b.kbridge()
@@ -222,4 +230,90 @@ func TestVhostClientChecksListener(t *testing.T) {
 	}
 	kb.CheckRunning(t)
 	kb.Stop(true)
+}
+
+// unitRunDir gives /run/kbridge, where the beds' sockets are (the default
+// path), the mode deploy/kbridge.service's RuntimeDirectoryMode= gives it,
+// until t ends.
+func unitRunDir(t *testing.T) {
+	t.Helper()
+	requirements(t)
+	unit, err := os.ReadFile(filepath.Join(harness.RepoRoot(t), "deploy", "kbridge.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^RuntimeDirectoryMode=([0-7]+)$`).FindSubmatch(unit)
+	if m == nil {
+		t.Fatal("deploy/kbridge.service has no RuntimeDirectoryMode=")
+	}
+	mode, _ := strconv.ParseUint(string(m[1]), 8, 32)
+	const dir = "/run/kbridge"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(dir, fi.Mode().Perm()) })
+	if err := os.Chmod(dir, os.FileMode(mode)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVhostRefusesASocketPathOthersMayChange: kbridge (root) binds,
+// chmods and chowns the vhost-user socket, so it refuses a socket whose
+// directory is a symlink or is the app's (another uid's), and a symlink
+// planted at the socket's path, before it starts its EAL, and changes
+// nothing where a link points.
+func TestVhostRefusesASocketPathOthersMayChange(t *testing.T) {
+	b := newBed(t, false)
+	base, err := os.MkdirTemp("/tmp", "kbvh-unsafe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	real := filepath.Join(base, "real") // root's, 0755: a fine place itself
+	appDir := filepath.Join(base, "app")
+	target := filepath.Join(base, "shadow")
+	for _, d := range []string{real, appDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(appDir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(real, "planted.sock")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ what, sock, says string }{
+		{"a symlinked directory", filepath.Join(base, "link", "kb.sock"), "not root's alone"},
+		{"the app's directory", filepath.Join(appDir, "kb.sock"), "not root's alone"},
+		{"a symlink at the socket's path", filepath.Join(real, "planted.sock"), "not a socket"},
+	} {
+		vhostConfig{ifname: ifname, mac: kbMAC, addr: kbAddr, ctl: b.ctl, sock: c.sock, queues: 1}.write(t, b.cfg)
+		b.withVhostKeys(t, "  socket_mode: \"0666\"\n  socket_group: nogroup\n")
+		kb := harness.Start(t, "kbridge", "ip", "netns", "exec", dut, harness.Kbridge(t), "run", "--config", b.cfg)
+		if !kb.ExitedWithin(20 * time.Second) {
+			t.Fatalf("%s: kbridge runs:\n%s", c.what, kb.Log)
+		}
+		log := kb.Log.String()
+		t.Logf("%s: %s", c.what, harness.LastLine(log))
+		if kb.ExitCode() == 0 || !strings.Contains(log, c.says) || strings.Contains(log, "EAL:") {
+			t.Errorf("%s: exit %d, want a refusal saying %q before the EAL:\n%s", c.what, kb.ExitCode(), c.says, log)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(real, "kb.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("kbridge bound through the symlinked directory: %v", err)
+	}
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Gid != 0 {
+		t.Errorf("the planted symlink's target changed: %v %v", err, fi.Mode())
+	}
 }

@@ -4,7 +4,8 @@
 // virtqueues in it. A well-behaved Frontend brings a device up and sends
 // frames; every step is also exposed on its own, so that a test can send
 // what no sane frontend would (a bad memory table, a ring size that is not a
-// power of two, a descriptor outside guest memory, a descriptor loop).
+// power of two, a descriptor outside guest memory, a descriptor loop, a
+// vring resized under the device, a message cut short, memory truncated).
 //
 // Guest memory is one memfd of MemSize bytes. Its guest physical address
 // and its frontend ("user") address are both Base: the backend translates
@@ -86,7 +87,13 @@ type Frontend struct {
 }
 
 // Dial connects to a backend's socket and creates guest memory.
-func Dial(path string) (*Frontend, error) {
+func Dial(path string) (*Frontend, error) { return dial(path, 0) }
+
+// DialHuge is Dial with guest memory in one 2 MiB huge page (a memfd made
+// with MFD_HUGETLB, as DPDK's EAL makes them with --in-memory).
+func DialHuge(path string) (*Frontend, error) { return dial(path, unix.MFD_HUGETLB) }
+
+func dial(path string, memfdFlags int) (*Frontend, error) {
 	f := &Frontend{sock: -1, memfd: -1, kick: [2]int{-1, -1}, call: [2]int{-1, -1}}
 	var err error
 	if f.sock, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
@@ -96,7 +103,7 @@ func Dial(path string) (*Frontend, error) {
 		f.Close()
 		return nil, fmt.Errorf("vhostusertest: connect %s: %w", path, err)
 	}
-	if f.memfd, err = unix.MemfdCreate("vhostusertest", unix.MFD_CLOEXEC); err != nil {
+	if f.memfd, err = unix.MemfdCreate("vhostusertest", unix.MFD_CLOEXEC|memfdFlags); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("vhostusertest: memfd: %w", err)
 	}
@@ -151,6 +158,18 @@ func (f *Frontend) Send(req, flags uint32, payload []byte, fds ...int) error {
 	}
 	if err := unix.Sendmsg(f.sock, msg, oob, nil, unix.MSG_NOSIGNAL); err != nil {
 		return fmt.Errorf("vhostusertest: request %d: %w", req, err)
+	}
+	return nil
+}
+
+// SendHeader sends only a message's header, claiming size payload bytes:
+// a frontend that stops in the middle of a message.
+func (f *Frontend) SendHeader(req, flags, size uint32) error {
+	hdr := binary.LittleEndian.AppendUint32(nil, req)
+	hdr = binary.LittleEndian.AppendUint32(hdr, flags)
+	hdr = binary.LittleEndian.AppendUint32(hdr, size)
+	if _, err := unix.Write(f.sock, hdr); err != nil {
+		return fmt.Errorf("vhostusertest: header of request %d: %w", req, err)
 	}
 	return nil
 }
@@ -254,6 +273,15 @@ func (f *Frontend) Negotiate(want uint64) (uint64, error) {
 	return set, f.Send(SetFeatures, Version, u64(set))
 }
 
+// Shared negotiates VERSION_1 and shares guest memory: a device with no
+// vring yet, for a test to set them as it likes.
+func (f *Frontend) Shared() error {
+	if _, err := f.Negotiate(FeatureVersion1); err != nil {
+		return err
+	}
+	return f.SetMemTable()
+}
+
 // Whole is the memory table entry covering all of guest memory.
 func Whole() Region { return Region{GPA: Base, Size: MemSize, UserAddr: Base} }
 
@@ -286,21 +314,32 @@ func (f *Frontend) SetVringNum(idx, num, flags uint32) error {
 
 func ringOff(q int) int { return q * ringBytes }
 
+// SetVringBase sends SET_VRING_BASE: vring idx's next avail index.
+func (f *Frontend) SetVringBase(idx, base uint32) error {
+	return f.Send(SetVringBase, Version, state(idx, base))
+}
+
 // Vring sets vring q (0: the guest's RX, 1: its TX) up at its place in
 // guest memory: num, base 0, addresses, call and kick eventfds.
 func (f *Frontend) Vring(q int) error {
 	off := uint64(Base + ringOff(q))
+	return f.VringAt(q, RingSize, off, off+0x1000, off+0x2000)
+}
+
+// VringAt is Vring with num entries and the rings at the given guest
+// addresses (Post and Used keep to Vring's places).
+func (f *Frontend) VringAt(q int, num uint32, desc, avail, used uint64) error {
 	addr := binary.LittleEndian.AppendUint32(nil, uint32(q))
 	addr = binary.LittleEndian.AppendUint32(addr, 0)
-	for _, v := range []uint64{off, off + 0x2000, off + 0x1000, 0} { // desc, used, avail, log
+	for _, v := range []uint64{desc, used, avail, 0} { // desc, used, avail, log
 		addr = binary.LittleEndian.AppendUint64(addr, v)
 	}
 	for _, step := range []func() error{
 		func() error { return f.Send(SetVringCall, Version, u64(uint64(q)), f.call[q]) },
-		func() error { return f.SetVringNum(uint32(q), RingSize, Version) },
-		func() error { return f.Send(SetVringBase, Version, state(uint32(q), 0)) },
+		func() error { return f.SetVringNum(uint32(q), num, Version) },
+		func() error { return f.SetVringBase(uint32(q), 0) },
 		func() error { return f.Send(SetVringAddr, Version, addr) },
-		func() error { return f.Send(SetVringKick, Version, u64(uint64(q)), f.kick[q]) },
+		func() error { return f.SetVringKick(q, f.kick[q]) },
 	} {
 		if err := step(); err != nil {
 			return err
@@ -365,18 +404,33 @@ func (f *Frontend) PutDesc(at uint64, addr uint64, length uint32, flags, next ui
 
 // Post makes the chain at head available on vring q and kicks.
 func (f *Frontend) Post(q int, head uint16) error {
-	avail := f.Mem[ringOff(q)+0x1000:]
 	idx := f.avail[q]
-	binary.LittleEndian.PutUint16(avail[4+2*int(idx%RingSize):], head)
-	f.avail[q] = idx + 1
+	return f.PostAt(q, int(idx%RingSize), head, idx+1)
+}
+
+// PostAt writes head into entry slot of vring q's avail ring (at Vring's
+// place, for a ring of any size), publishes idx as its index and kicks.
+func (f *Frontend) PostAt(q, slot int, head, idx uint16) error {
+	avail := f.Mem[ringOff(q)+0x1000:]
+	binary.LittleEndian.PutUint16(avail[4+2*slot:], head)
+	f.avail[q] = idx
 	// flags 0 and the new index in one release store: the ring entry is
 	// visible before the index.
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&avail[0])), uint32(idx+1)<<16)
-	one := u64(1)
-	if _, err := unix.Write(f.kick[q], one); err != nil {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&avail[0])), uint32(idx)<<16)
+	return f.Kick(q)
+}
+
+// Kick writes vring q's kick eventfd.
+func (f *Frontend) Kick(q int) error {
+	if _, err := unix.Write(f.kick[q], u64(1)); err != nil {
 		return fmt.Errorf("vhostusertest: kick: %w", err)
 	}
 	return nil
+}
+
+// SetVringKick sends SET_VRING_KICK for vring q with fd.
+func (f *Frontend) SetVringKick(q int, fd int) error {
+	return f.Send(SetVringKick, Version, u64(uint64(q)), fd)
 }
 
 // Used returns vring q's used index (how many chains the backend is done with).

@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * kbridge_child.h: runs a kbridge for one port of this application as a
+ * child process, for apps that would rather not run kbridge as a service
+ * of its own (rte_kni.h does; docs/KNI.md). Header-only, over kbridge.h.
+ *
+ * kbridge_child_start() writes a configuration for the port (mode ring,
+ * this process's --file-prefix and runtime directory, the port and the
+ * interface named as asked, the control socket kbridge@NAME would have,
+ * metrics off) into this process's DPDK runtime directory and starts
+ * `kbridge run` on it: the binary named by $KBRIDGE_BIN, else `kbridge` on
+ * PATH, /usr/bin/kbridge, /usr/local/bin/kbridge. The child runs in a
+ * process group of its own (a terminal's ^C reaches the app alone, which
+ * stops kbridge when it releases the port), with the signal mask and
+ * dispositions a fresh process has, on every CPU this process may use (the
+ * app's lcore affinity is not its), and with none of the app's descriptors
+ * but stdin, stdout and stderr: its log goes where the app's stderr goes.
+ * kbridge_child_wait() waits until it serves the port and the interface
+ * exists; kbridge_child_stop() stops it by its pid (SIGTERM: kbridge frees
+ * every mbuf it holds and removes the interface) and removes the file.
+ *
+ * The functions return 0 or -errno and, on failure, write the cause into
+ * `why` (one line, no newline) for the caller's log.
+ */
+#ifndef KBRIDGE_CHILD_H
+#define KBRIDGE_CHILD_H
+
+#include <limits.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <kbridge.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* if_nametoindex() as glibc's <net/if.h> declares it. Not that header: an
+ * app that includes <linux/if.h>, as DPDK's KNI example does, cannot
+ * include both (they define the same IFF_* names). */
+#ifdef __THROW
+extern unsigned int if_nametoindex(const char *__ifname) __THROW;
+#else
+extern unsigned int if_nametoindex(const char *__ifname);
+#endif
+
+/* What the child kbridge makes. */
+struct kbridge_child_conf {
+	const char *port;   /* the kbridge_port_create() name */
+	const char *ifname; /* interface.name */
+	uint16_t mtu;       /* interface.mtu; 0: kbridge's default (1500) */
+	const uint8_t *mac; /* interface.mac; NULL: the kernel picks one at random */
+	int up;             /* interface.up: bring the interface up at start */
+};
+
+/* One child kbridge. pid 0: none runs. */
+struct kbridge_child {
+	pid_t pid;
+	int status; /* its wait status once reaped; -1: unknown */
+	char config[PATH_MAX]; /* the generated configuration, "" when none */
+};
+
+/* How long kbridge_child_stop() lets kbridge stop by itself before SIGKILL:
+ * kbridge_port_free()'s own wait, so that a stop never outlasts it. */
+#define KBRIDGE_CHILD_STOP_MS KBRIDGE_FREE_WAIT_MS
+
+/* Finds the kbridge binary (see the top); 0 and its path, or -ENOENT. */
+static inline int
+kbridge_child_find_bin_(char *buf, size_t len)
+{
+	static const char *const fixed[] = {"/usr/bin/kbridge", "/usr/local/bin/kbridge"};
+	const char *env = getenv("KBRIDGE_BIN");
+	const char *path = getenv("PATH");
+	size_t i;
+
+	if (env != NULL && env[0] != '\0') {
+		rte_strlcpy(buf, env, len);
+		return access(buf, X_OK) == 0 ? 0 : -ENOENT;
+	}
+	while (path != NULL && *path != '\0') {
+		const char *end = strchr(path, ':');
+		size_t n = end != NULL ? (size_t)(end - path) : strlen(path);
+		int w = snprintf(buf, len, "%.*s/kbridge", (int)n, path);
+
+		if (n > 0 && w > 0 && (size_t)w < len && access(buf, X_OK) == 0)
+			return 0;
+		path = end != NULL ? end + 1 : NULL;
+	}
+	for (i = 0; i < RTE_DIM(fixed); i++) {
+		rte_strlcpy(buf, fixed[i], len);
+		if (access(buf, X_OK) == 0)
+			return 0;
+	}
+	return -ENOENT;
+}
+
+/* Whether s can stand in the generated YAML as a plain quoted string and
+ * name a kbridge instance: letters, digits, '-', '_'. */
+static inline int
+kbridge_child_plain_(const char *s)
+{
+	if (s == NULL || *s == '\0')
+		return 0;
+	for (; *s != '\0'; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+			return 0;
+	return 1;
+}
+
+/* Writes the child's configuration to c->config. */
+static inline int
+kbridge_child_write_config_(struct kbridge_child *c, const struct kbridge_child_conf *conf,
+			    char *why, size_t whylen)
+{
+	const char *rt = rte_eal_get_runtime_dir();
+	const char *slash = rt != NULL ? strrchr(rt, '/') : NULL;
+	char dir[PATH_MAX];
+	FILE *f;
+	int fd, ok;
+
+	/* The runtime directory is <runtime_dir>/<file prefix>, and kbridge
+	 * wants the two apart (dpdk.runtime_dir, dpdk.file_prefix). */
+	if (slash == NULL || slash == rt || !kbridge_child_plain_(slash + 1) ||
+	    strchr(rt, '"') != NULL || strchr(rt, '\\') != NULL) {
+		snprintf(why, whylen, "cannot tell the file prefix from the DPDK runtime directory %.160s",
+			 rt != NULL ? rt : "(none)");
+		return -EINVAL;
+	}
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - rt), rt);
+	if (snprintf(c->config, sizeof(c->config), "%s/kbridge-%s.yaml", rt, conf->port) >=
+	    (int)sizeof(c->config)) {
+		c->config[0] = '\0';
+		snprintf(why, whylen, "the runtime directory's path %.160s is too long", rt);
+		return -ENAMETOOLONG;
+	}
+	fd = open(c->config, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (f == NULL) {
+		int err = errno;
+
+		if (fd >= 0)
+			close(fd);
+		snprintf(why, whylen, "cannot write %.160s: %s", c->config, strerror(err));
+		c->config[0] = '\0';
+		return -err;
+	}
+	fprintf(f, "# Written by kbridge_child.h for the app pid %d; removed when it stops kbridge.\n"
+		   "mode: ring\n"
+		   "dpdk:\n  file_prefix: \"%s\"\n  runtime_dir: \"%s\"\n  wait: 10s\n"
+		   "port: \"%s\"\n"
+		   "interface:\n  name: \"%s\"\n  up: %s\n",
+		(int)getpid(), slash + 1, dir, conf->port, conf->ifname, conf->up ? "true" : "false");
+	if (conf->mtu != 0)
+		fprintf(f, "  mtu: %u\n", (unsigned int)conf->mtu);
+	if (conf->mac != NULL)
+		fprintf(f, "  mac: \"%02x:%02x:%02x:%02x:%02x:%02x\"\n", conf->mac[0], conf->mac[1],
+			conf->mac[2], conf->mac[3], conf->mac[4], conf->mac[5]);
+	fprintf(f, "stats:\n  socket: \"/run/kbridge/%s/control.sock\"\n  metrics: \"\"\n",
+		conf->ifname);
+	ok = !ferror(f);
+	ok = fclose(f) == 0 && ok;
+	if (!ok) {
+		snprintf(why, whylen, "cannot write %.160s", c->config);
+		unlink(c->config);
+		c->config[0] = '\0';
+		return -EIO;
+	}
+	return 0;
+}
+
+/* In the child, between fork() and exec: async-signal-safe calls only. */
+static inline void
+kbridge_child_exec_(const char *bin, char *const argv[])
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2, SIGQUIT};
+	struct sigaction dfl;
+	unsigned long all[1024 / (8 * sizeof(unsigned long))];
+	sigset_t none;
+	size_t i;
+	int fd;
+
+	(void)setpgid(0, 0);
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (i = 0; i < RTE_DIM(sigs); i++)
+		(void)sigaction(sigs[i], &dfl, NULL);
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Every CPU: the kernel keeps those the cpuset allows. The raw
+	 * call: the glibc wrapper needs _GNU_SOURCE, which a header cannot
+	 * set for the file that includes it. */
+	memset(all, 0xff, sizeof(all));
+	(void)syscall(SYS_sched_setaffinity, 0, sizeof(all), all);
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
+#endif
+		for (fd = 3; fd < 65536; fd++)
+			(void)close(fd);
+	execv(bin, argv);
+	_exit(127);
+}
+
+/*
+ * Starts kbridge for conf. Returns 0 with c->pid set, or -errno: no kbridge
+ * binary, the configuration could not be written, fork() failed.
+ */
+static inline int
+kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *conf,
+		    char *why, size_t whylen)
+{
+	char bin[PATH_MAX];
+	char *argv[8];
+	int argc = 0, ret;
+	pid_t pid;
+
+	memset(c, 0, sizeof(*c));
+	if (conf == NULL || !kbridge_child_plain_(conf->port) || !kbridge_child_plain_(conf->ifname)) {
+		snprintf(why, whylen, "port and interface names must be letters, digits, '-' or '_'");
+		return -EINVAL;
+	}
+	if (kbridge_child_find_bin_(bin, sizeof(bin)) < 0) {
+		snprintf(why, whylen, "no kbridge binary: $KBRIDGE_BIN%s%s, kbridge on PATH, /usr/bin/kbridge and /usr/local/bin/kbridge are none",
+			 getenv("KBRIDGE_BIN") != NULL ? " = " : " unset",
+			 getenv("KBRIDGE_BIN") != NULL ? getenv("KBRIDGE_BIN") : "");
+		return -ENOENT;
+	}
+	ret = kbridge_child_write_config_(c, conf, why, whylen);
+	if (ret < 0)
+		return ret;
+	argv[argc++] = bin;
+	argv[argc++] = (char *)"run";
+	argv[argc++] = (char *)"--config";
+	argv[argc++] = c->config;
+	/* As kbridge@NAME would run: its name in the log, and `kbridge stats
+	 * --instance NAME` reads the control socket written above. */
+	if (strlen(conf->ifname) <= KBRIDGE_NAME_MAX && strcmp(conf->ifname, "kbridge") != 0) {
+		argv[argc++] = (char *)"--instance";
+		argv[argc++] = (char *)conf->ifname;
+	}
+	argv[argc] = NULL;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		kbridge_child_exec_(bin, argv);
+	if (pid < 0) {
+		ret = -errno;
+		snprintf(why, whylen, "fork: %s", strerror(errno));
+		unlink(c->config);
+		c->config[0] = '\0';
+		return ret;
+	}
+	c->pid = pid;
+	c->status = -1;
+	return 0;
+}
+
+/* Describes a wait status into why. */
+static inline void
+kbridge_child_status_(int status, char *why, size_t whylen)
+{
+	if (WIFEXITED(status))
+		snprintf(why, whylen, "kbridge exited with status %d%s", WEXITSTATUS(status),
+			 WEXITSTATUS(status) == 127 ? " (could not exec it)" :
+			 WEXITSTATUS(status) == 2 ? " (its configuration or command line: its log says which key)" :
+						    " (its log above says why)");
+	else if (WIFSIGNALED(status))
+		snprintf(why, whylen, "kbridge was killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(why, whylen, "kbridge ended (wait status %#x)", (unsigned int)status);
+}
+
+/* 1 (and the cause in why) once the child exited and was reaped, else 0. */
+static inline int
+kbridge_child_exited(struct kbridge_child *c, char *why, size_t whylen)
+{
+	int status = 0;
+	pid_t r;
+
+	if (c->pid <= 0)
+		return 1;
+	r = waitpid(c->pid, &status, WNOHANG);
+	if (r == c->pid) {
+		kbridge_child_status_(status, why, whylen);
+		c->status = status;
+		c->pid = 0;
+		return 1;
+	}
+	/* ECHILD: the app reaps its children itself (SIGCHLD ignored, or a
+	 * handler of its own): the pid alone tells. */
+	if (r < 0 && errno == ECHILD && kill(c->pid, 0) < 0 && errno == ESRCH) {
+		snprintf(why, whylen, "kbridge exited (reaped elsewhere: its status is unknown)");
+		c->status = -1;
+		c->pid = 0;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Waits at most timeout_ms until the child serves port p (it is the port's
+ * owner) and interface ifname exists. 0, or -ETIMEDOUT / -ECHILD (it
+ * exited) with the cause in why. A child of pid 0 stands for a kbridge
+ * started by someone else (kbridge@NAME): any live owner will do.
+ */
+static inline int
+kbridge_child_wait(struct kbridge_child *c, const struct kbridge_port *p, const char *ifname,
+		   unsigned int timeout_ms, char *why, size_t whylen)
+{
+	pid_t want = c->pid;
+	unsigned int waited;
+
+	for (waited = 0;; waited += 10) {
+		pid_t owner = kbridge_port_owner_pid(p);
+
+		if (want > 0 && kbridge_child_exited(c, why, whylen))
+			return -ECHILD;
+		if (owner != 0 && (want == 0 || owner == want) && if_nametoindex(ifname) != 0)
+			return 0;
+		if (waited >= timeout_ms) {
+			snprintf(why, whylen, "%s after %u ms: %s", want > 0 ? "kbridge started" : "no kbridge came",
+				 timeout_ms,
+				 owner == 0 ? "no kbridge took the port" :
+				 owner != want && want > 0 ? "another kbridge took the port" :
+							    "the interface does not exist");
+			return -ETIMEDOUT;
+		}
+		rte_delay_us_sleep(10000);
+	}
+}
+
+/*
+ * Stops the child: SIGTERM, then SIGKILL after KBRIDGE_CHILD_STOP_MS, and
+ * removes its configuration. 0 when it exited by itself with status 0 (it
+ * freed what it held and removed the interface), else -EIO with the cause.
+ */
+static inline int
+kbridge_child_stop(struct kbridge_child *c, char *why, size_t whylen)
+{
+	unsigned int waited;
+	int ret = 0;
+
+	if (c->pid > 0) {
+		(void)kill(c->pid, SIGTERM);
+		for (waited = 0; !kbridge_child_exited(c, why, whylen); waited += 10) {
+			if (waited >= KBRIDGE_CHILD_STOP_MS) {
+				int status = 0;
+
+				(void)kill(c->pid, SIGKILL);
+				(void)waitpid(c->pid, &status, 0);
+				snprintf(why, whylen, "kbridge pid %d did not stop within %d ms of SIGTERM: killed",
+					 (int)c->pid, KBRIDGE_CHILD_STOP_MS);
+				c->pid = 0;
+				c->status = -1;
+				ret = -EIO;
+				break;
+			}
+			rte_delay_us_sleep(10000);
+		}
+		if (ret == 0 && c->status != 0)
+			ret = -EIO;
+	}
+	if (c->config[0] != '\0')
+		unlink(c->config);
+	c->config[0] = '\0';
+	return ret;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KBRIDGE_CHILD_H */

@@ -1,0 +1,551 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * rte_kni.h: KNI's API (DPDK 22.11's librte_kni) on kbridge, so that an
+ * application written for KNI builds and runs unchanged on a DPDK without
+ * KNI (23.11 and later, or a 22.11 built without it). Header-only, over
+ * kbridge.h and kbridge_child.h: no library, no kernel module, nothing to
+ * link but DPDK. What each call does here and where it differs from KNI:
+ * docs/KNI.md.
+ *
+ * A KNI is a kbridge port of one queue pair (kbridge_port_create()) and a
+ * kbridge serving it: rte_kni_alloc() starts one as a child process
+ * (kbridge_child.h) unless $KBRIDGE_KNI_SPAWN is 0, when a kbridge started
+ * by someone else (systemd's kbridge@NAME) must come and take the port.
+ * Either way the kernel interface exists when rte_kni_alloc() returns.
+ *
+ * Threads, as with KNI: one lcore calls rte_kni_tx_burst() for a KNI (the
+ * to_kernel ring has one producer), one calls rte_kni_rx_burst() (one
+ * consumer); they may be two lcores. rte_kni_handle_request() runs the
+ * ops' callbacks in the thread that calls it. rte_kni_alloc() and
+ * rte_kni_release() are thread safe.
+ */
+#ifndef _RTE_KNI_H_
+#define _RTE_KNI_H_
+
+#include <pthread.h>
+
+#include <rte_ethdev.h>
+#include <rte_ether.h>
+#include <rte_log.h>
+#include <rte_pci.h>
+
+#include <rte_kni_common.h>
+#include <kbridge.h>
+#include <kbridge_child.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rte_mbuf;
+struct rte_mempool;
+
+/* The callbacks for what is done to the kernel interface. Each runs in the
+ * thread that calls rte_kni_handle_request() and returns 0, or -errno to
+ * refuse: kbridge then sets the interface back. */
+struct rte_kni_ops {
+	uint16_t port_id; /* passed to each callback */
+
+	int (*change_mtu)(uint16_t port_id, unsigned int new_mtu);
+	int (*config_network_if)(uint16_t port_id, uint8_t if_up);
+	int (*config_mac_address)(uint16_t port_id, uint8_t mac_addr[]);
+	int (*config_promiscusity)(uint16_t port_id, uint8_t to_on);
+	int (*config_allmulticast)(uint16_t port_id, uint8_t to_on);
+};
+
+/* The interface rte_kni_alloc() makes, laid out as KNI's. */
+struct rte_kni_conf {
+	char name[RTE_KNI_NAMESIZE]; /* the interface's and the kbridge port's name */
+	uint32_t core_id;            /* no effect: kbridge's worker CPUs are its workers.cpus */
+	uint16_t group_id;           /* no effect */
+	unsigned mbuf_size;          /* no effect: the pool's mbufs are what kbridge fills */
+	struct rte_pci_addr addr;    /* deprecated in KNI; no effect */
+	struct rte_pci_id id;        /* deprecated in KNI; no effect */
+
+	__extension__
+	uint8_t force_bind : 1;                /* no effect */
+	uint8_t mac_addr[RTE_ETHER_ADDR_LEN]; /* the interface's MAC; all zero: random */
+	uint16_t mtu;                         /* the interface's MTU; 0: 1500 */
+	uint16_t min_mtu;                     /* no effect: kbridge's lower bound, 68, applies */
+	uint16_t max_mtu;                     /* the largest MTU change passed on; 0: no limit of its own */
+};
+
+/* How long rte_kni_alloc() waits for kbridge: $KBRIDGE_KNI_WAIT_MS, else this. */
+#define RTE_KNI_KBRIDGE_WAIT_MS 30000
+/* How long it then waits for kbridge's start-up MTU question (see rte_kni_alloc). */
+#define RTE_KNI_MTU_ASK_WAIT_MS 3000
+/* Ring entries per direction: KNI's FIFO size. */
+#define RTE_KNI_RING_SIZE 1024
+
+/* A KNI: the port, its kbridge and the callbacks. */
+struct rte_kni {
+	char name[RTE_KNI_NAMESIZE];
+	struct kbridge_port *port;
+	struct kbridge_child child; /* pid 0: a kbridge someone else started */
+	struct rte_kni_ops ops;
+	int ready; /* rte_kni_alloc() returned it */
+};
+
+/* The KNIs of this process, for rte_kni_get(); weak, as kbridge.h's ports
+ * registry, so that every translation unit shares one. */
+__attribute__((weak)) struct rte_kni *rte_kni_list_[KBRIDGE_MAX_PORTS];
+__attribute__((weak)) pthread_mutex_t rte_kni_lock_ = PTHREAD_MUTEX_INITIALIZER;
+__attribute__((weak)) int rte_kni_logtype_ = -1;
+
+/* KNI's log type, "lib.kni", registered once. */
+static inline int
+rte_kni_log_type_(void)
+{
+	int t = __atomic_load_n(&rte_kni_logtype_, __ATOMIC_ACQUIRE);
+
+	if (t < 0) {
+		t = rte_log_register_type_and_pick_level("lib.kni", RTE_LOG_INFO);
+		if (t < 0)
+			t = RTE_LOGTYPE_USER1;
+		__atomic_store_n(&rte_kni_logtype_, t, __ATOMIC_RELEASE);
+	}
+	return t;
+}
+
+#define RTE_KNI_LOG_(level, ...) \
+	rte_log(RTE_LOG_##level, rte_kni_log_type_(), "KNI: " __VA_ARGS__)
+
+/*
+ * KNI opened /dev/kni here. Nothing to open on kbridge: registers the log
+ * type and returns 0. max_kni_ifaces has no effect: the bound is
+ * KBRIDGE_MAX_PORTS KNIs per process. rte_kni_alloc() works without it.
+ */
+static inline int
+rte_kni_init(unsigned int max_kni_ifaces)
+{
+	if (max_kni_ifaces > KBRIDGE_MAX_PORTS)
+		RTE_KNI_LOG_(WARNING, "%u interfaces asked for: kbridge's rte_kni.h takes %d per process\n",
+			     max_kni_ifaces, KBRIDGE_MAX_PORTS);
+	(void)rte_kni_log_type_();
+	return 0;
+}
+
+/* The KNI of that name, or NULL; the caller holds rte_kni_lock_. */
+static inline struct rte_kni *
+rte_kni_find_(const char *name)
+{
+	int i;
+
+	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
+		if (rte_kni_list_[i] != NULL &&
+		    strncmp(rte_kni_list_[i]->name, name, RTE_KNI_NAMESIZE) == 0)
+			return rte_kni_list_[i];
+	return NULL;
+}
+
+/* Takes kni off the registry. */
+static inline void
+rte_kni_unlist_(const struct rte_kni *kni)
+{
+	int i;
+
+	pthread_mutex_lock(&rte_kni_lock_);
+	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
+		if (rte_kni_list_[i] == kni)
+			rte_kni_list_[i] = NULL;
+	pthread_mutex_unlock(&rte_kni_lock_);
+}
+
+/* $name as milliseconds, else def. */
+static inline unsigned int
+rte_kni_env_ms_(const char *name, unsigned int def)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long n;
+
+	if (v == NULL || *v == '\0')
+		return def;
+	n = strtoul(v, &end, 10);
+	return *end == '\0' && n <= 3600000 ? (unsigned int)n : def;
+}
+
+/*
+ * kbridge asks the app once at start to take the interface's MTU (so that
+ * a port an earlier kbridge changed agrees again). KNI never asked: its
+ * contract is that conf->mtu is already the port's. So the question is
+ * answered yes here, without a callback, if it comes within
+ * RTE_KNI_MTU_ASK_WAIT_MS (it does unless kbridge cannot watch the
+ * interface); any other request is left for rte_kni_handle_request().
+ */
+static inline void
+rte_kni_answer_start_mtu_(struct rte_kni *kni)
+{
+	struct kbridge_request r;
+	unsigned int waited;
+
+	for (waited = 0; waited < RTE_KNI_MTU_ASK_WAIT_MS; waited += 5) {
+		if (kbridge_port_poll_request(kni->port, &r)) {
+			if (r.type == KBRIDGE_REQ_MTU)
+				kbridge_port_reply(kni->port, &r, 0);
+			return;
+		}
+		rte_delay_us_sleep(5000);
+	}
+}
+
+/* Undoes a partial rte_kni_alloc(). */
+static inline void
+rte_kni_undo_(struct rte_kni *kni)
+{
+	char why[256] = "";
+
+	if (kbridge_child_stop(&kni->child, why, sizeof(why)) < 0 && why[0] != '\0')
+		RTE_KNI_LOG_(WARNING, "%s: %s\n", kni->name, why);
+	if (kni->port != NULL && kbridge_port_free(kni->port) < 0)
+		RTE_KNI_LOG_(ERR, "%s: kbridge pid %d still serves the port\n", kni->name,
+			     (int)kbridge_port_owner_pid(kni->port));
+	rte_free(kni);
+}
+
+/*
+ * Makes kernel interface conf->name with conf->mac_addr (random if all
+ * zero) and conf->mtu, down, as KNI did; it exists when the call returns.
+ * Packets the kernel sends it are allocated from pktmbuf_pool. ops (may be
+ * NULL, or fill only some callbacks) is copied. Returns NULL on failure,
+ * the cause in the log: a bad argument, the name taken (by a KNI of this
+ * process or a kernel interface), no kbridge binary, kbridge exiting, or
+ * kbridge not serving the port within $KBRIDGE_KNI_WAIT_MS (default
+ * RTE_KNI_KBRIDGE_WAIT_MS).
+ */
+static inline struct rte_kni *
+rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
+	      struct rte_kni_ops *ops)
+{
+	static const uint8_t zero[RTE_ETHER_ADDR_LEN] = {0};
+	const char *spawn = getenv("KBRIDGE_KNI_SPAWN");
+	struct kbridge_child_conf cc;
+	struct rte_kni *kni;
+	char why[256] = "";
+	int i, slot = -1, ret;
+
+	if (pktmbuf_pool == NULL || conf == NULL || conf->name[0] == '\0' ||
+	    strnlen(conf->name, RTE_KNI_NAMESIZE) >= RTE_KNI_NAMESIZE) {
+		RTE_KNI_LOG_(ERR, "rte_kni_alloc: no mbuf pool, no configuration, or no name of at most %d characters\n",
+			     RTE_KNI_NAMESIZE - 1);
+		return NULL;
+	}
+	kni = (struct rte_kni *)rte_zmalloc("rte_kni", sizeof(*kni), 0);
+	if (kni == NULL) {
+		RTE_KNI_LOG_(ERR, "%.*s: out of memory\n", RTE_KNI_NAMESIZE, conf->name);
+		return NULL;
+	}
+	rte_strlcpy(kni->name, conf->name, sizeof(kni->name));
+	if (ops != NULL)
+		memcpy(&kni->ops, ops, sizeof(kni->ops));
+	else
+		kni->ops.port_id = UINT16_MAX;
+
+	pthread_mutex_lock(&rte_kni_lock_);
+	for (i = 0; i < KBRIDGE_MAX_PORTS && slot < 0; i++)
+		if (rte_kni_list_[i] == NULL)
+			slot = i;
+	if (rte_kni_find_(kni->name) != NULL || slot < 0) {
+		pthread_mutex_unlock(&rte_kni_lock_);
+		RTE_KNI_LOG_(ERR, "%s: %s\n", kni->name,
+			     slot < 0 ? "no room: kbridge's rte_kni.h takes KBRIDGE_MAX_PORTS KNIs per process" :
+					"KNI already exists");
+		rte_free(kni);
+		return NULL;
+	}
+	rte_kni_list_[slot] = kni; /* holds the name while the rest is made */
+	pthread_mutex_unlock(&rte_kni_lock_);
+
+	if (if_nametoindex(kni->name) != 0) {
+		RTE_KNI_LOG_(ERR, "%s: a kernel interface of that name exists already (a kbridge left by a crash? kbridge cleanup --instance %s)\n",
+			     kni->name, kni->name);
+		goto fail;
+	}
+	kni->port = kbridge_port_create(kni->name, 1, RTE_KNI_RING_SIZE, pktmbuf_pool,
+					pktmbuf_pool->socket_id);
+	if (kni->port == NULL) {
+		RTE_KNI_LOG_(ERR, "%s: kbridge_port_create: %s\n", kni->name, rte_strerror(rte_errno));
+		goto fail;
+	}
+	kbridge_port_serve_requests(kni->port, KBRIDGE_REQ_ALL, conf->max_mtu);
+	/* For a kbridge someone else started: the child's configuration
+	 * names the MAC itself (interface.mac, which takes precedence). */
+	if (memcmp(conf->mac_addr, zero, sizeof(zero)) != 0)
+		kbridge_port_set_mac(kni->port, conf->mac_addr);
+
+	memset(&cc, 0, sizeof(cc));
+	cc.port = kni->name;
+	cc.ifname = kni->name;
+	cc.mtu = conf->mtu;
+	cc.mac = memcmp(conf->mac_addr, zero, sizeof(zero)) != 0 ? conf->mac_addr : NULL;
+	cc.up = 0;
+	if (spawn == NULL || strcmp(spawn, "0") != 0) {
+		ret = kbridge_child_start(&kni->child, &cc, why, sizeof(why));
+		if (ret < 0) {
+			RTE_KNI_LOG_(ERR, "%s: cannot start kbridge: %s\n", kni->name, why);
+			goto fail;
+		}
+	}
+	ret = kbridge_child_wait(&kni->child, kni->port, kni->name,
+				 rte_kni_env_ms_("KBRIDGE_KNI_WAIT_MS", RTE_KNI_KBRIDGE_WAIT_MS), why,
+				 sizeof(why));
+	if (ret < 0) {
+		RTE_KNI_LOG_(ERR, "%s: no kernel interface: %s%s\n", kni->name, why,
+			     kni->child.pid == 0 && kni->child.config[0] == '\0' ?
+				     " (KBRIDGE_KNI_SPAWN=0: start kbridge@NAME, or unset it)" : "");
+		goto fail;
+	}
+	rte_kni_answer_start_mtu_(kni);
+	pthread_mutex_lock(&rte_kni_lock_);
+	kni->ready = 1;
+	pthread_mutex_unlock(&rte_kni_lock_);
+	RTE_KNI_LOG_(INFO, "%s: kernel interface ready, served by kbridge pid %d\n", kni->name,
+		     (int)kbridge_port_owner_pid(kni->port));
+	return kni;
+
+fail:
+	rte_kni_unlist_(kni);
+	rte_kni_undo_(kni);
+	return NULL;
+}
+
+/*
+ * Removes the interface: stops the kbridge rte_kni_alloc() started (by its
+ * pid; it frees what it holds and removes the interface) and frees the
+ * port, the mbufs in its rings with it. No lcore may use the KNI any more.
+ * The name can be allocated again. 0, or -1 (an unknown KNI; a kbridge
+ * that did not let go, named in the log: the KNI is then left as it is).
+ */
+static inline int
+rte_kni_release(struct rte_kni *kni)
+{
+	char why[256] = "";
+	int i, found = 0;
+
+	if (kni == NULL)
+		return -1;
+	pthread_mutex_lock(&rte_kni_lock_);
+	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
+		if (rte_kni_list_[i] == kni)
+			found = 1;
+	pthread_mutex_unlock(&rte_kni_lock_);
+	if (!found)
+		return -1;
+	if (kbridge_child_stop(&kni->child, why, sizeof(why)) < 0)
+		RTE_KNI_LOG_(WARNING, "%s: %s\n", kni->name, why);
+	if (kbridge_port_free(kni->port) < 0) {
+		RTE_KNI_LOG_(ERR, "%s: kbridge pid %d still serves the port: not released\n", kni->name,
+			     (int)kbridge_port_owner_pid(kni->port));
+		return -1;
+	}
+	kni->port = NULL;
+	/* A kbridge someone else started removes the interface as it exits,
+	 * after letting go of the port: wait for it, so that the name can be
+	 * allocated again at once. */
+	for (i = 0; i < 200 && if_nametoindex(kni->name) != 0; i++)
+		rte_delay_us_sleep(10000);
+	rte_kni_unlist_(kni);
+	rte_free(kni);
+	return 0;
+}
+
+/*
+ * Hands up to num packets to the kernel. Returns how many it took: the
+ * first ones, up to the room in the ring; the rest stay the caller's, as
+ * with KNI (free or retry them). No system call, but the eventfd write
+ * that wakes a parked kbridge worker.
+ */
+static inline unsigned
+rte_kni_tx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num)
+{
+	unsigned int room;
+
+	if (kni == NULL || kni->port == NULL)
+		return 0;
+	/* One producer: the room only grows until the enqueue, so all of
+	 * these fit, and kbridge_to_kernel() frees none. */
+	room = rte_ring_free_count(kni->port->to_kernel[0]);
+	if (num > room)
+		num = room;
+	if (num > UINT16_MAX)
+		num = UINT16_MAX;
+	return kbridge_to_kernel(kni->port, 0, mbufs, (uint16_t)num);
+}
+
+/* Takes up to num packets the kernel sent; the caller owns them. */
+static inline unsigned
+rte_kni_rx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num)
+{
+	if (kni == NULL || kni->port == NULL)
+		return 0;
+	if (num > UINT16_MAX)
+		num = UINT16_MAX;
+	return kbridge_from_kernel(kni->port, 0, mbufs, (uint16_t)num);
+}
+
+/* What KNI did with a MAC, promiscuous or all-multicast request that had
+ * no callback: apply it to ops.port_id's ethdev when that port is valid. */
+static inline int
+rte_kni_default_(const struct rte_kni *kni, const struct kbridge_request *r)
+{
+	uint16_t port = kni->ops.port_id;
+	struct rte_ether_addr mac;
+	int ret = -ENOTSUP;
+
+	if (port == UINT16_MAX)
+		return 0;
+	if (!rte_eth_dev_is_valid_port(port)) {
+		RTE_KNI_LOG_(ERR, "%s: invalid port id %u\n", kni->name, (unsigned int)port);
+		return -EINVAL;
+	}
+	switch (r->type) {
+	case KBRIDGE_REQ_MAC:
+		memcpy(mac.addr_bytes, r->mac, RTE_ETHER_ADDR_LEN);
+		ret = rte_eth_dev_default_mac_addr_set(port, &mac);
+		break;
+	case KBRIDGE_REQ_PROMISC:
+		ret = r->value ? rte_eth_promiscuous_enable(port) : rte_eth_promiscuous_disable(port);
+		break;
+	case KBRIDGE_REQ_ALLMULTI:
+		ret = r->value ? rte_eth_allmulticast_enable(port) : rte_eth_allmulticast_disable(port);
+		break;
+	}
+	if (ret != 0)
+		RTE_KNI_LOG_(ERR, "%s: request %u for port %u: %s\n", kni->name, r->type,
+			     (unsigned int)port, rte_strerror(-ret));
+	return ret;
+}
+
+/*
+ * Serves the request kbridge posted for what was done to the interface
+ * (ip link set NAME mtu|up|down|address|promisc|allmulticast), if one
+ * waits: calls the ops' callback in this thread with ops.port_id and
+ * answers kbridge with its return value (0 keeps the change; -errno, or a
+ * positive errno, sets it back). Call it from the lcore loop or a control
+ * thread every few milliseconds: kbridge sets back what is not answered
+ * within its request timeout (1 s). 0, or -1 for a NULL kni.
+ */
+static inline int
+rte_kni_handle_request(struct rte_kni *kni)
+{
+	const struct rte_kni_ops *o;
+	struct kbridge_request r;
+	int ret = 0;
+
+	if (kni == NULL || kni->port == NULL)
+		return -1;
+	if (!kbridge_port_poll_request(kni->port, &r))
+		return 0;
+	o = &kni->ops;
+	switch (r.type) {
+	case KBRIDGE_REQ_MTU:
+		if (o->change_mtu != NULL)
+			ret = o->change_mtu(o->port_id, r.value);
+		break;
+	case KBRIDGE_REQ_LINK:
+		if (o->config_network_if != NULL)
+			ret = o->config_network_if(o->port_id, (uint8_t)r.value);
+		break;
+	case KBRIDGE_REQ_MAC:
+		ret = o->config_mac_address != NULL ? o->config_mac_address(o->port_id, r.mac) :
+						      rte_kni_default_(kni, &r);
+		break;
+	case KBRIDGE_REQ_PROMISC:
+		ret = o->config_promiscusity != NULL ? o->config_promiscusity(o->port_id, (uint8_t)r.value) :
+						       rte_kni_default_(kni, &r);
+		break;
+	case KBRIDGE_REQ_ALLMULTI:
+		ret = o->config_allmulticast != NULL ? o->config_allmulticast(o->port_id, (uint8_t)r.value) :
+						       rte_kni_default_(kni, &r);
+		break;
+	}
+	kbridge_port_reply(kni->port, &r, ret > 0 ? -ret : ret);
+	return 0;
+}
+
+/* The KNI of that name in this process, or NULL. */
+static inline struct rte_kni *
+rte_kni_get(const char *name)
+{
+	struct rte_kni *kni;
+
+	if (name == NULL || name[0] == '\0')
+		return NULL;
+	pthread_mutex_lock(&rte_kni_lock_);
+	kni = rte_kni_find_(name);
+	/* One still being allocated is not there yet. */
+	if (kni != NULL && !kni->ready)
+		kni = NULL;
+	pthread_mutex_unlock(&rte_kni_lock_);
+	return kni;
+}
+
+static inline const char *
+rte_kni_get_name(const struct rte_kni *kni)
+{
+	return kni != NULL ? kni->name : NULL;
+}
+
+/* Sets the callbacks, as KNI: -1 when kni or ops is NULL or callbacks are
+ * registered already (rte_kni_unregister_handlers() first). */
+static inline int
+rte_kni_register_handlers(struct rte_kni *kni, struct rte_kni_ops *ops)
+{
+	const struct rte_kni_ops *o;
+
+	if (kni == NULL || ops == NULL) {
+		RTE_KNI_LOG_(ERR, "rte_kni_register_handlers: no KNI or no ops\n");
+		return -1;
+	}
+	o = &kni->ops;
+	if (o->change_mtu != NULL || o->config_network_if != NULL || o->config_mac_address != NULL ||
+	    o->config_promiscusity != NULL || o->config_allmulticast != NULL) {
+		RTE_KNI_LOG_(ERR, "%s: request callbacks registered already\n", kni->name);
+		return -1;
+	}
+	memcpy(&kni->ops, ops, sizeof(kni->ops));
+	return 0;
+}
+
+/* Clears the callbacks, port_id with them (to 0, as KNI did). */
+static inline int
+rte_kni_unregister_handlers(struct rte_kni *kni)
+{
+	if (kni == NULL)
+		return -1;
+	memset(&kni->ops, 0, sizeof(kni->ops));
+	return 0;
+}
+
+/*
+ * Sets the interface's carrier (linkup 0: off, else on) and returns the
+ * previous state, 1 or 0; -1 for a NULL kni. kbridge applies it within
+ * milliseconds; until the first call the carrier is on.
+ */
+static inline int
+rte_kni_update_link(struct rte_kni *kni, unsigned int linkup)
+{
+	uint64_t link;
+	int was;
+
+	if (kni == NULL || kni->port == NULL)
+		return -1;
+	link = __atomic_load_n(&kni->port->ctl->link, __ATOMIC_ACQUIRE);
+	was = (link & KBRIDGE_LINK_REPORTED) == 0 || (link & KBRIDGE_LINK_UP) != 0;
+	kbridge_port_set_link(kni->port, linkup != 0, (uint32_t)link,
+			      (link & KBRIDGE_LINK_REPORTED) == 0 || (link & KBRIDGE_LINK_FULL_DUPLEX) != 0);
+	return was;
+}
+
+/* KNI closed /dev/kni here; nothing to close on kbridge. KNIs still
+ * allocated stay: rte_kni_release() each. */
+static inline void
+rte_kni_close(void)
+{
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* _RTE_KNI_H_ */

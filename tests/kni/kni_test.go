@@ -1,0 +1,311 @@
+// Package kni runs an application written for KNI, bin/kbridge-kniapp
+// (tests/kniapp/kniapp.c, built against rte_kni.h alone), on the test bed in
+// place of the reference app and kbridge: its rte_kni_alloc starts the
+// kbridge that serves each KNI (docs/KNI.md). The bed comes up without an
+// app (KBT_NO_BRIDGE=1); the app owns kbt-nic through net_af_packet and its
+// KNI vEth0 gets kb0's address. Each subtest starts the app in one of the
+// styles KNI applications were written in, checks traffic and the requests
+// (ip link set ... reaching the rte_kni_ops callbacks, kept or set back by
+// their answer), then stops it with SIGINT and checks that it exits 0 and
+// its interfaces are gone.
+package kni
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kbridge/kbridge/tests/harness"
+)
+
+const (
+	peerIP = harness.PeerIP
+	dutIP  = harness.DUTIP
+	// The first KNI's MAC where a test names one: locally administered.
+	kniMAC = "02:00:c6:12:00:02"
+)
+
+// app is one run of the KNI application.
+type app struct {
+	*harness.Proc
+	names []string // its KNIs
+	// kb is the process whose output holds its kbridges' logs: the app
+	// itself, whose children they are, or a kbridge started beside it.
+	kb *harness.Proc
+}
+
+// startApp runs bin/kbridge-kniapp in kbt-dut with the app's arguments
+// (after "--"): its lcores on the app CPU, the main lcore on the other, as
+// the bed places every app; rte_kni_alloc runs bin/kbridge (KBRIDGE_BIN).
+// It returns once the app forwards, its KNIs up with the bed's address on
+// the first.
+// env adds to its environment; kb, when not nil, is the kbridge started
+// beside it (KBRIDGE_KNI_SPAWN=0).
+func startApp(t *testing.T, root string, env []string, kb *harness.Proc, names []string, args ...string) *app {
+	t.Helper()
+	appCPU := runtime.NumCPU() - 1
+	lcores := fmt.Sprintf("0@0,1@%d,2@%d", appCPU, appCPU)
+	p := harness.StartSpec(t, "kniapp", harness.Spec{Env: append([]string{"KBRIDGE_BIN=" + filepath.Join(root, "bin/kbridge")}, env...)},
+		append([]string{"ip", "netns", "exec", "kbt-dut", filepath.Join(root, "bin/kbridge-kniapp"),
+			"--lcores", lcores, "--file-prefix", "kbt-kni", "--proc-type", "primary", "--no-pci",
+			"--vdev", "net_af_packet0,iface=kbt-nic", "--"}, args...)...)
+	a := &app{Proc: p, names: names, kb: kb}
+	if kb == nil {
+		a.kb = p
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kniapp's output:\n%s", p.Log.String())
+		}
+	})
+	p.WaitLog("kniapp: forwarding", 60*time.Second)
+	for _, n := range names {
+		if gone, out := harness.LinkGone("kbt-dut", n); gone {
+			t.Fatalf("rte_kni_alloc returned but %s does not exist: %s", n, out)
+		}
+		if flags(t, n)&syscall.IFF_UP != 0 {
+			t.Errorf("%s is up before anyone set it up: KNI made its interfaces down", n)
+		}
+	}
+	sh(t, "ip", "-n", "kbt-dut", "addr", "add", dutIP+"/24", "dev", names[0])
+	for _, n := range names {
+		a.request(t, n, "link", "up", true, "up")
+	}
+	// The peer may know 198.18.0.2 at the MAC of an earlier run's KNI.
+	sh(t, "ip", "-n", "kbt-peer", "neigh", "flush", "dev", "kbt-wire")
+	return a
+}
+
+// request runs `ip link set dev name ARGS...` and waits for kbridge to say
+// that the app kept it (kept) or refused it and the change was set back;
+// change and value are what kbridge logs ("mtu", "1400").
+func (a *app) request(t *testing.T, name, change, value string, kept bool, args ...string) {
+	t.Helper()
+	msg := `msg="the app did not take the interface's change: setting it back"`
+	if kept {
+		msg = `msg="the app applied the interface's change"`
+	}
+	what := fmt.Sprintf("%s instance=%s interface=%s change=%s value=%s", msg, name, name, change, value)
+	n := a.kb.Log.Count(what)
+	sh(t, append([]string{"ip", "-n", "kbt-dut", "link", "set", "dev", name}, args...)...)
+	a.kb.WaitCountIn(t, what, n+1, 10*time.Second)
+}
+
+// allmulticastFollowsTheCallback sets all-multicast on the first KNI:
+// config_allmulticast applies it to the port, which may not support it
+// (net_af_packet of 22.11 does not): the change is kept exactly when the
+// callback returned 0.
+func (a *app) allmulticastFollowsTheCallback(t *testing.T) {
+	t.Helper()
+	name := a.names[0]
+	tail := fmt.Sprintf(" instance=%s interface=%s change=allmulticast value=on", name, name)
+	applied, refused := `msg="the app applied the interface's change"`+tail,
+		`msg="the app did not take the interface's change: setting it back"`+tail
+	n := a.Log.Count(applied) + a.Log.Count(refused)
+	sh(t, "ip", "-n", "kbt-dut", "link", "set", "dev", name, "allmulticast", "on")
+	harness.WaitUntil(t, "kbridge's word on allmulticast", 10*time.Second, func() bool {
+		return a.Log.Count(applied)+a.Log.Count(refused) > n
+	})
+	log := a.Log.String()
+	i := strings.LastIndex(log, "kniapp: config_allmulticast(0, 1) = ")
+	if i < 0 {
+		t.Fatal("config_allmulticast was not called")
+	}
+	answer := strings.Fields(log[i+len("kniapp: config_allmulticast(0, 1) = "):])[0]
+	kept := strings.Contains(log[i:], applied)
+	if kept != (answer == "0") {
+		t.Errorf("config_allmulticast answered %s and kbridge kept the change: %v", answer, kept)
+	}
+	if on := flags(t, name)&syscall.IFF_ALLMULTI != 0; on != kept {
+		t.Errorf("%s has IFF_ALLMULTI %v after the callback answered %s", name, on, answer)
+	}
+}
+
+// stop sends SIGINT, as a user's ^C, and checks that the app released its
+// KNIs, its kbridges stopped cleanly, it exited 0 and the interfaces are gone.
+func (a *app) stop(t *testing.T) {
+	t.Helper()
+	if err := a.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if !a.ExitedWithin(30 * time.Second) {
+		t.Fatal("the app did not exit within 30 s of SIGINT")
+	}
+	log := a.Log.String()
+	if c := a.ExitCode(); c != 0 {
+		t.Errorf("the app exited %d after SIGINT", c)
+	}
+	for _, n := range a.names {
+		if !strings.Contains(log, "kniapp: released "+n+"\n") {
+			t.Errorf("the app did not release %s", n)
+		}
+		if gone, out := harness.LinkGone("kbt-dut", n); !gone {
+			t.Errorf("%s still exists after the app exited: %s", n, out)
+		}
+	}
+	if got, want := strings.Count(log, "msg=stopped"), len(a.names); got < want {
+		t.Errorf("%d kbridges logged a clean stop, want %d", got, want)
+	}
+	// kbridge's pool_in_use at its stop counts what still waits in the
+	// rings; rte_kni_release frees that: the pool must be whole after it.
+	if !strings.Contains(log, "kniapp: mbufs in use after release: 0\n") {
+		t.Errorf("the app's pool is not whole after it released its KNIs")
+	}
+}
+
+func sh(t *testing.T, args ...string) string {
+	t.Helper()
+	return harness.Sh(t, nil, args[0], args[1:]...)
+}
+
+// flags reads an interface's flags (IFF_*) in kbt-dut.
+func flags(t *testing.T, name string) int {
+	t.Helper()
+	s := strings.TrimSpace(sh(t, "ip", "netns", "exec", "kbt-dut", "cat", "/sys/class/net/"+name+"/flags"))
+	v, err := strconv.ParseInt(strings.TrimPrefix(s, "0x"), 16, 32)
+	if err != nil {
+		t.Fatalf("flags of %s: %q", name, s)
+	}
+	return int(v)
+}
+
+// attr reads /sys/class/net/NAME/ATTR in kbt-dut.
+func attr(t *testing.T, name, what string) string {
+	t.Helper()
+	return strings.TrimSpace(sh(t, "ip", "netns", "exec", "kbt-dut", "cat", "/sys/class/net/"+name+"/"+what))
+}
+
+func TestKNIApplication(t *testing.T) {
+	harness.NeedRoot(t, "the KNI application on the test bed needs root (namespaces, DPDK, TAP)")
+	root := harness.RepoRoot(t)
+	for _, bin := range []string{"bin/kbridge", "bin/kbridge-kniapp"} {
+		if _, err := os.Stat(filepath.Join(root, bin)); err != nil {
+			t.Fatalf("%s missing: run make build", bin)
+		}
+	}
+	for _, tool := range []string{"iperf3", "nfs-ls", "nfs-cat", "ganesha.nfsd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s missing: run make deps", tool)
+		}
+	}
+	harness.ClaimBed(t, root)
+	env := append([]string{"KBT_NO_BRIDGE=1"}, harness.LockedEnv...)
+	t.Cleanup(func() {
+		harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/down.sh"))
+		harness.CheckNothingLeft(t, "vEth0", "vEth0_0", "vEth0_1")
+	})
+	if out := harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/up.sh")); !strings.Contains(out, "testbed up") {
+		t.Fatalf("up.sh did not say 'testbed up':\n%s", out)
+	}
+
+	t.Run("split rx and tx lcores with every callback", func(t *testing.T) {
+		a := startApp(t, root, nil, nil, []string{"vEth0"}, "--loop", "split", "--ops", "all", "--mac", kniMAC,
+			"--refuse-mtu", "1280", "--refuse-down")
+		if got := attr(t, "vEth0", "address"); got != kniMAC {
+			t.Errorf("vEth0 has MAC %s, want conf.mac_addr %s", got, kniMAC)
+		}
+		if got := attr(t, "vEth0", "mtu"); got != "1500" {
+			t.Errorf("vEth0 has MTU %s, want conf.mtu 1500", got)
+		}
+		harness.BedTraffic(t)
+		t.Run("requests reach the callbacks and their answer holds", func(t *testing.T) {
+			a.request(t, "vEth0", "mtu", "1400", true, "mtu", "1400")
+			a.WaitLog("kniapp: change_mtu(0, 1400) = 0", 5*time.Second)
+			a.request(t, "vEth0", "mtu", "1280", false, "mtu", "1280")
+			a.WaitLog("kniapp: change_mtu(0, 1280) = -22", 5*time.Second)
+			if got := attr(t, "vEth0", "mtu"); got != "1400" {
+				t.Errorf("after a refused MTU vEth0 has MTU %s, want 1400 kept", got)
+			}
+			a.request(t, "vEth0", "link", "down", false, "down")
+			a.WaitLog("kniapp: config_network_if(0, 0) = -1", 5*time.Second)
+			if flags(t, "vEth0")&syscall.IFF_UP == 0 {
+				t.Errorf("vEth0 stayed down after the app refused it")
+			}
+			a.request(t, "vEth0", "mac", "02:00:c6:12:00:05", true, "address", "02:00:c6:12:00:05")
+			a.WaitLog("kniapp: config_mac_address(0, 02:00:c6:12:00:05) = 0", 5*time.Second)
+			a.request(t, "vEth0", "promisc", "on", true, "promisc", "on")
+			a.WaitLog("kniapp: config_promiscusity(0, 1) = 0", 5*time.Second)
+			a.request(t, "vEth0", "promisc", "off", false, "promisc", "off")
+			a.WaitLog("kniapp: config_promiscusity(0, 0) = -16", 5*time.Second)
+			if flags(t, "vEth0")&syscall.IFF_PROMISC == 0 {
+				t.Errorf("vEth0 left promiscuous mode though the app refused it")
+			}
+			a.allmulticastFollowsTheCallback(t)
+			a.request(t, "vEth0", "mtu", "1500", true, "mtu", "1500")
+			sh(t, "ip", "-n", "kbt-peer", "neigh", "flush", "dev", "kbt-wire")
+			harness.PingBothWays(t)
+		})
+		a.stop(t)
+	})
+
+	t.Run("one loop, ops NULL, two KNIs allocated twice", func(t *testing.T) {
+		a := startApp(t, root, nil, nil, []string{"vEth0_0", "vEth0_1"}, "--loop", "one", "--ops", "null", "--kni", "2",
+			"--realloc", "1")
+		if got := strings.Count(a.Log.String(), "kniapp: released for realloc"); got != 2 {
+			t.Errorf("the app released %d KNIs to allocate them again, want 2", got)
+		}
+		if a0, a1 := attr(t, "vEth0_0", "address"), attr(t, "vEth0_1", "address"); a0 == a1 {
+			t.Errorf("both KNIs have MAC %s: a zero conf.mac_addr is a random one each", a0)
+		}
+		t.Run("ping both ways", harness.PingBothWays)
+		t.Run("without callbacks every request succeeds", func(t *testing.T) {
+			a.request(t, "vEth0_1", "mtu", "1400", true, "mtu", "1400")
+			a.request(t, "vEth0_1", "link", "down", true, "down")
+			a.request(t, "vEth0_1", "link", "up", true, "up")
+			a.request(t, "vEth0_0", "promisc", "on", true, "promisc", "on")
+			a.request(t, "vEth0_0", "promisc", "off", true, "promisc", "off")
+			if strings.Contains(a.Log.String(), "kniapp: change_mtu") {
+				t.Errorf("a callback ran though the app registered none")
+			}
+		})
+		a.stop(t)
+	})
+
+	t.Run("with KBRIDGE_KNI_SPAWN=0 a kbridge instance started beside the app serves the KNI", func(t *testing.T) {
+		conf := filepath.Join(t.TempDir(), "vEth0.yaml")
+		if err := os.WriteFile(conf, []byte("mode: ring\ndpdk:\n  file_prefix: kbt-kni\n  wait: 60s\ninterface:\n  up: false\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		kb := harness.Start(t, "kbridge", "ip", "netns", "exec", "kbt-dut", "taskset", "-c", "0",
+			filepath.Join(root, "bin/kbridge"), "run", "--instance", "vEth0", "--config", conf)
+		a := startApp(t, root, []string{"KBRIDGE_KNI_SPAWN=0"}, kb, []string{"vEth0"}, "--mac", kniMAC)
+		if strings.Contains(a.Log.String(), "msg=\"bridge running\"") {
+			t.Errorf("the app started a kbridge of its own")
+		}
+		if got := attr(t, "vEth0", "address"); got != kniMAC {
+			t.Errorf("vEth0 has MAC %s, want conf.mac_addr %s through kbridge_port_set_mac", got, kniMAC)
+		}
+		t.Run("ping both ways", harness.PingBothWays)
+		a.request(t, "vEth0", "mtu", "1400", true, "mtu", "1400")
+		if err := a.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if !a.ExitedWithin(30*time.Second) || a.ExitCode() != 0 {
+			t.Errorf("the app did not exit 0 within 30 s of SIGINT")
+		}
+		if !kb.ExitedWithin(10*time.Second) || kb.ExitCode() != 1 ||
+			!strings.Contains(kb.Log.String(), "the DPDK app is freeing port vEth0") {
+			t.Errorf("kbridge did not stop, exit 1, when the app released the KNI:\n%s", kb.Log.String())
+		}
+		if gone, out := harness.LinkGone("kbt-dut", "vEth0"); !gone {
+			t.Errorf("vEth0 still exists after the app released it: %s", out)
+		}
+	})
+
+	t.Run("one loop with some callbacks, the rest KNI's defaults on the port", func(t *testing.T) {
+		a := startApp(t, root, nil, nil, []string{"vEth0"}, "--loop", "one", "--ops", "some")
+		t.Run("ping both ways", harness.PingBothWays)
+		a.request(t, "vEth0", "link", "down", true, "down")
+		a.WaitLog("kniapp: config_network_if(0, 0) = 0", 5*time.Second)
+		a.request(t, "vEth0", "link", "up", true, "up")
+		a.request(t, "vEth0", "promisc", "on", true, "promisc", "on")
+		a.stop(t)
+	})
+}
