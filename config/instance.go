@@ -8,7 +8,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 // ErrInstanceName means an instance name kbridge cannot use.
@@ -102,4 +104,51 @@ func LoadFor(path, instance string) (Config, error) {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	return loadOver(path, d)
+}
+
+// Clash is another configuration file beside one kbridge's that claims the
+// same interface, port or control socket: two kbridges started from the
+// two would fight over it (the second one's interface is refused as in use).
+type Clash struct {
+	File string // the other file
+	Key  string // interface.name, port or stats.socket
+	Val  string
+}
+
+// Clashes reads the other configuration files in path's directory (each
+// *.yaml as the plain kbridge's, kbridge.yaml, or as the instance its name
+// names) and returns those that claim what c claims. Files that do not
+// load are skipped: their own kbridge reports them.
+func Clashes(path string, c Config) []Clash {
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.yaml"))
+	self, _ := filepath.Abs(path)
+	var out []Clash
+	for _, f := range files {
+		if abs, _ := filepath.Abs(f); abs == self {
+			continue
+		}
+		instance := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		if instance == "kbridge" {
+			instance = ""
+		} else if CheckInstance(instance) != nil {
+			continue
+		}
+		o, err := LoadFor(f, instance)
+		if err != nil {
+			continue
+		}
+		for _, k := range []struct{ key, mine, theirs string }{
+			{"interface.name", c.Interface.Name, o.Interface.Name},
+			{"port", c.Port, o.Port},
+			{"stats.socket", c.Stats.Socket, o.Stats.Socket},
+		} {
+			if k.key == "port" && (c.Mode != ModeRing || o.Mode != ModeRing || c.DPDK.FilePrefix != o.DPDK.FilePrefix) {
+				continue // a port name is one app's (its file prefix)
+			}
+			if k.mine == k.theirs {
+				out = append(out, Clash{File: f, Key: k.key, Val: k.mine})
+			}
+		}
+	}
+	return out
 }

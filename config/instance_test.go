@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,5 +105,34 @@ func TestControlSocketMustNotBeTheVhostSocket(t *testing.T) {
 	_, err := load(t, "mode: vhost\nstats:\n  socket: /run/kbridge/kb0.sock\n")
 	if err == nil || !strings.Contains(err.Error(), "stats.socket") || !strings.Contains(err.Error(), "vhost-user socket too") {
 		t.Errorf("got %v", err)
+	}
+}
+
+func TestClashesNameTheOtherFilesThatClaimTheSameInterface(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a := write("a.yaml", "interface:\n  name: shared0\n")
+	write("b.yaml", "interface:\n  name: shared0\n")
+	write("c.yaml", "") // its own defaults: interface c, port c
+	write("kbridge.yaml", "port: a\n")
+	write("bad name!.yaml", "interface:\n  name: shared0\n")
+	write("broken.yaml", "interface: [\n")
+	cfg, err := LoadFor(a, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range Clashes(a, cfg) {
+		got = append(got, filepath.Base(c.File)+" "+c.Key+"="+c.Val)
+	}
+	want := []string{"b.yaml interface.name=shared0", "kbridge.yaml port=a"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Clashes: %q, want %q", got, want)
 	}
 }

@@ -46,6 +46,11 @@ func runCmd(args []string) error {
 				"file", src.file(), "keys", strings.Join(keys, ", "))
 		}
 	}
+	for _, c := range config.Clashes(src.file(), cfg) {
+		log.Warn("another configuration file beside this one claims the same "+c.Key+
+			": a kbridge started from each would fight over it (the second is refused at start)",
+			"file", src.file(), "other", c.File, c.Key, c.Val)
+	}
 	// The socket first: a second kbridge on the same socket is refused
 	// before it touches the app's port or the interface.
 	ctl, err := daemon.ListenControl(cfg.Stats.Socket, log)
