@@ -278,15 +278,7 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 		if err := harness.WriteAtomic(b.cfgPath, cfg); err != nil {
 			return err
 		}
-		if _, err := b.sh(ctx, 6*time.Minute, env, "up.sh"); err != nil {
-			return err
-		}
-		var err error
-		if b.fwdPID, err = readPID("kbridge"); err != nil {
-			return err
-		}
-		b.appPID, err = readPID("refapp")
-		return err
+		return b.upWith(ctx, env, "refapp")
 	case "vhost":
 		if b.vhostCfg == "" {
 			return fmt.Errorf("no base configuration for the vhost bed (tests/testbed/kbridge-vhost.yaml)")
@@ -294,25 +286,9 @@ func (b *Bed) up(ctx context.Context, kind, policy string) error {
 		if err := harness.WriteAtomic(b.cfgPath, harness.WithPolicy(b.vhostCfg, policy)); err != nil {
 			return err
 		}
-		if _, err := b.sh(ctx, 6*time.Minute, []string{"KBT_MODE=vhost", "KBRIDGE_CONFIG=" + b.cfgPath}, "up.sh"); err != nil {
-			return err
-		}
-		var err error
-		if b.fwdPID, err = readPID("kbridge"); err != nil {
-			return err
-		}
-		b.appPID, err = readPID(vhostAppName)
-		return err
+		return b.upWith(ctx, []string{"KBT_MODE=vhost", "KBRIDGE_CONFIG=" + b.cfgPath}, vhostAppName)
 	case "kni":
-		if _, err := b.sh(ctx, 6*time.Minute, []string{"KBT_MODE=kni"}, "up.sh"); err != nil {
-			return err
-		}
-		var err error
-		if b.fwdPID, err = readPID("kbridge"); err != nil {
-			return err
-		}
-		b.appPID, err = readPID("kniapp")
-		return err
+		return b.upWith(ctx, []string{"KBT_MODE=kni"}, "kniapp")
 	case "testpmd":
 		if _, err := b.sh(ctx, 6*time.Minute, []string{"KBT_NO_BRIDGE=1"}, "up.sh"); err != nil {
 			return err
@@ -508,4 +484,18 @@ func waitFree(ctx context.Context, max time.Duration, log func(string, ...any)) 
 			return err
 		}
 	}
+}
+
+// upWith brings a bed with a kbridge up (up.sh with env) and records the
+// pids of its kbridge and of its app, whose pid file up.sh names app.
+func (b *Bed) upWith(ctx context.Context, env []string, app string) error {
+	if _, err := b.sh(ctx, 6*time.Minute, env, "up.sh"); err != nil {
+		return err
+	}
+	var err error
+	if b.fwdPID, err = readPID("kbridge"); err != nil {
+		return err
+	}
+	b.appPID, err = readPID(app)
+	return err
 }
