@@ -8,7 +8,9 @@ package docs
 
 import (
 	"io/fs"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -323,6 +325,291 @@ func TestEveryRunIsListed(t *testing.T) {
 		}
 		if !strings.Contains(string(index), "]("+name+")") && !strings.Contains(string(index), "]("+name+"#") {
 			t.Errorf("docs/runs/%s is not listed in docs/runs/README.md", name)
+		}
+	}
+}
+
+// readDoc returns a file of the repository as text.
+func readDoc(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// standingPages are the pages that describe kbridge as it is: README.md,
+// tests/README.md and docs/*.md. The dated runs under docs/runs/ are not
+// among them: they keep what was true, and where, when they were written.
+func standingPages(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := []string{"README.md", filepath.Join("tests", "README.md")}
+	for _, d := range docs {
+		pages = append(pages, filepath.Join("docs", filepath.Base(d)))
+	}
+	return pages
+}
+
+// maxArchitecture bounds ARCHITECTURE.md: the parts, their contracts and
+// rules, the app header in short, the lifecycle, one short row per fault and
+// the layout fit in it; history goes to docs/runs/ or stays in git.
+const maxArchitecture = 25 << 10
+
+func TestArchitectureStaysAShortReference(t *testing.T) {
+	text := readDoc(t, "docs/ARCHITECTURE.md")
+	if len(text) >= maxArchitecture {
+		t.Errorf("docs/ARCHITECTURE.md is %d bytes, %d or more: link the home of a fact instead of restating it, move history to docs/runs/", len(text), maxArchitecture)
+	}
+	for i, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "Before,") || strings.Contains(l, "| Before,") {
+			t.Errorf("docs/ARCHITECTURE.md:%d: history (%q); say what the code does now", i+1, "Before,")
+		}
+	}
+}
+
+var (
+	// A bare "(27)" after a word, or "#27"; man-page sections such as
+	// bpf(2) touch the word and are left alone, and code spans are blanked
+	// before the match, so quoted log lines do not count.
+	issueRef   = regexp.MustCompile(`(^|\s)\(#?\d+\)|(^|[\s(])#\d+\b`)
+	homePath   = regexp.MustCompile(`(^|[^\w.~-])/(home|root)(/|\b)`)
+	scratchDir = regexp.MustCompile(`(^|[^\w.~-])/tmp/ci`)
+)
+
+// TestStandingPagesNameNoIssuesOrMachinePaths keeps the standing pages
+// readable from a clone: no issue numbers (a reader has no tracker: say what
+// changed instead) and no paths of one machine's checkouts, homes or scratch
+// directories (a reader's machine has other ones).
+func TestStandingPagesNameNoIssuesOrMachinePaths(t *testing.T) {
+	for _, page := range standingPages(t) {
+		text := readDoc(t, page)
+		for _, l := range prose(text) {
+			if m := issueNumber.FindString(l.text); m != "" {
+				t.Errorf("%s:%d: names %q; say what changed instead", page, l.n, m)
+			}
+			if m := issueRef.FindString(l.text); m != "" {
+				t.Errorf("%s:%d: %q reads as an issue number", page, l.n, strings.TrimSpace(m))
+			}
+		}
+		for i, l := range strings.Split(text, "\n") {
+			if machinePath.MatchString(l) || homePath.MatchString(l) || scratchDir.MatchString(l) {
+				t.Errorf("%s:%d: a path of one machine (/work, /tmp, /home, /root): %s", page, i+1, l)
+			}
+		}
+	}
+}
+
+// TestLayoutNamesWhatExists keeps ARCHITECTURE.md's Layout the map of the
+// repository: every top-level directory that holds tracked files and every
+// docs/*.md has a line of its own, and every path the section names exists.
+func TestLayoutNamesWhatExists(t *testing.T) {
+	layout := section(t, readDoc(t, "docs/ARCHITECTURE.md"), "## Layout")
+	var lines []string
+	in := false
+	for _, l := range strings.Split(layout, "\n") {
+		if fence.MatchString(l) {
+			in = !in
+			continue
+		}
+		if in && strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatal("docs/ARCHITECTURE.md's Layout has no fenced list")
+	}
+	listed := make(map[string]bool)
+	pathLike := regexp.MustCompile(`^\.?[a-z][\w.-]*(/[\w.-]+)*/?$`)
+	for _, l := range lines {
+		fields := strings.Fields(l)
+		listed[strings.TrimSuffix(fields[0], "/")] = true
+		for i, f := range fields {
+			f = strings.TrimRight(f, ";:,")
+			if i > 0 && (!strings.Contains(f, "/") || !pathLike.MatchString(f)) {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+				t.Errorf("Layout names %s, which does not exist", f)
+			}
+		}
+	}
+	for _, dir := range trackedTopDirs(t) {
+		found := false
+		for p := range listed {
+			if p == dir || strings.HasPrefix(p, dir+"/") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("Layout has no line for the top-level directory %s/", dir)
+		}
+	}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		if name := "docs/" + filepath.Base(d); !listed[name] {
+			t.Errorf("Layout has no line for %s", name)
+		}
+	}
+}
+
+// trackedTopDirs returns the top-level directories that hold files git
+// tracks; without git (an exported tree) every directory but build output
+// counts.
+func trackedTopDirs(t *testing.T) []string {
+	t.Helper()
+	seen := make(map[string]bool)
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err == nil {
+		for _, f := range strings.Split(string(out), "\x00") {
+			if dir, _, ok := strings.Cut(f, "/"); ok {
+				seen[dir] = true
+			}
+		}
+	} else {
+		entries, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			switch e.Name() {
+			case ".git", "bin", "results":
+				continue
+			}
+			if e.IsDir() {
+				seen[e.Name()] = true
+			}
+		}
+	}
+	dirs := slices.Sorted(maps.Keys(seen))
+	if len(dirs) == 0 {
+		t.Fatal("no top-level directories found")
+	}
+	return dirs
+}
+
+// TestDefaultsHaveOneHome keeps CONFIG.md the one home of the defaults.
+// ARCHITECTURE.md states none: no sentence or table cell of it that names a
+// key says "default". README.md may state one, and then it is CONFIG.md's:
+// where a sentence or cell names a key and says "default", or follows a key
+// with a value in parentheses ("`requests.timeout` (3 s)"), the value given
+// (`key: value`, the parenthesis, else the sentence) holds the default of
+// CONFIG.md's Keys table.
+func TestDefaultsHaveOneHome(t *testing.T) {
+	defaults := configDefaults(t)
+	keyed := regexp.MustCompile("`([a-z_]+(?:\\.[a-z_]+)*)(?::\\s*([^`]*))?`(?:\\s*\\(\\s*([\\d\"`][^)]*)\\))?")
+	defaultWord := regexp.MustCompile(`(?i)\bdefaults?\b`)
+	for _, page := range []string{"docs/ARCHITECTURE.md", "README.md"} {
+		text := readDoc(t, page)
+		lines := strings.Split(text, "\n")
+		for _, l := range prose(text) {
+			// prose blanks code spans, and the keys are in them: read the
+			// line itself (prose only says it is outside fences).
+			line := lines[l.n-1]
+			for _, part := range clauses(line) {
+				says := defaultWord.MatchString(part)
+				for _, m := range keyed.FindAllStringSubmatch(part, -1) {
+					want, ok := defaults[m[1]]
+					if !ok || !says && m[3] == "" {
+						continue
+					}
+					if page == "docs/ARCHITECTURE.md" {
+						t.Errorf("%s:%d: states a default of %s; link CONFIG.md instead: %s", page, l.n, m[1], part)
+						continue
+					}
+					stated := m[2] + m[3]
+					if stated == "" {
+						stated = part
+					}
+					if !strings.Contains(squash(stated), squash(want)) {
+						t.Errorf("%s:%d: %s's default reads %q here, %q in CONFIG.md", page, l.n, m[1], strings.TrimSpace(stated), want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// clauses splits a line into table cells, and prose into sentences.
+func clauses(l string) []string {
+	var out []string
+	for _, cell := range strings.Split(l, "|") {
+		out = append(out, strings.Split(cell, ". ")...)
+	}
+	return out
+}
+
+// squash drops spaces and quotes, so "3 s" reads as "3s".
+func squash(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) || r == '"' || r == '`' {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// configDefaults reads CONFIG.md's Keys table: each key and the first code
+// span of its default cell (or the cell's text when it has none).
+func configDefaults(t *testing.T) map[string]string {
+	t.Helper()
+	keys := section(t, readDoc(t, "docs/CONFIG.md"), "## Keys")
+	row := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\| ([^|]*) \\|")
+	span := regexp.MustCompile("`([^`]*)`")
+	defaults := make(map[string]string)
+	for _, m := range row.FindAllStringSubmatch(keys, -1) {
+		cell := strings.TrimSpace(m[2])
+		if s := span.FindStringSubmatch(cell); s != nil {
+			cell = s[1]
+		}
+		defaults[m[1]] = cell
+	}
+	if len(defaults) < 10 {
+		t.Fatalf("read %d defaults from CONFIG.md's Keys table; its rows changed shape", len(defaults))
+	}
+	return defaults
+}
+
+// TestCitedTestsExist keeps ARCHITECTURE.md's fault table honest: every test
+// it names is a test function of the repository.
+func TestCitedTestsExist(t *testing.T) {
+	tests := make(map[string]bool)
+	decl := regexp.MustCompile(`(?m)^func (Test\w+)\(`)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			tests[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cited := regexp.MustCompile("`(Test[A-Z]\\w*)`")
+	for i, l := range strings.Split(readDoc(t, "docs/ARCHITECTURE.md"), "\n") {
+		for _, m := range cited.FindAllStringSubmatch(l, -1) {
+			if !tests[m[1]] {
+				t.Errorf("docs/ARCHITECTURE.md:%d: cites %s, which is no test function", i+1, m[1])
+			}
 		}
 	}
 }
