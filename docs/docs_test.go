@@ -75,20 +75,28 @@ type line struct {
 	text string
 }
 
-// prose returns the lines of a Markdown file outside fenced code blocks,
-// with inline code spans blanked out.
-func prose(text string) []line {
-	var out []line
+// eachLine calls f with every line of a Markdown text but the fences
+// themselves, its number from 1, and whether it lies in a fenced block.
+func eachLine(text string, f func(n int, l string, fenced bool)) {
 	in := false
 	for i, l := range strings.Split(text, "\n") {
 		if fence.MatchString(l) {
 			in = !in
 			continue
 		}
-		if !in {
-			out = append(out, line{i + 1, codeSpan.ReplaceAllString(l, "``")})
-		}
+		f(i+1, l, in)
 	}
+}
+
+// prose returns the lines of a Markdown file outside fenced code blocks,
+// with inline code spans blanked out.
+func prose(text string) []line {
+	var out []line
+	eachLine(text, func(n int, l string, fenced bool) {
+		if !fenced {
+			out = append(out, line{n, codeSpan.ReplaceAllString(l, "``")})
+		}
+	})
 	return out
 }
 
@@ -410,16 +418,11 @@ func TestStandingPagesNameNoIssuesOrMachinePaths(t *testing.T) {
 func TestLayoutNamesWhatExists(t *testing.T) {
 	layout := section(t, readDoc(t, "docs/ARCHITECTURE.md"), "## Layout")
 	var lines []string
-	in := false
-	for _, l := range strings.Split(layout, "\n") {
-		if fence.MatchString(l) {
-			in = !in
-			continue
-		}
-		if in && strings.TrimSpace(l) != "" {
+	eachLine(layout, func(_ int, l string, fenced bool) {
+		if fenced && strings.TrimSpace(l) != "" {
 			lines = append(lines, l)
 		}
-	}
+	})
 	if len(lines) == 0 {
 		t.Fatal("docs/ARCHITECTURE.md's Layout has no fenced list")
 	}
@@ -496,23 +499,23 @@ func trackedTopDirs(t *testing.T) []string {
 }
 
 // TestDefaultsHaveOneHome keeps CONFIG.md the one home of the defaults.
-// ARCHITECTURE.md states none: no sentence or table cell of it that names a
-// key says "default". README.md may state one, and then it is CONFIG.md's:
-// where a sentence or cell names a key and says "default", or follows a key
-// with a value in parentheses ("`requests.timeout` (3 s)"), the value given
-// (`key: value`, the parenthesis, else the sentence) holds the default of
-// CONFIG.md's Keys table.
+// ARCHITECTURE.md states none: no sentence or table cell of it (within one
+// line) that names a key says "default". README.md may state one, and then
+// it is CONFIG.md's: where a sentence or cell names a key and says
+// "default", or follows a key with a value in parentheses
+// ("`requests.timeout` (3 s)"), the value given (`key: value`, the
+// parenthesis, else the sentence) holds the default of CONFIG.md's Keys
+// table.
 func TestDefaultsHaveOneHome(t *testing.T) {
 	defaults := configDefaults(t)
 	keyed := regexp.MustCompile("`([a-z_]+(?:\\.[a-z_]+)*)(?::\\s*([^`]*))?`(?:\\s*\\(\\s*([\\d\"`][^)]*)\\))?")
 	defaultWord := regexp.MustCompile(`(?i)\bdefaults?\b`)
 	for _, page := range []string{"docs/ARCHITECTURE.md", "README.md"} {
-		text := readDoc(t, page)
-		lines := strings.Split(text, "\n")
-		for _, l := range prose(text) {
-			// prose blanks code spans, and the keys are in them: read the
-			// line itself (prose only says it is outside fences).
-			line := lines[l.n-1]
+		// Not prose: it blanks the code spans the keys are in.
+		eachLine(readDoc(t, page), func(n int, line string, fenced bool) {
+			if fenced {
+				return
+			}
 			for _, part := range clauses(line) {
 				says := defaultWord.MatchString(part)
 				for _, m := range keyed.FindAllStringSubmatch(part, -1) {
@@ -521,7 +524,7 @@ func TestDefaultsHaveOneHome(t *testing.T) {
 						continue
 					}
 					if page == "docs/ARCHITECTURE.md" {
-						t.Errorf("%s:%d: states a default of %s; link CONFIG.md instead: %s", page, l.n, m[1], part)
+						t.Errorf("%s:%d: states a default of %s; link CONFIG.md instead: %s", page, n, m[1], part)
 						continue
 					}
 					stated := m[2] + m[3]
@@ -529,11 +532,11 @@ func TestDefaultsHaveOneHome(t *testing.T) {
 						stated = part
 					}
 					if !strings.Contains(squash(stated), squash(want)) {
-						t.Errorf("%s:%d: %s's default reads %q here, %q in CONFIG.md", page, l.n, m[1], strings.TrimSpace(stated), want)
+						t.Errorf("%s:%d: %s's default reads %q here, %q in CONFIG.md", page, n, m[1], strings.TrimSpace(stated), want)
 					}
 				}
 			}
-		}
+		})
 	}
 }
 
