@@ -38,9 +38,11 @@ export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT))
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
 WERROR ?= -Werror
 HDR_WARN = -Wall -Wextra $(WERROR)
-# What a DPDK app includes: kbridge.h, and KNI's API over it (docs/KNI.md).
-APP_HEADERS := ring/include/kbridge.h ring/include/kbridge_child.h ring/include/rte_kni.h ring/include/rte_kni_common.h
-GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h ring/include/kbridge.h vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
+# What a DPDK app includes: kbridge.h, which includes the headers of its
+# concerns, and KNI's API over it (docs/KNI.md).
+KBRIDGE_HEADERS := $(addprefix ring/include/,kbridge.h kbridge_ring.h kbridge_owner.h kbridge_wakeup.h kbridge_port.h kbridge_link.h kbridge_requests.h)
+APP_HEADERS := $(KBRIDGE_HEADERS) ring/include/kbridge_child.h ring/include/rte_kni.h ring/include/rte_kni_common.h
+GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h $(KBRIDGE_HEADERS) vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
 
 .PHONY: all deps deb build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 
@@ -55,7 +57,7 @@ $(BIN)/kbridge: $(GOSRC)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
 
-$(BIN)/kbridge-refapp: tests/refapp/refapp.c ring/include/kbridge.h
+$(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
 	$(CC) -O2 -g $(HDR_WARN) -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
@@ -65,16 +67,12 @@ $(BIN)/kbridge-kniapp: tests/kniapp/kniapp.c $(APP_HEADERS)
 	$(CC) -O2 -g $(HDR_WARN) -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
 # The app's headers compile without a warning, each alone, as C and as C++
-# (many DPDK apps are C++), against whichever DPDK pkg-config finds.
+# (many DPDK apps are C++), against whichever DPDK pkg-config finds, and
+# README.md's example of kbridge.h compiles (tests/header-check.sh).
 header-check: $(BIN)/.header-check
-$(BIN)/.header-check: $(APP_HEADERS)
+$(BIN)/.header-check: $(APP_HEADERS) tests/header-check.sh README.md
 	@mkdir -p $(BIN)
-	for h in $(notdir $(APP_HEADERS)); do \
-		printf '#include <%s>\nint main(void) { return 0; }\n' $$h | \
-			$(CC) $(HDR_WARN) -std=gnu11 -x c -Iring/include $(DPDK_CFLAGS) -c -o /dev/null - && \
-		printf '#include <%s>\nint main() { return 0; }\n' $$h | \
-			$(CXX) $(HDR_WARN) -std=gnu++17 -x c++ -Iring/include $(DPDK_CFLAGS) -c -o /dev/null - || exit 1; \
-	done
+	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring/include $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
 	@touch $@
 
 vet:
@@ -187,11 +185,14 @@ deb: $(BIN)/kbridge
 generate:
 	$(GO) generate ./xdp/
 
+# The app's headers in include/kbridge/, and kbridge.h linked into include/
+# itself with the headers it includes: the compiler looks for a quoted
+# include beside the link, not beside its target.
 install: build
 	install -D -m 0755 $(BIN)/kbridge $(DESTDIR)$(PREFIX)/bin/kbridge
 	install -d $(DESTDIR)$(PREFIX)/include/kbridge
 	install -m 0644 $(APP_HEADERS) $(DESTDIR)$(PREFIX)/include/kbridge/
-	ln -sfn kbridge/kbridge.h $(DESTDIR)$(PREFIX)/include/kbridge.h
+	for h in $(notdir $(KBRIDGE_HEADERS)); do ln -sfn kbridge/$$h $(DESTDIR)$(PREFIX)/include/$$h || exit 1; done
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/kbridge.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/kbridge.pc
 	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service

@@ -85,7 +85,7 @@ chmod 0644 "$root$unitdir/kbridge.service" "$root$unitdir/kbridge@.service"
 install -m 0644 "$top/deploy/kbridge.service.d/10-dpdk-app.conf" "$root$unitdir/kbridge.service.d/"
 install -m 0644 "$top/deploy/kbridge.service.d/10-dpdk-app.conf" "$root$unitdir/kbridge@.service.d/"
 install -D -m 0644 "$top/deploy/kbridge.yaml" "$root/etc/kbridge/kbridge.yaml"
-# kbridge.h, and KNI's API over it (docs/KNI.md).
+# kbridge.h with the headers it includes, and KNI's API over it (docs/KNI.md).
 install -d "$root/usr/include/kbridge"
 install -m 0644 "$top"/ring/include/*.h "$root/usr/include/kbridge/"
 install -d "$root/usr/lib/$multiarch/pkgconfig"

@@ -57,7 +57,7 @@ const (
 	// IfNameMax is the longest interface name: IFNAMSIZ - 1.
 	IfNameMax = 15
 	// PortNameMax is the longest port name (the name the app passes to
-	// kbridge_port_create()): KBRIDGE_NAME_MAX in ring/include/kbridge.h,
+	// kbridge_port_create()): KBRIDGE_NAME_MAX in ring/include/kbridge_ring.h,
 	// chosen so that a port name is also a valid interface name.
 	PortNameMax = 15
 )

@@ -12,17 +12,17 @@ import (
 // The C header and the Go constant cannot drift apart: the header is the
 // app's side of the same limit, compiled into the DPDK application.
 func TestPortNameMaxMatchesHeader(t *testing.T) {
-	h, err := os.ReadFile("../../ring/include/kbridge.h")
+	h, err := os.ReadFile("../../ring/include/kbridge_ring.h")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?m)^#define\s+KBRIDGE_NAME_MAX\s+(\d+)\s*$`).FindSubmatch(h)
 	if m == nil {
-		t.Fatal("kbridge.h: no #define KBRIDGE_NAME_MAX <number>")
+		t.Fatal("kbridge_ring.h: no #define KBRIDGE_NAME_MAX <number>")
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	if n != PortNameMax {
-		t.Errorf("KBRIDGE_NAME_MAX is %d in kbridge.h, PortNameMax is %d", n, PortNameMax)
+		t.Errorf("KBRIDGE_NAME_MAX is %d in kbridge_ring.h, PortNameMax is %d", n, PortNameMax)
 	}
 	if PortNameMax > IfNameMax {
 		t.Errorf("PortNameMax %d exceeds IfNameMax %d: a port name must be an interface name", PortNameMax, IfNameMax)

@@ -6,5 +6,11 @@ package ringtest
 // their SHA-256: Go's build cache does not see them, this file makes it
 // (internal/cgodeps).
 const _ = `
-../include/kbridge.h 1daa2de9f786b42eb04aee7dd1841389643c80b62d9b693dbfa08436474a0cf4
+../include/kbridge.h 96e4e2b38356088589563a408645a6bfe0659ce69b506e213672ffe7d752d963
+../include/kbridge_link.h 122d22dd15a87b0b8efe1553d22694b11aea5e24eb9c8e7f6fc162e4713c9112
+../include/kbridge_owner.h cf94d8a7dda38ccef2dd41a87f89605f18d0978fb9a735e9ee2983f11d3818fb
+../include/kbridge_port.h d8f693c0cf1dea78ab819047e137751bbf32b55e1c5361176df9c434a32a08d4
+../include/kbridge_requests.h afc1dd3b7be5b996c704c36bf67f26e4a649444dd7da50efa552c7d529de9bf8
+../include/kbridge_ring.h 603e0439bee52e724cc6e17987561a79d36c8c94beda2a2a1c6996ada79ec6e5
+../include/kbridge_wakeup.h 336b93b83cf2331bc31efe6e636ddc3d81ebaad5d7d3aebea4a9357c59e51e72
 `

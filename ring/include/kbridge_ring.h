@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: BSD-3-Clause
+ *
+ * kbridge_ring.h: a port's shared control block, its rings and the burst
+ * calls of the app's lcores. Part of kbridge.h, which applications include.
+ *
+ * Contract:
+ *  - One port = one memzone "kbridge_<name>" holding struct kbridge_ctl, plus
+ *    per queue two rings: "kb_<name>_tk<q>" (app -> kernel) and
+ *    "kb_<name>_fk<q>" (kernel -> app).
+ *  - Each queue has one producer and one consumer on each ring: one app lcore
+ *    calls kbridge_to_kernel()/kbridge_from_kernel() for a given queue, one
+ *    kbridge worker serves it. The rings are created single-producer /
+ *    single-consumer for that reason.
+ *  - Every mbuf handed to kbridge_to_kernel() is owned by kbridge from then on:
+ *    what does not fit in the ring is freed and counted here. Every mbuf
+ *    returned by kbridge_from_kernel() is owned by the caller.
+ *  - Wakeups: a parked kbridge worker sets need_wakeup, issues a full fence and
+ *    re-checks its ring before it sleeps. kbridge_to_kernel() enqueues, fences
+ *    and writes the worker's eventfd only when need_wakeup was set, so a busy
+ *    worker costs the app no syscall. How the eventfd reaches the app:
+ *    kbridge_wakeup.h.
+ */
+#ifndef KBRIDGE_RING_H
+#define KBRIDGE_RING_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <rte_atomic.h>
+#include <rte_common.h>
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+#include <rte_memzone.h>
+#include <rte_ring.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KBRIDGE_MAGIC 0x4b425247u /* "KBRG" */
+/* Versions 2 to 5 append fields to the control block (see struct
+ * kbridge_ctl); kbridge still serves apps of older versions, which lack them. */
+#define KBRIDGE_VERSION 5u
+#define KBRIDGE_VERSION_MIN 1u
+#define KBRIDGE_MAX_QUEUES 16
+/* Port names fit an interface name (IFNAMSIZ - 1) and keep ring names short. */
+#define KBRIDGE_NAME_MAX 15
+#define KBRIDGE_MZ_PREFIX "kbridge_"
+/* Dynamic mbuf field with the TSC at enqueue: residence-time statistics. */
+#define KBRIDGE_DYNFIELD_TSC "kbridge_enqueue_tsc"
+
+/* What the app's port can take from kbridge (kbridge_ctl.app_offloads). */
+/* TCP super-frames as one mbuf chain with RTE_MBUF_F_TX_TCP_SEG, l2/l3/l4
+ * lengths, tso_segsz and the pseudo-header checksum: the port segments them.
+ * Without it kbridge hands over MTU-sized frames with finished checksums. */
+#define KBRIDGE_APP_TSO 0x1u
+
+/* One request, as kbridge_port_poll_request() hands it to the app. */
+struct kbridge_request {
+	uint32_t seq;   /* kbridge's number of it: kbridge_port_reply() answers this one */
+	uint32_t type;  /* KBRIDGE_REQ_* */
+	uint32_t value; /* MTU, or 1/0 for LINK, PROMISC, ALLMULTI */
+	uint8_t mac[6]; /* KBRIDGE_REQ_MAC */
+	uint16_t pad;
+};
+
+/* Per-queue shared state. Each field has one writer, named in its comment. */
+struct kbridge_queue_ctl {
+	/* Written by the worker: non-zero while it is parked or about to park. */
+	volatile uint32_t need_wakeup;
+	/* Written by the app: 1 once an eventfd for this queue was received. */
+	volatile uint32_t have_eventfd;
+	/* Counters written by the app lcore serving this queue. */
+	volatile uint64_t to_kernel_pkts;    /* enqueued to the to_kernel ring */
+	volatile uint64_t to_kernel_dropped; /* ring full: freed by the app */
+	volatile uint64_t from_kernel_pkts;  /* dequeued by the app */
+	volatile uint64_t kicks;             /* eventfd writes */
+} __rte_cache_aligned;
+
+/* The control block at the start of memzone "kbridge_<name>". */
+struct kbridge_ctl {
+	uint32_t magic;
+	uint32_t version;
+	char name[KBRIDGE_NAME_MAX + 1];
+	char mempool[RTE_MEMPOOL_NAMESIZE];
+	uint16_t nb_queues;
+	uint16_t reserved;
+	uint32_t ring_size;
+	int32_t app_pid;
+	/* Offset of KBRIDGE_DYNFIELD_TSC in struct rte_mbuf, or -1. */
+	int32_t tsc_offset;
+	uint64_t tsc_hz;
+	struct kbridge_queue_ctl q[KBRIDGE_MAX_QUEUES];
+	/* ---- version 2 ---- */
+	/* Written by the app before it publishes the block, or through
+	 * kbridge_port_set_offloads() before kbridge starts: KBRIDGE_APP_*. */
+	uint32_t app_offloads;
+	/* The most segments one mbuf chain may have on the app's port
+	 * (rte_eth_desc_lim.nb_seg_max); kbridge splits what would need more. */
+	uint16_t app_max_segs;
+	uint16_t reserved2;
+	/* ---- version 2: lifecycle (in what was reserved3[0..1]) ---- */
+	/* The kbridge serving the port, claimed and released by kbridge with
+	 * compare-and-swap: its pid in the low 32 bits, the low 32 bits of its
+	 * start time (field 22 of /proc/<pid>/stat, clock ticks since boot) in
+	 * the high 32 bits, so a reused pid is told apart. 0: none. */
+	volatile uint64_t owner;
+	/* Written by the app: non-zero once kbridge_port_free() began. kbridge
+	 * then stops touching the rings and clears owner: its acknowledgement. */
+	volatile uint32_t closing;
+	uint32_t reserved4;
+	/* Room for more lifecycle state; zero until used. */
+	uint64_t reserved3[6];
+	/* ---- version 3 ---- */
+	/* The DPDK the app runs, rte_version() ("DPDK 24.11.8"), and the
+	 * RTE_VERSION of the headers it was built with. kbridge (a DPDK
+	 * secondary) must run exactly the app's DPDK; it reports both. */
+	char dpdk_version[32];
+	uint32_t dpdk_version_num;
+	uint32_t reserved5;
+	/* ---- version 4 ---- */
+	/* The app port's link (KBRIDGE_LINK_*), written by the app through
+	 * kbridge_port_set_link(), read by kbridge, which sets the kernel
+	 * interface's carrier from it. One 64-bit store: never torn. */
+	volatile uint64_t link;
+	uint64_t reserved6;
+	/* ---- version 5: the port's MAC and the kernel interface's requests ---- */
+	/* The app port's MAC, written by kbridge_port_set_mac() before kbridge
+	 * starts; mac_set is non-zero once it was. kbridge gives it to the
+	 * kernel interface unless its configuration names one. */
+	uint8_t app_mac[6];
+	uint16_t app_mac_set;
+	/* KBRIDGE_REQ_BIT()s of the requests the app serves, and the largest
+	 * MTU its port takes (0: kbridge's own limit, its mbufs' room, alone),
+	 * written by kbridge_port_serve_requests(). 0: none; kbridge then sets
+	 * every change back, as before version 5. */
+	volatile uint32_t app_requests;
+	uint32_t app_max_mtu;
+	/* The mailbox. kbridge makes req_seq odd while it writes req, then
+	 * even: a new request whenever it is even and differs from the seq in
+	 * req_answer. The app copies req, checks req_seq did not move
+	 * meanwhile (a seqlock: kbridge may post the next one after a
+	 * timeout), then stores req_answer: the request's seq in the low 32
+	 * bits, its result (0: applied; -errno: refused) in the high 32, one
+	 * 64-bit store, so that a result is never read with another's seq.
+	 * An odd req_seq with nothing being written is a withdrawn request. */
+	volatile uint32_t req_seq;
+	uint32_t reserved7;
+	volatile uint64_t req_answer;
+	struct kbridge_request req;
+	/* kbridge's own (it was reserved8[0]; the app never reads or writes
+	 * it): what the app's port accepted of kbridge's requests, so that the
+	 * next kbridge makes the kernel interface as the port now is (MAC,
+	 * admin state, promiscuous, all-multicast). KBRIDGE_ACCEPTED_* flags
+	 * with the MAC in the low 48 bits; one 64-bit store. 0: nothing
+	 * accepted since the app created the port. */
+	volatile uint64_t accepted;
+	/* kbridge's own (it was reserved8[1]): the seq of the last request
+	 * kbridge posted in place of an unanswered one (the value it set the
+	 * kernel interface back to). A kbridge that takes the port over leaves
+	 * that request for the app while it is unanswered, and withdraws any
+	 * other. */
+	volatile uint64_t undo;
+	uint64_t reserved8[2];
+} __rte_cache_aligned;
+
+/* The layout both sides agree on: each version appends fields and moves
+ * none (kbridge reads an older app's block up to its version's end). */
+#ifdef __cplusplus
+#define KBRIDGE_LAYOUT_ASSERT_(e) static_assert(e, #e)
+#else
+#define KBRIDGE_LAYOUT_ASSERT_(e) _Static_assert(e, #e)
+#endif
+KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_request) == 20);
+KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_queue_ctl) == RTE_CACHE_LINE_SIZE);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, mempool) == 24);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, tsc_offset) == 64);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, q) == 128);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, app_offloads) ==
+		       128 + KBRIDGE_MAX_QUEUES * RTE_CACHE_LINE_SIZE);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, owner) ==
+		       offsetof(struct kbridge_ctl, app_offloads) + 8);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, dpdk_version) ==
+		       offsetof(struct kbridge_ctl, app_offloads) + 72);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, link) ==
+		       offsetof(struct kbridge_ctl, app_offloads) + 112);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, app_mac) ==
+		       offsetof(struct kbridge_ctl, app_offloads) + 128);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, req) ==
+		       offsetof(struct kbridge_ctl, app_offloads) + 160);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, accepted) ==
+		       offsetof(struct kbridge_ctl, app_offloads) + 184);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, reserved8) ==
+		       offsetof(struct kbridge_ctl, app_offloads) + 200);
+KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_ctl) ==
+		       RTE_ALIGN_CEIL(offsetof(struct kbridge_ctl, app_offloads) + 216,
+				      RTE_CACHE_LINE_SIZE));
+
+/* The app's process-local handle of a port. */
+struct kbridge_port {
+	const struct rte_memzone *mz;
+	struct kbridge_ctl *ctl;
+	struct rte_ring *to_kernel[KBRIDGE_MAX_QUEUES];
+	struct rte_ring *from_kernel[KBRIDGE_MAX_QUEUES];
+	/* The worker's eventfd per queue in this process, -1 when none. */
+	volatile int eventfd[KBRIDGE_MAX_QUEUES];
+};
+
+static inline int
+kbridge_ring_name(char *buf, size_t len, const char *port, const char *dir,
+		  uint16_t q)
+{
+	int n = snprintf(buf, len, "kb_%s_%s%u", port, dir, (unsigned int)q);
+	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+static inline void
+kbridge_kick_(struct kbridge_port *p, uint16_t q)
+{
+	struct kbridge_queue_ctl *qc = &p->ctl->q[q];
+	int fd;
+	uint64_t one = 1;
+
+	/* Only the first producer to see the flag kicks; the worker clears
+	 * it itself when it wakes, whatever woke it. */
+	if (__atomic_exchange_n(&qc->need_wakeup, 0, __ATOMIC_ACQ_REL) == 0)
+		return;
+	fd = __atomic_load_n(&p->eventfd[q], __ATOMIC_ACQUIRE);
+	if (fd < 0)
+		return;
+	if (write(fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
+		qc->kicks++;
+}
+
+/*
+ * Hand `n` packets to the kernel through queue `q`. Returns how many were
+ * queued; the rest were freed and counted as to_kernel_dropped. Either way
+ * the caller no longer owns any of the n mbufs.
+ */
+static inline uint16_t
+kbridge_to_kernel(struct kbridge_port *p, uint16_t q, struct rte_mbuf **pkts,
+		  uint16_t n)
+{
+	struct kbridge_queue_ctl *qc = &p->ctl->q[q];
+	int32_t off = p->ctl->tsc_offset;
+	unsigned int sent;
+	uint16_t i;
+
+	if (n == 0)
+		return 0;
+	if (off >= 0) {
+		uint64_t now = rte_rdtsc();
+
+		for (i = 0; i < n; i++)
+			*RTE_MBUF_DYNFIELD(pkts[i], off, uint64_t *) = now;
+	}
+	sent = rte_ring_enqueue_burst(p->to_kernel[q], (void **)pkts, n, NULL);
+	qc->to_kernel_pkts += sent;
+	if (sent < n) {
+		qc->to_kernel_dropped += n - sent;
+		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+	}
+	if (sent > 0) {
+		/* Pairs with the worker's fence between setting need_wakeup
+		 * and re-checking the ring: one of the two sees the other. */
+		rte_atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (qc->need_wakeup)
+			kbridge_kick_(p, q);
+	}
+	return (uint16_t)sent;
+}
+
+/*
+ * Declare what the app's port can take from kbridge (KBRIDGE_APP_TSO) and
+ * the most segments per mbuf chain it takes. Call it before kbridge starts:
+ * kbridge reads it once, when it opens the port.
+ */
+static inline void
+kbridge_port_set_offloads(struct kbridge_port *p, uint32_t offloads,
+			  uint16_t max_segs)
+{
+	p->ctl->app_max_segs = max_segs;
+	__atomic_store_n(&p->ctl->app_offloads, offloads, __ATOMIC_RELEASE);
+}
+
+/* Take up to `n` packets the kernel sent, from queue `q`. The caller owns them. */
+static inline uint16_t
+kbridge_from_kernel(struct kbridge_port *p, uint16_t q, struct rte_mbuf **pkts,
+		    uint16_t n)
+{
+	unsigned int got;
+
+	got = rte_ring_dequeue_burst(p->from_kernel[q], (void **)pkts, n, NULL);
+	p->ctl->q[q].from_kernel_pkts += got;
+	return (uint16_t)got;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KBRIDGE_RING_H */
