@@ -21,7 +21,7 @@ import (
 // kill -9'd kbridge left (made persistent here, so that it outlives its
 // queues) is an orphan, and cleanup removes it.
 func TestKernelCleanupLeavesALiveTAP(t *testing.T) {
-	b := kfNewBed(t, kfIface, "")
+	b := env.NewBed(t, dpdkbed.Opts{Iface: kfIface, YAML: ""})
 	other := dpdkbed.Config{Prefix: b.Env.Prefix, Port: "kbftother", Ifname: b.Ifname,
 		Sock: filepath.Join(t.TempDir(), "kbridge.sock")}
 	cfg := filepath.Join(t.TempDir(), "kbridge.yaml")
@@ -40,7 +40,7 @@ func TestKernelCleanupLeavesALiveTAP(t *testing.T) {
 	kfRoundTrip(t, b, 1)
 
 	// The orphan: a kbridge killed, its TAP kept by the persist flag.
-	o := kfNewBed(t, kfIface, "")
+	o := env.NewBed(t, dpdkbed.Opts{Iface: kfIface, YAML: ""})
 	err = dpdkbed.InNS(o.Env.NS, func() error {
 		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -80,7 +80,7 @@ func TestKernelCleanupLeavesALiveTAP(t *testing.T) {
 }
 
 // kfCleanup runs kbridge cleanup --config cfg in the bed's namespace.
-func kfCleanup(b *kfBed, cfg string) (string, error) {
+func kfCleanup(b *dpdkbed.Bed, cfg string) (string, error) {
 	cmd := exec.Command("ip", "netns", "exec", b.Env.NS, b.Env.Bin, "cleanup", "--config", cfg)
 	cmd.Env = os.Environ()
 	o, err := cmd.CombinedOutput()
@@ -92,14 +92,14 @@ func kfCleanup(b *kfBed, cfg string) (string, error) {
 // kernel then refuses to show cleanup: EACCES), though the TAP carries no
 // kbridge mark; once its holder is gone, the kernel removes it.
 func TestCleanupUnderTheUnitsCapabilitiesLeavesAHeldTAP(t *testing.T) {
-	needRoot(t)
+	env.NeedRoot(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("no setpriv (util-linux): ", err)
 	}
 	bset := unitBoundingSet(t)
 	name := fmt.Sprintf("kbhold%d", env.Next())
 	var tun *os.File
-	err := dpdkbed.InNS(nsName, func() error {
+	err := dpdkbed.InNS(env.NS, func() error {
 		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return err
@@ -131,15 +131,15 @@ func TestCleanupUnderTheUnitsCapabilitiesLeavesAHeldTAP(t *testing.T) {
 		holder.Wait()
 	}()
 	cfg := filepath.Join(t.TempDir(), "kbridge.yaml")
-	dpdkbed.Config{Prefix: prefix, Port: "kbfthold", Ifname: name, Sock: filepath.Join(t.TempDir(), "kbridge.sock")}.Write(t, cfg)
-	cmd := exec.Command("ip", "netns", "exec", nsName, "setpriv", "--bounding-set", bset, "--no-new-privs", kbridgeBin, "cleanup", "--config", cfg)
+	dpdkbed.Config{Prefix: env.Prefix, Port: "kbfthold", Ifname: name, Sock: filepath.Join(t.TempDir(), "kbridge.sock")}.Write(t, cfg)
+	cmd := exec.Command("ip", "netns", "exec", env.NS, "setpriv", "--bounding-set", bset, "--no-new-privs", env.Bin, "cleanup", "--config", cfg)
 	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()
 	t.Logf("cleanup with bounding set %s beside pid %d's TAP: %s", bset, holder.Process.Pid, strings.TrimSpace(string(out)))
 	if err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, out)
 	}
-	if gone, show := harness.LinkGone(nsName, name); gone {
+	if gone, show := harness.LinkGone(env.NS, name); gone {
 		t.Fatalf("cleanup deleted %s, which pid %d holds: %s\n%s", name, holder.Process.Pid, show, out)
 	}
 	if !strings.Contains(string(out), "left "+name+" in place") {
@@ -147,8 +147,8 @@ func TestCleanupUnderTheUnitsCapabilitiesLeavesAHeldTAP(t *testing.T) {
 	}
 	holder.Process.Kill()
 	holder.Wait()
-	kfWaitUntil(t, 5*time.Second, "the kernel removes the TAP with its last queue", func() bool {
-		gone, _ := harness.LinkGone(nsName, name)
+	harness.WaitUntil(t, "the kernel removes the TAP with its last queue", 5*time.Second, func() bool {
+		gone, _ := harness.LinkGone(env.NS, name)
 		return gone
 	})
 }

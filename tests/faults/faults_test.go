@@ -5,52 +5,56 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // A second kbridge on a served port refuses, exits non-zero and names the
 // owner; the first keeps moving traffic. After a clean stop the owner is
 // cleared and the port can be served again.
 func TestSecondKbridgeRefuses(t *testing.T) {
-	p := newPort(t)
-	first := newKbridge(t, p)
-	first.ready()
-	if got := p.port.OwnerPID(); got != first.Pid() {
+	p := env.NewPort(t)
+	first := env.NewKbridge(t, p)
+	first.Ready()
+	if got := p.Port.OwnerPID(); got != first.Pid() {
 		t.Fatalf("control block owner pid %d, want the running kbridge's %d", got, first.Pid())
 	}
 
-	second := newKbridge(t, p)
+	second := env.NewKbridge(t, p)
 	if !second.ExitedWithin(15 * time.Second) {
 		t.Fatalf("the second kbridge still runs after 15s:\n%s", second.Log)
 	}
 	if code := second.ExitCode(); code <= 0 {
 		t.Errorf("the second kbridge exited with %v, want a non-zero status", second.Err())
 	}
-	want := fmt.Sprintf("port %s is served by kbridge pid %d (started ", p.name, first.Pid())
+	want := fmt.Sprintf("port %s is served by kbridge pid %d (started ", p.Name, first.Pid())
 	if out := second.Log.String(); !strings.Contains(out, want) || !strings.Contains(out, "stop it first") {
 		t.Errorf("the second kbridge did not name the owner (want %q):\n%s", want, out)
 	}
-	if _, err := (netlinkLink{second.ifname}).get(); err == nil {
-		t.Errorf("the refused kbridge created its interface %s", second.ifname)
+	if _, err := env.Link(second.Ifname); err == nil {
+		t.Errorf("the refused kbridge created its interface %s", second.Ifname)
 	}
-	if got := p.port.OwnerPID(); got != first.Pid() {
+	if got := p.Port.OwnerPID(); got != first.Pid() {
 		t.Errorf("after the refusal the owner pid is %d, want %d", got, first.Pid())
 	}
 
 	// The first still moves traffic.
-	before := first.status().ToKernelPackets
-	if q, err := p.port.Inject(0, frames(16), optsNone); err != nil || q != 16 {
+	before := first.Status().ToKernelPackets
+	if q, err := p.Port.Inject(0, dpdkbed.Frames(16), ringtest.InjectOpts{}); err != nil || q != 16 {
 		t.Fatalf("inject: queued %d: %v", q, err)
 	}
-	waitUntil(t, "the first kbridge to move the frames", 5*time.Second, func() bool {
-		return first.status().ToKernelPackets >= before+16
+	harness.WaitUntil(t, "the first kbridge to move the frames", 5*time.Second, func() bool {
+		return first.Status().ToKernelPackets >= before+16
 	})
 
 	first.Stop(true)
-	if got := p.port.OwnerPID(); got != 0 {
+	if got := p.Port.OwnerPID(); got != 0 {
 		t.Errorf("owner pid %d after a clean stop, want 0 (released)", got)
 	}
-	third := newKbridge(t, p)
-	third.ready()
+	third := env.NewKbridge(t, p)
+	third.Ready()
 	if strings.Contains(third.Log.String(), "taking the port over") {
 		t.Errorf("a released port was taken over as if its owner had died:\n%s", third.Log)
 	}
@@ -61,77 +65,77 @@ func TestSecondKbridgeRefuses(t *testing.T) {
 // to_kernel: the next kbridge takes the port over, frees the burst, and the
 // pool's in-use count comes back to what sits in the rings.
 func TestKillWithBurstInFlight(t *testing.T) {
-	p := newPort(t)
-	victim := newKbridge(t, p, "KBRIDGE_TEST_HOLD=out")
-	victim.ready()
+	p := env.NewPort(t)
+	victim := env.NewKbridge(t, p, "KBRIDGE_TEST_HOLD=out")
+	victim.Ready()
 	const n = 8
-	if q, err := p.port.Inject(0, frames(n), optsNone); err != nil || q != n {
+	if q, err := p.Port.Inject(0, dpdkbed.Frames(n), ringtest.InjectOpts{}); err != nil || q != n {
 		t.Fatalf("inject: queued %d: %v", q, err)
 	}
 	victim.WaitLog(fmt.Sprintf("the worker holds %d mbufs (out)", n), 10*time.Second)
-	if r, u := p.port.InRings(0), p.pool.InUse(); r != 0 || u != n {
+	if r, u := p.Port.InRings(0), p.Pool.InUse(); r != 0 || u != n {
 		t.Fatalf("before the kill: %d mbufs in the rings and %d in use, want 0 and %d (held by the worker)", r, u, n)
 	}
 	victim.Kill()
-	if got := p.port.OwnerPID(); got != victim.Pid() {
+	if got := p.Port.OwnerPID(); got != victim.Pid() {
 		t.Fatalf("owner pid %d after the kill, want the dead kbridge's %d", got, victim.Pid())
 	}
-	if u := p.pool.InUse(); u != n {
+	if u := p.Pool.InUse(); u != n {
 		t.Fatalf("%d mbufs in use after the kill, want the %d the dead worker held", u, n)
 	}
 
-	next := newKbridge(t, p)
-	next.ready()
+	next := env.NewKbridge(t, p)
+	next.Ready()
 	tookOver(t, p, next, victim.Pid(), "", n)
 	next.Stop(true)
-	if u, r := p.pool.InUse(), p.port.InRings(0); u != r {
+	if u, r := p.Pool.InUse(), p.Port.InRings(0); u != r {
 		t.Errorf("after stop %d mbufs in use, want the %d in the rings", u, r)
 	}
-	p.pool.Audit()
+	p.Pool.Audit()
 }
 
 // The same, from the kernel's side: kbridge killed between allocating mbufs
 // for frames the kernel sent and enqueueing them to from_kernel.
 func TestKillWithAllocatedInFlight(t *testing.T) {
-	p := newPort(t)
-	victim := newKbridge(t, p, "KBRIDGE_TEST_HOLD=in")
-	victim.ready()
-	victim.send(3)
+	p := env.NewPort(t)
+	victim := env.NewKbridge(t, p, "KBRIDGE_TEST_HOLD=in")
+	victim.Ready()
+	victim.Send(3)
 	victim.WaitLog("mbufs (in)", 10*time.Second)
-	held := p.pool.InUse()
-	if held == 0 || p.port.InRings(0) != 0 {
-		t.Fatalf("before the kill: %d in use, %d in the rings; want mbufs held by the worker and none queued", held, p.port.InRings(0))
+	held := p.Pool.InUse()
+	if held == 0 || p.Port.InRings(0) != 0 {
+		t.Fatalf("before the kill: %d in use, %d in the rings; want mbufs held by the worker and none queued", held, p.Port.InRings(0))
 	}
 	victim.Kill()
 
-	next := newKbridge(t, p)
-	next.ready()
+	next := env.NewKbridge(t, p)
+	next.Ready()
 	if out := next.Log.String(); !strings.Contains(out, fmt.Sprintf("to_kernel=0 from_kernel=%d", held)) {
 		t.Errorf("the new kbridge did not say it freed the %d held mbufs:\n%s", held, out)
 	}
-	waitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
-		return p.pool.InUse() == p.port.InRings(0)
+	harness.WaitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
+		return p.Pool.InUse() == p.Port.InRings(0)
 	})
 	next.Stop(true)
-	p.pool.Audit()
+	p.Pool.Audit()
 }
 
 // The app frees the port (kbridge_port_free) under a running kbridge: the
 // free waits for kbridge to let go, kbridge exits non-zero naming the cause,
 // and the pool is whole.
 func TestAppFreesPortUnderKbridge(t *testing.T) {
-	p := newPort(t)
-	k := newKbridge(t, p)
-	k.ready()
-	if q, err := p.port.Inject(0, frames(32), optsNone); err != nil || q != 32 {
+	p := env.NewPort(t)
+	k := env.NewKbridge(t, p)
+	k.Ready()
+	if q, err := p.Port.Inject(0, dpdkbed.Frames(32), ringtest.InjectOpts{}); err != nil || q != 32 {
 		t.Fatalf("inject: queued %d: %v", q, err)
 	}
-	waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
-		return k.status().ToKernelPackets >= 32
+	harness.WaitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+		return k.Status().ToKernelPackets >= 32
 	})
-	k.send(5) // some frames towards the app, left in from_kernel
 
-	took := p.free()
+	k.Send(5) // some frames towards the app, left in from_kernel
+	took := p.Free()
 	if took >= 2*time.Second {
 		t.Errorf("kbridge_port_free waited %v: kbridge did not let go (the wait is 2s)", took)
 	}
@@ -141,70 +145,70 @@ func TestAppFreesPortUnderKbridge(t *testing.T) {
 	if code := k.ExitCode(); code <= 0 {
 		t.Errorf("kbridge exited with %v, want a non-zero status", k.Err())
 	}
-	if out := k.Log.String(); !strings.Contains(out, "the DPDK app is freeing port "+p.name) {
+	if out := k.Log.String(); !strings.Contains(out, "the DPDK app is freeing port "+p.Name) {
 		t.Errorf("kbridge did not name the cause:\n%s", out)
 	}
-	if u := p.pool.InUse(); u != 0 {
+	if u := p.Pool.InUse(); u != 0 {
 		t.Errorf("%d mbufs in use after the port was freed", u)
 	}
-	p.pool.Audit()
+	p.Pool.Audit()
 	t.Logf("kbridge_port_free took %v", took)
 }
 
 // A version-1 app has no owner field: kbridge serves it as before and says
 // that ownership cannot be enforced.
 func TestVersion1AppWithoutOwnership(t *testing.T) {
-	p := newPort(t)
-	p.port.SetCtl(1, -1, -1)
-	k := newKbridge(t, p)
-	k.ready()
+	p := env.NewPort(t)
+	p.Port.SetCtl(1, -1, -1)
+	k := env.NewKbridge(t, p)
+	k.Ready()
 	if !strings.Contains(k.Log.String(), "one kbridge per port cannot be enforced") {
 		t.Errorf("kbridge did not warn that ownership cannot be enforced:\n%s", k.Log)
 	}
-	if got := p.port.OwnerPID(); got != 0 {
+	if got := p.Port.OwnerPID(); got != 0 {
 		t.Errorf("owner pid %d written into a version-1 block", got)
 	}
-	if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+	if q, err := p.Port.Inject(0, dpdkbed.Frames(4), ringtest.InjectOpts{}); err != nil || q != 4 {
 		t.Fatalf("inject: queued %d: %v", q, err)
 	}
-	waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
-		return k.status().ToKernelPackets >= 4
+	harness.WaitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+		return k.Status().ToKernelPackets >= 4
 	})
 	k.Stop(true)
-	p.port.SetCtl(3, -1, -1)
+	p.Port.SetCtl(3, -1, -1)
 }
 
 // An insane control block is refused with a clear error, or its TSC rate
 // turns residence times off with a warning instead of a SIGFPE.
 func TestControlBlockValidation(t *testing.T) {
 	t.Run("queues", func(t *testing.T) {
-		p := newPort(t)
-		p.port.SetCtl(-1, -1, 17)
-		t.Cleanup(func() { p.port.SetCtl(-1, -1, 1) })
-		k := newKbridge(t, p)
+		p := env.NewPort(t)
+		p.Port.SetCtl(-1, -1, 17)
+		t.Cleanup(func() { p.Port.SetCtl(-1, -1, 1) })
+		k := env.NewKbridge(t, p)
 		if !k.ExitedWithin(15 * time.Second) {
 			t.Fatalf("kbridge runs on a block with 17 queues:\n%s", k.Log)
 		}
 		if out := k.Log.String(); k.ExitCode() <= 0 || !strings.Contains(out, "invalid control block: the control block says 17 queues; 1 to 16 are possible") {
 			t.Errorf("exit %v, want a non-zero exit naming the queue count:\n%s", k.Err(), out)
 		}
-		if got := p.port.OwnerPID(); got != 0 {
+		if got := p.Port.OwnerPID(); got != 0 {
 			t.Errorf("a refused kbridge left owner pid %d", got)
 		}
 	})
 	t.Run("tsc", func(t *testing.T) {
-		p := newPort(t)
-		p.port.SetCtl(-1, 999, -1)
-		k := newKbridge(t, p)
-		k.ready()
+		p := env.NewPort(t)
+		p.Port.SetCtl(-1, 999, -1)
+		k := env.NewKbridge(t, p)
+		k.Ready()
 		if !strings.Contains(k.Log.String(), "a TSC of 999 Hz: residence times are off") {
 			t.Errorf("no warning about the TSC rate:\n%s", k.Log)
 		}
-		if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+		if q, err := p.Port.Inject(0, dpdkbed.Frames(4), ringtest.InjectOpts{}); err != nil || q != 4 {
 			t.Fatalf("inject: queued %d: %v", q, err)
 		}
-		waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
-			return k.status().ToKernelPackets >= 4
+		harness.WaitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+			return k.Status().ToKernelPackets >= 4
 		})
 		k.Stop(true)
 	})
@@ -215,7 +219,7 @@ func TestControlBlockValidation(t *testing.T) {
 // the port over (naming the dead one's fate, when fate is not ""), freed
 // those mbufs, claimed the port, made the pool whole again, and that it
 // moves traffic.
-func tookOver(t *testing.T, p *port, next *kbridge, dead int, fate string, heldOut int) {
+func tookOver(t *testing.T, p *dpdkbed.Port, next *dpdkbed.Kbridge, dead int, fate string, heldOut int) {
 	t.Helper()
 	out := next.Log.String()
 	if !strings.Contains(out, "taking the port over from a kbridge that is gone") ||
@@ -225,16 +229,16 @@ func tookOver(t *testing.T, p *port, next *kbridge, dead int, fate string, heldO
 	if !strings.Contains(out, fmt.Sprintf("to_kernel=%d from_kernel=0", heldOut)) {
 		t.Errorf("the new kbridge did not say it freed the %d held mbufs:\n%s", heldOut, out)
 	}
-	if got := p.port.OwnerPID(); got != next.Pid() {
+	if got := p.Port.OwnerPID(); got != next.Pid() {
 		t.Errorf("owner pid %d, want the new kbridge's %d", got, next.Pid())
 	}
-	waitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
-		return p.pool.InUse() == p.port.InRings(0)
+	harness.WaitUntil(t, "the pool to be whole again", 5*time.Second, func() bool {
+		return p.Pool.InUse() == p.Port.InRings(0)
 	})
-	if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+	if q, err := p.Port.Inject(0, dpdkbed.Frames(4), ringtest.InjectOpts{}); err != nil || q != 4 {
 		t.Fatalf("inject: queued %d: %v", q, err)
 	}
-	waitUntil(t, "the new kbridge to move the frames", 5*time.Second, func() bool {
-		return next.status().ToKernelPackets >= 4
+	harness.WaitUntil(t, "the new kbridge to move the frames", 5*time.Second, func() bool {
+		return next.Status().ToKernelPackets >= 4
 	})
 }

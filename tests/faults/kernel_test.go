@@ -14,6 +14,7 @@ import (
 
 	"github.com/kbridge/kbridge/ring/ringtest"
 	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 const kfIface = `  mtu: 1400
@@ -24,10 +25,10 @@ const kfIface = `  mtu: 1400
 
 // kfRoundTrip checks that frames cross both ways: app -> kernel (seen on a
 // packet socket) and kernel -> app (collected from the app's ring).
-func kfRoundTrip(t *testing.T, b *kfBed, seq uint32) {
+func kfRoundTrip(t *testing.T, b *dpdkbed.Bed, seq uint32) {
 	t.Helper()
 	ps := b.PacketSocket()
-	frames := [][]byte{kfFrame(60, seq), kfFrame(1000, seq+1), kfFrame(1414, seq+2)}
+	frames := [][]byte{dpdkbed.TestFrame(60, seq), dpdkbed.TestFrame(1000, seq+1), dpdkbed.TestFrame(1414, seq+2)}
 	if q, err := b.Port.Inject(0, frames, ringtest.InjectOpts{}); err != nil || q != len(frames) {
 		t.Fatalf("queued %d of %d: %v", q, len(frames), err)
 	}
@@ -40,11 +41,11 @@ func kfRoundTrip(t *testing.T, b *kfBed, seq uint32) {
 			t.Errorf("app -> kernel: frame %d differs", i)
 		}
 	}
-	back := [][]byte{kfFrame(300, seq+10)}
+	back := [][]byte{dpdkbed.TestFrame(300, seq+10)}
 	ps.Send(t, back)
 	var in [][]byte
-	kfWaitUntil(t, 5*time.Second, "the kernel's frame in the app's ring", func() bool {
-		in = append(in, kfOnlyTest(b.Port.Collect(0, 64))...)
+	harness.WaitUntil(t, "the kernel's frame in the app's ring", 5*time.Second, func() bool {
+		in = append(in, dpdkbed.OnlyTest(b.Port.Collect(0, 64))...)
 		return len(in) >= 1
 	})
 	if !bytes.Equal(in[0], back[0]) {
@@ -56,7 +57,7 @@ func kfRoundTrip(t *testing.T, b *kfBed, seq uint32) {
 // back with the same name, MTU, MAC, address and route, traffic crosses
 // both ways again, and the worker never spun on the dead fds.
 func TestKernelDeletedInterfaceIsMadeAgain(t *testing.T) {
-	b := kfNewBed(t, kfIface, "")
+	b := env.NewBed(t, dpdkbed.Opts{Iface: kfIface, YAML: ""})
 	kfRoundTrip(t, b, 1)
 	old, err := b.Link()
 	if err != nil {
@@ -64,11 +65,11 @@ func TestKernelDeletedInterfaceIsMadeAgain(t *testing.T) {
 	}
 	before := b.Status()
 
-	kfIP(b, "link", "del", b.Ifname)
-	took := kfWaitUntil(t, 5*time.Second, "the interface made again", func() bool {
+	b.IP("link", "del", b.Ifname)
+	took := harness.WaitUntil(t, "the interface made again", 5*time.Second, func() bool {
 		l, err := b.Link()
 		return err == nil && l.Attrs().Index != old.Attrs().Index && l.Attrs().Flags&1 != 0 &&
-			slices.Contains(kfRoutes(b), "198.18.78.0/24 via 198.18.77.1")
+			slices.Contains(b.Routes(), "198.18.78.0/24 via 198.18.77.1")
 	})
 	t.Logf("interface made again, with its route, %v after the delete", took)
 	if took > time.Second {
@@ -81,10 +82,10 @@ func TestKernelDeletedInterfaceIsMadeAgain(t *testing.T) {
 	if l.Attrs().HardwareAddr.String() != old.Attrs().HardwareAddr.String() {
 		t.Errorf("MAC %s, want the old one %s", l.Attrs().HardwareAddr, old.Attrs().HardwareAddr)
 	}
-	if a := kfAddrs(b); !slices.Contains(a, "198.18.77.2/24") {
+	if a := b.Addrs(); !slices.Contains(a, "198.18.77.2/24") {
 		t.Errorf("addresses %v, want 198.18.77.2/24", a)
 	}
-	if !kfWaitLog(t, b, "deleted and made again") {
+	if !b.WaitLog("deleted and made again") {
 		t.Errorf("no log line says the interface was made again:\n%s", b.Out)
 	}
 
@@ -106,9 +107,9 @@ func TestKernelDeletedInterfaceIsMadeAgain(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	ps := b.PacketSocket()
 	wakeups := b.Status().Wakeups
-	ps.Send(t, [][]byte{kfFrame(100, 500)})
-	kfWaitUntil(t, 5*time.Second, "the frame in the app's ring", func() bool {
-		return len(kfOnlyTest(b.Port.Collect(0, 64))) == 1
+	ps.Send(t, [][]byte{dpdkbed.TestFrame(100, 500)})
+	harness.WaitUntil(t, "the frame in the app's ring", 5*time.Second, func() bool {
+		return len(dpdkbed.OnlyTest(b.Port.Collect(0, 64))) == 1
 	})
 	if w := b.Status().Wakeups; w == wakeups {
 		t.Errorf("the frame reached the app without waking the parked worker: is the new fd watched?")
@@ -116,8 +117,8 @@ func TestKernelDeletedInterfaceIsMadeAgain(t *testing.T) {
 
 	// Deleted a second time: made again a second time.
 	l, _ = b.Link()
-	kfIP(b, "link", "del", b.Ifname)
-	kfWaitUntil(t, 5*time.Second, "the interface made again twice", func() bool {
+	b.IP("link", "del", b.Ifname)
+	harness.WaitUntil(t, "the interface made again twice", 5*time.Second, func() bool {
 		nl, err := b.Link()
 		return err == nil && nl.Attrs().Index != l.Attrs().Index
 	})
@@ -127,22 +128,22 @@ func TestKernelDeletedInterfaceIsMadeAgain(t *testing.T) {
 // ip link set down; ip link set up: the kernel drops the routes on the way
 // down, kbridge adds the configured ones (and addresses) on the way up.
 func TestKernelDownUpRestoresRoutes(t *testing.T) {
-	b := kfNewBed(t, kfIface, "")
+	b := env.NewBed(t, dpdkbed.Opts{Iface: kfIface, YAML: ""})
 	const want = "198.18.78.0/24 via 198.18.77.1"
-	if r := kfRoutes(b); !slices.Contains(r, want) {
+	if r := b.Routes(); !slices.Contains(r, want) {
 		t.Fatalf("routes at start %v, want %q", r, want)
 	}
-	kfIP(b, "link", "set", b.Ifname, "down")
-	kfWaitUntil(t, 5*time.Second, "the kernel to drop the route", func() bool {
-		return !slices.Contains(kfRoutes(b), want)
+	b.IP("link", "set", b.Ifname, "down")
+	harness.WaitUntil(t, "the kernel to drop the route", 5*time.Second, func() bool {
+		return !slices.Contains(b.Routes(), want)
 	})
-	kfIP(b, "addr", "flush", "dev", b.Ifname) // as if the addresses went too
-	kfIP(b, "link", "set", b.Ifname, "up")
-	took := kfWaitUntil(t, 5*time.Second, "the route back", func() bool {
-		return slices.Contains(kfRoutes(b), want) && slices.Contains(kfAddrs(b), "198.18.77.2/24")
+	b.IP("addr", "flush", "dev", b.Ifname) // as if the addresses went too
+	b.IP("link", "set", b.Ifname, "up")
+	took := harness.WaitUntil(t, "the route back", 5*time.Second, func() bool {
+		return slices.Contains(b.Routes(), want) && slices.Contains(b.Addrs(), "198.18.77.2/24")
 	})
 	t.Logf("address and route back %v after the up", took)
-	if !kfWaitLog(t, b, "addresses and routes re-applied") {
+	if !b.WaitLog("addresses and routes re-applied") {
 		t.Errorf("no log line says the routes were re-applied:\n%s", b.Out)
 	}
 	kfRoundTrip(t, b, 1)
@@ -151,15 +152,15 @@ func TestKernelDownUpRestoresRoutes(t *testing.T) {
 // An admin's MTU change is refused: logged as an error and set back to
 // interface.mtu, larger or smaller.
 func TestKernelMTUChangeIsSetBack(t *testing.T) {
-	b := kfNewBed(t, kfIface, "")
+	b := env.NewBed(t, dpdkbed.Opts{Iface: kfIface, YAML: ""})
 	for i, mtu := range []string{"9000", "1280"} {
-		kfIP(b, "link", "set", b.Ifname, "mtu", mtu)
-		took := kfWaitUntil(t, 5*time.Second, "the MTU set back to 1400", func() bool {
+		b.IP("link", "set", b.Ifname, "mtu", mtu)
+		took := harness.WaitUntil(t, "the MTU set back to 1400", 5*time.Second, func() bool {
 			l, err := b.Link()
 			return err == nil && l.Attrs().MTU == 1400
 		})
 		t.Logf("mtu %s set back to 1400 after %v", mtu, took)
-		kfWaitLogCount(t, b, "MTU was changed outside kbridge", i+1)
+		b.WaitLogCount("MTU was changed outside kbridge", i+1)
 		if n := strings.Count(b.Out.String(), "MTU was changed outside kbridge"); n != i+1 {
 			t.Errorf("%d log lines about the MTU change, want %d:\n%s", n, i+1, b.Out)
 		}
@@ -179,8 +180,8 @@ func TestKernelMTUChangeIsSetBack(t *testing.T) {
 // the app by a wakeup from the new fd (the wakeups counter moves), never
 // by the park timeout (one minute here: a missed fd shows as a stall).
 func TestKernelDeletedUnderLoadKeepsTheFdWatched(t *testing.T) {
-	b := kfNewBed(t, kfIface, "policy:\n  mode: adaptive\n  spin: 200ms\n  park_timeout: 1m\n")
-	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
+	b := env.NewBed(t, dpdkbed.Opts{Iface: kfIface, YAML: "policy:\n  mode: adaptive\n  spin: 200ms\n  park_timeout: 1m\n"})
+	harness.WaitUntil(t, "the app to get the worker's eventfd", 10*time.Second, func() bool {
 		return b.Port.Counters(0).HaveEventfd
 	})
 	old, err := b.Link()
@@ -188,7 +189,7 @@ func TestKernelDeletedUnderLoadKeepsTheFdWatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := b.PacketSocket()
-	ringtest.Preload(kfFrame(200, 1))
+	ringtest.Preload(dpdkbed.TestFrame(200, 1))
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -202,7 +203,7 @@ func TestKernelDeletedUnderLoadKeepsTheFdWatched(t *testing.T) {
 	}()
 	go func() { // the kernel side: frames out of kb0 (refused once it is gone)
 		defer wg.Done()
-		f := kfFrame(200, 2)
+		f := dpdkbed.TestFrame(200, 2)
 		to := &unix.SockaddrLinklayer{Ifindex: old.Attrs().Index, Protocol: dpdkbed.Htons(dpdkbed.EthType), Halen: 6}
 		copy(to.Addr[:], f[:6])
 		for !stop.Load() {
@@ -214,17 +215,17 @@ func TestKernelDeletedUnderLoadKeepsTheFdWatched(t *testing.T) {
 	defer func() { stop.Store(true); wg.Wait() }()
 
 	flowing := b.Status()
-	kfWaitUntil(t, 5*time.Second, "traffic both ways", func() bool {
+	harness.WaitUntil(t, "traffic both ways", 5*time.Second, func() bool {
 		s := b.Status()
 		return s.ToKernelPackets > flowing.ToKernelPackets+1000 && s.FromKernelPackets > flowing.FromKernelPackets+1000
 	})
 	before := b.Status()
-	kfIP(b, "link", "del", b.Ifname)
-	took := kfWaitUntil(t, 5*time.Second, "the interface made again", func() bool {
+	b.IP("link", "del", b.Ifname)
+	took := harness.WaitUntil(t, "the interface made again", 5*time.Second, func() bool {
 		l, err := b.Link()
 		return err == nil && l.Attrs().Index != old.Attrs().Index && l.Attrs().Flags&1 != 0
 	})
-	if !kfWaitLog(t, b, "deleted and made again") {
+	if !b.WaitLog("deleted and made again") {
 		t.Fatalf("no log line says the interface was made again:\n%s", b.Out)
 	}
 	time.Sleep(100 * time.Millisecond) // the app side floods on over the new fd
@@ -244,16 +245,16 @@ func TestKernelDeletedUnderLoadKeepsTheFdWatched(t *testing.T) {
 	var lat []time.Duration
 	parks := during.Parks
 	for i := range 10 {
-		kfWaitUntil(t, 5*time.Second, "the worker to park", func() bool { return b.Status().Parks > parks })
+		harness.WaitUntil(t, "the worker to park", 5*time.Second, func() bool { return b.Status().Parks > parks })
 		time.Sleep(20 * time.Millisecond) // into epoll_pwait2
 		b.Port.Drain(0)
 		st := b.Status()
 		seq := uint32(1000 + i)
 		start := time.Now()
-		ps2.Send(t, [][]byte{kfFrame(100, seq)})
+		ps2.Send(t, [][]byte{dpdkbed.TestFrame(100, seq)})
 		found := false
 		for !found && time.Since(start) < 5*time.Second {
-			for _, f := range kfOnlyTest(b.Port.Collect(0, 8)) {
+			for _, f := range dpdkbed.OnlyTest(b.Port.Collect(0, 8)) {
 				found = found || binary.BigEndian.Uint32(f[14:18]) == seq
 			}
 		}

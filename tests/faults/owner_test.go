@@ -73,7 +73,7 @@ func owStart(t *testing.T, pid int) uint64 {
 // owWaitState waits until pid's state is state.
 func owWaitState(t *testing.T, pid int, state string) {
 	t.Helper()
-	waitUntil(t, fmt.Sprintf("pid %d to be in state %s", pid, state), 10*time.Second, func() bool {
+	harness.WaitUntil(t, fmt.Sprintf("pid %d to be in state %s", pid, state), 10*time.Second, func() bool {
 		st, err := owReadStat(pid)
 		return err == nil && st.state == state
 	})
@@ -81,15 +81,15 @@ func owWaitState(t *testing.T, pid int, state string) {
 
 // owHoldBurst queues n frames and waits until kbridge's worker holds them
 // (KBRIDGE_TEST_HOLD=out): they are on record in the held memzone.
-func owHoldBurst(t *testing.T, p *port, log *harness.Buffer, n int) {
+func owHoldBurst(t *testing.T, p *dpdkbed.Port, log *harness.Buffer, n int) {
 	t.Helper()
-	if q, err := p.port.Inject(0, frames(n), optsNone); err != nil || q != n {
+	if q, err := p.Port.Inject(0, dpdkbed.Frames(n), ringtest.InjectOpts{}); err != nil || q != n {
 		t.Fatalf("inject: queued %d: %v", q, err)
 	}
-	waitUntil(t, "the worker to hold the burst", 10*time.Second, func() bool {
+	harness.WaitUntil(t, "the worker to hold the burst", 10*time.Second, func() bool {
 		return strings.Contains(log.String(), fmt.Sprintf("the worker holds %d mbufs (out)", n))
 	})
-	if r, u := p.port.InRings(0), p.pool.InUse(); r != 0 || u != n {
+	if r, u := p.Port.InRings(0), p.Pool.InUse(); r != 0 || u != n {
 		t.Fatalf("%d mbufs in the rings and %d in use, want 0 and %d (held by the worker)", r, u, n)
 	}
 }
@@ -97,46 +97,46 @@ func owHoldBurst(t *testing.T, p *port, log *harness.Buffer, n int) {
 // owFreeRefused frees the port under a live owner: the free must wait the
 // header's wait, report EBUSY and touch nothing (rings, pool, held record,
 // owner).
-func owFreeRefused(t *testing.T, p *port, ownerPid int) {
+func owFreeRefused(t *testing.T, p *dpdkbed.Port, ownerPid int) {
 	t.Helper()
-	inRings, inUse := p.port.InRings(0), p.pool.InUse()
-	took, err := p.tryFree()
+	inRings, inUse := p.Port.InRings(0), p.Pool.InUse()
+	took, err := p.TryFree()
 	if !errors.Is(err, unix.EBUSY) {
 		t.Fatalf("kbridge_port_free under live owner pid %d returned %v after %v, want EBUSY", ownerPid, err, took)
 	}
 	if took < owFreeWait || took > owFreeWait+2*time.Second {
 		t.Errorf("the refused free took %v, want the header's wait of %v", took, owFreeWait)
 	}
-	if r, u := p.port.InRings(0), p.pool.InUse(); r != inRings || u != inUse {
+	if r, u := p.Port.InRings(0), p.Pool.InUse(); r != inRings || u != inUse {
 		t.Errorf("after the refused free: %d mbufs in the rings and %d in use, want %d and %d untouched (drained or freed under a live owner)",
 			r, u, inRings, inUse)
 	}
-	if !p.port.HeldRecordExists() {
+	if !p.Port.HeldRecordExists() {
 		t.Errorf("the held-mbuf memzone was freed under a live owner")
 	}
-	if got := p.port.LiveOwnerPID(); got != ownerPid {
+	if got := p.Port.LiveOwnerPID(); got != ownerPid {
 		t.Errorf("kbridge_port_owner_pid() = %d, want the live owner %d", got, ownerPid)
 	}
 }
 
 // owFreedAtOnce frees the port of a dead owner: at once, what the owner held
 // freed with its record, the pool whole.
-func owFreedAtOnce(t *testing.T, p *port, why string) {
+func owFreedAtOnce(t *testing.T, p *dpdkbed.Port, why string) {
 	t.Helper()
-	took, err := p.tryFree()
+	took, err := p.TryFree()
 	if err != nil {
 		t.Fatalf("kbridge_port_free with %s: %v after %v", why, err, took)
 	}
 	if took > 500*time.Millisecond {
 		t.Errorf("kbridge_port_free with %s took %v: the owner was taken for alive", why, took)
 	}
-	if u := p.pool.InUse(); u != 0 {
+	if u := p.Pool.InUse(); u != 0 {
 		t.Errorf("%d mbufs in use after the port of %s was freed", u, why)
 	}
-	if p.port.HeldRecordExists() {
+	if p.Port.HeldRecordExists() {
 		t.Errorf("the held-mbuf memzone is left after the port of %s was freed", why)
 	}
-	p.pool.Audit()
+	p.Pool.Audit()
 	t.Logf("kbridge_port_free with %s took %v", why, took)
 }
 
@@ -148,17 +148,17 @@ func owFreedAtOnce(t *testing.T, p *port, why string) {
 func TestAppFreesPortUnderStoppedKbridge(t *testing.T) {
 	for _, end := range []string{"cont", "kill"} {
 		t.Run(end, func(t *testing.T) {
-			p := newPort(t)
-			k := newKbridge(t, p)
-			k.ready()
-			if q, err := p.port.Inject(0, frames(8), optsNone); err != nil || q != 8 {
+			p := env.NewPort(t)
+			k := env.NewKbridge(t, p)
+			k.Ready()
+			if q, err := p.Port.Inject(0, dpdkbed.Frames(8), ringtest.InjectOpts{}); err != nil || q != 8 {
 				t.Fatalf("inject: queued %d: %v", q, err)
 			}
-			waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
-				return k.status().ToKernelPackets >= 8
+			harness.WaitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+				return k.Status().ToKernelPackets >= 8
 			})
-			k.send(3) // towards the app: left in from_kernel
-			waitUntil(t, "the frames to reach from_kernel", 5*time.Second, func() bool { return p.port.InRings(0) >= 3 })
+			k.Send(3) // towards the app: left in from_kernel
+			harness.WaitUntil(t, "the frames to reach from_kernel", 5*time.Second, func() bool { return p.Port.InRings(0) >= 3 })
 
 			if err := k.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
@@ -166,7 +166,7 @@ func TestAppFreesPortUnderStoppedKbridge(t *testing.T) {
 			t.Cleanup(func() { _ = k.Signal(syscall.SIGCONT) }) // before its Stop
 			owWaitState(t, k.Pid(), "T")
 			// Queued while kbridge does not run: they stay in to_kernel.
-			if q, err := p.port.Inject(0, frames(16), optsNone); err != nil || q != 16 {
+			if q, err := p.Port.Inject(0, dpdkbed.Frames(16), ringtest.InjectOpts{}); err != nil || q != 16 {
 				t.Fatalf("inject: queued %d: %v", q, err)
 			}
 			owFreeRefused(t, p, k.Pid())
@@ -185,10 +185,10 @@ func TestAppFreesPortUnderStoppedKbridge(t *testing.T) {
 				if code := k.ExitCode(); code <= 0 {
 					t.Errorf("kbridge exited with %v, want a non-zero status", k.Err())
 				}
-				if out := k.Log.String(); !strings.Contains(out, "the DPDK app is freeing port "+p.name) {
+				if out := k.Log.String(); !strings.Contains(out, "the DPDK app is freeing port "+p.Name) {
 					t.Errorf("kbridge did not name the cause:\n%s", out)
 				}
-				if got := p.port.Owner(); got != 0 {
+				if got := p.Port.Owner(); got != 0 {
 					t.Errorf("owner %#x after kbridge let go, want 0", got)
 				}
 			case "kill":
@@ -205,19 +205,19 @@ func TestAppFreesPortUnderStoppedKbridge(t *testing.T) {
 // the free is at once, and what the killed owner held is freed with its
 // record (no 2 s stall, no leak).
 func TestAppFreesPortOfReusedPid(t *testing.T) {
-	p := newPort(t)
-	victim := newKbridge(t, p, "KBRIDGE_TEST_HOLD=out")
-	victim.ready()
+	p := env.NewPort(t)
+	victim := env.NewKbridge(t, p, "KBRIDGE_TEST_HOLD=out")
+	victim.Ready()
 	owHoldBurst(t, p, victim.Log, 8)
 	victim.Kill()
 
 	other := harness.Start(t, "sleep", "sleep", "600")
 	start := owStart(t, other.Pid())
-	p.port.SetOwner(ringtest.OwnerValue(other.Pid(), start))
+	p.Port.SetOwner(ringtest.OwnerValue(other.Pid(), start))
 	owFreeRefused(t, p, other.Pid())
 
-	p.port.SetOwner(ringtest.OwnerValue(other.Pid(), start+1))
-	if got := p.port.LiveOwnerPID(); got != 0 {
+	p.Port.SetOwner(ringtest.OwnerValue(other.Pid(), start+1))
+	if got := p.Port.LiveOwnerPID(); got != 0 {
 		t.Errorf("kbridge_port_owner_pid() = %d for a reused pid, want 0", got)
 	}
 	owFreedAtOnce(t, p, "a reused owner pid")
@@ -226,30 +226,30 @@ func TestAppFreesPortOfReusedPid(t *testing.T) {
 // kbridge's own check: an owner whose pid names another process is taken
 // over; the same process with its own start time is a live owner, refused.
 func TestReusedOwnerPidIsTakenOver(t *testing.T) {
-	p := newPort(t)
+	p := env.NewPort(t)
 	other := harness.Start(t, "sleep", "sleep", "600")
 	start := owStart(t, other.Pid())
 
-	p.port.SetOwner(ringtest.OwnerValue(other.Pid(), start))
-	refused := newKbridge(t, p)
+	p.Port.SetOwner(ringtest.OwnerValue(other.Pid(), start))
+	refused := env.NewKbridge(t, p)
 	if !refused.ExitedWithin(15 * time.Second) {
 		t.Fatalf("kbridge runs on a port whose owner lives:\n%s", refused.Log)
 	}
-	want := fmt.Sprintf("port %s is served by kbridge pid %d", p.name, other.Pid())
+	want := fmt.Sprintf("port %s is served by kbridge pid %d", p.Name, other.Pid())
 	if out := refused.Log.String(); refused.ExitCode() <= 0 || !strings.Contains(out, want) {
 		t.Errorf("exit %v, want a non-zero exit saying %q:\n%s", refused.Err(), want, out)
 	}
 
-	p.port.SetOwner(ringtest.OwnerValue(other.Pid(), start+1))
-	k := newKbridge(t, p)
-	k.ready()
+	p.Port.SetOwner(ringtest.OwnerValue(other.Pid(), start+1))
+	k := env.NewKbridge(t, p)
+	k.Ready()
 	out := k.Log.String()
 	if !strings.Contains(out, "taking the port over from a kbridge that is gone") ||
 		!strings.Contains(out, fmt.Sprintf("previous_pid=%d", other.Pid())) ||
 		!strings.Contains(out, "another start time") {
 		t.Errorf("kbridge did not say it took over from the reused pid %d:\n%s", other.Pid(), out)
 	}
-	if got := p.port.OwnerPID(); got != k.Pid() {
+	if got := p.Port.OwnerPID(); got != k.Pid() {
 		t.Errorf("owner pid %d, want the new kbridge's %d", got, k.Pid())
 	}
 	k.Stop(true)
@@ -257,26 +257,22 @@ func TestReusedOwnerPidIsTakenOver(t *testing.T) {
 
 var owChildRE = regexp.MustCompile(`owholder: child=(\d+)`)
 
-// owUnderHolder starts kbridge for p, with env added, as the child of a
+// owUnderHolder starts kbridge for p, with extra added to its environment, as the child of a
 // process that never reaps it (sh starts it in the background, then execs
 // sleep, which never calls wait): killed, it stays a zombie until the holder
 // ends. It returns the holder (whose log has kbridge's) and kbridge's pid,
 // once kbridge answers on its control socket.
-func owUnderHolder(t *testing.T, p *port, env ...string) (*harness.Proc, int) {
+func owUnderHolder(t *testing.T, p *dpdkbed.Port, extra ...string) (*harness.Proc, int) {
 	t.Helper()
-	kbSeqMu.Lock()
-	kbSeq++
-	n := kbSeq
-	kbSeqMu.Unlock()
 	dir := t.TempDir()
-	c := dpdkbed.Config{Prefix: prefix, Port: p.name, Ifname: fmt.Sprintf("kbft%dk%d", n, os.Getpid()%1000),
-		DPDK: "  wait: 2s\n", Iface: "  mtu: 1500\n", Sock: filepath.Join(dir, "kbridge.sock")}
+	c := env.PortConfig(p)
+	c.Sock = filepath.Join(dir, "kbridge.sock")
 	cfg := filepath.Join(dir, "kbridge.yaml")
 	c.Write(t, cfg)
-	script := fmt.Sprintf("ip netns exec %s %s run --config %s & echo owholder: child=$!; exec sleep 600", nsName, kbridgeBin, cfg)
-	holder := harness.StartSpec(t, "holder", harness.Spec{Env: env}, "sh", "-c", script)
+	script := fmt.Sprintf("ip netns exec %s %s run --config %s & echo owholder: child=$!; exec sleep 600", env.NS, env.Bin, cfg)
+	holder := harness.StartSpec(t, "holder", harness.Spec{Env: extra}, "sh", "-c", script)
 	var pid int
-	waitUntil(t, "the holder to start kbridge", 5*time.Second, func() bool {
+	harness.WaitUntil(t, "the holder to start kbridge", 5*time.Second, func() bool {
 		m := owChildRE.FindStringSubmatch(holder.Log.String())
 		if m != nil {
 			pid, _ = strconv.Atoi(m[1])
@@ -291,11 +287,11 @@ func owUnderHolder(t *testing.T, p *port, env ...string) (*harness.Proc, int) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	waitUntil(t, "kbridge to answer on "+c.Sock, 20*time.Second, func() bool {
+	harness.WaitUntil(t, "kbridge to answer on "+c.Sock, 20*time.Second, func() bool {
 		_, err := daemon.ReadStatus(c.Sock)
 		return err == nil
 	})
-	if got := p.port.OwnerPID(); got != pid {
+	if got := p.Port.OwnerPID(); got != pid {
 		t.Fatalf("owner pid %d, want kbridge's %d:\n%s", got, pid, holder.Log)
 	}
 	return holder, pid
@@ -309,7 +305,7 @@ func owKillToZombie(t *testing.T, pid int) {
 		t.Fatal(err)
 	}
 	owWaitState(t, pid, "Z")
-	waitUntil(t, "the zombie's threads to be gone", 5*time.Second, func() bool {
+	harness.WaitUntil(t, "the zombie's threads to be gone", 5*time.Second, func() bool {
 		st, err := owReadStat(pid)
 		return err == nil && st.threads <= 1
 	})
@@ -320,25 +316,25 @@ func owKillToZombie(t *testing.T, pid int) {
 // first" before) and frees what the dead one held; the zombie is still
 // unreaped when it does.
 func TestZombieOwnerIsTakenOver(t *testing.T) {
-	p := newPort(t)
+	p := env.NewPort(t)
 	holder, pid := owUnderHolder(t, p, "KBRIDGE_TEST_HOLD=out")
 	owHoldBurst(t, p, holder.Log, 8)
 	owKillToZombie(t, pid)
 
-	next := newKbridge(t, p)
-	next.ready()
+	next := env.NewKbridge(t, p)
+	next.Ready()
 	if st, err := owReadStat(pid); err != nil || st.state != "Z" {
 		t.Errorf("pid %d is no longer a zombie (%+v, %v): the test did not test a zombie", pid, st, err)
 	}
 	tookOver(t, p, next, pid, "a zombie", 8)
 	next.Stop(true)
-	p.pool.Audit()
+	p.Pool.Audit()
 }
 
 // The header's check: the port of a zombie owner is freed at once, with
 // what the zombie held and its record.
 func TestAppFreesPortOfZombieOwner(t *testing.T) {
-	p := newPort(t)
+	p := env.NewPort(t)
 	holder, pid := owUnderHolder(t, p, "KBRIDGE_TEST_HOLD=out")
 	owHoldBurst(t, p, holder.Log, 8)
 	owKillToZombie(t, pid)
@@ -388,8 +384,8 @@ func owPeerMain(port, filePrefix string) int {
 // owner's eventfd (same descriptor, same eventfd), and every kick still
 // reaches the worker (interrupt mode, a one-minute park timeout).
 func TestWakeupFromAnotherSecondaryIsRefused(t *testing.T) {
-	b := kfNewBed(t, "", "policy:\n  mode: interrupt\n  park_timeout: 1m\n")
-	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
+	b := env.NewBed(t, dpdkbed.Opts{Iface: "", YAML: "policy:\n  mode: interrupt\n  park_timeout: 1m\n"})
+	harness.WaitUntil(t, "the app to get the worker's eventfd", 10*time.Second, func() bool {
 		return b.Port.Counters(0).HaveEventfd
 	})
 	fd1 := b.Port.AppEventfd(0)

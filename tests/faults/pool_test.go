@@ -9,6 +9,7 @@ import (
 
 	"github.com/kbridge/kbridge/ring/ringtest"
 	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // The app's mempool is checked at attach: kbridge copies kernel-to-app
@@ -36,8 +37,8 @@ func TestAppPoolChecked(t *testing.T) {
 	}
 	for _, c := range refused {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPortPool(t, c.pool)
-			k := newKbridge(t, p)
+			p := env.NewPortPool(t, c.pool)
+			k := env.NewKbridge(t, p)
 			if !k.ExitedWithin(15 * time.Second) {
 				t.Fatalf("kbridge serves an unfit pool:\n%s", k.Log)
 			}
@@ -48,28 +49,28 @@ func TestAppPoolChecked(t *testing.T) {
 			if !strings.Contains(out, "mempool kbft_pool") {
 				t.Errorf("the refusal does not name the pool:\n%s", out)
 			}
-			if got := p.port.OwnerPID(); got != 0 {
+			if got := p.Port.OwnerPID(); got != 0 {
 				t.Errorf("a refused kbridge left owner pid %d", got)
 			}
 		})
 	}
 	t.Run("data room 256: 128-byte chains", func(t *testing.T) {
-		p := newPortPool(t, func(n string) (*ringtest.Pool, error) { return ringtest.NewPoolRoom(n, 2047, 256) })
-		k := newKbridge(t, p)
-		k.ready()
+		p := env.NewPortPool(t, func(n string) (*ringtest.Pool, error) { return ringtest.NewPoolRoom(n, 2047, 256) })
+		k := env.NewKbridge(t, p)
+		k.Ready()
 		const n, size = 16, 1500
-		k.sendSized(n, size)
+		k.SendSized(n, size)
 		var got [][]byte
-		waitUntil(t, fmt.Sprintf("%d frames of %d bytes in the app's ring", n, size), 5*time.Second, func() bool {
-			got = append(got, dpdkbed.OnlyTest(p.port.Collect(0, 64))...)
+		harness.WaitUntil(t, fmt.Sprintf("%d frames of %d bytes in the app's ring", n, size), 5*time.Second, func() bool {
+			got = append(got, dpdkbed.OnlyTest(p.Port.Collect(0, 64))...)
 			return len(got) >= n
 		})
 		for i, f := range got {
-			if want := testFrame(size, uint32(i)); !bytes.Equal(f, want) {
+			if want := dpdkbed.TestFrame(size, uint32(i)); !bytes.Equal(f, want) {
 				t.Errorf("frame %d: %d bytes, not the %d sent", i, len(f), len(want))
 			}
 		}
-		if st := k.status(); st.Drops["no_mbuf"] != 0 {
+		if st := k.Status(); st.Drops["no_mbuf"] != 0 {
 			t.Errorf("no_mbuf %d with a pool of 2047 mbufs", st.Drops["no_mbuf"])
 		}
 		k.Stop(true)

@@ -38,7 +38,7 @@ func rcHookBin(t *testing.T) string {
 
 // rcPark waits for the hook's line and returns how many mbufs the parked
 // operation moves.
-func rcPark(t *testing.T, b *kfBed) int {
+func rcPark(t *testing.T, b *dpdkbed.Bed) int {
 	t.Helper()
 	b.Kb.WaitLog("test park: the worker parks", 10*time.Second)
 	m := rcParked.FindStringSubmatch(b.Out.String())
@@ -50,7 +50,7 @@ func rcPark(t *testing.T, b *kfBed) int {
 }
 
 // rcKill kills the parked kbridge and leaves the bed without one.
-func rcKill(t *testing.T, b *kfBed) int {
+func rcKill(t *testing.T, b *dpdkbed.Bed) int {
 	t.Helper()
 	pid := b.Kb.Pid()
 	b.Kb.Kill()
@@ -62,7 +62,7 @@ func rcKill(t *testing.T, b *kfBed) int {
 }
 
 // rcRecovery reads what the new kbridge says it put right.
-func rcRecovery(t *testing.T, b *kfBed) daemon.Recovery {
+func rcRecovery(t *testing.T, b *dpdkbed.Bed) daemon.Recovery {
 	t.Helper()
 	st, err := daemon.ReadStatus(b.Sock)
 	if err != nil {
@@ -76,7 +76,7 @@ func rcRecovery(t *testing.T, b *kfBed) daemon.Recovery {
 
 // rcSeq is a test frame's sequence number, -1 for anything else.
 func rcSeq(f []byte) int {
-	if len(f) < 18 || binary.BigEndian.Uint16(f[12:14]) != testEthTyp {
+	if len(f) < 18 || binary.BigEndian.Uint16(f[12:14]) != dpdkbed.EthType {
 		return -1
 	}
 	return int(binary.BigEndian.Uint32(f[14:18]))
@@ -87,7 +87,7 @@ func rcSeq(f []byte) int {
 // come with the next enqueue). It fails t for any frame that is not one of
 // those the kernel sent since, in order: a stale slot hands the app an mbuf
 // of an earlier lap, which it owns or freed.
-func rcCollect(t *testing.T, b *kfBed, seq0, want int, timeout time.Duration) {
+func rcCollect(t *testing.T, b *dpdkbed.Bed, seq0, want int, timeout time.Duration) {
 	t.Helper()
 	var got []int
 	deadline := time.Now().Add(timeout)
@@ -116,7 +116,7 @@ func rcCollect(t *testing.T, b *kfBed, seq0, want int, timeout time.Duration) {
 func rcFrames(seq0, n int) [][]byte {
 	var fs [][]byte
 	for i := 0; i < n; i++ {
-		fs = append(fs, kfFrame(100, uint32(seq0+i)))
+		fs = append(fs, dpdkbed.TestFrame(100, uint32(seq0+i)))
 	}
 	return fs
 }
@@ -265,8 +265,8 @@ func TestKillInsideToKernelDequeue(t *testing.T) {
 func rcAnySocket(t *testing.T) *dpdkbed.PacketSocket {
 	t.Helper()
 	var fd int
-	err := inNS(func() (err error) {
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(testEthTyp)))
+	err := harness.InNS(env.NS, func() (err error) {
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(dpdkbed.Htons(dpdkbed.EthType)))
 		if err != nil {
 			return err
 		}

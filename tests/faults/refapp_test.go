@@ -14,13 +14,13 @@ import (
 // kbridge_port_free() has kbridge let go before it drains, kbridge exits
 // non-zero naming the cause, and the app's mempool audit is clean.
 func TestRefappStopsUnderKbridge(t *testing.T) {
-	needRoot(t)
-	appPrefix := prefix + "app"
+	env.NeedRoot(t)
+	appPrefix := env.Prefix + "app"
 	app := dpdkbed.StartRefapp(t, appPrefix, "kbftapp")
 
-	k := startKbridge(t, dpdkbed.Config{Prefix: appPrefix, Port: "kbftapp", Ifname: "kbftapp"})
-	k.ready()
-	k.send(20) // through kbridge into the app, which sends them out of net_ring0
+	k := env.StartKbridgeConfig(t, dpdkbed.Config{Prefix: appPrefix, Port: "kbftapp", Ifname: "kbftapp"})
+	k.Ready()
+	k.Send(20) // through kbridge into the app, which sends them out of net_ring0
 
 	if err := app.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -57,14 +57,14 @@ func TestRefappStopsUnderKbridge(t *testing.T) {
 func TestRefappUnderStoppedKbridge(t *testing.T) {
 	for i, end := range []string{"waits", "exits"} {
 		t.Run(end, func(t *testing.T) {
-			needRoot(t)
-			appPrefix := fmt.Sprintf("%sapp%d", prefix, i+2)
+			env.NeedRoot(t)
+			appPrefix := fmt.Sprintf("%sapp%d", env.Prefix, i+2)
 			portName := fmt.Sprintf("kbftapp%d", i+2)
 			wait := map[string]string{"waits": "30", "exits": "3"}[end]
 			app := dpdkbed.StartRefapp(t, appPrefix, portName, "--free-wait", wait)
-			k := startKbridge(t, dpdkbed.Config{Prefix: appPrefix, Port: portName, Ifname: portName})
-			k.ready()
-			k.send(20)
+			k := env.StartKbridgeConfig(t, dpdkbed.Config{Prefix: appPrefix, Port: portName, Ifname: portName})
+			k.Ready()
+			k.Send(20)
 			if err := k.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}

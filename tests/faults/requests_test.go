@@ -24,7 +24,7 @@ import (
 type requestBed struct {
 	t              *testing.T
 	app            *harness.Proc
-	k              *kbridge
+	k              *dpdkbed.Kbridge
 	appNS, wire    string
 	ifname, appMAC string
 	cfg            dpdkbed.Config // kbridge's
@@ -34,13 +34,13 @@ type requestBed struct {
 // of its options) and kbridge, with more sections of configuration.
 func newRequestBed(t *testing.T, mode, tag string, more string, appArgs ...string) *requestBed {
 	t.Helper()
-	needRoot(t)
+	env.NeedRoot(t)
 	refapp := filepath.Join(harness.RepoRoot(t), "bin/kbridge-refapp")
 	if _, err := os.Stat(refapp); err != nil {
 		t.Skip("bin/kbridge-refapp missing: run make build (make test does)")
 	}
 	b := &requestBed{t: t, appNS: "kbftq-app" + tag, wire: "kbftq-w" + tag, ifname: "kbftq" + tag}
-	appPrefix := prefix + "rq" + tag
+	appPrefix := env.Prefix + "rq" + tag
 	if out, err := exec.Command("ip", "netns", "add", b.appNS).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v\n%s", b.appNS, err, out)
 	}
@@ -58,15 +58,15 @@ func newRequestBed(t *testing.T, mode, tag string, more string, appArgs ...strin
 	}
 	b.cfg = dpdkbed.Config{Prefix: appPrefix, Port: b.ifname, Ifname: b.ifname,
 		Iface: "  mtu: 1500\n  addresses: [198.18.33.2/24]\n  up: true\n", More: more}
-	b.k = startKbridge(t, b.cfg)
-	b.k.ready()
+	b.k = env.StartKbridgeConfig(t, b.cfg)
+	b.k.Ready()
 	return b
 }
 
 // kb runs ip link set <kb0> args in kbridge's namespace.
 func (b *requestBed) kb(args ...string) {
 	b.t.Helper()
-	a := append([]string{"-n", nsName, "link", "set", b.ifname}, args...)
+	a := append([]string{"-n", env.NS, "link", "set", b.ifname}, args...)
 	if out, err := exec.Command("ip", a...).CombinedOutput(); err != nil {
 		b.t.Fatalf("ip %s: %v\n%s", strings.Join(a, " "), err, out)
 	}
@@ -121,7 +121,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	if b.appMAC == "" {
 		t.Fatalf("the app did not print its MAC:\n%s", b.app.Log)
 	}
-	if got := sys(nsName, b.ifname, "address"); got != b.appMAC {
+	if got := sys(env.NS, b.ifname, "address"); got != b.appMAC {
 		t.Errorf("%s's MAC is %s, the app port's %s:\n%s", b.ifname, got, b.appMAC, b.k.Log)
 	}
 	b.k.WaitLog("the app takes the interface's changes as requests", 5*time.Second)
@@ -135,16 +135,16 @@ func TestRequestsReachTheApp(t *testing.T) {
 		took := b.eventually("the wire's MTU "+mtu, func() bool { return sys(b.appNS, b.wire, "mtu") == mtu })
 		b.k.WaitLog(`msg="the app applied the interface's change" interface=`+b.ifname+` change=mtu value=`+mtu, 5*time.Second)
 		t.Logf("mtu %s applied at the app's ethdev %v after the ip command", mtu, took.Round(time.Microsecond))
-		if got := sys(nsName, b.ifname, "mtu"); got != mtu {
+		if got := sys(env.NS, b.ifname, "mtu"); got != mtu {
 			t.Fatalf("%s's MTU is %s after the app accepted %s:\n%s", b.ifname, got, mtu, b.k.Log)
 		}
 	}
-	before := b.k.status()
-	b.k.sendSized(20, 1500+14)
+	before := b.k.Status()
+	b.k.SendSized(20, 1500+14)
 	b.eventually("20 frames of 1514 bytes handed to the app", func() bool {
-		return b.k.status().FromKernelPackets-before.FromKernelPackets >= 20
+		return b.k.Status().FromKernelPackets-before.FromKernelPackets >= 20
 	})
-	if d := b.k.status().Drops["oversize"]; d != before.Drops["oversize"] {
+	if d := b.k.Status().Drops["oversize"]; d != before.Drops["oversize"] {
 		t.Errorf("%d frames of the new MTU dropped as oversize", d-before.Drops["oversize"])
 	}
 
@@ -155,7 +155,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	b.eventually("the app's answer to mtu 9100", func() bool { return strings.Contains(b.app.Log.String(), "request mtu 9100: ") })
 	if strings.Contains(b.app.Log.String(), "request mtu 9100: Invalid argument") {
 		b.eventually("kb0's MTU 9100 set back to 1500", func() bool {
-			return sys(nsName, b.ifname, "mtu") == "1500" &&
+			return sys(env.NS, b.ifname, "mtu") == "1500" &&
 				strings.Contains(b.k.Log.String(), `value=9100 back_to=1500 answer="the app refused it: invalid argument (-22)"`)
 		})
 		if got := sys(b.appNS, b.wire, "mtu"); got != "1500" {
@@ -164,7 +164,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 		t.Log("the port refused mtu 9100: kb0 set back to 1500")
 	} else {
 		b.k.WaitLog(`change=mtu value=9100`, 5*time.Second)
-		if got, wire := sys(nsName, b.ifname, "mtu"), sys(b.appNS, b.wire, "mtu"); got != "9100" || wire != "9100" {
+		if got, wire := sys(env.NS, b.ifname, "mtu"), sys(b.appNS, b.wire, "mtu"); got != "9100" || wire != "9100" {
 			t.Errorf("the port took mtu 9100, but kb0 has %s and the wire %s", got, wire)
 		}
 		t.Log("the port took mtu 9100 (DPDK 24.11's net_tap); back to 1500")
@@ -176,7 +176,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	// asking the app, the reason logged, the ethdev untouched.
 	b.kb("mtu", "9700")
 	b.eventually("kb0's MTU 9700 set back to 1500", func() bool {
-		return sys(nsName, b.ifname, "mtu") == "1500" && strings.Contains(b.k.Log.String(), "beyond what kbridge can carry")
+		return sys(env.NS, b.ifname, "mtu") == "1500" && strings.Contains(b.k.Log.String(), "beyond what kbridge can carry")
 	})
 	if strings.Contains(b.app.Log.String(), "request mtu 9700") {
 		t.Errorf("the app was asked for mtu 9700, beyond what kbridge carries:\n%s", b.app.Log)
@@ -186,7 +186,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	// with it kb0's carrier.
 	b.kb("down")
 	b.eventually("the wire down", func() bool { return flags(b.appNS, b.wire)&iffUp == 0 })
-	b.eventually("kb0's carrier off with the app's link", func() bool { return sys(nsName, b.ifname, "carrier") != "1" })
+	b.eventually("kb0's carrier off with the app's link", func() bool { return sys(env.NS, b.ifname, "carrier") != "1" })
 	b.kb("up")
 	b.eventually("the wire up", func() bool { return flags(b.appNS, b.wire)&iffUp != 0 })
 
@@ -200,7 +200,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	// exception traffic is addressed to kb0's MAC. kb0 is set back on.
 	b.kb("promisc", "off")
 	b.eventually("kb0 promiscuous again after the app's refusal", func() bool {
-		return flags(nsName, b.ifname)&iffPromisc != 0 &&
+		return flags(env.NS, b.ifname)&iffPromisc != 0 &&
 			strings.Contains(b.k.Log.String(), `change=promisc value=off back_to=on answer="the app refused it: device or resource busy (-16)"`)
 	})
 	if flags(b.appNS, b.wire)&iffPromisc == 0 {
@@ -208,18 +208,18 @@ func TestRequestsReachTheApp(t *testing.T) {
 	}
 	b.kb("allmulticast", "on")
 	b.eventually("the wire all-multicast", func() bool { return flags(b.appNS, b.wire)&iffAllmulti != 0 })
-	if got := sys(nsName, b.ifname, "address"); got != mac {
+	if got := sys(env.NS, b.ifname, "address"); got != mac {
 		t.Errorf("%s's MAC is %s after the app accepted %s", b.ifname, got, mac)
 	}
 	// kb0 deleted and made again: what the app accepted stays (the MAC,
 	// all-multicast), and nothing is asked of the app for it.
 	asked := strings.Count(b.app.Log.String(), "kbridge-refapp: request ")
-	if out, err := exec.Command("ip", "-n", nsName, "link", "del", b.ifname).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "-n", env.NS, "link", "del", b.ifname).CombinedOutput(); err != nil {
 		t.Fatalf("ip link del: %v\n%s", err, out)
 	}
 	b.k.WaitLog("the interface was deleted and made again", 5*time.Second)
 	b.eventually("the re-made kb0 with the accepted MAC and all-multicast", func() bool {
-		return sys(nsName, b.ifname, "address") == mac && flags(nsName, b.ifname)&iffAllmulti != 0
+		return sys(env.NS, b.ifname, "address") == mac && flags(env.NS, b.ifname)&iffAllmulti != 0
 	})
 	time.Sleep(100 * time.Millisecond)
 	if n := strings.Count(b.app.Log.String(), "kbridge-refapp: request "); n != asked {
@@ -248,16 +248,16 @@ func TestRequestsReachTheApp(t *testing.T) {
 	if got := sys(b.appNS, b.wire, "mtu"); got != "1280" {
 		t.Fatalf("the wire's MTU is %s once kbridge stopped, want the 1280 the port accepted", got)
 	}
-	b.k = startKbridge(t, b.cfg)
-	b.k.ready()
+	b.k = env.StartKbridgeConfig(t, b.cfg)
+	b.k.Ready()
 	took := b.eventually("the wire back at 1500, the next kb0's MTU", func() bool { return sys(b.appNS, b.wire, "mtu") == "1500" })
 	b.k.WaitLog(`msg="the app's port took the interface's MTU at start" interface=`+b.ifname+` mtu=1500`, 5*time.Second)
 	t.Logf("a restarted kbridge's kb0 and the port agree on 1500 again %v after it was ready", took.Round(time.Millisecond))
 	b.k.WaitLog("the interface starts with the admin state the app's port accepted", time.Second)
-	if got := sys(nsName, b.ifname, "address"); got != mac {
+	if got := sys(env.NS, b.ifname, "address"); got != mac {
 		t.Errorf("the restarted kbridge's %s has MAC %s, not the %s the port accepted:\n%s", b.ifname, got, mac, b.k.Log)
 	}
-	if f := flags(nsName, b.ifname); f&iffUp != 0 || f&iffPromisc == 0 || f&iffAllmulti == 0 {
+	if f := flags(env.NS, b.ifname); f&iffUp != 0 || f&iffPromisc == 0 || f&iffAllmulti == 0 {
 		t.Errorf("the restarted kbridge's %s has flags %#x, want down, promiscuous and all-multicast as the port:\n%s", b.ifname, f, b.k.Log)
 	}
 	// A reload of the same file changes nothing: what kb0 was made with
@@ -271,7 +271,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	}
 	b.kb("up")
 	b.eventually("the wire up again, and kb0's address back", func() bool {
-		out, _ := exec.Command("ip", "-n", nsName, "-o", "addr", "show", "dev", b.ifname).CombinedOutput()
+		out, _ := exec.Command("ip", "-n", env.NS, "-o", "addr", "show", "dev", b.ifname).CombinedOutput()
 		return flags(b.appNS, b.wire)&iffUp != 0 && strings.Contains(string(out), "198.18.33.2/24")
 	})
 	b.k.Stop(true)
@@ -288,12 +288,12 @@ func TestRequestsUnansweredAreSetBack(t *testing.T) {
 	b.k.WaitLog(`msg="the app's port did not take the interface's MTU at start`, 5*time.Second)
 	b.kb("mtu", "1600")
 	took := b.eventually("kb0's MTU set back to 1500", func() bool {
-		return strings.Contains(b.k.Log.String(), "the app did not take the interface's change") && sys(nsName, b.ifname, "mtu") == "1500"
+		return strings.Contains(b.k.Log.String(), "the app did not take the interface's change") && sys(env.NS, b.ifname, "mtu") == "1500"
 	})
 	t.Logf("set back %v after the ip command", took.Round(time.Millisecond))
 	b.kb("promisc", "on")
 	b.eventually("kb0 not promiscuous again", func() bool {
-		return strings.Count(b.k.Log.String(), "the app did not take the interface's change") >= 2 && flags(nsName, b.ifname)&iffPromisc == 0
+		return strings.Count(b.k.Log.String(), "the app did not take the interface's change") >= 2 && flags(env.NS, b.ifname)&iffPromisc == 0
 	})
 	if n := strings.Count(b.k.Log.String(), "has not yet taken the value kbridge set back"); n != 2 {
 		t.Errorf("%d changes set back for the unseen start value, want 2:\n%s", n, b.k.Log)
@@ -340,12 +340,12 @@ func TestRequestsUndoIsNotOverwrittenBeforeTheAppSawIt(t *testing.T) {
 			strings.LastIndex(l, "request mtu 1500: applied") > strings.Index(l, "request mtu 1400: applied") &&
 			sys(b.appNS, b.wire, "mtu") == "1500"
 	})
-	if got := sys(nsName, b.ifname, "mtu"); got != "1500" {
+	if got := sys(env.NS, b.ifname, "mtu"); got != "1500" {
 		t.Errorf("kb0's MTU is %s, the port's 1500:\n%s", got, b.k.Log)
 	}
 	// The flag's change came while the app still applied 1400: set back
 	// unasked, the reason logged, never posted over the undo.
-	if flags(nsName, b.ifname)&iffPromisc != 0 || strings.Contains(b.app.Log.String(), "request promisc") {
+	if flags(env.NS, b.ifname)&iffPromisc != 0 || strings.Contains(b.app.Log.String(), "request promisc") {
 		t.Errorf("the flag's change was kept or posted over the undo:\napp:\n%s\nkbridge:\n%s", b.app.Log, b.k.Log)
 	}
 	if !strings.Contains(b.k.Log.String(), `change=promisc value=on back_to=off answer="the app has not yet taken the value kbridge set back`) {
@@ -357,15 +357,15 @@ func TestRequestsUndoIsNotOverwrittenBeforeTheAppSawIt(t *testing.T) {
 	b.kb("allmulticast", "on")
 	b.k.WaitLog(`change=allmulticast value=on back_to=off`, 10*time.Second)
 	b.k.Stop(true)
-	b.k = startKbridge(t, b.cfg)
-	b.k.ready()
+	b.k = env.StartKbridgeConfig(t, b.cfg)
+	b.k.Ready()
 	b.k.WaitLog("the previous kbridge's undo waits for the app", time.Second)
 	wait("the app's port back to all-multicast off after the late on", func() bool {
 		l := b.app.Log.String()
 		return strings.LastIndex(l, "request allmulticast 0: applied") > strings.Index(l, "request allmulticast 1: applied") &&
 			strings.Contains(l, "request allmulticast 1: applied") && flags(b.appNS, b.wire)&iffAllmulti == 0
 	})
-	if flags(nsName, b.ifname)&iffAllmulti != 0 {
+	if flags(env.NS, b.ifname)&iffAllmulti != 0 {
 		t.Errorf("kb0 is all-multicast, the port not:\n%s", b.k.Log)
 	}
 	b.k.Stop(true)
@@ -377,11 +377,11 @@ func TestRequestsNotServedKeepTheOldRules(t *testing.T) {
 	b := newRequestBed(t, "none", "n", "")
 	b.kb("mtu", "1600")
 	b.eventually("kb0's MTU set back to 1500", func() bool {
-		return strings.Contains(b.k.Log.String(), "MTU was changed outside kbridge") && sys(nsName, b.ifname, "mtu") == "1500"
+		return strings.Contains(b.k.Log.String(), "MTU was changed outside kbridge") && sys(env.NS, b.ifname, "mtu") == "1500"
 	})
 	b.kb("promisc", "on")
 	time.Sleep(200 * time.Millisecond)
-	if flags(nsName, b.ifname)&iffPromisc == 0 {
+	if flags(env.NS, b.ifname)&iffPromisc == 0 {
 		t.Errorf("kb0's promiscuous flag was set back with no app to ask:\n%s", b.k.Log)
 	}
 	if strings.Contains(b.app.Log.String(), "request ") {

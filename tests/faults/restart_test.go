@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // kbridge stopped (SIGTERM) and started again on the same port while the
@@ -24,8 +26,8 @@ import (
 // frame after the restart wakes the worker through a kick: a stale eventfd
 // would leave it parked.
 func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
-	b := kfNewBed(t, "", "policy:\n  mode: interrupt\n  park_timeout: 1m\n")
-	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
+	b := env.NewBed(t, dpdkbed.Opts{Iface: "", YAML: "policy:\n  mode: interrupt\n  park_timeout: 1m\n"})
+	harness.WaitUntil(t, "the app to get the worker's eventfd", 10*time.Second, func() bool {
 		return b.Port.Counters(0).HaveEventfd
 	})
 	pid1 := b.Kb.Pid()
@@ -47,14 +49,14 @@ func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 	// The app keeps running and sends while no kbridge serves the port.
 	const gap = 5
 	for i := 0; i < gap; i++ {
-		if q, err := b.Port.Inject(0, [][]byte{kfFrame(64, uint32(1000+i))}, ringtest.InjectOpts{}); err != nil || q != 1 {
+		if q, err := b.Port.Inject(0, [][]byte{dpdkbed.TestFrame(64, uint32(1000+i))}, ringtest.InjectOpts{}); err != nil || q != 1 {
 			t.Fatalf("inject while kbridge is down: queued %d: %v", q, err)
 		}
 	}
 
 	b.Start()
 	pid2 := b.Kb.Pid()
-	kfWaitUntil(t, 10*time.Second, "the app to get the new worker's eventfd", func() bool {
+	harness.WaitUntil(t, "the app to get the new worker's eventfd", 10*time.Second, func() bool {
 		return b.Port.Counters(0).HaveEventfd
 	})
 	fd2 := b.Port.AppEventfd(0)
@@ -74,10 +76,10 @@ func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 	t.Logf("second kbridge (pid %d): app fd %d eventfd-id %d", pid2, fd2, id2)
 
 	// What the app queued meanwhile crosses once the new kbridge runs.
-	kfWaitUntil(t, 10*time.Second, "the new kbridge to move the frames queued while it was down", func() bool {
+	harness.WaitUntil(t, "the new kbridge to move the frames queued while it was down", 10*time.Second, func() bool {
 		return b.Status().ToKernelPackets >= gap
 	})
-	kfWaitUntil(t, 10*time.Second, "the new worker to park", func() bool { return b.Status().Parks > 0 })
+	harness.WaitUntil(t, "the new worker to park", 10*time.Second, func() bool { return b.Status().Parks > 0 })
 
 	app2 := b.Port.Counters(0)
 	rsPingPong(t, b, 2000, 200)
@@ -101,11 +103,11 @@ func TestRestartHandsTheAppTheNewEventfd(t *testing.T) {
 // rsPingPong sends n frames one at a time, each only after the previous one
 // arrived on the TAP side, each within 5 s: the worker parks in between, so
 // each must be kicked awake (the park timeout is a minute).
-func rsPingPong(t *testing.T, b *kfBed, seq0 uint32, n int) {
+func rsPingPong(t *testing.T, b *dpdkbed.Bed, seq0 uint32, n int) {
 	t.Helper()
 	ps := b.PacketSocket()
 	for i := 0; i < n; i++ {
-		f := kfFrame(64, seq0+uint32(i))
+		f := dpdkbed.TestFrame(64, seq0+uint32(i))
 		if q, err := b.Port.Inject(0, [][]byte{f}, ringtest.InjectOpts{}); err != nil || q != 1 {
 			t.Fatalf("inject frame %d: queued %d: %v", i, q, err)
 		}

@@ -15,26 +15,26 @@ import (
 // first thing, so a SIGTERM during start-up ends it cleanly with the port
 // released and no TAP left, and a SIGHUP is remembered, never fatal.
 func TestSignalsDuringStartup(t *testing.T) {
-	p := newPort(t)
+	p := env.NewPort(t)
 
 	t.Run("SIGHUP at the EAL's init", func(t *testing.T) {
-		k := newKbridge(t, p)
+		k := env.NewKbridge(t, p)
 		k.WaitLog("EAL: Detected", 20*time.Second)
 		if err := k.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		k.ready()
-		if !waitLogCount(k.Log.String, "reloaded", 1) {
+		k.Ready()
+		if !dpdkbed.WaitLogCount(k.Log.String, "reloaded", 1) {
 			t.Errorf("the SIGHUP during start-up was not remembered (no reload):\n%s", k.Log)
 		}
 		k.Stop(true)
-		if got := p.port.OwnerPID(); got != 0 {
+		if got := p.Port.OwnerPID(); got != 0 {
 			t.Errorf("owner pid %d after the stop, want 0", got)
 		}
 	})
 
 	t.Run("SIGTERM at the EAL's init", func(t *testing.T) {
-		k := newKbridge(t, p)
+		k := env.NewKbridge(t, p)
 		k.WaitLog("EAL: Detected", 20*time.Second)
 		if err := k.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -45,15 +45,15 @@ func TestSignalsDuringStartup(t *testing.T) {
 		if code := k.ExitCode(); code != 0 {
 			t.Errorf("exit %v after a SIGTERM during start-up, want a clean exit:\n%s", k.Err(), k.Log)
 		}
-		if got := p.port.OwnerPID(); got != 0 {
+		if got := p.Port.OwnerPID(); got != 0 {
 			t.Errorf("owner pid %d after a SIGTERM during start-up, want 0 (released)", got)
 		}
-		if _, err := (netlinkLink{k.ifname}).get(); err == nil {
-			t.Errorf("interface %s left after a SIGTERM during start-up", k.ifname)
+		if _, err := env.Link(k.Ifname); err == nil {
+			t.Errorf("interface %s left after a SIGTERM during start-up", k.Ifname)
 		}
 		t.Logf("kbridge's log:\n%s", k.Log)
-		next := newKbridge(t, p)
-		next.ready()
+		next := env.NewKbridge(t, p)
+		next.Ready()
 		if strings.Contains(next.Log.String(), "taking the port over") {
 			t.Errorf("the port was taken over as if its owner had died, not released:\n%s", next.Log)
 		}
@@ -61,7 +61,7 @@ func TestSignalsDuringStartup(t *testing.T) {
 	})
 
 	t.Run("SIGTERM while waiting for the port", func(t *testing.T) {
-		k := startKbridge(t, dpdkbed.Config{Prefix: prefix, Port: "kbftnone", Ifname: fmt.Sprintf("kbftw%d", os.Getpid()%1000),
+		k := env.StartKbridgeConfig(t, dpdkbed.Config{Prefix: env.Prefix, Port: "kbftnone", Ifname: fmt.Sprintf("kbftw%d", os.Getpid()%1000),
 			DPDK: "  wait: 1m\n", Iface: "  mtu: 1500\n"})
 		k.WaitLog("waiting for kbridge port kbftnone", 20*time.Second)
 		if err := k.Signal(syscall.SIGHUP); err != nil {

@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // The app's kbridge.h (version 3) records the DPDK it runs, and kbridge
@@ -17,28 +21,28 @@ func TestAppDPDKVersion(t *testing.T) {
 	}
 	want := `app_dpdk="DPDK ` + strings.TrimSpace(string(out))
 	t.Run("version 3 names it", func(t *testing.T) {
-		p := newPort(t)
-		k := newKbridge(t, p)
-		k.ready()
+		p := env.NewPort(t)
+		k := env.NewKbridge(t, p)
+		k.Ready()
 		if !strings.Contains(k.Log.String(), want) {
 			t.Errorf("kbridge's start did not say %s...:\n%s", want, k.Log)
 		}
 		k.Stop(true)
 	})
 	t.Run("version 2 is served without it", func(t *testing.T) {
-		p := newPort(t)
-		p.port.SetCtl(2, -1, -1)
-		t.Cleanup(func() { p.port.SetCtl(3, -1, -1) })
-		k := newKbridge(t, p)
-		k.ready()
+		p := env.NewPort(t)
+		p.Port.SetCtl(2, -1, -1)
+		t.Cleanup(func() { p.Port.SetCtl(3, -1, -1) })
+		k := env.NewKbridge(t, p)
+		k.Ready()
 		if !strings.Contains(k.Log.String(), `app_dpdk=""`) {
 			t.Errorf("a version-2 app's DPDK is unknown, kbridge said otherwise:\n%s", k.Log)
 		}
-		if q, err := p.port.Inject(0, frames(4), optsNone); err != nil || q != 4 {
+		if q, err := p.Port.Inject(0, dpdkbed.Frames(4), ringtest.InjectOpts{}); err != nil || q != 4 {
 			t.Fatalf("inject: queued %d: %v", q, err)
 		}
-		waitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
-			return k.status().ToKernelPackets >= 4
+		harness.WaitUntil(t, "kbridge to move the frames", 5*time.Second, func() bool {
+			return k.Status().ToKernelPackets >= 4
 		})
 		k.Stop(true)
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kbridge/kbridge/ring/ringtest"
 	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // wkPackets is how many single-packet bursts the stress test sends: the
@@ -50,7 +51,7 @@ func TestWakeupStress(t *testing.T) {
 			t.Fatalf("KBT_WAKEUP_PACKETS=%q: want a positive count", v)
 		}
 	}
-	b := kfNewBed(t, "", "policy:\n  mode: interrupt\n  park_timeout: 1m\n")
+	b := env.NewBed(t, dpdkbed.Opts{Iface: "", YAML: "policy:\n  mode: interrupt\n  park_timeout: 1m\n"})
 	ps := b.PacketSocket()
 	// Room for far more than the largest window: a slow reader must not
 	// make the socket drop what kbridge delivered.
@@ -61,10 +62,10 @@ func TestWakeupStress(t *testing.T) {
 	if err := unix.SetsockoptTimeval(ps.Fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		t.Fatal(err)
 	}
-	kfWaitUntil(t, 10*time.Second, "the app to get the worker's eventfd", func() bool {
+	harness.WaitUntil(t, "the app to get the worker's eventfd", 10*time.Second, func() bool {
 		return b.Port.Counters(0).HaveEventfd
 	})
-	kfWaitUntil(t, 10*time.Second, "the worker to park", func() bool { return b.Status().Parks > 0 })
+	harness.WaitUntil(t, "the worker to park", 10*time.Second, func() bool { return b.Status().Parks > 0 })
 	before, app0 := b.Status(), b.Port.Counters(0)
 
 	var (
@@ -160,4 +161,4 @@ func TestWakeupStress(t *testing.T) {
 }
 
 // wkFrame is the 64-byte test frame with sequence number seq.
-func wkFrame(seq uint32) []byte { return kfFrame(64, seq) }
+func wkFrame(seq uint32) []byte { return dpdkbed.TestFrame(64, seq) }
