@@ -1,4 +1,4 @@
-package faults
+package app
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // The reference app stopped (SIGTERM) while kbridge serves its port:
@@ -69,7 +70,7 @@ func TestRefappUnderStoppedKbridge(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = k.Signal(syscall.SIGCONT) })
-			owWaitState(t, k.Pid(), "T")
+			harness.WaitProcState(t, k.Pid(), "T")
 			if err := app.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package integration
+package ring
 
 import "github.com/kbridge/kbridge/ring/ringtest"
 

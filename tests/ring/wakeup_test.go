@@ -1,4 +1,4 @@
-package faults
+package ring
 
 // Lost-wakeup stress: kbridge in interrupt mode with a one-minute park
 // timeout, fed one packet per kbridge_to_kernel() call. Every identifier

@@ -1,4 +1,4 @@
-package faults
+package restart
 
 // kbridge restarted while the app keeps running. Every identifier here
 // starts with rs.

@@ -1,4 +1,4 @@
-package faults
+package kernel
 
 import (
 	"bytes"

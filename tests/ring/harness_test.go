@@ -1,11 +1,11 @@
-// Package integration runs the real kbridge binary as a DPDK secondary
-// against this test process as the DPDK primary (package ring/ringtest), with
-// a real TAP interface inside a network namespace the tests create, through
-// the shared bed of tests/dpdkbed (on tests/harness). Root only.
-package integration
+// Package ring checks mode ring's data path end to end on real rings: the
+// real kbridge binary runs as a DPDK secondary against this test process as
+// the DPDK primary (package ring/ringtest), with a real TAP interface inside
+// a network namespace the tests create, through the shared bed of
+// tests/dpdkbed (on tests/harness). Root only.
+package ring
 
 import (
-	"flag"
 	"os"
 	"testing"
 
@@ -15,13 +15,7 @@ import (
 // env is this test binary's DPDK primary, namespace and kbridge binary.
 var env *dpdkbed.Env
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	env = dpdkbed.Setup("kbit")
-	code := m.Run()
-	env.Teardown()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(dpdkbed.Main(m, "kbit", &env)) }
 
 type bed = dpdkbed.Bed
 

@@ -1,4 +1,4 @@
-package faults
+package app
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ func TestAppPoolChecked(t *testing.T) {
 			if k.ExitCode() <= 0 || !strings.Contains(out, "the app's mempool cannot take kbridge's frames") || !strings.Contains(out, c.want) {
 				t.Errorf("exit %v, want a non-zero exit saying %q:\n%s", k.Err(), c.want, out)
 			}
-			if !strings.Contains(out, "mempool kbft_pool") {
+			if !strings.Contains(out, "mempool kbap_pool") {
 				t.Errorf("the refusal does not name the pool:\n%s", out)
 			}
 			if got := p.Port.OwnerPID(); got != 0 {

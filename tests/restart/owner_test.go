@@ -1,4 +1,4 @@
-package faults
+package restart
 
 // Who owns the port (issue 17, findings 3, 9 and 10's IPC part): the app
 // freeing its port under a kbridge that lives but does not run, an owner
@@ -32,51 +32,13 @@ import (
 // owFreeWait is kbridge.h's KBRIDGE_FREE_WAIT_MS.
 const owFreeWait = 2 * time.Second
 
-// owStat is what /proc/<pid>/stat says of a process.
-type owStat struct {
-	state   string // field 3
-	threads int    // field 20
-	start   uint64 // field 22, clock ticks since boot
-}
-
-func owReadStat(pid int) (owStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return owStat{}, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return owStat{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3
-	if len(f) < 20 {
-		return owStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	threads, err1 := strconv.Atoi(f[17])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return owStat{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return owStat{state: f[0], threads: threads, start: start}, nil
-}
-
 func owStart(t *testing.T, pid int) uint64 {
 	t.Helper()
-	st, err := owReadStat(pid)
+	st, err := harness.ReadProcStat(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st.start
-}
-
-// owWaitState waits until pid's state is state.
-func owWaitState(t *testing.T, pid int, state string) {
-	t.Helper()
-	harness.WaitUntil(t, fmt.Sprintf("pid %d to be in state %s", pid, state), 10*time.Second, func() bool {
-		st, err := owReadStat(pid)
-		return err == nil && st.state == state
-	})
+	return st.Start
 }
 
 // owHoldBurst queues n frames and waits until kbridge's worker holds them
@@ -164,7 +126,7 @@ func TestAppFreesPortUnderStoppedKbridge(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = k.Signal(syscall.SIGCONT) }) // before its Stop
-			owWaitState(t, k.Pid(), "T")
+			harness.WaitProcState(t, k.Pid(), "T")
 			// Queued while kbridge does not run: they stay in to_kernel.
 			if q, err := p.Port.Inject(0, dpdkbed.Frames(16), ringtest.InjectOpts{}); err != nil || q != 16 {
 				t.Fatalf("inject: queued %d: %v", q, err)
@@ -283,7 +245,7 @@ func owUnderHolder(t *testing.T, p *dpdkbed.Port, extra ...string) (*harness.Pro
 	// Registered after the holder's own: runs first. By pid, and only while
 	// the pid is still that kbridge's (a zombie's too: SIGKILL is harmless).
 	t.Cleanup(func() {
-		if st, err := owReadStat(pid); err == nil && st.start == start {
+		if st, err := harness.ReadProcStat(pid); err == nil && st.Start == start {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -304,10 +266,10 @@ func owKillToZombie(t *testing.T, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	owWaitState(t, pid, "Z")
+	harness.WaitProcState(t, pid, "Z")
 	harness.WaitUntil(t, "the zombie's threads to be gone", 5*time.Second, func() bool {
-		st, err := owReadStat(pid)
-		return err == nil && st.threads <= 1
+		st, err := harness.ReadProcStat(pid)
+		return err == nil && st.Threads <= 1
 	})
 }
 
@@ -323,7 +285,7 @@ func TestZombieOwnerIsTakenOver(t *testing.T) {
 
 	next := env.NewKbridge(t, p)
 	next.Ready()
-	if st, err := owReadStat(pid); err != nil || st.state != "Z" {
+	if st, err := harness.ReadProcStat(pid); err != nil || st.State != "Z" {
 		t.Errorf("pid %d is no longer a zombie (%+v, %v): the test did not test a zombie", pid, st, err)
 	}
 	tookOver(t, p, next, pid, "a zombie", 8)
@@ -339,7 +301,7 @@ func TestAppFreesPortOfZombieOwner(t *testing.T) {
 	owHoldBurst(t, p, holder.Log, 8)
 	owKillToZombie(t, pid)
 	owFreedAtOnce(t, p, "a zombie owner")
-	if st, err := owReadStat(pid); err != nil || st.state != "Z" {
+	if st, err := harness.ReadProcStat(pid); err != nil || st.State != "Z" {
 		t.Errorf("pid %d is no longer a zombie (%+v, %v): the test did not test a zombie", pid, st, err)
 	}
 }

@@ -1,4 +1,4 @@
-package faults
+package link
 
 import (
 	"os"
@@ -106,16 +106,16 @@ func TestSpeedFollowsTheAppLink(t *testing.T) {
 			t.Fatalf("link %v: %s's carrier is not %s:\n%s", c.up, k.Ifname, c.carrier, k.Log)
 		}
 		harness.WaitUntil(t, "speed "+c.wantSpeed+" "+c.duplex, 5*time.Second, func() bool {
-			return sys(env.NS, k.Ifname, "speed") == c.wantSpeed && sys(env.NS, k.Ifname, "duplex") == c.duplex
+			return harness.NetSys(env.NS, k.Ifname, "speed") == c.wantSpeed && harness.NetSys(env.NS, k.Ifname, "duplex") == c.duplex
 		})
 	}
 	p.Port.SetLink(true, 40000, true)
-	harness.WaitUntil(t, "speed 40000", 5*time.Second, func() bool { return sys(env.NS, k.Ifname, "speed") == "40000" })
+	harness.WaitUntil(t, "speed 40000", 5*time.Second, func() bool { return harness.NetSys(env.NS, k.Ifname, "speed") == "40000" })
 	if out, err := exec.Command("ip", "-n", env.NS, "link", "del", k.Ifname).CombinedOutput(); err != nil {
 		t.Fatalf("ip link del: %v\n%s", err, out)
 	}
 	k.WaitLog("the interface was deleted and made again", 5*time.Second)
-	if got := sys(env.NS, k.Ifname, "speed"); got != "40000" {
+	if got := harness.NetSys(env.NS, k.Ifname, "speed"); got != "40000" {
 		t.Errorf("the re-made %s reports speed %q, want the app's 40000:\n%s", k.Ifname, got, k.Log)
 	}
 	k.Stop(true)

@@ -1,4 +1,4 @@
-package faults
+package app
 
 import (
 	"os/exec"

@@ -1,4 +1,4 @@
-package faults
+package restart
 
 // kbridge killed (SIGKILL) inside a ring operation, parked there by the
 // test hook of a kbridge built with -tags kbridge_testhook (ring/testhook.go,

@@ -1,4 +1,4 @@
-package faults
+package requests
 
 import (
 	"os"
@@ -72,16 +72,10 @@ func (b *requestBed) kb(args ...string) {
 	}
 }
 
-// sys reads /sys/class/net/<ifname>/<attr> in namespace ns.
-func sys(ns, ifname, attr string) string {
-	out, _ := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+ifname+"/"+attr).CombinedOutput()
-	return strings.TrimSpace(string(out))
-}
-
 // flags reads an interface's flags (IFF_*) in namespace ns.
 func flags(ns, ifname string) uint64 {
 	var f uint64
-	s := strings.TrimPrefix(sys(ns, ifname, "flags"), "0x")
+	s := strings.TrimPrefix(harness.NetSys(ns, ifname, "flags"), "0x")
 	for _, c := range s {
 		f <<= 4
 		switch {
@@ -121,7 +115,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	if b.appMAC == "" {
 		t.Fatalf("the app did not print its MAC:\n%s", b.app.Log)
 	}
-	if got := sys(env.NS, b.ifname, "address"); got != b.appMAC {
+	if got := harness.NetSys(env.NS, b.ifname, "address"); got != b.appMAC {
 		t.Errorf("%s's MAC is %s, the app port's %s:\n%s", b.ifname, got, b.appMAC, b.k.Log)
 	}
 	b.k.WaitLog("the app takes the interface's changes as requests", 5*time.Second)
@@ -132,10 +126,10 @@ func TestRequestsReachTheApp(t *testing.T) {
 	// bytes, so no higher.)
 	for _, mtu := range []string{"1280", "1500"} {
 		b.kb("mtu", mtu)
-		took := b.eventually("the wire's MTU "+mtu, func() bool { return sys(b.appNS, b.wire, "mtu") == mtu })
+		took := b.eventually("the wire's MTU "+mtu, func() bool { return harness.NetSys(b.appNS, b.wire, "mtu") == mtu })
 		b.k.WaitLog(`msg="the app applied the interface's change" interface=`+b.ifname+` change=mtu value=`+mtu, 5*time.Second)
 		t.Logf("mtu %s applied at the app's ethdev %v after the ip command", mtu, took.Round(time.Microsecond))
-		if got := sys(env.NS, b.ifname, "mtu"); got != mtu {
+		if got := harness.NetSys(env.NS, b.ifname, "mtu"); got != mtu {
 			t.Fatalf("%s's MTU is %s after the app accepted %s:\n%s", b.ifname, got, mtu, b.k.Log)
 		}
 	}
@@ -155,28 +149,28 @@ func TestRequestsReachTheApp(t *testing.T) {
 	b.eventually("the app's answer to mtu 9100", func() bool { return strings.Contains(b.app.Log.String(), "request mtu 9100: ") })
 	if strings.Contains(b.app.Log.String(), "request mtu 9100: Invalid argument") {
 		b.eventually("kb0's MTU 9100 set back to 1500", func() bool {
-			return sys(env.NS, b.ifname, "mtu") == "1500" &&
+			return harness.NetSys(env.NS, b.ifname, "mtu") == "1500" &&
 				strings.Contains(b.k.Log.String(), `value=9100 back_to=1500 answer="the app refused it: invalid argument (-22)"`)
 		})
-		if got := sys(b.appNS, b.wire, "mtu"); got != "1500" {
+		if got := harness.NetSys(b.appNS, b.wire, "mtu"); got != "1500" {
 			t.Errorf("the wire's MTU is %s after a refused 9100", got)
 		}
 		t.Log("the port refused mtu 9100: kb0 set back to 1500")
 	} else {
 		b.k.WaitLog(`change=mtu value=9100`, 5*time.Second)
-		if got, wire := sys(env.NS, b.ifname, "mtu"), sys(b.appNS, b.wire, "mtu"); got != "9100" || wire != "9100" {
+		if got, wire := harness.NetSys(env.NS, b.ifname, "mtu"), harness.NetSys(b.appNS, b.wire, "mtu"); got != "9100" || wire != "9100" {
 			t.Errorf("the port took mtu 9100, but kb0 has %s and the wire %s", got, wire)
 		}
 		t.Log("the port took mtu 9100 (DPDK 24.11's net_tap); back to 1500")
 		b.kb("mtu", "1500")
-		b.eventually("the wire back at 1500", func() bool { return sys(b.appNS, b.wire, "mtu") == "1500" })
+		b.eventually("the wire back at 1500", func() bool { return harness.NetSys(b.appNS, b.wire, "mtu") == "1500" })
 	}
 
 	// One beyond what kbridge carries (jumbo, 9216): set back without
 	// asking the app, the reason logged, the ethdev untouched.
 	b.kb("mtu", "9700")
 	b.eventually("kb0's MTU 9700 set back to 1500", func() bool {
-		return sys(env.NS, b.ifname, "mtu") == "1500" && strings.Contains(b.k.Log.String(), "beyond what kbridge can carry")
+		return harness.NetSys(env.NS, b.ifname, "mtu") == "1500" && strings.Contains(b.k.Log.String(), "beyond what kbridge can carry")
 	})
 	if strings.Contains(b.app.Log.String(), "request mtu 9700") {
 		t.Errorf("the app was asked for mtu 9700, beyond what kbridge carries:\n%s", b.app.Log)
@@ -186,14 +180,14 @@ func TestRequestsReachTheApp(t *testing.T) {
 	// with it kb0's carrier.
 	b.kb("down")
 	b.eventually("the wire down", func() bool { return flags(b.appNS, b.wire)&iffUp == 0 })
-	b.eventually("kb0's carrier off with the app's link", func() bool { return sys(env.NS, b.ifname, "carrier") != "1" })
+	b.eventually("kb0's carrier off with the app's link", func() bool { return harness.NetSys(env.NS, b.ifname, "carrier") != "1" })
 	b.kb("up")
 	b.eventually("the wire up", func() bool { return flags(b.appNS, b.wire)&iffUp != 0 })
 
 	// MAC, promiscuous, all-multicast.
 	const mac = "02:00:5e:00:53:2a"
 	b.kb("address", mac)
-	b.eventually("the wire's MAC "+mac, func() bool { return sys(b.appNS, b.wire, "address") == mac })
+	b.eventually("the wire's MAC "+mac, func() bool { return harness.NetSys(b.appNS, b.wire, "address") == mac })
 	b.kb("promisc", "on")
 	b.eventually("the wire promiscuous", func() bool { return flags(b.appNS, b.wire)&iffPromisc != 0 })
 	// Off is refused: the reference app keeps its port promiscuous, since
@@ -208,7 +202,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	}
 	b.kb("allmulticast", "on")
 	b.eventually("the wire all-multicast", func() bool { return flags(b.appNS, b.wire)&iffAllmulti != 0 })
-	if got := sys(env.NS, b.ifname, "address"); got != mac {
+	if got := harness.NetSys(env.NS, b.ifname, "address"); got != mac {
 		t.Errorf("%s's MAC is %s after the app accepted %s", b.ifname, got, mac)
 	}
 	// kb0 deleted and made again: what the app accepted stays (the MAC,
@@ -219,7 +213,7 @@ func TestRequestsReachTheApp(t *testing.T) {
 	}
 	b.k.WaitLog("the interface was deleted and made again", 5*time.Second)
 	b.eventually("the re-made kb0 with the accepted MAC and all-multicast", func() bool {
-		return sys(env.NS, b.ifname, "address") == mac && flags(env.NS, b.ifname)&iffAllmulti != 0
+		return harness.NetSys(env.NS, b.ifname, "address") == mac && flags(env.NS, b.ifname)&iffAllmulti != 0
 	})
 	time.Sleep(100 * time.Millisecond)
 	if n := strings.Count(b.app.Log.String(), "kbridge-refapp: request "); n != asked {
@@ -238,23 +232,23 @@ func TestRequestsReachTheApp(t *testing.T) {
 	// kbridge makes kb0 at interface.mtu and asks the port for it, so that
 	// the two agree again.
 	b.kb("mtu", "1280")
-	b.eventually("the wire at 1280", func() bool { return sys(b.appNS, b.wire, "mtu") == "1280" })
+	b.eventually("the wire at 1280", func() bool { return harness.NetSys(b.appNS, b.wire, "mtu") == "1280" })
 	// And the port keeps the rest it accepted: the next kbridge makes kb0
 	// as the port now is (the MAC, all-multicast and promiscuous on, down),
 	// not as interface.* and the MAC the app recorded at start say.
 	b.kb("down")
 	b.eventually("the wire down", func() bool { return flags(b.appNS, b.wire)&iffUp == 0 })
 	b.k.Stop(true)
-	if got := sys(b.appNS, b.wire, "mtu"); got != "1280" {
+	if got := harness.NetSys(b.appNS, b.wire, "mtu"); got != "1280" {
 		t.Fatalf("the wire's MTU is %s once kbridge stopped, want the 1280 the port accepted", got)
 	}
 	b.k = env.StartKbridgeConfig(t, b.cfg)
 	b.k.Ready()
-	took := b.eventually("the wire back at 1500, the next kb0's MTU", func() bool { return sys(b.appNS, b.wire, "mtu") == "1500" })
+	took := b.eventually("the wire back at 1500, the next kb0's MTU", func() bool { return harness.NetSys(b.appNS, b.wire, "mtu") == "1500" })
 	b.k.WaitLog(`msg="the app's port took the interface's MTU at start" interface=`+b.ifname+` mtu=1500`, 5*time.Second)
 	t.Logf("a restarted kbridge's kb0 and the port agree on 1500 again %v after it was ready", took.Round(time.Millisecond))
 	b.k.WaitLog("the interface starts with the admin state the app's port accepted", time.Second)
-	if got := sys(env.NS, b.ifname, "address"); got != mac {
+	if got := harness.NetSys(env.NS, b.ifname, "address"); got != mac {
 		t.Errorf("the restarted kbridge's %s has MAC %s, not the %s the port accepted:\n%s", b.ifname, got, mac, b.k.Log)
 	}
 	if f := flags(env.NS, b.ifname); f&iffUp != 0 || f&iffPromisc == 0 || f&iffAllmulti == 0 {
@@ -288,7 +282,7 @@ func TestRequestsUnansweredAreSetBack(t *testing.T) {
 	b.k.WaitLog(`msg="the app's port did not take the interface's MTU at start`, 5*time.Second)
 	b.kb("mtu", "1600")
 	took := b.eventually("kb0's MTU set back to 1500", func() bool {
-		return strings.Contains(b.k.Log.String(), "the app did not take the interface's change") && sys(env.NS, b.ifname, "mtu") == "1500"
+		return strings.Contains(b.k.Log.String(), "the app did not take the interface's change") && harness.NetSys(env.NS, b.ifname, "mtu") == "1500"
 	})
 	t.Logf("set back %v after the ip command", took.Round(time.Millisecond))
 	b.kb("promisc", "on")
@@ -302,7 +296,7 @@ func TestRequestsUnansweredAreSetBack(t *testing.T) {
 		!strings.Contains(l, "request 1 value 1500 ") {
 		t.Errorf("the app saw more than the start MTU 1500:\n%s", l)
 	}
-	if got := sys(b.appNS, b.wire, "mtu"); got != "1500" {
+	if got := harness.NetSys(b.appNS, b.wire, "mtu"); got != "1500" {
 		t.Errorf("the wire's MTU is %s: the app applied what it never answered", got)
 	}
 	b.k.Stop(true)
@@ -338,9 +332,9 @@ func TestRequestsUndoIsNotOverwrittenBeforeTheAppSawIt(t *testing.T) {
 		l := b.app.Log.String()
 		return strings.Contains(l, "request mtu 1400: applied") &&
 			strings.LastIndex(l, "request mtu 1500: applied") > strings.Index(l, "request mtu 1400: applied") &&
-			sys(b.appNS, b.wire, "mtu") == "1500"
+			harness.NetSys(b.appNS, b.wire, "mtu") == "1500"
 	})
-	if got := sys(env.NS, b.ifname, "mtu"); got != "1500" {
+	if got := harness.NetSys(env.NS, b.ifname, "mtu"); got != "1500" {
 		t.Errorf("kb0's MTU is %s, the port's 1500:\n%s", got, b.k.Log)
 	}
 	// The flag's change came while the app still applied 1400: set back
@@ -377,7 +371,7 @@ func TestRequestsNotServedKeepTheOldRules(t *testing.T) {
 	b := newRequestBed(t, "none", "n", "")
 	b.kb("mtu", "1600")
 	b.eventually("kb0's MTU set back to 1500", func() bool {
-		return strings.Contains(b.k.Log.String(), "MTU was changed outside kbridge") && sys(env.NS, b.ifname, "mtu") == "1500"
+		return strings.Contains(b.k.Log.String(), "MTU was changed outside kbridge") && harness.NetSys(env.NS, b.ifname, "mtu") == "1500"
 	})
 	b.kb("promisc", "on")
 	time.Sleep(200 * time.Millisecond)
