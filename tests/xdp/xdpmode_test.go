@@ -1,7 +1,7 @@
-// Package xdpmode runs `kbridge run` with mode: xdp on a veth "NIC" in a
+// Package xdp runs `kbridge run` with mode: xdp on a veth "NIC" in a
 // namespace: exception traffic reaches kb0 through the redirect, fast-path
 // traffic does not, and stopping leaves no program, pin or veth behind.
-package xdpmode
+package xdp
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package xdpmode
+package xdp
 
 import (
 	"fmt"
