@@ -193,7 +193,7 @@ func xdpChecks(t *testing.T, r *bedRun) {
 	// The orderly stop: the app first (its program leaves the NIC), then
 	// kbridge, which then removes the pins, the veth and the object. (While
 	// the app runs, a stopping kbridge leaves them to the app's program, so
-	// that a restart keeps the exception path: tests/xdpmode covers that.)
+	// that a restart keeps the exception path: tests/xdp covers that.)
 	t.Run("clean stop", func(t *testing.T) {
 		harness.StopPID(t, "the DPDK app", appPID, 10*time.Second)
 		if link := sh(t, "ip", "-n", "kbt-dut", "link", "show", nic); strings.Contains(link, "prog/xdp") {
