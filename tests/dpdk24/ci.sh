@@ -8,7 +8,8 @@
 #             vhost (their root tests), tests/ring, tests/app, tests/restart,
 #             tests/kernel, tests/requests, tests/link, tests/vhost,
 #             tests/kni (the KNI app), tests/e2e (the bed in modes ring,
-#             vhost, jumbo, ports and offload: KBT_MODE);
+#             jumbo, ports and offload: KBT_MODE; tests/vhost runs its
+#             vhost mode);
 #   crossver  tests/crossver on the host: each side's kbridge serving the
 #             other side's apps in mode vhost, and refusing them in ring mode
 #             (the host's bin/ must be built: make build).
@@ -28,7 +29,7 @@ for s in "${steps[@]}"; do
 	root)
 		# The bed in ring and vhost modes only: XDP mode involves no
 		# DPDK (the host's run covers it), and the root has no bpftool.
-		bash "$here/run.sh" -- 'bash tests/testbed/hugepages.sh && go test -p 1 -count=1 -timeout 30m ./ring/... ./vhost/... ./tests/ring/ ./tests/app/ ./tests/restart/ ./tests/kernel/ ./tests/requests/ ./tests/link/ ./tests/vhost/ ./tests/kni/ && KBT_MODE=ring,vhost,jumbo,ports,offload go test -count=1 -timeout 30m ./tests/e2e/' ;;
+		bash "$here/run.sh" -- 'bash tests/testbed/hugepages.sh && go test -p 1 -count=1 -timeout 30m ./ring/... ./vhost/... ./tests/ring/ ./tests/app/ ./tests/restart/ ./tests/kernel/ ./tests/requests/ ./tests/link/ ./tests/vhost/ ./tests/kni/ && KBT_MODE=ring,jumbo,ports,offload go test -count=1 -timeout 30m ./tests/e2e/' ;;
 	crossver)
 		bash "$here/run.sh" --host -- 'go test -count=1 -v -timeout 10m ./tests/crossver/' ;;
 	*)

@@ -1,4 +1,4 @@
-package e2e
+package vhost
 
 import (
 	"encoding/json"
@@ -13,7 +13,18 @@ import (
 
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/tests/harness"
+	"github.com/kbridge/kbridge/tests/testbed"
 )
+
+// TestTestbed brings the test bed up in its vhost mode (an unmodified
+// dpdk-testpmd whose virtio-user port has kbridge as its vhost-user
+// backend; tests/testbed's Test) and runs the shared checks through kb0,
+// then vhostChecks, and a clean stop with no leaked mbuf.
+func TestTestbed(t *testing.T) {
+	testbed.Test(t, testbed.Mode{Name: "vhost", Bins: []string{"bin/kbridge"}, Tools: []string{"dpdk-testpmd", "stdbuf"}, App: vhostApp,
+		Checks:    func(t *testing.T, r *testbed.Run) { testbed.TapChecks(t, r, vhostChecks, vhostStop) },
+		Leftovers: vhostLeftovers})
+}
 
 // The vhost bed (KBT_MODE=vhost, tests/testbed/README.md): its app is
 // dpdk-testpmd, recorded as testpmd-vhost, with DPDK file prefix kbt-vhost.
@@ -37,7 +48,7 @@ func vhostFeatures(log string) []string {
 // vhostSocket is the vhost-user socket the bed recorded.
 func vhostSocket(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(runDir, "vhost-socket"))
+	b, err := os.ReadFile(filepath.Join(harness.RunDir, "vhost-socket"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +59,7 @@ func vhostSocket(t *testing.T) string {
 // kbridge logs it and as `kbridge stats` shows it.
 func vhostChecks(t *testing.T, root string) {
 	t.Run("negotiated features", func(t *testing.T) {
-		log, err := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
+		log, err := os.ReadFile(filepath.Join(harness.RunDir, "kbridge.log"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +67,7 @@ func vhostChecks(t *testing.T, root string) {
 		if logged == nil {
 			t.Fatalf("kbridge logged no negotiated features:\n%s", log)
 		}
-		raw, err := daemon.ReadStatusRaw(filepath.Join(runDir, "kbridge.sock"))
+		raw, err := daemon.ReadStatusRaw(filepath.Join(harness.RunDir, "kbridge.sock"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +99,7 @@ func vhostChecks(t *testing.T, root string) {
 				t.Errorf("%s negotiated, but the bed does not ask for it: %v", f, logged)
 			}
 		}
-		tp, _ := os.ReadFile(filepath.Join(runDir, vhostApp+".log"))
+		tp, _ := os.ReadFile(filepath.Join(harness.RunDir, vhostApp+".log"))
 		if strings.Contains(string(tp), "Fail to configure") {
 			t.Errorf("testpmd failed to configure a port:\n%s", tp)
 		}
@@ -104,8 +115,8 @@ func vhostChecks(t *testing.T, root string) {
 // mbuf of its pool, while the app (testpmd) runs on without its backend.
 func vhostStop(t *testing.T, root string) {
 	sock := vhostSocket(t)
-	app := pidOf(t, vhostApp)
-	log := stopKbridge(t)
+	app := harness.PidOf(t, vhostApp)
+	log := testbed.StopKbridge(t)
 	if !strings.Contains(log, "pool_in_use=0") {
 		t.Errorf("mbufs of kbridge's pool still in use after stop:\n%s", log)
 	}
@@ -113,16 +124,16 @@ func vhostStop(t *testing.T, root string) {
 		t.Errorf("the vhost-user socket %s is still there after kbridge stopped (%v)", sock, err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if !alive(app) {
-		b, _ := os.ReadFile(filepath.Join(runDir, vhostApp+".log"))
+	if !harness.Alive(app) {
+		b, _ := os.ReadFile(filepath.Join(harness.RunDir, vhostApp+".log"))
 		t.Errorf("testpmd (pid %d) died with its vhost-user backend:\n%s", app, b)
 	}
 }
 
 // vhostLeftovers: after down.sh, no socket, no testpmd and no DPDK runtime
 // files of its prefix.
-func vhostLeftovers(t *testing.T, _ *bedRun) {
-	for _, p := range []string{"/run/kbt/kb0.sock", "/var/run/dpdk/" + vhostPrefix, filepath.Join(runDir, "vhost-socket")} {
+func vhostLeftovers(t *testing.T, _ *testbed.Run) {
+	for _, p := range []string{"/run/kbt/kb0.sock", "/var/run/dpdk/" + vhostPrefix, filepath.Join(harness.RunDir, "vhost-socket")} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s left after down.sh (%v)", p, err)
 		}

@@ -1,4 +1,4 @@
-package e2e
+package xdp
 
 import (
 	"encoding/json"
@@ -15,7 +15,17 @@ import (
 	"time"
 
 	"github.com/kbridge/kbridge/tests/harness"
+	"github.com/kbridge/kbridge/tests/testbed"
 )
+
+// TestTestbed brings the test bed up in its xdp mode (kbridge's XDP path
+// with loader pmd, the reference app on net_af_xdp; tests/testbed's Test)
+// and runs the shared traffic checks, then xdpChecks.
+func TestTestbed(t *testing.T) {
+	testbed.Test(t, testbed.Mode{Name: "xdp", Bins: []string{"bin/kbridge", "bin/kbridge-refapp"}, App: "refapp", Links: []string{"kb0-x"},
+		Tools:    []string{"bpftool", "nsenter", "iperf3", "nfs-ls", "nfs-cat", "ganesha.nfsd"},
+		Recorded: xdpRecorded, Checks: xdpChecks, Leftovers: xdpLeftovers})
+}
 
 // The XDP bed (KBT_MODE=xdp, tests/testbed/README.md): kbridge in mode xdp
 // with loader pmd, and the reference DPDK app on kbt-nic through net_af_xdp
@@ -40,29 +50,29 @@ type xdpStatus struct {
 
 // xdpRecorded reads the pins and the object file the bed recorded, before
 // the tear-down removes the records.
-func xdpRecorded(t *testing.T, r *bedRun) {
-	if b, err := os.ReadFile(filepath.Join(runDir, "xdp-pins")); err == nil {
-		r.pins = strings.Split(strings.TrimSpace(string(b)), "\n")
+func xdpRecorded(t *testing.T, r *testbed.Run) {
+	if b, err := os.ReadFile(filepath.Join(harness.RunDir, "xdp-pins")); err == nil {
+		r.Pins = strings.Split(strings.TrimSpace(string(b)), "\n")
 	}
-	if b, err := os.ReadFile(filepath.Join(runDir, "xdp-object")); err == nil {
-		r.object = strings.TrimSpace(string(b))
+	if b, err := os.ReadFile(filepath.Join(harness.RunDir, "xdp-object")); err == nil {
+		r.Object = strings.TrimSpace(string(b))
 	}
-	if len(r.pins) != 3 {
-		t.Errorf("the bed recorded pins %q, want xsks_map, steer_config and stats", r.pins)
+	if len(r.Pins) != 3 {
+		t.Errorf("the bed recorded pins %q, want xsks_map, steer_config and stats", r.Pins)
 	}
 }
 
 // xdpChecks are mode xdp's own checks, ending with its orderly stop.
-func xdpChecks(t *testing.T, r *bedRun) {
-	kbridge := filepath.Join(r.root, "bin/kbridge")
-	sock := filepath.Join(runDir, "kbridge.sock")
-	pins, object := r.pins, r.object
-	kbPID, appPID := pidOf(t, "kbridge"), pidOf(t, "refapp")
+func xdpChecks(t *testing.T, r *testbed.Run) {
+	kbridge := filepath.Join(r.Root, "bin/kbridge")
+	sock := filepath.Join(harness.RunDir, "kbridge.sock")
+	pins, object := r.Pins, r.Object
+	kbPID, appPID := harness.PidOf(t, "kbridge"), harness.PidOf(t, "refapp")
 
 	status := func(t *testing.T) xdpStatus {
 		t.Helper()
 		var s xdpStatus
-		if err := json.Unmarshal([]byte(sh(t, kbridge, "stats", "--socket", sock)), &s); err != nil {
+		if err := json.Unmarshal([]byte(testbed.Sh(t, kbridge, "stats", "--socket", sock)), &s); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -89,7 +99,7 @@ func xdpChecks(t *testing.T, r *bedRun) {
 				t.Errorf("pid %d runs on CPUs %q, want %s (the placement of tests/testbed/README.md)", c.pid, m, c.want)
 			}
 		}
-		link := sh(t, "ip", "-n", "kbt-dut", "-d", "link", "show", nic)
+		link := testbed.Sh(t, "ip", "-n", "kbt-dut", "-d", "link", "show", nic)
 		if !strings.Contains(link, "prog/xdp") {
 			t.Fatalf("no XDP program on %s:\n%s", nic, link)
 		}
@@ -97,7 +107,7 @@ func xdpChecks(t *testing.T, r *bedRun) {
 		if id == nil {
 			t.Fatalf("no program id in:\n%s", link)
 		}
-		if p := sh(t, "bpftool", "prog", "show", "id", id[1]); !strings.Contains(p, "kbridge_steer") {
+		if p := testbed.Sh(t, "bpftool", "prog", "show", "id", id[1]); !strings.Contains(p, "kbridge_steer") {
 			t.Errorf("the program on %s is not kbridge_steer:\n%s", nic, p)
 		}
 		if s := status(t); s.Mode != "xdp" {
@@ -108,7 +118,7 @@ func xdpChecks(t *testing.T, r *bedRun) {
 	t.Run("fast path reaches the app, not the kernel", func(t *testing.T) {
 		const n = 200
 		rx := func() uint64 {
-			v, err := strconv.ParseUint(strings.TrimSpace(sh(t, "ip", "netns", "exec", "kbt-dut",
+			v, err := strconv.ParseUint(strings.TrimSpace(testbed.Sh(t, "ip", "netns", "exec", "kbt-dut",
 				"cat", "/sys/class/net/kb0/statistics/rx_packets")), 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -116,7 +126,7 @@ func xdpChecks(t *testing.T, r *bedRun) {
 			return v
 		}
 		udp := func() string { // the kernel's UDP counters in kbt-dut
-			return sh(t, "ip", "netns", "exec", "kbt-dut", "nstat", "-asz", "UdpInDatagrams", "UdpNoPorts", "UdpInErrors")
+			return testbed.Sh(t, "ip", "netns", "exec", "kbt-dut", "nstat", "-asz", "UdpInDatagrams", "UdpNoPorts", "UdpInErrors")
 		}
 		udpRE := regexp.MustCompile(`(?m)^(Udp\w+)\s+(\d+)`)
 		udpSum := func(s string) (sum uint64) {
@@ -130,11 +140,11 @@ func xdpChecks(t *testing.T, r *bedRun) {
 		s0 := status(t)
 		// ARP for kb0 is fresh from the pings; make sure, so that no
 		// ARP exchange falls into the window below.
-		in(t, "kbt-peer", "ping", "-c", "1", "-W", "2", dutIP)
+		testbed.In(t, "kbt-peer", "ping", "-c", "1", "-W", "2", harness.DUTIP)
 		rx0, udp0 := rx(), udpSum(udp())
 		// n datagrams from the remote host to kb0's address, port 4789.
-		in(t, "kbt-peer", "bash", "-c", fmt.Sprintf(
-			"for i in $(seq %d); do echo fast-path-$i >/dev/udp/%s/%d; done", n, dutIP, fastPort))
+		testbed.In(t, "kbt-peer", "bash", "-c", fmt.Sprintf(
+			"for i in $(seq %d); do echo fast-path-$i >/dev/udp/%s/%d; done", n, harness.DUTIP, fastPort))
 		var own1 uint64
 		deadline := time.Now().Add(5 * time.Second)
 		for own1 = appOwn(t, appPID); own1 < own0+n && time.Now().Before(deadline); own1 = appOwn(t, appPID) {
@@ -163,7 +173,7 @@ func xdpChecks(t *testing.T, r *bedRun) {
 
 	t.Run("counters move", func(t *testing.T) {
 		metric := func(action string) float64 {
-			body := sh(t, "ip", "netns", "exec", "kbt-dut", "curl", "-sf", "http://127.0.0.1:9478/metrics")
+			body := testbed.Sh(t, "ip", "netns", "exec", "kbt-dut", "curl", "-sf", "http://127.0.0.1:9478/metrics")
 			m := regexp.MustCompile(`(?m)^kbridge_xdp_packets_total\{action="` + action + `"\} (\S+)$`).FindStringSubmatch(body)
 			if m == nil {
 				t.Fatalf("kbridge_xdp_packets_total{action=%q} missing from /metrics", action)
@@ -172,7 +182,7 @@ func xdpChecks(t *testing.T, r *bedRun) {
 			return v
 		}
 		s0, e0, r0 := status(t), metric("exception"), metric("returned")
-		in(t, "kbt-dut", "ping", "-c", "5", "-i", "0.05", "-W", "2", peerIP)
+		testbed.In(t, "kbt-dut", "ping", "-c", "5", "-i", "0.05", "-W", "2", harness.PeerIP)
 		s1, e1, r1 := status(t), metric("exception"), metric("returned")
 		for _, a := range []string{"exception", "returned"} {
 			if d := counter(s1, a) - counter(s0, a); d < 5 {
@@ -196,15 +206,15 @@ func xdpChecks(t *testing.T, r *bedRun) {
 	// that a restart keeps the exception path: tests/xdp covers that.)
 	t.Run("clean stop", func(t *testing.T) {
 		harness.StopPID(t, "the DPDK app", appPID, 10*time.Second)
-		if link := sh(t, "ip", "-n", "kbt-dut", "link", "show", nic); strings.Contains(link, "prog/xdp") {
+		if link := testbed.Sh(t, "ip", "-n", "kbt-dut", "link", "show", nic); strings.Contains(link, "prog/xdp") {
 			t.Errorf("the app left its XDP program on %s:\n%s", nic, link)
 		}
 		harness.StopPID(t, "kbridge", kbPID, 10*time.Second)
-		log, _ := os.ReadFile(filepath.Join(runDir, "kbridge.log"))
+		log, _ := os.ReadFile(filepath.Join(harness.RunDir, "kbridge.log"))
 		if !strings.Contains(string(log), "xdp path detached") {
 			t.Errorf("kbridge did not log a clean detach:\n%s", log)
 		}
-		if out := sh(t, "ip", "-n", "kbt-dut", "link"); strings.Contains(out, "kb0") {
+		if out := testbed.Sh(t, "ip", "-n", "kbt-dut", "link"); strings.Contains(out, "kb0") {
 			t.Errorf("kb0 or kb0-x still exists after the app and kbridge stopped:\n%s", out)
 		}
 		for _, p := range pins {
@@ -224,7 +234,7 @@ func xdpChecks(t *testing.T, r *bedRun) {
 // own= count of the newest line it printed after the signal.
 func appOwn(t *testing.T, pid int) uint64 {
 	t.Helper()
-	path := filepath.Join(runDir, "refapp.log")
+	path := filepath.Join(harness.RunDir, "refapp.log")
 	re := regexp.MustCompile(`(?m)^kbridge-refapp: stats rx=\d+ own=(\d+)`)
 	count := func() (int, string) {
 		b, _ := os.ReadFile(path)
@@ -252,8 +262,8 @@ func appOwn(t *testing.T, pid int) uint64 {
 
 // xdpLeftovers: after testbed-down no program's pin or object file of the
 // bed remains (namespaces, veths and processes are checked for every mode).
-func xdpLeftovers(t *testing.T, r *bedRun) {
-	pins, object := r.pins, r.object
+func xdpLeftovers(t *testing.T, r *testbed.Run) {
+	pins, object := r.Pins, r.Object
 	for _, p := range pins {
 		f := strings.Fields(p)
 		if len(f) != 2 {

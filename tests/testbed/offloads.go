@@ -1,4 +1,4 @@
-package e2e
+package testbed
 
 import (
 	"fmt"
@@ -47,7 +47,7 @@ func allCsumErrors(t *testing.T) map[string]uint64 {
 // by the kernel (so checksums really are checked, not waved through).
 func testOffloads(t *testing.T) {
 	t.Run("tso on kb0", func(t *testing.T) {
-		out := inDUT(t, "ethtool", "-k", "kb0")
+		out := InDUT(t, "ethtool", "-k", "kb0")
 		for _, f := range []string{"tcp-segmentation-offload: on", "tx-checksumming: on"} {
 			if !strings.Contains(out, f) {
 				t.Errorf("ethtool -k kb0 lacks %q:\n%s", f, out)
@@ -57,13 +57,13 @@ func testOffloads(t *testing.T) {
 	t.Run("no checksum errors under load", func(t *testing.T) {
 		before := allCsumErrors(t)
 		for _, args := range [][]string{
-			{"-c", peerIP}, {"-c", peerIP, "-R"},
+			{"-c", harness.PeerIP}, {"-c", harness.PeerIP, "-R"},
 			{"-6", "-c", peerIP6}, {"-6", "-c", peerIP6, "-R"},
-			{"-c", peerIP, "-P", "8"}, {"-c", peerIP, "-P", "8", "-R"},
+			{"-c", harness.PeerIP, "-P", "8"}, {"-c", harness.PeerIP, "-P", "8", "-R"},
 		} {
 			cmd := append([]string{"taskset", "-c", "0", "iperf3", "-p", "5201", "-t", "2", "-f", "m"}, args...)
 			harness.WaitIperf3Server(t)
-			out := inDUT(t, cmd...)
+			out := InDUT(t, cmd...)
 			if !strings.Contains(out, "receiver") {
 				t.Errorf("iperf3 %v:\n%s", args, out)
 				continue
@@ -76,7 +76,7 @@ func testOffloads(t *testing.T) {
 				t.Errorf("%s went from %d to %d under iperf3", k, before[k], v)
 			}
 		}
-		st := status(t)
+		st := Status(t)
 		o := st.Queues[0].Offload
 		t.Logf("offloads: %+v", o)
 		if o.MergedWrites == 0 || o.SplitReads == 0 {
@@ -129,7 +129,7 @@ func lastReceiver(out string) string {
 // port whose checksum is wrong. It crosses the app and kbridge like any frame.
 func sendCorruptSYN(t *testing.T) {
 	t.Helper()
-	mac, err := net.ParseMAC(strings.TrimSpace(inDUT(t, "cat", "/sys/class/net/kb0/address")))
+	mac, err := net.ParseMAC(strings.TrimSpace(InDUT(t, "cat", "/sys/class/net/kb0/address")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func sendCorruptSYN(t *testing.T) {
 	flow := vnettest.Flow{SrcPort: 40999, DstPort: 5201, Ack: 0, Window: 1024, Bad: true}
 	copy(flow.DstMAC[:], mac)
 	copy(flow.SrcMAC[:], ifc.HardwareAddr)
-	copy(flow.SrcIP[:], net.ParseIP(peerIP).To4())
+	copy(flow.SrcIP[:], net.ParseIP(harness.PeerIP).To4())
 	copy(flow.DstIP[:], net.ParseIP("198.18.0.2").To4())
 	f := flow.Segment(12345, 1, 0, vnettest.SYN)
 	addr := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6}
