@@ -17,7 +17,7 @@ import (
 const TestHook = true
 
 // In a kbridge built with -tags kbridge_testhook (tests only; see
-// tests/faults/reconcile_test.go), KBRIDGE_TEST_PARK ("to_kernel",
+// tests/restart/reconcile_test.go), KBRIDGE_TEST_PARK ("to_kernel",
 // "from_kernel" or both, comma-separated) parks the worker once inside its
 // first non-empty ring operation of that direction: between to_kernel's
 // cons.head and cons.tail, between from_kernel's prod.head and its copy.

@@ -14,7 +14,7 @@ import (
 )
 
 // TestHotPathThroughTheWorker is mode vhost's half of the engine's cost
-// promise (tests/integration's TestHotPathOnRealRings is ring mode's): the
+// promise (tests/ring's TestHotPathOnRealRings is ring mode's): the
 // worker between this app side and the real kernel side (tap.Queue over a
 // socket pair) makes one cgo call per burst each way, whatever the number
 // of frames, and allocates nothing. Without a frontend, ToKernel finds no

@@ -3,8 +3,9 @@
 // is one real kbridge binary, a DPDK secondary, bridging a fresh exception
 // port to a TAP interface in a network namespace the harness creates. It
 // also sends and receives test frames on that TAP with an AF_PACKET socket.
-// tests/integration and tests/faults share it; the processes, buffers,
-// namespace and kbridge build under it are package tests/harness's.
+// The DPDK root test packages of tests/ share it (tests/README.md); the
+// processes, buffers, namespace and kbridge build under it are package
+// tests/harness's.
 package dpdkbed
 
 import (
@@ -296,9 +297,19 @@ func StartRefapp(t *testing.T, prefix, port string, extra ...string) *harness.Pr
 // Status reads queue 0's counters from the control socket.
 func (b *Bed) Status() daemon.Queue {
 	b.T.Helper()
-	st, err := daemon.ReadStatus(b.Sock)
+	return queue0(b.T, b.Sock, "")
+}
+
+// queue0 reads queue 0's counters from control socket sock; an error fails
+// t, with log after it.
+func queue0(t *testing.T, sock, log string) daemon.Queue {
+	t.Helper()
+	st, err := daemon.ReadStatus(sock)
 	if err != nil {
-		b.T.Fatal(err)
+		if log != "" {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		t.Fatal(err)
 	}
 	return st.Queues[0]
 }
@@ -307,14 +318,7 @@ func (b *Bed) Status() daemon.Queue {
 var InNS = harness.InNS
 
 // Link finds the TAP in the namespace.
-func (b *Bed) Link() (netlink.Link, error) {
-	var l netlink.Link
-	err := InNS(b.Env.NS, func() (err error) {
-		l, err = netlink.LinkByName(b.Ifname)
-		return err
-	})
-	return l, err
-}
+func (b *Bed) Link() (netlink.Link, error) { return b.Env.Link(b.Ifname) }
 
 // SetUp sets the TAP up or down.
 func (b *Bed) SetUp(up bool) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/kbridge/kbridge/daemon"
+	"github.com/kbridge/kbridge/tests/harness"
+	"github.com/kbridge/kbridge/tests/testbed"
 )
 
 // nicOffloadChecks, on the bed whose app port does LRO and TSO in software
@@ -18,9 +20,9 @@ import (
 // what it received and kbridge wrote those as GSO frames; kbridge handed
 // super-frames to the app, which cut them. Then the clean stop of the ring
 // bed, the pool whole.
-func nicOffloadChecks(t *testing.T, r *bedRun) {
+func nicOffloadChecks(t *testing.T, r *testbed.Run) {
 	t.Run("lro and tso at the app's port", func(t *testing.T) {
-		st, err := daemon.ReadStatus(filepath.Join(runDir, "kbridge.sock"))
+		st, err := daemon.ReadStatus(filepath.Join(harness.RunDir, "kbridge.sock"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,19 +41,19 @@ func nicOffloadChecks(t *testing.T, r *bedRun) {
 		}
 		t.Logf("kbridge: lro_writes %d, tso_to_app %d, coalesce_csum_trusted %d; the app: %v", o.LROWrites, o.TSOToApp, o.CsumTrusted, c)
 	})
-	t.Run("stats and clean stop", func(t *testing.T) { ringStop(t, r.root) })
+	t.Run("stats and clean stop", func(t *testing.T) { ringStop(t, r.Root) })
 }
 
 // appOffloadCounters asks the reference app for its counters (SIGUSR1) and
 // returns the --sw-offload ones of its last stats line.
 func appOffloadCounters(t *testing.T) map[string]uint64 {
 	t.Helper()
-	app := pidOf(t, "refapp")
+	app := harness.PidOf(t, "refapp")
 	re := regexp.MustCompile(` (gro|gro_segments|gso|gso_segments|gso_refused|rx_csum_bad)=(\d+)`)
 	for i := 0; i < 100; i++ {
 		_ = syscall.Kill(app, syscall.SIGUSR1)
 		time.Sleep(50 * time.Millisecond)
-		b, _ := os.ReadFile(filepath.Join(runDir, "refapp.log"))
+		b, _ := os.ReadFile(filepath.Join(harness.RunDir, "refapp.log"))
 		lines := regexp.MustCompile(`(?m)^kbridge-refapp: stats .*$`).FindAllString(string(b), -1)
 		if len(lines) == 0 {
 			continue

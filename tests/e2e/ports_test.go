@@ -13,6 +13,7 @@ import (
 
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/tests/harness"
+	"github.com/kbridge/kbridge/tests/testbed"
 )
 
 // The bed's second port (up.sh KBT_PORTS=2): kbt-nic2 bridged to kb1 by a
@@ -20,7 +21,7 @@ import (
 const (
 	peer2IP   = "198.18.2.1"
 	dut2IP    = "198.18.2.2" // kb1 in kbt-dut
-	kb1Socket = runDir + "/kbridge-kb1.sock"
+	kb1Socket = harness.RunDir + "/kbridge-kb1.sock"
 )
 
 // inAt runs a client command in namespace ns, as in does, but reports
@@ -34,10 +35,10 @@ func inAt(ns string, args ...string) (string, error) {
 // instance with its own interface and socket, and traffic crosses both
 // ports at once (iperf3 through each, then an NFS listing through each).
 // It stops both kbridges and finds the app's pool whole.
-func portsChecks(t *testing.T, r *bedRun) {
+func portsChecks(t *testing.T, r *testbed.Run) {
 	t.Run("second port", func(t *testing.T) {
 		for _, c := range []struct{ ns, ip string }{{"kbt-dut", peer2IP}, {"kbt-peer", dut2IP}} {
-			out := in(t, c.ns, "ping", "-c", "5", "-i", "0.1", "-W", "2", c.ip)
+			out := testbed.In(t, c.ns, "ping", "-c", "5", "-i", "0.1", "-W", "2", c.ip)
 			if !strings.Contains(out, " 0% packet loss") {
 				t.Errorf("ping from %s to %s through kb1:\n%s", c.ns, c.ip, out)
 			}
@@ -50,7 +51,7 @@ func portsChecks(t *testing.T, r *bedRun) {
 			t.Errorf("instance kb1's status: port %q interface %q carrier %v, want kb1, kb1, on", st.Port, st.Interface, st.Carrier)
 		}
 		// The pings above went through kb1, not kb0.
-		route := in(t, "kbt-dut", "ip", "route", "get", peer2IP)
+		route := testbed.In(t, "kbt-dut", "ip", "route", "get", peer2IP)
 		if !strings.Contains(route, "dev kb1") {
 			t.Errorf("%s is not routed through kb1: %s", peer2IP, route)
 		}
@@ -81,7 +82,7 @@ func portsChecks(t *testing.T, r *bedRun) {
 		}
 		harness.WaitIperf3Server(t)
 		for what, r := range run(map[string][]string{
-			"kb0": {"iperf3", "-c", peerIP, "-p", "5201", "-t", "3", "-J"},
+			"kb0": {"iperf3", "-c", harness.PeerIP, "-p", "5201", "-t", "3", "-J"},
 			"kb1": {"iperf3", "-c", peer2IP, "-p", "5202", "-t", "3", "-J"},
 		}) {
 			if r.err != nil {
@@ -99,19 +100,19 @@ func portsChecks(t *testing.T, r *bedRun) {
 			t.Logf("iperf3 through %s, both at once: %.0f Mbit/s", what, res.End.SumReceived.BitsPerSecond/1e6)
 		}
 		for what, r := range run(map[string][]string{
-			"kb0": {"nfs-ls", "-R", "nfs://" + peerIP + "/export?version=4"},
+			"kb0": {"nfs-ls", "-R", "nfs://" + harness.PeerIP + "/export?version=4"},
 			"kb1": {"nfs-ls", "-R", "nfs://" + peer2IP + "/export?version=4"},
 		}) {
 			if r.err != nil {
 				t.Errorf("nfs-ls -R through %s: %v\n%s", what, r.err, r.out)
 				continue
 			}
-			if n := len(strings.Split(strings.TrimSpace(r.out), "\n")); n != treeEntries {
-				t.Errorf("nfs-ls -R through %s listed %d entries, want %d", what, n, treeEntries)
+			if n := len(strings.Split(strings.TrimSpace(r.out), "\n")); n != harness.TreeEntries {
+				t.Errorf("nfs-ls -R through %s listed %d entries, want %d", what, n, harness.TreeEntries)
 			}
 			t.Logf("nfs-ls -R through %s, both at once: %v", what, r.took.Round(time.Millisecond))
 		}
-		for _, sock := range []string{filepath.Join(runDir, "kbridge.sock"), kb1Socket} {
+		for _, sock := range []string{filepath.Join(harness.RunDir, "kbridge.sock"), kb1Socket} {
 			st, err := daemon.ReadStatus(sock)
 			if err != nil {
 				t.Fatal(err)
@@ -124,20 +125,20 @@ func portsChecks(t *testing.T, r *bedRun) {
 		}
 	})
 	t.Run("stats and clean stop", func(t *testing.T) {
-		harness.StopPID(t, "kbridge-kb1", pidOf(t, "kbridge-kb1"), 10*time.Second)
-		log, _ := os.ReadFile(filepath.Join(runDir, "kbridge-kb1.log"))
+		harness.StopPID(t, "kbridge-kb1", harness.PidOf(t, "kbridge-kb1"), 10*time.Second)
+		log, _ := os.ReadFile(filepath.Join(harness.RunDir, "kbridge-kb1.log"))
 		if !strings.Contains(string(log), "msg=stopped") || !strings.Contains(string(log), "instance=kb1") {
 			t.Errorf("kbridge (instance kb1) did not log a clean stop under its instance:\n%s", log)
 		}
-		if out := sh(t, "ip", "-n", "kbt-dut", "link"); strings.Contains(out, "kb1:") {
+		if out := testbed.Sh(t, "ip", "-n", "kbt-dut", "link"); strings.Contains(out, "kb1:") {
 			t.Errorf("kb1 still exists after its kbridge stopped:\n%s", out)
 		}
 		// kb0 and its kbridge are untouched by the other's stop.
-		out := in(t, "kbt-dut", "ping", "-c", "3", "-i", "0.1", "-W", "2", peerIP)
+		out := testbed.In(t, "kbt-dut", "ping", "-c", "3", "-i", "0.1", "-W", "2", harness.PeerIP)
 		if !strings.Contains(out, " 0% packet loss") {
 			t.Errorf("kb0 after kb1's kbridge stopped:\n%s", out)
 		}
-		stopKbridge(t)
+		testbed.StopKbridge(t)
 		poolWhole(t)
 	})
 }
@@ -146,14 +147,14 @@ func portsChecks(t *testing.T, r *bedRun) {
 // and wants every mbuf of its shared pool free but those in the rings.
 func poolWhole(t *testing.T) {
 	t.Helper()
-	app := pidOf(t, "refapp")
+	app := harness.PidOf(t, "refapp")
 	re := regexp.MustCompile(`in_rings=(\d+) pool_in_use=(\d+) port=(\S+)`)
 	var inRings, inUse, mismatches int
 	for i := 0; i < 100; i++ {
-		before, _ := os.ReadFile(filepath.Join(runDir, "refapp.log"))
+		before, _ := os.ReadFile(filepath.Join(harness.RunDir, "refapp.log"))
 		_ = syscall.Kill(app, syscall.SIGUSR1)
 		time.Sleep(50 * time.Millisecond)
-		b, _ := os.ReadFile(filepath.Join(runDir, "refapp.log"))
+		b, _ := os.ReadFile(filepath.Join(harness.RunDir, "refapp.log"))
 		if len(b) <= len(before) {
 			continue
 		}

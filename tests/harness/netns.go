@@ -97,3 +97,9 @@ func LinkGone(ns, name string) (bool, string) {
 	out, _ := exec.Command("ip", "-n", ns, "link", "show", name).CombinedOutput()
 	return strings.Contains(string(out), "does not exist"), string(out)
 }
+
+// NetSys reads /sys/class/net/<ifname>/<attr> in namespace ns.
+func NetSys(ns, ifname, attr string) string {
+	out, _ := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+ifname+"/"+attr).CombinedOutput()
+	return strings.TrimSpace(string(out))
+}

@@ -14,8 +14,8 @@ import (
 // TestVhostKernelSide: the TAP side in mode vhost is the one ring mode has
 // (daemon's tapPath): interface.offload switches live on SIGHUP, and an
 // interface deleted under a running kbridge is made again, with traffic
-// crossing both ways through testpmd afterwards. tests/integration and
-// tests/faults test the same in ring mode.
+// crossing both ways through testpmd afterwards. tests/ring and
+// tests/kernel test the same in ring mode.
 func TestVhostKernelSide(t *testing.T) {
 	b := newBed(t, false)
 	kb := b.kbridge()

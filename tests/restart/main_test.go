@@ -1,0 +1,27 @@
+// Package restart checks kbridge's hold on a port across its own deaths and
+// restarts: a second kbridge refused, kill -9 with mbufs held (both
+// directions) or inside a ring operation and their recovery by the next
+// kbridge, an owner whose pid was reused or that is a zombie, the app's
+// free under a stopped owner, a wakeup from a secondary that is not the
+// owner, a restart handing the app the new eventfd, and signals during
+// start-up. The test process is the DPDK primary (tests/dpdkbed). Root only.
+package restart
+
+import (
+	"os"
+	"testing"
+
+	"github.com/kbridge/kbridge/tests/dpdkbed"
+)
+
+// env is this test binary's DPDK primary, namespace and kbridge binary
+// (tests/dpdkbed).
+var env *dpdkbed.Env
+
+func TestMain(m *testing.M) {
+	if port := os.Getenv(owPeerEnv); port != "" {
+		// Run again as a DPDK secondary of a test (owner_test.go).
+		os.Exit(owPeerMain(port, os.Getenv("KBFT_WAKEUP_PREFIX")))
+	}
+	os.Exit(dpdkbed.Main(m, "kbrs", &env))
+}

@@ -1,0 +1,290 @@
+package ring
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kbridge/kbridge/daemon"
+	"github.com/kbridge/kbridge/ring/ringtest"
+)
+
+// Frames from the app arrive whole and byte for byte, single-segment and
+// chained (written with writev).
+func TestAppToKernelByteExact(t *testing.T) {
+	b := newBed(t, bedOpts{})
+	ps := b.PacketSocket()
+	var frames [][]byte
+	for i, n := range []int{60, 64, 128, 1000, 1514} {
+		frames = append(frames, testFrame(n, uint32(i)))
+	}
+	for _, seg := range []int{0, 256, 100} {
+		t.Run(fmt.Sprintf("segments of %d bytes", seg), func(t *testing.T) {
+			q, err := b.Port.Inject(0, frames, ringtestOpts(seg, 0))
+			if err != nil || q != len(frames) {
+				t.Fatalf("queued %d of %d: %v", q, len(frames), err)
+			}
+			got := onlyTest(ps.Receive(len(frames), 5*time.Second))
+			if len(got) != len(frames) {
+				t.Fatalf("segment size %d: kernel got %d frames, want %d", seg, len(got), len(frames))
+			}
+			for i := range frames {
+				if !bytes.Equal(got[i], frames[i]) {
+					t.Errorf("segment size %d: frame %d (%d bytes) differs from what the app sent", seg, i, len(frames[i]))
+				}
+			}
+		})
+	}
+	if d := b.Status().TotalDrops(); d != 0 {
+		t.Errorf("drops: %v", b.Status().Drops)
+	}
+}
+
+// Frames the kernel sends arrive in the app's ring byte for byte.
+func TestKernelToAppByteExact(t *testing.T) {
+	b := newBed(t, bedOpts{})
+	ps := b.PacketSocket()
+	var frames [][]byte
+	for i, n := range []int{60, 300, 1514} {
+		frames = append(frames, testFrame(n, uint32(100+i)))
+	}
+	ps.Send(t, frames)
+	var got [][]byte
+	waitUntil(t, "the frames in the app's ring", func() bool {
+		got = append(got, onlyTest(b.Port.Collect(0, 64))...)
+		return len(got) >= len(frames)
+	})
+	for i := range frames {
+		if !bytes.Equal(got[i], frames[i]) {
+			t.Errorf("frame %d differs", i)
+		}
+	}
+}
+
+// Bad packets from the app are dropped and counted, never truncated, and the
+// worker goes on with the good ones.
+func TestBadPacketsFromAppAreCountedAndFreed(t *testing.T) {
+	b := newBed(t, bedOpts{yaml: "workers:\n  max_segments: 8\n"})
+	ps := b.PacketSocket()
+	good := testFrame(200, 1)
+	cases := []struct {
+		name   string
+		frame  []byte
+		seg    int
+		delta  int
+		reason string
+	}{
+		{"oversize", testFrame(1515, 2), 0, 0, "oversize"},
+		{"oversize chained", testFrame(1600, 3), 512, 0, "oversize"},
+		{"runt", testFrame(10, 4), 0, 0, "runt"},
+		{"too many segments", testFrame(1000, 5), 100, 0, "too_many_segments"},
+		{"length disagrees with chain", testFrame(300, 6), 100, 7, "malformed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := b.Status().Drops[c.reason]
+			if _, err := b.Port.Inject(0, [][]byte{c.frame}, ringtestOpts(c.seg, c.delta)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Port.Inject(0, [][]byte{good}, ringtestOpts(0, 0)); err != nil {
+				t.Fatal(err)
+			}
+			got := onlyTest(ps.Receive(1, 5*time.Second))
+			if len(got) != 1 || !bytes.Equal(got[0], good) {
+				t.Fatalf("got %d frames; want only the good frame after the bad one", len(got))
+			}
+			if more := onlyTest(ps.Receive(1, 200*time.Millisecond)); len(more) != 0 {
+				t.Fatalf("the bad frame (%d bytes) reached the kernel", len(more[0]))
+			}
+			if after := b.Status().Drops[c.reason]; after != before+1 {
+				t.Errorf("drops[%s] went from %d to %d, want +1", c.reason, before, after)
+			}
+		})
+	}
+}
+
+// A TAP write error (interface down) is counted; the mbuf is still freed and
+// the worker keeps going.
+func TestTAPWriteErrorIsCounted(t *testing.T) {
+	b := newBed(t, bedOpts{})
+	b.SetUp(false)
+	frames := [][]byte{testFrame(100, 1), testFrame(100, 2), testFrame(100, 3)}
+	if _, err := b.Port.Inject(0, frames, ringtestOpts(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "3 TAP write errors", func() bool { return b.Status().Drops["tap_write_error"] == 3 })
+	b.SetUp(true)
+	ps := b.PacketSocket()
+	if _, err := b.Port.Inject(0, frames[:1], ringtestOpts(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := onlyTest(ps.Receive(1, 5*time.Second)); len(got) != 1 {
+		t.Fatal("the worker stopped delivering after write errors")
+	}
+	waitUntil(t, "the pool to drain", func() bool { return b.Pool.InUse() == 0 })
+}
+
+// When the app does not dequeue, frames from the kernel that do not fit in
+// the ring are dropped, counted and freed.
+func TestFromKernelRingFull(t *testing.T) {
+	b := newBed(t, bedOpts{ringSize: 64})
+	ps := b.PacketSocket()
+	const sent = 200
+	var frames [][]byte
+	for i := range sent {
+		frames = append(frames, testFrame(100, uint32(i)))
+	}
+	ps.Send(t, frames)
+	waitUntil(t, "every frame accounted for", func() bool {
+		q := b.Status()
+		return q.FromKernelPackets+q.Drops["ring_full"] >= sent
+	})
+	q := b.Status()
+	if q.FromKernelPackets != 63 || q.Drops["ring_full"] < sent-63 {
+		t.Errorf("from_kernel=%d ring_full=%d: want the ring's 63 slots filled and the rest dropped", q.FromKernelPackets, q.Drops["ring_full"])
+	}
+	if got := onlyTest(b.Port.Collect(0, 128)); len(got) != 63 {
+		t.Errorf("app collected %d test frames, want 63", len(got))
+	}
+	waitUntil(t, "the pool to drain", func() bool { return b.Pool.InUse() == 0 })
+}
+
+// When the app's mempool is empty, frames from the kernel are dropped and
+// counted; once mbufs are free again traffic flows.
+func TestMempoolEmpty(t *testing.T) {
+	b := newBed(t, bedOpts{})
+	ps := b.PacketSocket()
+	held, release := b.Pool.Hold()
+	if held == 0 {
+		t.Fatal("could not take the pool's mbufs")
+	}
+	ps.Send(t, [][]byte{testFrame(100, 1), testFrame(100, 2)})
+	waitUntil(t, "2 no_mbuf drops", func() bool { return b.Status().Drops["no_mbuf"] >= 2 })
+	release()
+	ps.Send(t, [][]byte{testFrame(100, 3)})
+	waitUntil(t, "a frame once mbufs are back", func() bool { return len(onlyTest(b.Port.Collect(0, 16))) == 1 })
+}
+
+// The app's side drops and frees what does not fit in the to_kernel ring.
+func TestToKernelRingFullFreesInTheApp(t *testing.T) {
+	b := newBed(t, bedOpts{ringSize: 64, noStart: true})
+	var frames [][]byte
+	for i := range 100 {
+		frames = append(frames, testFrame(100, uint32(i)))
+	}
+	q, err := b.Port.Inject(0, frames, ringtestOpts(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.Port.Counters(0)
+	if q != 63 || c.ToKernel != 63 || c.ToKernelDropped != 37 {
+		t.Errorf("queued %d, counters %+v: want 63 queued and 37 dropped", q, c)
+	}
+	if n := b.Pool.InUse(); n != 63 {
+		t.Errorf("%d mbufs in use, want the 63 in the ring", n)
+	}
+}
+
+// A parked worker wakes on the app's first packet through the eventfd kick.
+func TestParkedWorkerWakesOnKick(t *testing.T) {
+	b := newBed(t, bedOpts{yaml: "policy:\n  mode: interrupt\n  park_timeout: 1m\n"})
+	ps := b.PacketSocket()
+	waitUntil(t, "the worker to take the app's eventfd", func() bool { return b.Port.Counters(0).HaveEventfd })
+	waitUntil(t, "the worker to park", func() bool { return b.Status().Parks > 0 })
+	if _, err := b.Port.Inject(0, [][]byte{testFrame(100, 1)}, ringtestOpts(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := onlyTest(ps.Receive(1, 10*time.Second)); len(got) != 1 {
+		t.Fatal("the parked worker did not deliver the frame")
+	}
+	if c := b.Port.Counters(0); c.Kicks == 0 {
+		t.Errorf("the app never kicked: %+v", c)
+	}
+	if q := b.Status(); q.Timeouts != 0 || q.Wakeups == 0 {
+		t.Errorf("parks ended by timeout=%d wakeup=%d: want a wakeup, the park timeout is a minute", q.Timeouts, q.Wakeups)
+	}
+}
+
+// SIGTERM stops kbridge with exit 0, removes the TAP and frees every mbuf,
+// also those still in flight; the bed's cleanup checks all three.
+func TestStopUnderTrafficFreesEverything(t *testing.T) {
+	b := newBed(t, bedOpts{poolSize: 16383})
+	var frames [][]byte
+	for i := range 256 {
+		frames = append(frames, testFrame(1000, uint32(i)))
+	}
+	for range 8 {
+		if _, err := b.Port.Inject(0, frames, ringtestOpts(256, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Stop(true)
+	if !strings.Contains(b.Out.String(), "stopped") {
+		t.Errorf("no stop line in the log:\n%s", b.Out)
+	}
+}
+
+func TestClearErrorsAtStartUp(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	for _, c := range []struct{ name, yaml, want string }{
+		{"no primary", "dpdk:\n  file_prefix: kbit-nobody\n  wait: 0s\n", "start the DPDK application first"},
+		{"no port", "dpdk:\n  file_prefix: " + env.Prefix + "\n  wait: 1s\nport: kbitnope\nstats:\n  socket: " + dir + "/s\n", `kbridge_port_create("kbitnope"`},
+		{"bad value", "interface:\n  mtu: 20\n", "interface.mtu: 20"},
+	} {
+		cfg := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(cfg, []byte(c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("ip", "netns", "exec", env.NS, env.Bin, "run", "--config", cfg).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("%s: err=%v, output %q, want it to say %q", c.name, err, out, c.want)
+		}
+	}
+}
+
+// A kbridge started before the app has created its port (a service started
+// right after the app's) waits for it, then bridges.
+func TestWaitsForTheAppsPort(t *testing.T) {
+	needRoot(t)
+	b := newBed(t, bedOpts{noStart: true, yaml: "dpdk:\n  file_prefix: " + env.Prefix + "\n  wait: 20s\n"})
+	// Start kbridge on a port name the app creates only later.
+	late := b.Name + "l"
+	cfg, err := os.ReadFile(b.Cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(cfg), "port: "+b.Name+"\n", "port: "+late+"\n", 1)
+	text = strings.Replace(text, "dpdk:\n  file_prefix: "+env.Prefix+"\nport", "port", 1) // the appended dpdk block wins
+	if err := os.WriteFile(b.Cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Kb = env.StartKbridge(t, b.Cfg)
+	b.Out = b.Kb.Log
+	t.Cleanup(func() { b.Stop(true) })
+	waitUntil(t, "kbridge to say what it waits for", func() bool { return strings.Contains(b.Out.String(), "waiting for kbridge port") })
+	port, err := ringtest.NewPort(late, 1, 1024, b.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kbridge first: kbridge_port_free() under a running kbridge ends it.
+	t.Cleanup(func() {
+		b.Stop(true)
+		if err := port.Free(); err != nil {
+			t.Error(err)
+		}
+	})
+	waitUntil(t, "kbridge to attach", func() bool { _, err := daemon.ReadStatus(b.Sock); return err == nil })
+	ps := b.PacketSocket()
+	if _, err := port.Inject(0, [][]byte{testFrame(100, 1)}, ringtestOpts(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := onlyTest(ps.Receive(1, 5*time.Second)); len(got) != 1 {
+		t.Fatal("no frame through the late port")
+	}
+}
