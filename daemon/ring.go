@@ -331,7 +331,7 @@ func (d *Ring) watchApp() {
 	}
 	gone, stop, err := watchPID(pid)
 	if errors.Is(err, unix.ESRCH) {
-		d.finish(fmt.Errorf("%s exited: kbridge stops with it", app))
+		d.finish(fmt.Errorf("%s %w", app, ErrAppExited))
 		return
 	}
 	if err != nil {
@@ -342,7 +342,7 @@ func (d *Ring) watchApp() {
 	go func() {
 		select {
 		case <-gone:
-			d.finish(fmt.Errorf("%s exited: kbridge stops with it", app))
+			d.finish(fmt.Errorf("%s %w", app, ErrAppExited))
 		case <-d.done:
 		}
 	}()

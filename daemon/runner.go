@@ -62,10 +62,6 @@ func Start(cfg config.Config, log *slog.Logger, progress func(string)) (Runner, 
 	return StartContext(context.Background(), cfg, log, progress)
 }
 
-// ErrStartCancelled is what StartContext returns when its context ended
-// before the data path was up; nothing it took is left (the EAL aside).
-var ErrStartCancelled = errors.New("start-up cancelled")
-
 // StartContext is Start, given up when ctx ends (a SIGTERM during start-up):
 // a wait for the primary or the port ends at once, and the steps after the
 // EAL check ctx before they take anything. A step in progress (the EAL's

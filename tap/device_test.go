@@ -42,8 +42,8 @@ func TestDeviceSetMTU(t *testing.T) {
 		t.Errorf("the kernel interface: %v, want it left at MTU %d", err, mtu)
 	}
 	d.Close()
-	if err := d.SetMTU(mtu); err == nil {
-		t.Error("SetMTU on a closed device: no error")
+	if err := d.SetMTU(mtu); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetMTU on a closed device: %v, want ErrClosed", err)
 	}
 }
 
@@ -70,7 +70,7 @@ func TestCarrierSetWhileTheInterfaceIsGoneReachesTheRemadeOne(t *testing.T) {
 	if err := d.SetCarrier(false); err == nil {
 		t.Fatal("SetCarrier on a deleted interface: no error")
 	}
-	if err := d.recreate(); err != nil {
+	if err := d.Recreate(); err != nil {
 		t.Fatal(err)
 	}
 	carrier, err := os.ReadFile("/sys/class/net/" + name + "/carrier")

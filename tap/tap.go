@@ -167,7 +167,7 @@ func findTAP(name string) (netlink.Link, error) {
 		return nil, fmt.Errorf("tap: find %q: %w", name, err)
 	}
 	if l.Type() != "tuntap" {
-		return nil, fmt.Errorf("tap: %q is a %s, not a TAP: not removing it", name, l.Type())
+		return nil, fmt.Errorf("tap: %q is a %s, %w: not removing it", name, l.Type(), ErrNotTAP)
 	}
 	return l, nil
 }
