@@ -133,9 +133,15 @@ func (k *keeper) remember(c tap.Change) {
 // must stop.
 func (k *keeper) sync(ctx context.Context) bool {
 	s, err := k.dev.State()
+	if errors.Is(err, tap.ErrDeleted) {
+		if !k.recreate() {
+			return false
+		}
+		// The watch drops updates of the new interface until Recreate
+		// gives it the new ifindex: look at it once.
+		s, err = k.dev.State()
+	}
 	switch {
-	case errors.Is(err, tap.ErrDeleted):
-		return k.recreate()
 	case err != nil:
 		k.log.Warn("cannot read the interface", "err", err)
 		return true

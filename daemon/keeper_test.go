@@ -140,8 +140,8 @@ func TestTheKeeperHandlesEachEventUntilTheyEnd(t *testing.T) {
 	events <- tap.EventSync
 	close(events)
 	newTestKeeper(dev, nil, &pokes, &lost).run(context.Background(), events)
-	if dev.reads != 5 {
-		t.Errorf("the interface was read %d times, want 5: the start's two, each event's, the re-made one's flags", dev.reads)
+	if dev.reads != 6 {
+		t.Errorf("the interface was read %d times, want 6: the start's two, each event's, the re-made one's flags and look", dev.reads)
 	}
 	if dev.recreates != 1 || pokes != 1 || lost != nil {
 		t.Errorf("made again %d times, %d pokes, lost %v: want once, once, nil", dev.recreates, pokes, lost)
