@@ -31,7 +31,7 @@ import (
 type Config struct {
 	// Mode is the data path: ring (the default), xdp or vhost (mode.go).
 	Mode Mode `mapstructure:"mode" json:"mode"`
-	DPDK DPDK   `mapstructure:"dpdk" json:"dpdk"`
+	DPDK DPDK `mapstructure:"dpdk" json:"dpdk"`
 	// Port is the name the DPDK app gave kbridge_port_create().
 	Port      string        `mapstructure:"port" json:"port"`
 	Interface tap.Config    `mapstructure:"interface" json:"interface"`
