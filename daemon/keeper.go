@@ -299,18 +299,7 @@ func (k *keeper) mac(ctx context.Context, s tap.State) {
 	if len(s.MAC) == 0 || s.MAC.String() == old.MAC.String() || !k.takes(tap.ChangeMAC) {
 		return
 	}
-	now := s.Value(tap.ChangeMAC)
-	keep, back := k.ask(ctx, now, old)
-	if keep {
-		k.remember(now)
-		return
-	}
-	if !back {
-		return
-	}
-	if err := k.dev.Set(old); err != nil {
-		k.log.Error("could not set the MAC back", "mac", old.Value(), "err", err)
-	}
+	k.keepOrSetBack(ctx, s.Value(tap.ChangeMAC), old, "could not set the MAC back", "mac", old.Value())
 }
 
 // flag handles a change of the promiscuous or all-multicast flag: asked of
@@ -324,15 +313,20 @@ func (k *keeper) flag(ctx context.Context, now tap.Change) {
 		k.remember(now)
 		return
 	}
+	k.keepOrSetBack(ctx, now, old, "could not set the flag back", "flag", now.Kind.String(), "on", old.On)
+}
+
+// keepOrSetBack asks the app about now: accepted, it is remembered;
+// refused, the interface is set back to old, unless it no longer shows now
+// (ask). A failure to set it back is logged as failed, with attrs.
+func (k *keeper) keepOrSetBack(ctx context.Context, now, old tap.Change, failed string, attrs ...any) {
 	keep, back := k.ask(ctx, now, old)
-	if keep {
+	switch {
+	case keep:
 		k.remember(now)
-		return
-	}
-	if !back {
-		return
-	}
-	if err := k.dev.Set(old); err != nil {
-		k.log.Error("could not set the flag back", "flag", now.Kind.String(), "on", old.On, "err", err)
+	case back:
+		if err := k.dev.Set(old); err != nil {
+			k.log.Error(failed, append(attrs, "err", err)...)
+		}
 	}
 }

@@ -11,7 +11,11 @@
 // super-frame where package vnet's Coalescer merges TCP segments, falling
 // back frame by frame when the kernel refuses one; Read takes up to 64 KiB
 // super-frames and splits them into MTU frames, finishes partial checksums,
-// or hands a TCP super-frame whole to an app that declared TSO. See
+// or hands a TCP super-frame whole to an app that declared TSO. watch.go
+// reports what others do to the interface as Events (Watch); link.go has
+// what whoever keeps it needs (State, Set, Known and Remember, Recreate,
+// RestoreRoutes): package tap reports and acts, and decides nothing of it
+// (kbridge's keeper is the daemon's). errors.go has the sentinel errors. See
 // docs/ARCHITECTURE.md, "The kernel side".
 //
 // songgao/water, which kbridge used before, cannot set IFF_VNET_HDR, so the

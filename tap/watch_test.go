@@ -29,25 +29,33 @@ func nextEvent(t *testing.T, w *Watch, want Event) Event {
 	}
 }
 
-func TestTheWatchReportsWhatChangedAndTheDeviceSetsItBack(t *testing.T) {
+// rootDevice makes a TAP interface called prefix and the pid, with one
+// queue, closed when the test ends, and returns it with its link.
+func rootDevice(t *testing.T, prefix string, up bool) (*Device, netlink.Link) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: makes a TAP interface")
 	}
-	name := fmt.Sprintf("kbwat%d", os.Getpid()%100000)
-	d, err := Create(Config{Name: name, MTU: mtu, Up: true}, Options{Queues: 1, Batch: 8, MaxSegs: 4, MaxMTU: mtu})
+	name := fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
+	d, err := Create(Config{Name: name, MTU: mtu, Up: up}, Options{Queues: 1, Batch: 8, MaxSegs: 4, MaxMTU: mtu})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, l
+}
+
+func TestTheWatchReportsWhatChangedAndTheDeviceSetsItBack(t *testing.T) {
+	d, l := rootDevice(t, "kbwat", true)
 	w, err := d.Watch(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	if err := netlink.LinkSetMTU(l, mtu+100); err != nil {
 		t.Fatal(err)
@@ -94,24 +102,12 @@ func TestTheWatchReportsWhatChangedAndTheDeviceSetsItBack(t *testing.T) {
 }
 
 func TestRecreateLeavesAnInterfaceThatTookTheName(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: makes a TAP interface")
-	}
-	name := fmt.Sprintf("kbtkn%d", os.Getpid()%100000)
-	d, err := Create(Config{Name: name, MTU: mtu}, Options{Queues: 1, Batch: 8, MaxSegs: 4, MaxMTU: mtu})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, l := rootDevice(t, "kbtkn", false)
 	if err := netlink.LinkDel(l); err != nil {
 		t.Fatal(err)
 	}
 	// Not a TAP, so Recreate cannot mistake it for its own.
-	other := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
+	other := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: l.Attrs().Name}}
 	if err := netlink.LinkAdd(other); err != nil {
 		t.Fatal(err)
 	}
