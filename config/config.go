@@ -29,11 +29,9 @@ import (
 
 // Config is kbridge's whole configuration.
 type Config struct {
-	// Mode is "ring" (DPDK rings <-> TAP, the default), "xdp" (an XDP
-	// program on the NIC steers exception traffic into kb0; see xdp) or
-	// "vhost" (the app's virtio-user port <-> TAP; see Vhost).
-	Mode string `mapstructure:"mode" json:"mode"`
-	DPDK DPDK   `mapstructure:"dpdk" json:"dpdk"`
+	// Mode is the data path: ring (the default), xdp or vhost (mode.go).
+	Mode Mode `mapstructure:"mode" json:"mode"`
+	DPDK DPDK `mapstructure:"dpdk" json:"dpdk"`
 	// Port is the name the DPDK app gave kbridge_port_create().
 	Port      string        `mapstructure:"port" json:"port"`
 	Interface tap.Config    `mapstructure:"interface" json:"interface"`
@@ -58,12 +56,6 @@ type Requests struct {
 	// port for an MTU change, which can take seconds: KNI waited 3 s.
 	Timeout time.Duration `mapstructure:"timeout" json:"timeout"`
 }
-
-// The modes.
-const (
-	ModeRing = "ring"
-	ModeXDP  = "xdp"
-)
 
 // DPDK says how to join the app's DPDK instance.
 type DPDK struct {
@@ -130,13 +122,11 @@ func (c Config) XDPConfig() xdp.Config {
 // conferr.List of *conferr.FieldError naming the key and the value.
 func (c Config) Validate() error {
 	var errs conferr.Collector
-	switch c.Mode {
-	case ModeRing:
-	case ModeXDP:
-		errs.Include(c.XDPConfig().Validate())
-	case ModeVhost:
-	default:
+	if !c.Mode.valid() {
 		errs.Add("mode", c.Mode, "must be ring (DPDK rings <-> TAP), xdp (XDP redirect) or vhost (vhost-user backend of the app's virtio-user port)")
+	}
+	if c.Mode == ModeXDP {
+		errs.Include(c.XDPConfig().Validate())
 	}
 	c.validateVhost(&errs)
 	if c.DPDK.FilePrefix == "" || strings.ContainsAny(c.DPDK.FilePrefix, "/ ") {

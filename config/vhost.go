@@ -9,10 +9,6 @@ import (
 	"github.com/kbridge/kbridge/internal/conferr"
 )
 
-// ModeVhost: kbridge is the vhost-user backend of the app's virtio-user port
-// (see package vhost); the kernel side is the TAP, as in mode ring.
-const ModeVhost = "vhost"
-
 // Vhost configures mode vhost.
 type Vhost struct {
 	// Socket is the vhost-user socket. Empty: /run/kbridge/<interface.name>.sock.

@@ -91,7 +91,7 @@ func checkStale(path string) error {
 	case errors.Is(err, sockfile.ErrNotSocket):
 		return fmt.Errorf("control socket %s: %w: kbridge will not replace it; remove it or set stats.socket", path, err)
 	case errors.Is(err, sockfile.ErrServed):
-		return fmt.Errorf("control socket %s: another kbridge is serving %s: stop it or set stats.socket", path, path)
+		return fmt.Errorf("control socket %s: %w %s: stop it or set stats.socket", path, ErrServing, path)
 	case err != nil:
 		return fmt.Errorf("control socket %s: %w", path, err)
 	}
@@ -132,7 +132,7 @@ func (c *Control) serve() {
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		f := c.status.Load()
 		if f == nil {
-			http.Error(w, "kbridge is starting", http.StatusServiceUnavailable)
+			http.Error(w, ErrStarting.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -271,7 +271,10 @@ func ReadStatusRaw(path string) (json.RawMessage, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return nil, fmt.Errorf("kbridge on %s: %s: %s", path, resp.Status, strings.TrimSpace(string(msg)))
+		if text := strings.TrimSpace(string(msg)); resp.StatusCode != http.StatusServiceUnavailable || text != ErrStarting.Error() {
+			return nil, fmt.Errorf("kbridge on %s: %s: %s", path, resp.Status, text)
+		}
+		return nil, fmt.Errorf("kbridge on %s: %s: %w", path, resp.Status, ErrStarting)
 	}
 	var raw json.RawMessage
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kbridge/kbridge/internal/sockfile"
 	"github.com/kbridge/kbridge/tests/harness"
 )
 
@@ -60,7 +62,7 @@ func TestControlRefusesAPathThatIsNotASocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := ListenControl(path, quiet())
-	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a socket") {
+	if !errors.Is(err, sockfile.ErrNotSocket) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("ListenControl on a regular file = %v", err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "precious" {
@@ -72,7 +74,7 @@ func TestControlRefusesASecondServer(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kbridge.sock")
 	serveTestControl(t, path)
 	_, err := ListenControl(path, quiet())
-	if err == nil || !strings.Contains(err.Error(), "another kbridge is serving "+path) {
+	if !errors.Is(err, ErrServing) || !strings.Contains(err.Error(), "serving "+path) {
 		t.Fatalf("a second ListenControl = %v", err)
 	}
 	if _, err := ReadStatus(path); err != nil {
@@ -152,7 +154,7 @@ func TestControlAnswersStartingBeforeTheStatusIsSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := ReadStatusRaw(path); err == nil || !strings.Contains(err.Error(), "kbridge is starting") {
+	if _, err := ReadStatusRaw(path); !errors.Is(err, ErrStarting) {
 		t.Errorf("ReadStatusRaw before SetStatus = %v", err)
 	}
 	c.SetStatus(func() any { return Status{Port: "kbtest"} })

@@ -55,7 +55,7 @@ func (c *crew) waitWorkers() {
 		err := errors.Join(c.errs...)
 		c.mu.Unlock()
 		if err == nil {
-			err = errors.New("every worker stopped")
+			err = fmt.Errorf("every %w", ErrWorkerStopped)
 		}
 		c.finish(err)
 	}
@@ -70,7 +70,7 @@ func (c *crew) fail(err error) {
 	c.mu.Unlock()
 	c.log.Error("worker stopped", "err", err)
 	if !c.stopping.Load() {
-		c.finish(fmt.Errorf("a worker stopped: %w", err))
+		c.finish(fmt.Errorf("a %w: %w", ErrWorkerStopped, err))
 	}
 }
 

@@ -107,7 +107,7 @@ func (d *Ring) watchClosing() {
 				}
 				if d.port.Closing() {
 					d.log.Warn("the DPDK app is freeing the port: stopping", "port", d.port.Name())
-					d.finish(fmt.Errorf("the DPDK app is freeing port %s: kbridge stops (restart it once the app recreated the port)", d.port.Name()))
+					d.finish(fmt.Errorf("%w %s: kbridge stops (restart it once the app recreated the port)", ErrAppFreesPort, d.port.Name()))
 					return
 				}
 			}

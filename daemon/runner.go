@@ -1,3 +1,16 @@
+// Package daemon runs kbridge: Start brings up the data path of the
+// configured mode as a Runner, and Serve runs everything around it until a
+// signal, a fault or the path's own end: the control socket (mode 0600, root
+// or the daemon's user only, a live or foreign path refused), the metrics,
+// reloads on SIGHUP and file changes, systemd's READY/STATUS/WATCHDOG
+// notifications and the stop. Ring (the app's DPDK rings) and Vhost (a
+// vhost-user backend for the app's virtio-user port) share one TAP path: the
+// interface, one bridge.Worker per queue, the interface's keeper, the live
+// interface.offload switch, the stop order and the status base; each adds
+// only its app sides, its watchers and its status extras. XDP is the XDP
+// redirect mode. Reload errors are a *ConfigError (nothing changed) or a
+// *RestartError (live keys applied, the named ones need a restart). See
+// docs/ARCHITECTURE.md, "The lifecycle" and "Faults".
 package daemon
 
 import (
@@ -48,10 +61,6 @@ type Runner interface {
 func Start(cfg config.Config, log *slog.Logger, progress func(string)) (Runner, error) {
 	return StartContext(context.Background(), cfg, log, progress)
 }
-
-// ErrStartCancelled is what StartContext returns when its context ended
-// before the data path was up; nothing it took is left (the EAL aside).
-var ErrStartCancelled = errors.New("start-up cancelled")
 
 // StartContext is Start, given up when ctx ends (a SIGTERM during start-up):
 // a wait for the primary or the port ends at once, and the steps after the

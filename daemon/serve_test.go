@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,11 +208,11 @@ func TestServePingsTheWatchdogOnlyWhileAlive(t *testing.T) {
 
 func TestServeReturnsWhyThePathStopped(t *testing.T) {
 	r := startServe(t, 0)
-	r.f.err = errors.New("the DPDK app (pid 4242) exited: kbridge stops with it")
+	r.f.err = fmt.Errorf("the DPDK app (pid 4242) %w", ErrAppExited)
 	close(r.f.done)
 	select {
 	case err := <-r.errc:
-		if err == nil || !strings.Contains(err.Error(), "pid 4242") {
+		if !errors.Is(err, ErrAppExited) || !strings.Contains(err.Error(), "pid 4242") {
 			t.Errorf("Serve = %v", err)
 		}
 	case <-time.After(5 * time.Second):
@@ -226,7 +227,7 @@ func TestServeRefusesASecondDaemonAndStopsItsRunner(t *testing.T) {
 	r := startServe(t, 0)
 	f := newFake()
 	err := Serve(context.Background(), f, Options{Socket: r.sock, Log: quiet(), Notify: func(string) {}})
-	if err == nil || !strings.Contains(err.Error(), "another kbridge is serving") {
+	if !errors.Is(err, ErrServing) {
 		t.Errorf("second Serve = %v", err)
 	}
 	if f.stops.Load() != 1 {

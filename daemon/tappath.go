@@ -85,33 +85,44 @@ func (p *tapPath) newWorker(q int, app func(q int) (appSide, error)) (*bridge.Wo
 }
 
 // keepInterface repairs what others do to the TAP interface while the
-// bridge runs (tap.Device.Keep): a deleted interface is made again and its
-// new queues take the old fd numbers under the running workers, which are
-// then poked so that their next park watches the new fds; routes come back
-// after a down/up; a changed MTU, admin state, MAC or flag is asked of the
-// app when it takes requests, else an MTU is set back. If the interface cannot be
-// made again, the path stops with the cause and kbridge exits non-zero, so
-// that systemd's Restart=on-failure brings it back.
+// bridge runs: the device's Watch reports, the keeper (keeper.go) decides.
+// A deleted interface is made again and its new queues take the old fd
+// numbers under the running workers, which are then poked so that their
+// next park watches the new fds; routes come back after a down/up; a
+// changed MTU, admin state, MAC or flag is asked of the app when it takes
+// requests, else an MTU is set back. If the interface cannot be made again,
+// the path stops with the cause (ErrInterfaceLost) and kbridge exits
+// non-zero, so that systemd's Restart=on-failure brings it back.
 func (p *tapPath) keepInterface() {
-	stop, err := p.dev.Keep(tap.KeepOptions{
-		Log: p.log,
-		Recreated: func() {
-			for _, w := range p.workers {
-				w.Poke()
-			}
-		},
-		Lost: func(err error) {
-			p.log.Error("stopping", "err", err)
-			p.finish(err)
-		},
-		Asks: p.asks,
-		Ask:  p.ask,
-	})
+	w, err := p.dev.Watch(p.log)
 	if err != nil {
 		p.log.Warn("not watching the interface: a deleted interface will not be made again, nor routes re-applied after a down/up", "err", err)
 		return
 	}
-	p.stopKeep = stop
+	k := &keeper{
+		dev: p.dev, log: p.log.With("interface", p.dev.Name()), takes: p.asks, askApp: p.ask,
+		recreated: func() {
+			for _, w := range p.workers {
+				w.Poke()
+			}
+		},
+		lost: func(err error) {
+			p.log.Error("stopping", "err", err)
+			p.finish(err)
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer w.Close()
+		k.run(ctx, w.Events())
+	}()
+	p.stopKeep = func() {
+		cancel() // ends a wait for the app's answer
+		w.Close()
+		<-done // a repair in progress dup3s onto the queues' fds
+	}
 }
 
 // Reload applies cfg's policy.* to the running workers, between bursts, and

@@ -121,13 +121,13 @@ func (d *Vhost) Backend() *vhost.Backend { return d.backend }
 // shape (Port is the socket, the pool kbridge's own) and the frontend.
 type VhostStatus struct {
 	Status
-	Mode        string   `json:"mode"`
-	Socket      string   `json:"socket"`
-	Client      bool     `json:"client"`
-	Connected   bool     `json:"connected"`
-	Features    []string `json:"features"`
-	Connects    uint64   `json:"connects"`
-	Disconnects uint64   `json:"disconnects"`
+	Mode        config.Mode `json:"mode"`
+	Socket      string      `json:"socket"`
+	Client      bool        `json:"client"`
+	Connected   bool        `json:"connected"`
+	Features    []string    `json:"features"`
+	Connects    uint64      `json:"connects"`
+	Disconnects uint64      `json:"disconnects"`
 	// What kbridge refused of hostile or broken frontends (each also logged).
 	RefusedMemTables uint64 `json:"refused_mem_tables"`
 	RefusedChains    uint64 `json:"refused_chains"`

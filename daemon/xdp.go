@@ -94,7 +94,7 @@ func (x *XDP) Stop() error {
 
 // XDPStatus is what the control socket serves in mode xdp.
 type XDPStatus struct {
-	Mode       string                 `json:"mode"`
+	Mode       config.Mode            `json:"mode"`
 	NIC        string                 `json:"nic"`
 	Interface  string                 `json:"interface"`
 	AttachMode string                 `json:"attach_mode"`

@@ -43,12 +43,12 @@ type Device struct {
 	// cfg is what a deleted interface is made again with: the MAC is the
 	// one the kernel gave it when the configuration names none.
 	cfg     Config
-	index   int         // the interface's ifindex; the keeper's after Keep
-	offload atomic.Bool // cfg.Offload as switched live by SetOffload
-	maxMTU  int         // the bound of SetMTU, fixed at Create
+	index   atomic.Int64 // the interface's ifindex; Recreate changes it
+	offload atomic.Bool  // cfg.Offload as switched live by SetOffload
+	maxMTU  int          // the bound of SetMTU, fixed at Create
 	// carrier is what SetCarrier last set (true: the kernel's default for a
-	// TAP with a queue open); mu orders SetCarrier against the keeper's
-	// recreate, which gives a re-made interface the same carrier. SetMTU
+	// TAP with a queue open); mu orders SetCarrier against Recreate,
+	// which gives a re-made interface the same carrier. SetMTU
 	// writes cfg.MTU under mu too.
 	mu      sync.Mutex
 	carrier bool
@@ -57,14 +57,10 @@ type Device struct {
 	speed uint32
 	full  bool
 	// promisc and allmulti are the flags the interface is known to have
-	// (the keeper's: as the kernel made it, or as the app accepted), for
-	// a re-made interface.
+	// (Known: as the kernel made it, or as remembered), for a re-made
+	// interface.
 	promisc, allmulti bool
 }
-
-// ErrNotSupported means the kernel's TUN driver lacks a feature kbridge
-// needs (IFF_VNET_HDR, IFF_MULTI_QUEUE).
-var ErrNotSupported = errors.New("not supported by this kernel's TUN driver")
 
 // Create makes the TAP interface with opt.Queues queues, configures it and,
 // with cfg.Offload, turns on the offloads and probes that the kernel takes
@@ -80,8 +76,8 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
 	if l, err := netlink.LinkByName(cfg.Name); err == nil && l.Type() != "tuntap" {
-		return nil, fmt.Errorf("tap: interface %q exists and is a %s, not a TAP: pick another interface.name or remove it",
-			cfg.Name, l.Type())
+		return nil, fmt.Errorf("tap: interface %q exists and is a %s, %w: pick another interface.name or remove it",
+			cfg.Name, l.Type(), ErrNotTAP)
 	}
 	d = &Device{name: cfg.Name, carrier: true, maxMTU: max(opt.MaxMTU, cfg.MTU)}
 	d.offload.Store(cfg.Offload)
@@ -236,7 +232,7 @@ func setOffloads(fd int, on bool) error {
 // coalescing for what kbridge writes, from each worker's next burst.
 func (d *Device) SetOffload(on bool) error {
 	if len(d.queues) == 0 {
-		return errors.New("tap: device closed")
+		return fmt.Errorf("tap: %w", ErrClosed)
 	}
 	flags := 0
 	if on {
@@ -261,7 +257,7 @@ func (d *Device) SetCarrier(on bool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.queues) == 0 {
-		return errors.New("tap: device closed")
+		return fmt.Errorf("tap: %w", ErrClosed)
 	}
 	d.carrier = on // first, as SetSpeed: an interface being made again gets it
 	if err := setCarrier(d.queues[0].fd, on); err != nil {
@@ -310,14 +306,14 @@ func setCarrier(fd int, on bool) error {
 //
 // It does not set the kernel interface's MTU: the caller does that with
 // netlink (or an administrator did it). A caller that sets both calls SetMTU
-// first: the keeper (Keep) takes a kernel MTU that differs from the
+// first: the keeper takes a kernel MTU that differs from the
 // recorded one for a change made outside kbridge. Until both agree, frames
 // the kernel sends longer than the MTU set here are dropped as oversize.
 func (d *Device) SetMTU(mtu int) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.queues) == 0 {
-		return errors.New("tap: device closed")
+		return fmt.Errorf("tap: %w", ErrClosed)
 	}
 	// All or none: every queue has the device's MaxMTU, but check each
 	// before any changes.

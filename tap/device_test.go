@@ -42,8 +42,8 @@ func TestDeviceSetMTU(t *testing.T) {
 		t.Errorf("the kernel interface: %v, want it left at MTU %d", err, mtu)
 	}
 	d.Close()
-	if err := d.SetMTU(mtu); err == nil {
-		t.Error("SetMTU on a closed device: no error")
+	if err := d.SetMTU(mtu); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetMTU on a closed device: %v, want ErrClosed", err)
 	}
 }
 
@@ -51,26 +51,15 @@ func TestDeviceSetMTU(t *testing.T) {
 // device (its queues' fds dead until the keeper makes it again) is not
 // lost: the re-made interface gets it, as it gets the speed.
 func TestCarrierSetWhileTheInterfaceIsGoneReachesTheRemadeOne(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: makes a TAP interface")
-	}
-	name := fmt.Sprintf("kbcar%d", os.Getpid()%100000)
-	d, err := Create(Config{Name: name, MTU: mtu, Up: true}, Options{Queues: 1, Batch: 8, MaxSegs: 4, MaxMTU: mtu})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, l := rootDevice(t, "kbcar", true)
+	name := l.Attrs().Name
 	if err := netlink.LinkDel(l); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.SetCarrier(false); err == nil {
 		t.Fatal("SetCarrier on a deleted interface: no error")
 	}
-	if err := d.recreate(); err != nil {
+	if err := d.Recreate(); err != nil {
 		t.Fatal(err)
 	}
 	carrier, err := os.ReadFile("/sys/class/net/" + name + "/carrier")

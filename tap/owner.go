@@ -37,9 +37,6 @@ import (
 //     and is deleted even so: the kernel's count is what proves nobody
 //     holds it.
 
-// ErrInUse means a TAP interface is in use: RemoveOrphan leaves it.
-var ErrInUse = errors.New("in use")
-
 // aliasPrefix starts the alias kbridge gives its TAP interface:
 // "kbridge pid=<pid> start=<start time in clock ticks since boot>".
 const aliasPrefix = "kbridge pid="

@@ -1,7 +1,6 @@
 package tap
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -33,10 +32,6 @@ const (
 // this MTU: the Ethernet header and one VLAN tag on top. App-side buffers are
 // sized with it.
 func FrameLen(mtu int) int { return mtu + ethHeaderLen + vlanTagLen }
-
-// ErrMTURange means an MTU below limits.MinMTU or above the queue's MaxMTU:
-// the buffers were sized at creation and are never grown on the hot path.
-var ErrMTURange = errors.New("MTU out of range")
 
 // QueueConfig configures one queue.
 type QueueConfig struct {

@@ -11,7 +11,11 @@
 // super-frame where package vnet's Coalescer merges TCP segments, falling
 // back frame by frame when the kernel refuses one; Read takes up to 64 KiB
 // super-frames and splits them into MTU frames, finishes partial checksums,
-// or hands a TCP super-frame whole to an app that declared TSO. See
+// or hands a TCP super-frame whole to an app that declared TSO. watch.go
+// reports what others do to the interface as Events (Watch); link.go has
+// what whoever keeps it needs (State, Set, Known and Remember, Recreate,
+// RestoreRoutes): package tap reports and acts, and decides nothing of it
+// (kbridge's keeper is the daemon's). errors.go has the sentinel errors. See
 // docs/ARCHITECTURE.md, "The kernel side".
 //
 // songgao/water, which kbridge used before, cannot set IFF_VNET_HDR, so the
@@ -167,7 +171,7 @@ func findTAP(name string) (netlink.Link, error) {
 		return nil, fmt.Errorf("tap: find %q: %w", name, err)
 	}
 	if l.Type() != "tuntap" {
-		return nil, fmt.Errorf("tap: %q is a %s, not a TAP: not removing it", name, l.Type())
+		return nil, fmt.Errorf("tap: %q is a %s, %w: not removing it", name, l.Type(), ErrNotTAP)
 	}
 	return l, nil
 }

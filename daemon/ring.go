@@ -1,16 +1,3 @@
-// Package daemon runs kbridge: Start brings up the data path of the
-// configured mode as a Runner, and Serve runs everything around it until a
-// signal, a fault or the path's own end: the control socket (mode 0600, root
-// or the daemon's user only, a live or foreign path refused), the metrics,
-// reloads on SIGHUP and file changes, systemd's READY/STATUS/WATCHDOG
-// notifications and the stop. Ring (the app's DPDK rings) and Vhost (a
-// vhost-user backend for the app's virtio-user port) share one TAP path: the
-// interface, one bridge.Worker per queue, the interface's keeper, the live
-// interface.offload switch, the stop order and the status base; each adds
-// only its app sides, its watchers and its status extras. XDP is the XDP
-// redirect mode. Reload errors are a *ConfigError (nothing changed) or a
-// *RestartError (live keys applied, the named ones need a restart). See
-// docs/ARCHITECTURE.md, "The lifecycle" and "Faults".
 package daemon
 
 import (
@@ -344,7 +331,7 @@ func (d *Ring) watchApp() {
 	}
 	gone, stop, err := watchPID(pid)
 	if errors.Is(err, unix.ESRCH) {
-		d.finish(fmt.Errorf("%s exited: kbridge stops with it", app))
+		d.finish(fmt.Errorf("%s %w", app, ErrAppExited))
 		return
 	}
 	if err != nil {
@@ -355,7 +342,7 @@ func (d *Ring) watchApp() {
 	go func() {
 		select {
 		case <-gone:
-			d.finish(fmt.Errorf("%s exited: kbridge stops with it", app))
+			d.finish(fmt.Errorf("%s %w", app, ErrAppExited))
 		case <-d.done:
 		}
 	}()

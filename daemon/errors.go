@@ -1,0 +1,28 @@
+package daemon
+
+import "errors"
+
+// The errors callers tell apart with errors.Is: why a start failed, and why
+// a data path stopped by itself (Runner.Err). Each is wrapped with what it
+// is about; the texts read on as the wrapping message's.
+var (
+	// ErrStartCancelled is what StartContext returns when its context
+	// ended before the data path was up; nothing it took is left (the EAL
+	// aside).
+	ErrStartCancelled = errors.New("start-up cancelled")
+	// ErrInterfaceLost: the TAP interface was deleted and could not be
+	// made again (another interface took its name, say).
+	ErrInterfaceLost = errors.New("deleted and could not be made again")
+	// ErrAppExited: the DPDK app's process exited.
+	ErrAppExited = errors.New("exited: kbridge stops with it")
+	// ErrAppFreesPort: the DPDK app is freeing the port
+	// (kbridge_port_free).
+	ErrAppFreesPort = errors.New("the DPDK app is freeing port")
+	// ErrWorkerStopped: a worker stopped (failed, or every one returned),
+	// and with it the path.
+	ErrWorkerStopped = errors.New("worker stopped")
+	// ErrServing: another kbridge serves on the control socket.
+	ErrServing = errors.New("another kbridge is serving")
+	// ErrStarting: the daemon on the control socket has no status yet.
+	ErrStarting = errors.New("kbridge is starting")
+)
