@@ -39,8 +39,8 @@ export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT))
 WERROR ?= -Werror
 HDR_WARN = -Wall -Wextra $(WERROR)
 # What a DPDK app includes: kbridge.h, and KNI's API over it (docs/KNI.md).
-APP_HEADERS := ring/include/kbridge.h ring/include/kbridge_child.h ring/include/rte_kni.h ring/include/rte_kni_common.h
-GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h ring/include/kbridge.h vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
+APP_HEADERS := $(wildcard ring/kbridge*.h ring/rte_kni*.h)
+GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h) go.mod go.sum
 
 .PHONY: all deps deb build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 
@@ -55,14 +55,14 @@ $(BIN)/kbridge: $(GOSRC)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
 
-$(BIN)/kbridge-refapp: tests/refapp/refapp.c ring/include/kbridge.h
+$(BIN)/kbridge-refapp: tests/refapp/refapp.c ring/kbridge.h
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
 # The KNI application of tests/kni: rte_kni.h is all it includes of kbridge.
 $(BIN)/kbridge-kniapp: tests/kniapp/kniapp.c $(APP_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
 # The app's headers compile without a warning, each alone, as C and as C++
 # (many DPDK apps are C++), against whichever DPDK pkg-config finds.
@@ -71,9 +71,9 @@ $(BIN)/.header-check: $(APP_HEADERS)
 	@mkdir -p $(BIN)
 	for h in $(notdir $(APP_HEADERS)); do \
 		printf '#include <%s>\nint main(void) { return 0; }\n' $$h | \
-			$(CC) $(HDR_WARN) -std=gnu11 -x c -Iring/include $(DPDK_CFLAGS) -c -o /dev/null - && \
+			$(CC) $(HDR_WARN) -std=gnu11 -x c -Iring $(DPDK_CFLAGS) -c -o /dev/null - && \
 		printf '#include <%s>\nint main() { return 0; }\n' $$h | \
-			$(CXX) $(HDR_WARN) -std=gnu++17 -x c++ -Iring/include $(DPDK_CFLAGS) -c -o /dev/null - || exit 1; \
+			$(CXX) $(HDR_WARN) -std=gnu++17 -x c++ -Iring $(DPDK_CFLAGS) -c -o /dev/null - || exit 1; \
 	done
 	@touch $@
 
