@@ -239,16 +239,16 @@ type inBuf struct {
 	stride int
 }
 
-// makeIn makes a burst buffer from cfg.
-func makeIn(cfg inConfig) (inBuf, error) {
+// open makes in a burst buffer from cfg.
+func (in *inBuf) open(cfg inConfig) error {
 	if cfg.Batch <= 0 || cfg.Batch > limits.MaxBatch || cfg.Stride < 64 || cfg.Stride > limits.FrameBuffer {
-		return inBuf{}, fmt.Errorf("burst of %d frames x %d bytes out of range", cfg.Batch, cfg.Stride)
+		return fmt.Errorf("burst of %d frames x %d bytes out of range", cfg.Batch, cfg.Stride)
 	}
 	if cfg.Pool == nil {
-		return inBuf{}, ErrNoPool
+		return ErrNoPool
 	}
 	if err := cfg.Held.check(cfg.Batch); err != nil {
-		return inBuf{}, err
+		return err
 	}
 	b := C.kb_in_new(&C.struct_kb_in{
 		ops:      (*C.struct_kb_burst_ops)(cfg.Ops),
@@ -260,14 +260,13 @@ func makeIn(cfg inConfig) (inBuf, error) {
 		held:     cfg.Held.c(),
 	})
 	if b == nil {
-		return inBuf{}, ErrNoMemory
+		return ErrNoMemory
 	}
-	return inBuf{
-		b:      b,
-		buf:    unsafe.Slice((*byte)(unsafe.Pointer(b.buf)), cfg.Batch*cfg.Stride),
-		lens:   unsafe.Slice((*uint32)(unsafe.Pointer(b.lens)), cfg.Batch),
-		stride: cfg.Stride,
-	}, nil
+	in.b = b
+	in.buf = unsafe.Slice((*byte)(unsafe.Pointer(b.buf)), cfg.Batch*cfg.Stride)
+	in.lens = unsafe.Slice((*uint32)(unsafe.Pointer(b.lens)), cfg.Batch)
+	in.stride = cfg.Stride
+	return nil
 }
 
 // Cap returns the number of slots.

@@ -37,12 +37,13 @@ func TestAnOutBufferRefusesSizesPastTheLimits(t *testing.T) {
 }
 
 func TestAnInBufferRefusesSizesPastTheLimitsAndNoPool(t *testing.T) {
-	if _, err := makeIn(inConfig{Batch: 32, Stride: 1518}); !errors.Is(err, ErrNoPool) {
-		t.Errorf("makeIn without a pool: %v, want ErrNoPool", err)
+	var in inBuf
+	if err := in.open(inConfig{Batch: 32, Stride: 1518}); !errors.Is(err, ErrNoPool) {
+		t.Errorf("open without a pool: %v, want ErrNoPool", err)
 	}
 	for _, c := range []inConfig{{Batch: 0, Stride: 1518}, {Batch: limits.MaxBatch + 1, Stride: 1518}, {Batch: 1, Stride: 63}, {Batch: 1, Stride: 1<<16 + 1}} {
-		if _, err := makeIn(c); err == nil || errors.Is(err, ErrNoPool) {
-			t.Errorf("makeIn(%d x %d): %v, want a range error", c.Batch, c.Stride, err)
+		if err := in.open(c); err == nil || errors.Is(err, ErrNoPool) {
+			t.Errorf("open(%d x %d): %v, want a range error", c.Batch, c.Stride, err)
 		}
 	}
 }

@@ -88,11 +88,11 @@ func (q *Queue) In(batch, stride int) (*In, error) {
 		cfg.TSOMaxSegs = maxSegs
 	}
 	cfg.Held = q.held(true)
-	b, err := makeIn(cfg)
-	if err != nil {
+	in := &In{takes: takes}
+	if err := in.open(cfg); err != nil {
 		return nil, fmt.Errorf("ring: %w", err)
 	}
-	return &In{inBuf: b, takes: takes}, nil
+	return in, nil
 }
 
 // TakesTSO reports whether the app declared KBRIDGE_APP_TSO.

@@ -162,7 +162,8 @@ func NewVhostIn(q, batch, stride int) (*VhostIn, error) {
 	if q < 0 || q >= VhostMaxQueues {
 		return nil, fmt.Errorf("vhost: queue %d out of range", q)
 	}
-	b, err := makeIn(inConfig{
+	in := &VhostIn{}
+	err := in.open(inConfig{
 		Ops:    unsafe.Pointer(&C.kb_vh_burst_ops),
 		Ctx:    unsafe.Pointer(&C.kb_vh.q[q]),
 		Pool:   unsafe.Pointer(C.kb_vh.pool),
@@ -172,7 +173,7 @@ func NewVhostIn(q, batch, stride int) (*VhostIn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vhost: %w", err)
 	}
-	return &VhostIn{b}, nil
+	return in, nil
 }
 
 // TakesTSO reports whether the connected frontend negotiated GUEST_TSO4 or
