@@ -40,9 +40,9 @@ WERROR ?= -Werror
 HDR_WARN = -Wall -Wextra $(WERROR)
 # What a DPDK app includes: kbridge.h, which includes the headers of its
 # concerns, and KNI's API over it (docs/KNI.md).
-KBRIDGE_HEADERS := $(addprefix ring/include/,kbridge.h kbridge_ring.h kbridge_owner.h kbridge_wakeup.h kbridge_port.h kbridge_link.h kbridge_requests.h)
-APP_HEADERS := $(KBRIDGE_HEADERS) ring/include/kbridge_child.h ring/include/rte_kni.h ring/include/rte_kni_common.h
-GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h $(KBRIDGE_HEADERS) vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
+KBRIDGE_HEADERS := $(addprefix ring/,kbridge.h kbridge_ring.h kbridge_owner.h kbridge_wakeup.h kbridge_port.h kbridge_link.h kbridge_requests.h)
+APP_HEADERS := $(KBRIDGE_HEADERS) ring/kbridge_child.h ring/rte_kni.h ring/rte_kni_common.h
+GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h) go.mod go.sum
 
 .PHONY: all deps deb build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 
@@ -59,12 +59,12 @@ $(BIN)/kbridge: $(GOSRC)
 
 $(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
 # The KNI application of tests/kni: rte_kni.h is all it includes of kbridge.
 $(BIN)/kbridge-kniapp: tests/kniapp/kniapp.c $(APP_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring/include $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
 # The app's headers compile without a warning, each alone, as C and as C++
 # (many DPDK apps are C++), against whichever DPDK pkg-config finds, and
@@ -72,7 +72,7 @@ $(BIN)/kbridge-kniapp: tests/kniapp/kniapp.c $(APP_HEADERS)
 header-check: $(BIN)/.header-check
 $(BIN)/.header-check: $(APP_HEADERS) tests/header-check.sh README.md
 	@mkdir -p $(BIN)
-	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring/include $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
+	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
 	@touch $@
 
 vet:

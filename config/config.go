@@ -158,11 +158,11 @@ func (c Config) Validate() error {
 			errs.Addf(conferr.Index("workers.cpus", i), cpu, "not an online CPU: this machine's online CPUs are %s", cpulist.Format(online))
 		}
 	}
-	if c.Workers.Batch < 1 || c.Workers.Batch > 256 {
-		errs.Add("workers.batch", c.Workers.Batch, "must be between 1 and 256")
+	if c.Workers.Batch < 1 || c.Workers.Batch > limits.MaxBatch {
+		errs.Addf("workers.batch", c.Workers.Batch, "must be between 1 and %d", limits.MaxBatch)
 	}
-	if c.Workers.MaxSegments < 1 || c.Workers.MaxSegments > 64 {
-		errs.Add("workers.max_segments", c.Workers.MaxSegments, "must be between 1 and 64")
+	if c.Workers.MaxSegments < 1 || c.Workers.MaxSegments > limits.MaxSegments {
+		errs.Addf("workers.max_segments", c.Workers.MaxSegments, "must be between 1 and %d", limits.MaxSegments)
 	}
 	errs.Include(c.Policy.Validate("policy"))
 	if c.Stats.Socket == "" {

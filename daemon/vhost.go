@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kbridge/kbridge/config"
+	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/tap"
 	"github.com/kbridge/kbridge/vhost"
 )
@@ -17,8 +18,8 @@ import (
 // on (and Done stays open) until Stop or until every worker has died.
 type Vhost struct {
 	*tapPath
-	backend *vhost.Backend
-	queues  []*vhost.Queue // the app sides, by queue; appended by appSide
+	backend *ring.VhostBackend
+	queues  []*ring.VhostQueue // the app sides, by queue; appended by appSide
 }
 
 var _ Runner = (*Vhost)(nil)
@@ -42,17 +43,17 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 	if !cfg.Vhost.Client {
 		// Before the EAL and the TAP: a socket kbridge may not serve
 		// there (an unsafe directory, another backend's) fails the start
-		// at once. vhost.Start checks again right before it binds.
+		// at once. ring.StartVhost checks again right before it binds.
 		if err := vhost.PrepareSocket(cfg.VhostSocket()); err != nil {
 			return nil, err
 		}
 	}
 	progress("starting kbridge's EAL (mode vhost)")
-	if err := vhost.InitEAL(vhost.EALConfig{CPU: cfg.WorkerCPU(0), ControlCPUs: cfg.WorkerCPUs(), Args: cfg.Vhost.EALArgs}); err != nil {
+	if err := ring.InitVhostEAL(ring.VhostEALConfig{CPU: cfg.WorkerCPU(0), ControlCPUs: cfg.WorkerCPUs(), Args: cfg.Vhost.EALArgs}); err != nil {
 		return nil, err
 	}
 	room := vhostDataRoom(cfg.Interface.MTU, cfg.Workers.MaxSegments)
-	if err := vhost.CreatePool(cfg.Vhost.PoolSize, room); err != nil {
+	if err := ring.CreateVhostPool(cfg.Vhost.PoolSize, room); err != nil {
 		return nil, err
 	}
 	nq := cfg.Vhost.Queues
@@ -67,7 +68,7 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 		err = d.startWorkers(d.appSide)
 	}
 	if err == nil {
-		d.backend, err = vhost.Start(vhost.Config{Path: cfg.VhostSocket(), Client: cfg.Vhost.Client, Queues: nq, Log: log,
+		d.backend, err = ring.StartVhost(ring.VhostConfig{Path: cfg.VhostSocket(), Client: cfg.Vhost.Client, Queues: nq, Log: log,
 			Mode: cfg.Vhost.VhostSocketMode(), Group: cfg.Vhost.SocketGroup, AllowUIDs: cfg.Vhost.AllowUIDs,
 			Link: d.frontendLink})
 	}
@@ -83,11 +84,11 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 
 // appSide is queue pair q's app side: its two vrings.
 func (d *Vhost) appSide(q int) (appSide, error) {
-	out, err := vhost.NewQueue(q, d.cfg.Workers.Batch, d.cfg.Workers.MaxSegments)
+	out, err := ring.NewVhostQueue(q, d.cfg.Workers.Batch, d.cfg.Workers.MaxSegments)
 	if err != nil {
 		return appSide{}, err
 	}
-	in, err := vhost.NewIn(q, d.cfg.Workers.Batch, tap.FrameLen(d.cfg.Interface.MTU))
+	in, err := ring.NewVhostIn(q, d.cfg.Workers.Batch, tap.FrameLen(d.cfg.Interface.MTU))
 	if err != nil {
 		out.Close()
 		return appSide{}, err
@@ -115,7 +116,7 @@ func (d *Vhost) Summary() string {
 func (d *Vhost) Collector() prometheus.Collector { return newCollector(d) }
 
 // Backend returns the vhost-user backend (nil once a start failed).
-func (d *Vhost) Backend() *vhost.Backend { return d.backend }
+func (d *Vhost) Backend() *ring.VhostBackend { return d.backend }
 
 // VhostStatus is what the control socket serves in mode vhost: the ring
 // shape (Port is the socket, the pool kbridge's own) and the frontend.
@@ -163,7 +164,7 @@ func (d *Vhost) Snapshot() Status {
 		}
 	})
 	s.Port = cfg.VhostSocket()
-	s.PoolInUse, s.PoolSize = vhost.PoolInUse(), vhost.PoolSize()
+	s.PoolInUse, s.PoolSize = ring.VhostPoolInUse(), ring.VhostPoolSize()
 	return s
 }
 
@@ -178,6 +179,6 @@ func (d *Vhost) Stop() error {
 		}
 		return nil
 	}, func() {
-		d.log.Info("stopped", "pool_in_use", vhost.PoolInUse(), "queues", len(d.workers))
+		d.log.Info("stopped", "pool_in_use", ring.VhostPoolInUse(), "queues", len(d.workers))
 	})
 }

@@ -87,7 +87,7 @@ install -m 0644 "$top/deploy/kbridge.service.d/10-dpdk-app.conf" "$root$unitdir/
 install -D -m 0644 "$top/deploy/kbridge.yaml" "$root/etc/kbridge/kbridge.yaml"
 # kbridge.h with the headers it includes, and KNI's API over it (docs/KNI.md).
 install -d "$root/usr/include/kbridge"
-install -m 0644 "$top"/ring/include/*.h "$root/usr/include/kbridge/"
+install -m 0644 "$top"/ring/kbridge*.h "$top"/ring/rte_kni*.h "$root/usr/include/kbridge/"
 install -d "$root/usr/lib/$multiarch/pkgconfig"
 sed -e "s|@PREFIX@|/usr|" -e "s|@VERSION@|$ver|" "$top/deploy/debian/kbridge.pc.in" >"$root/usr/lib/$multiarch/pkgconfig/kbridge.pc"
 chmod 0644 "$root/usr/lib/$multiarch/pkgconfig/kbridge.pc"

@@ -1,136 +1,334 @@
 package ring
 
+// The burst core's Go half (burst.c's C half): the burst buffers through
+// which both app sides move packets, the rte_rings of ring mode
+// (portburst.go) and the vrings of mode vhost (vhostqueue.go), each burst
+// in exactly one cgo call and without a Go allocation.
+//
+// An outBuf describes a dequeued burst of mbuf chains as iovecs into mbuf
+// memory with per-packet metadata (a verdict, the NIC's offload hints, the
+// enqueue time of residence timing); the iovecs stay valid until the next
+// Next, which frees the burst. An inBuf copies frames the kernel side read
+// into fresh mbufs of the app's pool (chained when the data room is small)
+// and hands them over; PutTSO builds one TSO chain from a TCP super-frame.
+// Every mbuf a buffer takes is freed or handed over exactly once.
+//
+// What a burst is dequeued from and enqueued to is the mode's: it passes a
+// struct kb_burst_ops of its own C functions (burst.h) when it makes a
+// buffer, with the mode's flags, its held record (ring mode's crash
+// recovery: the mbufs a buffer holds, in memory the app shares) and its
+// residence timing. Each mode's app side embeds the buffers, so their
+// methods are its bridge.AppOut and bridge.AppIn.
+
 /*
-#include "port.h"
+#include <errno.h>
+#include "burst.h"
 */
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kbridge/kbridge/bridge"
-	"github.com/kbridge/kbridge/internal/burst"
+	"github.com/kbridge/kbridge/internal/limits"
 )
 
 // HistBuckets is the number of residence-time buckets; bucket i counts
 // packets that waited less than HistBound(i).
-const HistBuckets = burst.HistBuckets
+const HistBuckets = C.KB_HIST_BUCKETS
 
 // HistBound returns the upper bound of bucket i in nanoseconds (the last
 // bucket is open-ended).
-func HistBound(i int) uint64 { return burst.HistBound(i) }
-
-// Out moves bursts from a to_kernel ring into Go's view. It implements
-// bridge.AppOut.
-type Out struct {
-	b *burst.Out
-}
-
-var _ bridge.AppOut = (*Out)(nil)
-
-// Out returns a burst reader for this queue's to_kernel ring holding up to
-// batch packets of up to maxSegs segments each.
-func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
-	info := &q.port.info
-	b, err := burst.NewOut(burst.OutConfig{
-		Ops:       unsafe.Pointer(&C.kb_ring_burst_ops),
-		Ctx:       unsafe.Pointer(info.to_kernel[q.id]),
-		Batch:     batch,
-		MaxSegs:   maxSegs,
-		TSCOffset: int32(info.tsc_offset),
-		TSCHz:     uint64(info.tsc_hz),
-		Held:      q.held(false),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ring: %w", err)
-	}
-	return &Out{b: b}, nil
-}
-
-// held names the record of what this queue's worker holds toward the
-// kernel (or, with in, toward the app); none for a version-1 app.
-func (q *Queue) held(in bool) burst.Held {
-	testHoldOnce.Do(setTestHold)
-	h := q.port.held
-	if h == nil {
-		return burst.Held{}
-	}
-	rec := &h.out[q.id]
-	if in {
-		rec = &h.in[q.id]
-	}
-	return burst.Held{N: unsafe.Pointer(&rec.n), M: unsafe.Pointer(&rec.m[0]), Pend: unsafe.Pointer(&rec.pend),
-		Max: C.KBRIDGE_HELD_MAX}
-}
-
-// Next frees the previous burst and dequeues the next one.
-func (o *Out) Next() int { return o.b.Next() }
-
-// Packet returns packet i of the current burst.
-func (o *Out) Packet(i int) (bridge.Packet, error) { return o.b.Packet(i) }
-
-// Written marks packet i as delivered: it counts toward residence time.
-func (o *Out) Written(i int) { o.b.Written(i) }
-
-// Residence copies the residence-time histogram into dst. After Close it
-// leaves dst as it is.
-func (o *Out) Residence(dst []uint64) { o.b.Residence(dst) }
-
-// Close frees the current burst and the buffer.
-func (o *Out) Close() { o.b.Close() }
-
-// In moves frames read from the kernel into mbufs on a from_kernel ring. It
-// implements bridge.AppIn.
-type In struct {
-	b     *burst.In
-	takes bool // the app declared TSO
-}
+func HistBound(i int) uint64 { return 1 << (i + C.KB_HIST_SHIFT) }
 
 var (
-	_ bridge.AppIn  = (*In)(nil)
-	_ bridge.AppTSO = (*In)(nil)
+	// ErrNoMemory means C memory for a burst buffer could not be had.
+	ErrNoMemory = errors.New("out of memory for a burst buffer")
+	// ErrNoPool means an In was asked for before its mbuf pool existed.
+	ErrNoPool = errors.New("no mbuf pool for a burst buffer")
+	// ErrHeldTooSmall means a burst could hold more mbufs than the held
+	// record names.
+	ErrHeldTooSmall = errors.New("burst is larger than the held-mbuf record")
 )
 
-// In returns a burst writer for this queue's from_kernel ring with batch
-// slots of stride bytes (the largest frame it can carry).
-func (q *Queue) In(batch, stride int) (*In, error) {
-	info := &q.port.info
-	cfg := burst.InConfig{
-		Ops:    unsafe.Pointer(&C.kb_ring_burst_ops),
-		Ctx:    unsafe.Pointer(info.from_kernel[q.id]),
-		Pool:   unsafe.Pointer(info.pool),
-		Batch:  batch,
-		Stride: stride,
-	}
-	takes, maxSegs := q.port.AppTSO()
-	if takes {
-		cfg.TSOMaxSegs = maxSegs
-	}
-	cfg.Held = q.held(true)
-	b, err := burst.NewIn(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("ring: %w", err)
-	}
-	return &In{b: b, takes: takes}, nil
+// heldRec names a record of held mbufs in memory the app shares (kbridge.h's
+// struct kbridge_held_q): N points at its count, M at its first of Max
+// mbuf pointers, Pend (optional) at its word for a ring operation under
+// way, which the mode's dequeue_held and enqueue_held keep. The zero heldRec
+// is no record.
+type heldRec struct {
+	N, M, Pend unsafe.Pointer
+	Max        int
 }
 
-// TakesTSO reports whether the app declared KBRIDGE_APP_TSO.
-func (in *In) TakesTSO() bool { return in.takes }
+// check refuses a record with less room than a burst of batch.
+func (h heldRec) check(batch int) error {
+	if h.N != nil && batch > h.Max {
+		return fmt.Errorf("%w (%d, record of %d)", ErrHeldTooSmall, batch, h.Max)
+	}
+	return nil
+}
 
-// PutTSO queues one TCP super-frame as one TSO mbuf chain.
-func (in *In) PutTSO(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
-	return in.b.PutTSO(frame, t)
+func (h heldRec) c() C.struct_kb_held {
+	return C.struct_kb_held{n: (*C.uint32_t)(h.N), m: (**C.struct_rte_mbuf)(h.M), pend: (*C.uint32_t)(h.Pend)}
+}
+
+// outConfig says how to make an outBuf.
+type outConfig struct {
+	// Ops points at the mode's struct kb_burst_ops (its dequeue); Ctx is
+	// what the mode's functions get (a ring, a queue).
+	Ops, Ctx unsafe.Pointer
+	// Batch packets per burst of up to MaxSegs segments each (at most
+	// limits.MaxBatch and limits.MaxSegments).
+	Batch, MaxSegs int
+	// ExtBuf accepts mbufs with external buffers (the dequeuer's own);
+	// without it they are malformed.
+	ExtBuf bool
+	// CompleteCsum completes partial checksums (RX_L4_CKSUM_NONE) in
+	// software and counts them (CsumCompleted).
+	CompleteCsum bool
+	// TSCOffset is the mbuf dynamic field holding the app's enqueue TSC,
+	// and TSCHz the TSC's rate: the residence-time histogram. A negative
+	// offset or a zero rate keeps none.
+	TSCOffset int32
+	TSCHz     uint64
+	// Held, if set, records the burst held between dequeue and free.
+	Held heldRec
+}
+
+// outBuf is a burst buffer in the app -> kernel direction. Next, Packet and
+// Written belong to one worker; residence and csumCompleted may be called
+// from any goroutine.
+type outBuf struct {
+	mu   sync.Mutex // orders residence and csumCompleted against Close
+	b    *C.struct_kb_out
+	pkts []C.struct_kb_pkt
+	iov  []unix.Iovec
+}
+
+// open makes o a burst buffer from cfg.
+func (o *outBuf) open(cfg outConfig) error {
+	if cfg.Batch <= 0 || cfg.Batch > limits.MaxBatch || cfg.MaxSegs <= 0 || cfg.MaxSegs > limits.MaxSegments {
+		return fmt.Errorf("burst of %d packets x %d segments out of range", cfg.Batch, cfg.MaxSegs)
+	}
+	var flags C.uint16_t
+	if cfg.ExtBuf {
+		flags |= C.KB_BURST_EXTBUF
+	}
+	if cfg.CompleteCsum {
+		flags |= C.KB_BURST_COMPLETE_CSUM
+	}
+	tscOffset := cfg.TSCOffset
+	if tscOffset < 0 {
+		tscOffset = -1
+	}
+	if err := cfg.Held.check(cfg.Batch); err != nil {
+		return err
+	}
+	b := C.kb_out_new(&C.struct_kb_out{
+		ops:        (*C.struct_kb_burst_ops)(cfg.Ops),
+		ctx:        cfg.Ctx,
+		cap:        C.uint16_t(cfg.Batch),
+		max_segs:   C.uint16_t(cfg.MaxSegs),
+		flags:      flags,
+		tsc_offset: C.int32_t(tscOffset),
+		tsc_hz:     C.uint64_t(cfg.TSCHz),
+		held:       cfg.Held.c(),
+	})
+	if b == nil {
+		return ErrNoMemory
+	}
+	// unix.Iovec and struct iovec share their layout: the C side fills
+	// what the kernel side hands to writev(2).
+	o.b = b
+	o.pkts = unsafe.Slice(b.pkts, cfg.Batch)
+	o.iov = unsafe.Slice((*unix.Iovec)(unsafe.Pointer(b.iov)), cfg.Batch*cfg.MaxSegs)
+	return nil
+}
+
+// Next frees the previous burst and dequeues and describes the next one:
+// one cgo call. It returns the number of packets.
+func (o *outBuf) Next() int { return int(C.kb_out_next(o.b)) }
+
+// Packet returns packet i of the current burst, or why it cannot be
+// written whole (bridge.ErrTooManySegments, bridge.ErrMalformed).
+func (o *outBuf) Packet(i int) (bridge.Packet, error) {
+	p := &o.pkts[i]
+	first := int(p.first_seg)
+	pkt := bridge.Packet{
+		Len:        int(p.pkt_len),
+		Segs:       o.iov[first : first+int(p.nb_iov)],
+		L4CsumGood: p.offload&C.KB_PKT_L4_CSUM_GOOD != 0,
+	}
+	if p.offload&C.KB_PKT_LRO != 0 {
+		pkt.LROSegSize = uint16(p.tso_segsz)
+	}
+	switch p.verdict {
+	case C.KB_PKT_TOO_MANY_SEGS:
+		return pkt, bridge.ErrTooManySegments
+	case C.KB_PKT_MALFORMED:
+		return pkt, bridge.ErrMalformed
+	}
+	return pkt, nil
+}
+
+// Written marks packet i as delivered: it counts toward residence time.
+func (o *outBuf) Written(i int) { o.pkts[i].written = 1 }
+
+// residence copies the residence-time histogram into dst. After Close it
+// leaves dst as it is.
+func (o *outBuf) residence(dst []uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.b == nil {
+		return
+	}
+	for i := range dst {
+		if i < HistBuckets {
+			dst[i] = uint64(o.b.hist[i])
+		}
+	}
+}
+
+// csumCompleted counts the partial checksums completed in software
+// (outConfig.CompleteCsum); 0 after Close.
+func (o *outBuf) csumCompleted() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.b == nil {
+		return 0
+	}
+	return uint64(o.b.csum_sw)
+}
+
+// Close frees the current burst and the buffer. It may be called more
+// than once.
+func (o *outBuf) Close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	C.kb_out_free(o.b)
+	o.b = nil
+}
+
+// inConfig says how to make an inBuf.
+type inConfig struct {
+	// Ops points at the mode's struct kb_burst_ops (its enqueue and,
+	// optionally, takes_tso); Ctx is what they get.
+	Ops, Ctx unsafe.Pointer
+	// Pool is the struct rte_mempool mbufs are taken from.
+	Pool unsafe.Pointer
+	// Batch slots of Stride bytes each (the largest frame).
+	Batch, Stride int
+	// TSOMaxSegs is the most segments a TSO chain may have; 0: no limit.
+	TSOMaxSegs int
+	// Held, if set, records the mbufs taken and not yet handed over.
+	Held heldRec
+}
+
+// inBuf is a burst buffer in the kernel -> app direction. It belongs to
+// one worker.
+type inBuf struct {
+	b      *C.struct_kb_in
+	buf    []byte
+	lens   []uint32
+	stride int
+}
+
+// open makes in a burst buffer from cfg.
+func (in *inBuf) open(cfg inConfig) error {
+	if cfg.Batch <= 0 || cfg.Batch > limits.MaxBatch || cfg.Stride < 64 || cfg.Stride > limits.FrameBuffer {
+		return fmt.Errorf("burst of %d frames x %d bytes out of range", cfg.Batch, cfg.Stride)
+	}
+	if cfg.Pool == nil {
+		return ErrNoPool
+	}
+	if err := cfg.Held.check(cfg.Batch); err != nil {
+		return err
+	}
+	b := C.kb_in_new(&C.struct_kb_in{
+		ops:      (*C.struct_kb_burst_ops)(cfg.Ops),
+		ctx:      cfg.Ctx,
+		pool:     (*C.struct_rte_mempool)(cfg.Pool),
+		cap:      C.uint16_t(cfg.Batch),
+		stride:   C.uint32_t(cfg.Stride),
+		max_segs: C.uint16_t(min(cfg.TSOMaxSegs, 0xffff)),
+		held:     cfg.Held.c(),
+	})
+	if b == nil {
+		return ErrNoMemory
+	}
+	in.b = b
+	in.buf = unsafe.Slice((*byte)(unsafe.Pointer(b.buf)), cfg.Batch*cfg.Stride)
+	in.lens = unsafe.Slice((*uint32)(unsafe.Pointer(b.lens)), cfg.Batch)
+	in.stride = cfg.Stride
+	return nil
 }
 
 // Cap returns the number of slots.
-func (in *In) Cap() int { return in.b.Cap() }
+func (in *inBuf) Cap() int { return len(in.lens) }
 
 // Slot returns slot i, a buffer of stride bytes.
-func (in *In) Slot(i int) []byte { return in.b.Slot(i) }
+func (in *inBuf) Slot(i int) []byte {
+	return in.buf[i*in.stride : (i+1)*in.stride : (i+1)*in.stride]
+}
 
-// Put queues slots 0..len(lens)-1 with those frame lengths.
-func (in *In) Put(lens []int) bridge.PutResult { return in.b.Put(lens) }
+// Put copies slots 0..len(lens)-1, holding frames of those lengths, into
+// mbufs and hands them over: one cgo call.
+func (in *inBuf) Put(lens []int) bridge.PutResult {
+	for i, n := range lens {
+		in.lens[i] = uint32(n)
+	}
+	in.b.n = C.uint16_t(len(lens))
+	C.kb_in_put(in.b)
+	return in.result()
+}
 
-// Close frees the buffer.
-func (in *In) Close() { in.b.Close() }
+// PutTSO hands one TCP super-frame over as one mbuf chain marked for TSO:
+// one cgo call. bridge.ErrTooManySegments when the app does not take it
+// (too many segments, or not this IP version): the caller splits it.
+func (in *inBuf) PutTSO(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
+	tso := &in.b.tso
+	tso.l2, tso.l3, tso.l4 = C.uint16_t(t.L2), C.uint16_t(t.L3), C.uint16_t(t.L4)
+	tso.mss = C.uint16_t(t.MSS)
+	tso.ipv6 = 0
+	if t.IPv6 {
+		tso.ipv6 = 1
+	}
+	if rc := C.kb_in_put_tso(in.b, (*C.uint8_t)(unsafe.Pointer(&frame[0])), C.uint32_t(len(frame))); rc == -C.E2BIG {
+		return bridge.PutResult{}, bridge.ErrTooManySegments
+	}
+	return in.result(), nil
+}
+
+func (in *inBuf) result() bridge.PutResult {
+	return bridge.PutResult{
+		Queued:   int(in.b.queued),
+		NoMbuf:   int(in.b.no_mbuf),
+		RingFull: int(in.b.ring_full),
+	}
+}
+
+// Close frees the buffer. It may be called more than once.
+func (in *inBuf) Close() {
+	C.kb_in_free(in.b)
+	in.b = nil
+}
+
+// setTestHoldBits arms the KBRIDGE_TEST_HOLD hook of burst.h: the next
+// non-empty burst of each direction asked for, in a buffer with a held
+// record, is held for up to 60 s.
+func setTestHoldBits(out, in bool) {
+	var bits C.int
+	if out {
+		bits |= C.KB_TEST_HOLD_OUT
+	}
+	if in {
+		bits |= C.KB_TEST_HOLD_IN
+	}
+	C.kb_test_hold = bits
+}

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 	"unsafe"
-
-	"github.com/kbridge/kbridge/internal/burst"
 )
 
 // Owner names the kbridge process that serves a port (kbridge_ctl.owner):
@@ -209,7 +207,7 @@ func (p *Port) Release() {
 var testHoldOnce sync.Once
 
 // setTestHold reads KBRIDGE_TEST_HOLD ("out", "in" or "out,in"): tests
-// hold the next non-empty burst of that direction (burst.SetTestHold).
+// hold the next non-empty burst of that direction (setTestHoldBits).
 func setTestHold() {
 	v := os.Getenv("KBRIDGE_TEST_HOLD")
 	if v == "" {
@@ -224,5 +222,5 @@ func setTestHold() {
 			in = true
 		}
 	}
-	burst.SetTestHold(out, in)
+	setTestHoldBits(out, in)
 }

@@ -5,8 +5,8 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "include/kbridge.h"
-#include "burst.h" /* internal/burst: the app-side core */
+#include "kbridge.h"
+#include "burst.h"
 
 /* The least an mbuf of the app's pool must hold after its headroom: kbridge
  * copies kernel-to-app frames into the pool, and a TSO chain's headers

@@ -76,5 +76,5 @@ func OffloadsOf(f uint64) Offloads {
 	}
 }
 
-// String is the features' names joined by commas.
-func featureString(f uint64) string { return strings.Join(FeatureNames(f), ",") }
+// FeatureString is the features' names joined by commas.
+func FeatureString(f uint64) string { return strings.Join(FeatureNames(f), ",") }

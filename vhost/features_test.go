@@ -17,16 +17,3 @@ func TestFeatureNames(t *testing.T) {
 		t.Fatalf("OffloadsOf = %+v", o)
 	}
 }
-
-func TestEALArgs(t *testing.T) {
-	a := EALArgs(EALConfig{CPU: 3, Args: []string{"--log-level=vhost,8"}})
-	for _, w := range []string{"--proc-type=primary", "--no-pci", "--lcores=0@3", "--in-memory", "--log-level=vhost,8"} {
-		if !slices.Contains(a, w) {
-			t.Errorf("EALArgs = %v: no %s", a, w)
-		}
-	}
-	a = EALArgs(EALConfig{Args: []string{"--file-prefix=kbvh"}})
-	if slices.Contains(a, "--in-memory") {
-		t.Errorf("EALArgs = %v: --in-memory beside an explicit --file-prefix", a)
-	}
-}

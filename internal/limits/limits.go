@@ -1,8 +1,9 @@
 // Package limits names, once, the sizes that kbridge's configuration checks
 // and its data path must agree on: the MTU range a TAP can be given and the
 // frame buffers that range has to fit, and the longest port and interface
-// names. config validates against these constants and bridge and daemon
-// size their buffers and checks with them, so a value the configuration
+// names, and a burst's packets and a packet's segments. config validates
+// against these constants and bridge, daemon and ring's burst core size
+// their buffers and checks with them, so a value the configuration
 // accepts is one the data path can carry. It imports nothing, so any
 // package can use it without an import cycle.
 package limits
@@ -57,7 +58,17 @@ const (
 	// IfNameMax is the longest interface name: IFNAMSIZ - 1.
 	IfNameMax = 15
 	// PortNameMax is the longest port name (the name the app passes to
-	// kbridge_port_create()): KBRIDGE_NAME_MAX in ring/include/kbridge_ring.h,
+	// kbridge_port_create()): KBRIDGE_NAME_MAX in ring/kbridge_ring.h,
 	// chosen so that a port name is also a valid interface name.
 	PortNameMax = 15
+)
+
+// Bursts.
+const (
+	// MaxBatch is the most packets one burst moves (workers.batch): the
+	// size of a worker's burst buffers, each made in one allocation.
+	MaxBatch = 256
+	// MaxSegments is the most mbuf segments of one app packet written
+	// whole (workers.max_segments): an iovec each in one writev(2).
+	MaxSegments = 64
 )

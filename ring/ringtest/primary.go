@@ -6,7 +6,7 @@ package ringtest
 
 /*
 #cgo pkg-config: libdpdk
-#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations -I${SRCDIR}/../include
+#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations
 #include <stdlib.h>
 #include "primary.h"
 */

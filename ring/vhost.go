@@ -1,4 +1,6 @@
-package vhost
+package ring
+
+// Mode vhost's backend: the vhost-user socket librte_vhost serves.
 
 /*
 #include <stdlib.h>
@@ -12,9 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,15 +22,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/internal/sockfile"
+	"github.com/kbridge/kbridge/vhost"
 )
 
-// MaxQueues is the most queue pairs a backend serves.
-const MaxQueues = C.KB_VH_MAX_QUEUES
+// VhostMaxQueues is the most queue pairs a backend serves.
+const VhostMaxQueues = C.KB_VH_MAX_QUEUES
 
-// Backend is the vhost-user socket kbridge serves (or connects to, as a
-// client). There is one per process: librte_vhost's callbacks reach it
+// VhostBackend is the vhost-user socket kbridge serves (or connects to, as
+// a client). There is one per process: librte_vhost's callbacks reach it
 // through C globals.
-type Backend struct {
+type VhostBackend struct {
 	path     string
 	client   bool
 	queues   int
@@ -42,8 +42,8 @@ type Backend struct {
 	done     chan struct{}
 }
 
-// Config says where and how to serve.
-type Config struct {
+// VhostConfig says where and how to serve.
+type VhostConfig struct {
 	Path   string
 	Client bool // connect to a frontend running virtio-user with server=1
 	Queues int
@@ -61,47 +61,26 @@ type Config struct {
 	Link func(up bool)
 }
 
-// ErrGroup: vhost.socket_group names no group.
-var ErrGroup = errors.New("vhost: no such group")
+// ErrVhostStopTimeout: librte_vhost did not let go of the socket in time.
+var ErrVhostStopTimeout = errors.New("vhost: librte_vhost did not let go of the socket")
 
-// ErrStopTimeout: librte_vhost did not let go of the socket in time.
-var ErrStopTimeout = errors.New("vhost: librte_vhost did not let go of the socket")
-
-// stopTimeout bounds librte_vhost's unregister, which waits for the
+// vhostStopTimeout bounds librte_vhost's unregister, which waits for the
 // message handler of every connection (rte_vhost_driver_unregister loops
 // while one runs). The connections' receive timeout ends a stalled one
 // well before (KB_VH_MSG_TIMEOUT_MS); this is the backstop for anything
 // else that holds the handler.
-const stopTimeout = 5 * C.KB_VH_MSG_TIMEOUT_MS * time.Millisecond
+const vhostStopTimeout = 5 * C.KB_VH_MSG_TIMEOUT_MS * time.Millisecond
 
-func lookupGroup(g string) (int64, error) {
-	if g == "" {
-		return -1, nil
-	}
-	if n, err := strconv.ParseUint(g, 10, 32); err == nil {
-		return int64(n), nil
-	}
-	gr, err := user.LookupGroup(g)
-	if err != nil {
-		return -1, fmt.Errorf("%w: %q: %w", ErrGroup, g, err)
-	}
-	n, err := strconv.ParseUint(gr.Gid, 10, 32)
-	if err != nil {
-		return -1, fmt.Errorf("%w: %q: gid %q", ErrGroup, g, gr.Gid)
-	}
-	return int64(n), nil
-}
+var vhostStarted bool
 
-var started bool
-
-// Start registers the socket with librte_vhost, offering kbridge's features,
-// and starts serving it. The EAL and the pool must exist.
-func Start(cfg Config) (*Backend, error) {
-	if started {
+// StartVhost registers the socket with librte_vhost, offering kbridge's
+// features, and starts serving it. The EAL and the pool must exist.
+func StartVhost(cfg VhostConfig) (*VhostBackend, error) {
+	if vhostStarted {
 		return nil, errors.New("vhost: one backend per process")
 	}
-	if cfg.Queues < 1 || cfg.Queues > MaxQueues {
-		return nil, fmt.Errorf("vhost: %d queue pairs: must be 1 to %d", cfg.Queues, MaxQueues)
+	if cfg.Queues < 1 || cfg.Queues > VhostMaxQueues {
+		return nil, fmt.Errorf("vhost: %d queue pairs: must be 1 to %d", cfg.Queues, VhostMaxQueues)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -109,7 +88,7 @@ func Start(cfg Config) (*Backend, error) {
 	if cfg.Mode == 0 {
 		cfg.Mode = 0o600
 	}
-	gid, err := lookupGroup(cfg.Group)
+	gid, err := vhost.LookupGroup(cfg.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +103,7 @@ func Start(cfg Config) (*Backend, error) {
 		return nil, errors.New("vhost: bad allow-list")
 	}
 	if !cfg.Client {
-		if err := PrepareSocket(cfg.Path); err != nil {
+		if err := vhost.PrepareSocket(cfg.Path); err != nil {
 			return nil, err
 		}
 	}
@@ -142,7 +121,7 @@ func Start(cfg Config) (*Backend, error) {
 		unix.Close(evfd)
 		return nil, fmt.Errorf("vhost: serve %s: %w (see DPDK's VHOST_CONFIG lines above)", cfg.Path, unix.Errno(-rc))
 	}
-	started = true
+	vhostStarted = true
 	if !cfg.Client {
 		// librte_vhost bound the socket with the umask's mode; until
 		// here the peer check alone keeps others out. The directory is
@@ -150,11 +129,11 @@ func Start(cfg Config) (*Backend, error) {
 		if err := sockfile.SetPerm(cfg.Path, cfg.Mode, int(gid)); err != nil {
 			C.kb_vh_stop(cpath)
 			unix.Close(evfd)
-			started = false
+			vhostStarted = false
 			return nil, fmt.Errorf("vhost: socket %s: %w", cfg.Path, err)
 		}
 	}
-	b := &Backend{path: cfg.Path, client: cfg.Client, queues: cfg.Queues, log: cfg.Log,
+	b := &VhostBackend{path: cfg.Path, client: cfg.Client, queues: cfg.Queues, log: cfg.Log,
 		notify: evfd, link: cfg.Link, done: make(chan struct{})}
 	role := "server"
 	if cfg.Client {
@@ -162,43 +141,13 @@ func Start(cfg Config) (*Backend, error) {
 	}
 	cfg.Log.Info("vhost-user backend listening", "socket", cfg.Path, "role", role, "queues", cfg.Queues,
 		"mode", fmt.Sprintf("%04o", cfg.Mode), "group", cfg.Group, "allow_uids", append([]int{0, os.Geteuid()}, cfg.AllowUIDs...),
-		"offered", featureString(uint64(C.kb_vh_offered(cpath))))
+		"offered", vhost.FeatureString(uint64(C.kb_vh_offered(cpath))))
 	go b.watch()
 	return b, nil
 }
 
-// PrepareSocket readies path for a server's bind: its directory is made
-// if missing (mode 0711: others may pass through to a socket whose own
-// mode and group let them, and list nothing) and must be root's alone
-// (sockfile.CheckDir: no symlink there or above, nobody else may write),
-// and a stale socket there is removed. kbridge binds, chmods and chowns
-// there as root: in a directory someone else may write, a symlink put at
-// the path would make it change what the link points to.
-func PrepareSocket(path string) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		return fmt.Errorf("vhost: %w", err)
-	}
-	if err := sockfile.CheckDir(dir); err != nil {
-		return fmt.Errorf("vhost: socket %s: %w: put it in a directory only root may change, such as /run/kbridge", path, err)
-	}
-	return removeStale(path)
-}
-
-// removeStale removes a socket file nobody listens on any more (a kbridge
-// that was killed); one that answers belongs to a running backend.
-func removeStale(path string) error {
-	switch err := sockfile.RemoveStale(path, 200*time.Millisecond); {
-	case errors.Is(err, sockfile.ErrServed):
-		return fmt.Errorf("vhost: %s is served by another process", path)
-	case err != nil:
-		return fmt.Errorf("vhost: %s: %w", path, err)
-	}
-	return nil
-}
-
 // watch turns the callbacks' notifications into log lines.
-func (b *Backend) watch() {
+func (b *VhostBackend) watch() {
 	defer close(b.done)
 	var buf [8]byte
 	up := false
@@ -225,13 +174,13 @@ func (b *Backend) watch() {
 		// features at port start does) shows only as a new connect
 		// count, and its features are the new ones.
 		connects, _ := b.Connects()
-		vid, f := connected()
+		vid, f := vhostConnected()
 		switch {
 		case vid >= 0 && (!up || connects != seen):
 			seen = connects
-			o := OffloadsOf(f)
+			o := vhost.OffloadsOf(f)
 			b.log.Info("vhost-user frontend connected", "socket", b.path, "vid", vid,
-				"features", featureString(f), "app_csum", o.AppCsum, "app_tso", o.AppTSO,
+				"features", vhost.FeatureString(f), "app_csum", o.AppCsum, "app_tso", o.AppTSO,
 				"kernel_csum", o.KernelCsum, "kernel_tso4", o.KernelTSO4, "kernel_tso6", o.KernelTSO6,
 				"mrg_rxbuf", o.Mergeable)
 			if !up && b.link != nil {
@@ -250,7 +199,7 @@ func (b *Backend) watch() {
 
 // logFaults logs what kbridge refused of a frontend since the last call.
 // librte_vhost's own refusals are its VHOST_CONFIG lines on stdout.
-func (b *Backend) logFaults() {
+func (b *VhostBackend) logFaults() {
 	var buf [C.KB_VH_FAULT_LEN]C.char
 	for {
 		switch C.kb_vh_fault_take(&buf[0]) {
@@ -276,25 +225,25 @@ func (b *Backend) logFaults() {
 }
 
 // Path returns the socket's path.
-func (b *Backend) Path() string { return b.path }
+func (b *VhostBackend) Path() string { return b.path }
 
 // Connected reports whether a frontend is connected, and its features.
-func (b *Backend) Connected() (bool, uint64) {
-	vid, f := connected()
+func (b *VhostBackend) Connected() (bool, uint64) {
+	vid, f := vhostConnected()
 	return vid >= 0, f
 }
 
-// connected reads the device the callbacks (librte_vhost's thread) set:
+// vhostConnected reads the device the callbacks (librte_vhost's thread) set:
 // its vid (-1: none) and negotiated features, with atomic loads, as the
 // callbacks store them.
-func connected() (vid int, features uint64) {
+func vhostConnected() (vid int, features uint64) {
 	v := atomic.LoadInt32((*int32)(unsafe.Pointer(&C.kb_vh.vid)))
 	f := atomic.LoadUint64((*uint64)(unsafe.Pointer(&C.kb_vh.features)))
 	return int(v), f
 }
 
 // Connects counts frontends that connected; Disconnects, that left.
-func (b *Backend) Connects() (connects, disconnects uint64) {
+func (b *VhostBackend) Connects() (connects, disconnects uint64) {
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&C.kb_vh.connects))),
 		atomic.LoadUint64((*uint64)(unsafe.Pointer(&C.kb_vh.disconnects)))
 }
@@ -302,33 +251,33 @@ func (b *Backend) Connects() (connects, disconnects uint64) {
 // Refused counts the memory tables kbridge refused (a region past the end
 // of its file) and the descriptor chains that stopped a TX vring (outside
 // guest memory, a loop).
-func (b *Backend) Refused() (memTables, chains uint64) {
+func (b *VhostBackend) Refused() (memTables, chains uint64) {
 	return uint64(C.kb_vh.refused_mem_tables), uint64(C.kb_vh.refused_chains)
 }
 
 // RefusedRequests counts the requests kbridge refused because it does not
 // use them (the dirty log, inflight tracking, postcopy, IOTLB, the backend
 // channel, ...): each hung up on its frontend.
-func (b *Backend) RefusedRequests() uint64 { return uint64(C.kb_vh.refused_requests) }
+func (b *VhostBackend) RefusedRequests() uint64 { return uint64(C.kb_vh.refused_requests) }
 
 // RefusedVrings counts the vring requests refused because they would change
 // a vring in use (a new size, base or address for translated rings; a
 // second kick fd or new protocol features for the running device).
-func (b *Backend) RefusedVrings() uint64 { return uint64(C.kb_vh.refused_vrings) }
+func (b *VhostBackend) RefusedVrings() uint64 { return uint64(C.kb_vh.refused_vrings) }
 
 // GuestMemoryFaults counts the pages of guest memory that vanished under
 // kbridge (a frontend truncated its file) and were mapped over with zeros.
-func (b *Backend) GuestMemoryFaults() uint64 { return uint64(C.kb_gm_faults()) }
+func (b *VhostBackend) GuestMemoryFaults() uint64 { return uint64(C.kb_gm_faults()) }
 
 // RefusedPeers counts the connections refused by the peer check (a uid
 // not allowed; as a client, a listener not allowed).
-func (b *Backend) RefusedPeers() uint64 { return uint64(C.kb_vh.refused_peers) }
+func (b *VhostBackend) RefusedPeers() uint64 { return uint64(C.kb_vh.refused_peers) }
 
 // Stop unregisters the socket (librte_vhost destroys the device, after the
 // workers, which must have stopped) and removes the socket file. An
 // unregister still waiting after stopTimeout is left behind, logged, with
 // ErrStopTimeout: the process is on its way out.
-func (b *Backend) Stop() error {
+func (b *VhostBackend) Stop() error {
 	var err error
 	b.stopOnce.Do(func() {
 		rc := make(chan C.int, 1)
@@ -343,9 +292,9 @@ func (b *Backend) Stop() error {
 			if r < 0 {
 				err = fmt.Errorf("vhost: unregister %s failed", b.path)
 			}
-		case <-time.After(stopTimeout):
+		case <-time.After(vhostStopTimeout):
 			stuck = true
-			err = fmt.Errorf("%w: %s, still waiting after %v for a connection's message handler", ErrStopTimeout, b.path, stopTimeout)
+			err = fmt.Errorf("%w: %s, still waiting after %v for a connection's message handler", ErrVhostStopTimeout, b.path, vhostStopTimeout)
 			b.log.Error("vhost-user backend not stopped, going on without it", "socket", b.path, "err", err)
 		}
 		C.kb_vh_stopping = 1

@@ -1,4 +1,4 @@
-package vhost
+package ring
 
 import (
 	"runtime"
@@ -13,21 +13,21 @@ import (
 	"github.com/kbridge/kbridge/tap/vnet"
 )
 
-// TestHotPathThroughTheWorker is mode vhost's half of the engine's cost
+// TestVhostHotPathThroughTheWorker is mode vhost's half of the engine's cost
 // promise (tests/ring's TestHotPathOnRealRings is ring mode's): the
 // worker between this app side and the real kernel side (tap.Queue over a
 // socket pair) makes one cgo call per burst each way, whatever the number
 // of frames, and allocates nothing. Without a frontend, ToKernel finds no
 // burst and FromKernel's frames find no vring (counted as ring_full, their
 // mbufs back in the pool). Root only (hugepages).
-func TestHotPathThroughTheWorker(t *testing.T) {
-	testEAL(t)
+func TestVhostHotPathThroughTheWorker(t *testing.T) {
+	testVhostEAL(t)
 	const burst = 32
-	q, err := NewQueue(1, burst, 16)
+	q, err := NewVhostQueue(1, burst, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := NewIn(1, burst, tap.FrameLen(1500))
+	in, err := NewVhostIn(1, burst, tap.FrameLen(1500))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestHotPathThroughTheWorker(t *testing.T) {
 		t.Errorf("ring_full %d, from_kernel %d packets %d bytes: want %d, 0, 0", s.Drops["ring_full"],
 			s.FromKernelPackets, s.FromKernelBytes, 102*burst)
 	}
-	if n := PoolInUse(); n != 0 {
+	if n := VhostPoolInUse(); n != 0 {
 		t.Errorf("%d mbufs not freed", n)
 	}
 }

@@ -1,4 +1,6 @@
-package vhost
+package ring
+
+// Mode vhost's app side of one queue pair over the burst core.
 
 /*
 #include "vhost.h"
@@ -13,15 +15,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
-	"github.com/kbridge/kbridge/internal/burst"
+	"github.com/kbridge/kbridge/vhost"
 )
 
-// Queue is the app side of one queue pair: it implements bridge.AppOut (the
-// app's TX vring) and bridge.FdWaker (kick suppression on it). Its In
+// VhostQueue is the app side of one queue pair: the burst core's out
+// buffer over kb_vh_burst_ops, it implements bridge.AppOut (the app's TX
+// vring) and bridge.FdWaker (kick suppression on it). Its VhostIn
 // implements bridge.AppIn and bridge.AppTSO (the app's RX vring).
-type Queue struct {
+type VhostQueue struct {
+	outBuf
 	id int
-	b  *burst.Out
 
 	// Worker thread only.
 	gen     C.uint64_t
@@ -33,20 +36,21 @@ type Queue struct {
 }
 
 var (
-	_ bridge.AppOut  = (*Queue)(nil)
-	_ bridge.FdWaker = (*Queue)(nil)
+	_ bridge.AppOut  = (*VhostQueue)(nil)
+	_ bridge.FdWaker = (*VhostQueue)(nil)
 )
 
-// NewQueue returns queue pair q's app side, with bursts of batch packets of
-// up to maxSegs segments each.
-func NewQueue(q, batch, maxSegs int) (*Queue, error) {
-	if q < 0 || q >= MaxQueues {
+// NewVhostQueue returns queue pair q's app side, with bursts of batch
+// packets of up to maxSegs segments each.
+func NewVhostQueue(q, batch, maxSegs int) (*VhostQueue, error) {
+	if q < 0 || q >= VhostMaxQueues {
 		return nil, fmt.Errorf("vhost: queue %d out of range", q)
 	}
 	// librte_vhost may hand over external buffers: they are its own, and
 	// valid for as long as the mbuf. No residence timing: the app's
 	// enqueue time is not in the guest's buffers.
-	b, err := burst.NewOut(burst.OutConfig{
+	vq := &VhostQueue{id: q, kickfd: -1}
+	err := vq.open(outConfig{
 		Ops:          unsafe.Pointer(&C.kb_vh_burst_ops),
 		Ctx:          unsafe.Pointer(&C.kb_vh.q[q]),
 		Batch:        batch,
@@ -58,29 +62,22 @@ func NewQueue(q, batch, maxSegs int) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vhost: %w", err)
 	}
-	return &Queue{id: q, b: b, kickfd: -1}, nil
+	return vq, nil
 }
-
-// Next frees the previous burst and dequeues the next one from the app's
-// TX vring; 0 while no frontend is connected.
-func (q *Queue) Next() int { return q.b.Next() }
-
-// Packet returns packet i of the current burst.
-func (q *Queue) Packet(i int) (bridge.Packet, error) { return q.b.Packet(i) }
 
 // Written is a no-op: vhost mode keeps no residence histogram (the app's
 // enqueue time is not in the guest's buffers).
-func (q *Queue) Written(int) {}
+func (q *VhostQueue) Written(int) {}
 
 // CsumCompleted counts packets whose partial checksum (NEEDS_CSUM) kbridge
 // completed in software.
-func (q *Queue) CsumCompleted() uint64 { return q.b.CsumCompleted() }
+func (q *VhostQueue) CsumCompleted() uint64 { return q.csumCompleted() }
 
 // Close frees the current burst, stops the callbacks kicking the worker's
 // eventfd and closes the kick fd.
-func (q *Queue) Close() {
+func (q *VhostQueue) Close() {
 	C.kb_vh_set_evfd(C.int(q.id), -1)
-	q.b.Close()
+	q.outBuf.Close()
 	if q.kickfd >= 0 {
 		if q.watcher != nil {
 			_ = q.watcher.Unwatch(q.kickfd)
@@ -93,18 +90,18 @@ func (q *Queue) Close() {
 // RegisterEventfd takes the worker's eventfd: the device callbacks write it
 // whenever the frontend connects, leaves or changes a vring, so that the
 // worker re-reads the kick fd. With it, and the kick fd, parks need no bound.
-func (q *Queue) RegisterEventfd(fd int) error {
+func (q *VhostQueue) RegisterEventfd(fd int) error {
 	C.kb_vh_set_evfd(C.int(q.id), C.int(fd))
 	return nil
 }
 
 // BindWatcher is called by bridge.NewWorker with the worker's waiter.
-func (q *Queue) BindWatcher(w bridge.FdWatcher) { q.watcher = w }
+func (q *VhostQueue) BindWatcher(w bridge.FdWatcher) { q.watcher = w }
 
 // sync follows the device: when it changed, the old kick fd leaves the
 // worker's epoll set (before it is closed, or epoll would keep reporting a
 // file still open elsewhere) and the new one joins it.
-func (q *Queue) sync() {
+func (q *VhostQueue) sync() {
 	fd := int(C.kb_vh_sync(C.int(q.id), &q.gen))
 	if fd == -2 {
 		return
@@ -138,7 +135,7 @@ func (q *Queue) sync() {
 // TX vring), fences and returns how many descriptors already wait. A queue
 // whose kick fd could not be watched reports one pending: its worker polls
 // instead of parking where no kick could wake it.
-func (q *Queue) PrepareToPark() int {
+func (q *VhostQueue) PrepareToPark() int {
 	q.sync()
 	if q.broken {
 		return 1
@@ -147,24 +144,26 @@ func (q *Queue) PrepareToPark() int {
 }
 
 // Unpark suppresses the app's kicks again and drains the kick fd.
-func (q *Queue) Unpark() { C.kb_vh_unpark(C.int(q.id), C.int(q.kickfd)) }
+func (q *VhostQueue) Unpark() { C.kb_vh_unpark(C.int(q.id), C.int(q.kickfd)) }
 
-// In moves frames from the kernel into the app's RX vring. It implements
-// bridge.AppIn and bridge.AppTSO.
-type In struct{ b *burst.In }
+// VhostIn moves frames from the kernel into the app's RX vring: the burst
+// core's in buffer over kb_vh_burst_ops. It implements bridge.AppIn and
+// bridge.AppTSO.
+type VhostIn struct{ inBuf }
 
 var (
-	_ bridge.AppIn  = (*In)(nil)
-	_ bridge.AppTSO = (*In)(nil)
+	_ bridge.AppIn  = (*VhostIn)(nil)
+	_ bridge.AppTSO = (*VhostIn)(nil)
 )
 
-// NewIn returns queue pair q's writer with batch slots of stride bytes. The
-// pool must exist (CreatePool).
-func NewIn(q, batch, stride int) (*In, error) {
-	if q < 0 || q >= MaxQueues {
+// NewVhostIn returns queue pair q's writer with batch slots of stride
+// bytes. The pool must exist (CreateVhostPool).
+func NewVhostIn(q, batch, stride int) (*VhostIn, error) {
+	if q < 0 || q >= VhostMaxQueues {
 		return nil, fmt.Errorf("vhost: queue %d out of range", q)
 	}
-	b, err := burst.NewIn(burst.InConfig{
+	in := &VhostIn{}
+	err := in.open(inConfig{
 		Ops:    unsafe.Pointer(&C.kb_vh_burst_ops),
 		Ctx:    unsafe.Pointer(&C.kb_vh.q[q]),
 		Pool:   unsafe.Pointer(C.kb_vh.pool),
@@ -174,34 +173,20 @@ func NewIn(q, batch, stride int) (*In, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vhost: %w", err)
 	}
-	return &In{b: b}, nil
+	return in, nil
 }
-
-// Cap returns the number of slots.
-func (in *In) Cap() int { return in.b.Cap() }
-
-// Slot returns slot i, a buffer of stride bytes.
-func (in *In) Slot(i int) []byte { return in.b.Slot(i) }
-
-// Put enqueues slots 0..len(lens)-1 into the app's RX vring. Frames the
-// vring has no room for (or that find no frontend) count as RingFull.
-func (in *In) Put(lens []int) bridge.PutResult { return in.b.Put(lens) }
 
 // TakesTSO reports whether the connected frontend negotiated GUEST_TSO4 or
 // GUEST_TSO6 (a virtio-user port whose app enabled TCP LRO). The worker asks
 // at every poll: it reads the features the callbacks store, with an atomic
 // load and no cgo call.
-func (in *In) TakesTSO() bool {
-	_, f := connected()
-	return f&(1<<FeatGuestTSO4|1<<FeatGuestTSO6) != 0
+//
+// Put enqueues into the app's RX vring: frames the vring has no room for
+// (or that find no frontend) count as RingFull. PutTSO enqueues a TCP
+// super-frame as one TSO mbuf, which librte_vhost turns into a GSO
+// virtio-net header; ErrTooManySegments when the frontend did not
+// negotiate TSO for this IP version: the caller splits it.
+func (in *VhostIn) TakesTSO() bool {
+	_, f := vhostConnected()
+	return f&(1<<vhost.FeatGuestTSO4|1<<vhost.FeatGuestTSO6) != 0
 }
-
-// PutTSO enqueues one TCP super-frame as one TSO mbuf, which librte_vhost
-// turns into a GSO virtio-net header. ErrTooManySegments when the frontend
-// did not negotiate TSO for this IP version: the caller splits it.
-func (in *In) PutTSO(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
-	return in.b.PutTSO(frame, t)
-}
-
-// Close frees the buffer.
-func (in *In) Close() { in.b.Close() }

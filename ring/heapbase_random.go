@@ -1,6 +1,6 @@
 //go:build goexperiment.randomizedheapbase64
 
-package eal
+package ring
 
 // randomHeapBase: this binary's Go heap starts at a random address in the
 // lower 64 TiB (Go 1.26's default), where a DPDK primary's memory may need

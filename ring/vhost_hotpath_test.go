@@ -1,4 +1,4 @@
-package vhost
+package ring
 
 import (
 	"os"
@@ -12,18 +12,18 @@ var (
 	poolErr error // an EAL without kbridge's pool: fail
 )
 
-// testEAL starts kbridge's own EAL and a pool of 1024 mbufs of 2048 bytes,
+// testVhostEAL starts kbridge's own EAL and a pool of 1024 mbufs of 2048 bytes,
 // once per test binary (an EAL starts once per process), or skips: root
 // and hugepages only.
-func testEAL(t *testing.T) {
+func testVhostEAL(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 || testing.Short() {
 		t.Skip("needs root and hugepages for kbridge's own EAL")
 	}
 	ealOnce.Do(func() {
-		ealErr = InitEAL(EALConfig{CPU: 0, Args: []string{"--log-level=lib.eal:error", "-m", "64"}})
+		ealErr = InitVhostEAL(VhostEALConfig{CPU: 0, Args: []string{"--log-level=lib.eal:error", "-m", "64"}})
 		if ealErr == nil {
-			poolErr = CreatePool(1024, 2048)
+			poolErr = CreateVhostPool(1024, 2048)
 		}
 	})
 	if ealErr != nil {
@@ -34,17 +34,17 @@ func testEAL(t *testing.T) {
 	}
 }
 
-// TestHotPathNoDevice runs the app side with kbridge's own EAL and pool but
+// TestVhostHotPathNoDevice runs the app side with kbridge's own EAL and pool but
 // no frontend: bursts move nothing, allocate nothing in Go, and every mbuf
 // of a Put comes back to the pool. Root only (hugepages).
-func TestHotPathNoDevice(t *testing.T) {
-	testEAL(t)
-	q, err := NewQueue(0, 32, 16)
+func TestVhostHotPathNoDevice(t *testing.T) {
+	testVhostEAL(t)
+	q, err := NewVhostQueue(0, 32, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	in, err := NewIn(0, 32, 1518)
+	in, err := NewVhostIn(0, 32, 1518)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestHotPathNoDevice(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per burst", allocs)
 	}
-	if n := PoolInUse(); n != 0 {
+	if n := VhostPoolInUse(); n != 0 {
 		t.Errorf("%d mbufs not freed", n)
 	}
 }

@@ -3,7 +3,7 @@
  * vhost.h: kbridge as a vhost-user backend (librte_vhost) for an app's
  * virtio-user port. One backend (one socket, one device at a time) per
  * process; one kb_vq per queue pair. Packets move through the burst core
- * (internal/burst), one cgo call per burst.
+ * (burst.h), one cgo call per burst.
  */
 #ifndef KB_VHOST_H
 #define KB_VHOST_H
@@ -14,7 +14,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include "burst.h" /* internal/burst: the app-side core */
+#include "burst.h"
 
 #define KB_VH_MAX_QUEUES 16
 

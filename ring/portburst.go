@@ -1,0 +1,99 @@
+package ring
+
+/*
+#include "port.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/kbridge/kbridge/bridge"
+)
+
+// Out moves bursts from a to_kernel ring into Go's view: the burst core's
+// out buffer over kb_ring_burst_ops. It implements bridge.AppOut, with the
+// residence-time histogram of the app's enqueue time stamps.
+type Out struct{ outBuf }
+
+var _ bridge.AppOut = (*Out)(nil)
+
+// Out returns a burst reader for this queue's to_kernel ring holding up to
+// batch packets of up to maxSegs segments each.
+func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
+	info := &q.port.info
+	o := &Out{}
+	err := o.open(outConfig{
+		Ops:       unsafe.Pointer(&C.kb_ring_burst_ops),
+		Ctx:       unsafe.Pointer(info.to_kernel[q.id]),
+		Batch:     batch,
+		MaxSegs:   maxSegs,
+		TSCOffset: int32(info.tsc_offset),
+		TSCHz:     uint64(info.tsc_hz),
+		Held:      q.held(false),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ring: %w", err)
+	}
+	return o, nil
+}
+
+// held names the record of what this queue's worker holds toward the
+// kernel (or, with in, toward the app); none for a version-1 app.
+func (q *Queue) held(in bool) heldRec {
+	testHoldOnce.Do(setTestHold)
+	h := q.port.held
+	if h == nil {
+		return heldRec{}
+	}
+	rec := &h.out[q.id]
+	if in {
+		rec = &h.in[q.id]
+	}
+	return heldRec{N: unsafe.Pointer(&rec.n), M: unsafe.Pointer(&rec.m[0]), Pend: unsafe.Pointer(&rec.pend),
+		Max: C.KBRIDGE_HELD_MAX}
+}
+
+// Residence copies the residence-time histogram into dst. After Close it
+// leaves dst as it is.
+func (o *Out) Residence(dst []uint64) { o.residence(dst) }
+
+// In moves frames read from the kernel into mbufs on a from_kernel ring:
+// the burst core's in buffer over kb_ring_burst_ops. It implements
+// bridge.AppIn and bridge.AppTSO.
+type In struct {
+	inBuf
+	takes bool // the app declared TSO
+}
+
+var (
+	_ bridge.AppIn  = (*In)(nil)
+	_ bridge.AppTSO = (*In)(nil)
+)
+
+// In returns a burst writer for this queue's from_kernel ring with batch
+// slots of stride bytes (the largest frame it can carry).
+func (q *Queue) In(batch, stride int) (*In, error) {
+	info := &q.port.info
+	cfg := inConfig{
+		Ops:    unsafe.Pointer(&C.kb_ring_burst_ops),
+		Ctx:    unsafe.Pointer(info.from_kernel[q.id]),
+		Pool:   unsafe.Pointer(info.pool),
+		Batch:  batch,
+		Stride: stride,
+	}
+	takes, maxSegs := q.port.AppTSO()
+	if takes {
+		cfg.TSOMaxSegs = maxSegs
+	}
+	cfg.Held = q.held(true)
+	in := &In{takes: takes}
+	if err := in.open(cfg); err != nil {
+		return nil, fmt.Errorf("ring: %w", err)
+	}
+	return in, nil
+}
+
+// TakesTSO reports whether the app declared KBRIDGE_APP_TSO.
+func (in *In) TakesTSO() bool { return in.takes }
