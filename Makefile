@@ -133,7 +133,7 @@ testbed-down:
 demo: deps build
 	@bash tests/demo.sh
 
-# The benchmark of issue 3 (root): every forwarder side by side on the test bed;
+# The benchmark (root): every forwarder side by side on the test bed;
 # writes results/bench-<UTC>.md and results/latency-cdf-<UTC>.png. A subset or a
 # smoke test: make bench BENCH_FLAGS='-forwarders direct,kbridge-adaptive -quick'
 .PHONY: bench
@@ -141,7 +141,7 @@ bench: deps build
 	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
 	KBT_BENCH_COMMAND="make bench$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench $(BENCH_FLAGS)
 
-# The soak of issues 9 and 17 (root; not in CI): SOAK_MINUTES (default 30) of
+# The soak (root; not in CI): SOAK_MINUTES (default 30) of
 # NFS listings and reads, iperf3 and sockperf through kbridge on the test bed
 # in mode SOAK_MODE (ring, the default, or vhost), a policy reload every
 # minute, a kbridge restart and an app restart; then the vhost-user fuzz
@@ -152,14 +152,14 @@ bench: deps build
 soak: deps build
 	GO=$(GO) bash tests/soak/soak.sh
 
-# Issue 17's vhost-user fuzz target (root): FuzzVhostSequences against one
+# The vhost-user fuzz target (root): FuzzVhostSequences against one
 # kbridge per fuzz worker for FUZZTIME (default 60s), one worker at a time.
 FUZZTIME ?= 60s
 .PHONY: fuzz-vhost
 fuzz-vhost: deps build
 	$(GO) test -p 1 -count=1 -run '^$$' -fuzz FuzzVhostSequences -fuzztime $(FUZZTIME) -parallel 1 ./tests/vhost/
 
-# Issue 11's latency budget (root): a traced ping-pong per forwarder (direct,
+# The latency budget (root): a traced ping-pong per forwarder (direct,
 # kbridge-adaptive, testpmd) split into wakeup delays (perf sched), kbridge's
 # counters and residence, and the rest; writes results/latency-budget-<UTC>.md.
 .PHONY: latency-budget
@@ -167,7 +167,7 @@ latency-budget: deps build
 	cd tests/bench && $(GO) build -o ../../$(BIN)/kbt-bench .
 	KBT_BENCH_COMMAND="make latency-budget$(if $(BENCH_FLAGS), BENCH_FLAGS='$(BENCH_FLAGS)')" $(BIN)/kbt-bench -budget $(BENCH_FLAGS)
 
-# Issue 19's CPU 0 profile (root): perf record of CPU 0 with call graphs
+# The CPU 0 profile (root): perf record of CPU 0 with call graphs
 # during iperf3 each way, the NFS read of big.bin and NFS ls -R through
 # kbridge-adaptive; writes results/profile-<UTC>.md, the table of shares, and
 # a flame graph per workload beside it (results/profile-<UTC>-<workload>.png).

@@ -533,7 +533,7 @@ func checkSegments(t *testing.T, got []wire, seq uint32) int {
 
 // Once the kernel refused a GSO write, LRO packets are cut into MTU frames
 // in software and written plainly, that burst and every later one: bulk TCP
-// keeps flowing (issue 17, finding 5).
+// keeps flowing.
 func TestLROAfterRefusedGSOWriteIsSplit(t *testing.T) {
 	q, peer := newTestQueue(t, true)
 	refuseGSO(t)
@@ -569,7 +569,7 @@ func TestLROAfterRefusedGSOWriteIsSplit(t *testing.T) {
 // An LRO flag does not lift the MTU rule: a frame that is not a TCP
 // super-frame the kernel would segment (librte_vhost sets RX_LRO for any
 // gso_type a frontend claims) is dropped as oversize when it does not fit,
-// written when it does, with merging on or off (issue 17, finding 5).
+// written when it does, with merging on or off.
 func TestLROFlagDoesNotLiftTheMTU(t *testing.T) {
 	for _, merge := range []bool{true, false} {
 		q, peer := newTestQueue(t, merge)

@@ -1,6 +1,6 @@
 package main
 
-// The latency budget of issue 11 (`kbt-bench -budget`, `make latency-budget`):
+// The latency budget (`kbt-bench -budget`, `make latency-budget`):
 // one TCP ping-pong per forwarder (direct, kbridge-adaptive, testpmd), traced
 // with `perf sched record`, and the round trip split into what can be
 // attributed: the scheduler's wakeup delays of the client, the server and the

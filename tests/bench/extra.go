@@ -1,6 +1,6 @@
 package main
 
-// The workloads of issues 8 and 11 beyond the original set: the HTTP
+// The workloads the targets add to the original set: the HTTP
 // keep-alive server and wrk's output, the NFS bulk read, CPU per Gbit/s, the
 // placement of every forwarder's threads, and the test bed's own ceiling
 // (testpmd alone on kbt-nic, no kernel side).

@@ -1,6 +1,6 @@
 package main
 
-// `kbt-bench -profile` (`make profile`, issue 19): where CPU 0's time goes
+// `kbt-bench -profile` (`make profile`): where CPU 0's time goes
 // during bulk transfers through kbridge. Per workload (iperf3 each way, the
 // NFS read of big.bin, NFS ls -R) one `perf record -a -C 0 -g -e cpu-clock`
 // enabled exactly around the workload (perf's control fifo), its stacks put
@@ -22,7 +22,7 @@ import (
 	"github.com/kbridge/kbridge/tests/harness"
 )
 
-// profileWorkloads are the workloads of issue 19, in table order.
+// profileWorkloads are the profile's workloads, in table order.
 var profileWorkloads = []string{wUp, wDown, wNFSRead, wNFS}
 
 // ProfileRun is one forwarder's profiles: per workload, per round.

@@ -1,6 +1,6 @@
 package main
 
-// The markdown report: machine, result tables, the targets of issues 8 and 11.
+// The markdown report: machine, result tables, the targets.
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func (t Target) Met() bool { return strings.HasPrefix(t.Verdict, "met") }
 // subject is the forwarder the targets are about: kbridge's default mode.
 const subject = "kbridge-adaptive"
 
-// evalTargets checks the targets of issues 8 and 11 for kbridge-adaptive; a
+// evalTargets checks the targets for kbridge-adaptive; a
 // missing figure makes a target "n/a" with the reason.
 func evalTargets(res map[string]*Result) []Target {
 	get := func(name, key string) (*Result, string) {
@@ -379,7 +379,7 @@ func render(m Machine, order []string, res map[string]*Result, d Durations) stri
 		w("\nLoad this benchmark does not control: processes outside the bed's namespaces above 5%% of a core, averaged over each forwarder's measurements (kernel threads may be working for the bed; processes that started and ended within the window are not seen), then each CPU's use over the same window from /proc/stat (the bed's own work included; steal: time the hypervisor ran another guest):\n\n%s\n", strings.Join(foreign, "\n"))
 	}
 
-	w("\n## Targets (issues 8 and 11)\n\n")
+	w("\n## Targets\n\n")
 	w("For kbridge-adaptive, kbridge's default mode, against direct and testpmd measured in this run.\n\n")
 	w("| issue | target | goal | this run | verdict |\n|---|---|---|---|---|\n")
 	for _, t := range evalTargets(res) {

@@ -28,7 +28,7 @@ func sample() (order []string, res map[string]*Result) {
 		map[string]float64{wIdle: 0.5, wNFS: 40, wPP: 60, wCold: 1, wUp: 70, wDown: 65}, 100)
 	add("testpmd", 4.8, 3, Latency{29.5, 46.3, 80, 1000, 8000}, Latency{80, 145, 150, 150, 96}, 3.0, 3.1,
 		map[string]float64{wIdle: 100, wNFS: 100}, -1)
-	// issues 8 and 11: NFS read, iperf3 -P 4, HTTP, placement, the bed's ceiling
+	// the targets' workloads: NFS read, iperf3 -P 4, HTTP, placement, the bed's ceiling
 	for n, v := range map[string][4]float64{ // NFS MB/s, -P 4 Gbit/s, HTTP p50, p99
 		"direct": {900, 9.5, 30, 60}, "kbridge-adaptive": {750, 3.2, 70, 150}, "kni-4ms": {12, 0.1, 4000, 8000}, "testpmd": {600, 1.0, 90, 140},
 	} {

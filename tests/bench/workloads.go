@@ -26,7 +26,7 @@ const (
 	wCold = "cold"
 	wUp   = "up"
 	wDown = "down"
-	// issues 8 and 11
+	// the targets' workloads
 	wNFSRead = "nfsread" // nfs-cat of big.bin
 	wDown4   = "down4"   // iperf3 -P 4 -R
 	wHTTP    = "http"    // wrk keep-alive round trips

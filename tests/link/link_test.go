@@ -12,7 +12,7 @@ import (
 	"github.com/kbridge/kbridge/tests/harness"
 )
 
-// Issue 18: kb0's carrier follows the app port's link. The reference app
+// kb0's carrier follows the app port's link. The reference app
 // owns a net_tap port, whose link is its TAP's (kbftl-wire: the wire's far
 // end, as the PMD sees it: up and running, or not), and reports it
 // (kbridge_port_set_link, from its control thread); kbridge turns kb0's

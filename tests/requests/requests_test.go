@@ -14,7 +14,7 @@ import (
 	"github.com/kbridge/kbridge/tests/harness"
 )
 
-// Issue 18: what an administrator does to kb0 reaches the app as a request
+// What an administrator does to kb0 reaches the app as a request
 // (kbridge.h version 5), and kb0 takes the app port's MAC. The reference
 // app owns a net_tap port whose TAP (the wire, in a namespace of the app's
 // own, so that its MAC is no interface kbridge sees) shows what the PMD

@@ -1,6 +1,6 @@
 package restart
 
-// Who owns the port (issue 17, findings 3, 9 and 10's IPC part): the app
+// Who owns the port: the app
 // freeing its port under a kbridge that lives but does not run, an owner
 // whose pid now names another process, an owner that is a zombie, and an
 // eventfd handed over by a secondary that is not the owner. Every

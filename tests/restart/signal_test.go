@@ -11,7 +11,7 @@ import (
 	"github.com/kbridge/kbridge/tests/dpdkbed"
 )
 
-// Signals before the main loop (issue 17, finding 10): kbridge subscribes
+// Signals before the main loop: kbridge subscribes
 // first thing, so a SIGTERM during start-up ends it cleanly with the port
 // released and no TAP left, and a SIGHUP is remembered, never fatal.
 func TestSignalsDuringStartup(t *testing.T) {

@@ -1,4 +1,4 @@
-// Command kbt-soak is `make soak` (issue 9): a long run of mixed traffic
+// Command kbt-soak is `make soak`: a long run of mixed traffic
 // through kbridge on the namespace test bed (tests/testbed/README.md), with
 // policy reloads every minute and, in the middle, a kbridge restart and a
 // DPDK app restart. It reports per window (5 minutes by default) the NFS

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make soak (issue 9; root; not in CI): builds kbt-soak (tests/soak), waits
+# make soak (root; not in CI): builds kbt-soak (tests/soak), waits
 # until the namespace test bed is free and claims it (kbt_claim_bed: holds
 # /run/kbt.lock, so other users' up.sh wait), then runs kbt-soak, which
 # brings the bed up, runs the soak for SOAK_MINUTES (default 30) and tears

@@ -27,7 +27,7 @@
 #                        tests/testbed/kbridge-kb1.yaml), and a second iperf3
 #                        server on 5202. Unset or 1: one port.
 #   KBT_SW_OFFLOAD=1     the ring bed with a NIC that does LRO and TSO, as real
-#                        apps' NICs do (issue 19): the reference app runs
+#                        apps' NICs do: the reference app runs
 #                        --sw-offload (librte_gro merges what its port receives
 #                        before kbridge, librte_gso cuts kbridge's super-frames
 #                        before its port), and GRO is on at the veths'

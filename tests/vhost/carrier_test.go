@@ -37,7 +37,7 @@ func waitCarrier(t *testing.T, ns, ifname string, want bool, since time.Time) ti
 	}
 }
 
-// Issue 18: in mode vhost kb0's carrier follows the frontend as a NIC's
+// In mode vhost kb0's carrier follows the frontend as a NIC's
 // interface follows its link. No frontend: NO-CARRIER, its routes
 // linkdown; a device running: carrier on; the frontend gone: off again.
 // (The app's kill and restart under traffic: appRestarts.)

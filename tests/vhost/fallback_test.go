@@ -8,7 +8,7 @@ import (
 	"github.com/kbridge/kbridge/tests/harness"
 )
 
-// Issue 17, finding 5: once the kernel refuses a GSO write, kbridge stops
+// Once the kernel refuses a GSO write, kbridge stops
 // merging on that queue and writes frame by frame. Before, every later LRO
 // or TSO packet of the app (over the MTU by nature) was then dropped as
 // oversize: in mode vhost with HOST_TSO, bulk TCP to kb0 stopped. Now they

@@ -141,8 +141,8 @@ func dial(t *testing.T, sock string) *vu.Frontend {
 }
 
 // TestVhostHostileFrontend runs one kbridge against a fake vhost-user
-// frontend (vhost/vhostusertest) that misbehaves in every way issue 10
-// lists. After each case kbridge must be alive, the refusal logged (the
+// frontend (vhost/vhostusertest) that misbehaves in each way the cases
+// below list. After each case kbridge must be alive, the refusal logged (the
 // line each case names), nothing delivered to the TAP; at the end a
 // well-behaved frontend still gets a datagram through and the pool is
 // whole.

@@ -8,7 +8,7 @@ import (
 	vu "github.com/kbridge/kbridge/vhost/vhostusertest"
 )
 
-// Issue 17, finding 5: librte_vhost flags a frame RX_LRO for any gso_type a
+// librte_vhost flags a frame RX_LRO for any gso_type a
 // frontend claims that matches its L4 (UDP for GSO_UDP), and an LRO flag
 // used to lift the MTU rule: a 9000-byte UDP frame reached the 1500-MTU
 // TAP. Only a TCP super-frame, written as GSO or cut into MTU frames, may
