@@ -380,6 +380,16 @@ func TestArchitectureStaysAShortReference(t *testing.T) {
 	}
 }
 
+// maxReadme keeps README.md the front page: what kbridge is, the two
+// set-up commands, how an app uses it. Detail has its page under docs/.
+const maxReadme = 16000
+
+func TestReadmeStaysAFrontPage(t *testing.T) {
+	if text := readDoc(t, "README.md"); len(text) >= maxReadme {
+		t.Errorf("README.md is %d bytes, %d or more: move detail to its page under docs/ and link it", len(text), maxReadme)
+	}
+}
+
 var (
 	// A bare "(27)" after a word, or "#27"; man-page sections such as
 	// bpf(2) touch the word and are left alone, and code spans are blanked
