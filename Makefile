@@ -39,7 +39,7 @@ export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT))
 WERROR ?= -Werror
 HDR_WARN = -Wall -Wextra $(WERROR)
 # What a DPDK app includes: kbridge.h, and KNI's API over it (docs/KNI.md).
-APP_HEADERS := ring/include/kbridge.h ring/include/kbridge_child.h ring/include/rte_kni.h ring/include/rte_kni_common.h
+APP_HEADERS := ring/include/kbridge.h ring/include/kbridge_child.h ring/include/rte_kni.h ring/include/rte_kni_common.h ring/include/rte_kni_compat.h
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h ring/include/kbridge.h vhost/*.c vhost/*.h internal/*/*.c internal/*/*.h) go.mod go.sum
 
 .PHONY: all deps deb build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
