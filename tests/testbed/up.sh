@@ -54,7 +54,8 @@
 #   KBT_MODE=kni         the KNI variant: the app is bin/kbridge-kniapp, written
 #                        for KNI (docs/KNI.md); its rte_kni_alloc starts the
 #                        kbridge of its KNI, named kb0, which gets kb0's addresses
-#                        here. It runs --loop one: one lcore on the app CPU, as the reference app.
+#                        here. It runs --loop one --busy-poll: one lcore alone on the app
+#                        CPU, polling without a yield, as the reference app.
 #                        Its kbridge is placed as the ring bed's: KBRIDGE_CHILD_CPUS,
 #                        the CPUs off the app's (kbridge_child.h).
 #   KBT_VHOST_OFFLOADS   mode vhost: per-port offloads testpmd turns on on its
@@ -360,7 +361,7 @@ if [ "$MODE" = kni ]; then
 	[ -n "$KBT_OTHER_CPUS" ] && export KBRIDGE_CHILD_CPUS=$KBT_OTHER_CPUS
 	spawn kniapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_ROOT/bin/kbridge-kniapp" \
 		--lcores "0@(${KBT_OTHER_CPUS:-$KBT_APP_CPU}),1@$KBT_APP_CPU" --main-lcore 0 \
-		--file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci --vdev net_af_packet0,iface=kbt-nic -- --name kb0 --loop one
+		--file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci --vdev net_af_packet0,iface=kbt-nic -- --name kb0 --loop one --busy-poll
 	APP_PID=$SPAWNED_PID
 	wait_for "the KNI app to forward" 60 "$APP_PID" "$KBT_RUN/kniapp.log" \
 		grep -q '^kniapp: forwarding' "$KBT_RUN/kniapp.log"
