@@ -10,8 +10,9 @@
  * metrics off) into this process's DPDK runtime directory and starts
  * `kbridge run` on it: the binary named by $KBRIDGE_BIN, else `kbridge` on
  * PATH, /usr/bin/kbridge, /usr/local/bin/kbridge. The child runs in a
- * process group of its own (a terminal's ^C reaches the app alone, which
- * stops kbridge when it releases the port), with the signal mask and
+ * session of its own (a terminal's ^C reaches the app alone, which stops
+ * kbridge when it releases the port; the scheduler's autogroup, where
+ * enabled, is its own, as a service's), with the signal mask and
  * dispositions a fresh process has, on every CPU this process may use (the
  * app's lcore affinity is not its) or on the CPUs $KBRIDGE_CHILD_CPUS lists
  * (as taskset -c takes them: "0", "0,2-3"), and with none of the app's
@@ -229,7 +230,12 @@ kbridge_child_exec_(const char *bin, char *const argv[], const unsigned long *cp
 	size_t i;
 	int fd;
 
-	(void)setpgid(0, 0);
+	/* A session of its own, as a service's: its own process group (a
+	 * terminal's ^C reaches the app alone), no controlling terminal,
+	 * and, where the kernel groups scheduling by session (autogroup),
+	 * CPU time of its own rather than a share of the app's group, whose
+	 * polling lcores would take most of its weight. */
+	(void)setsid();
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	for (i = 0; i < RTE_DIM(sigs); i++)

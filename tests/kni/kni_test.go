@@ -11,6 +11,7 @@
 package kni
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -166,9 +167,9 @@ func (a *app) stop(t *testing.T) {
 	}
 }
 
-// childCPUs is the CPU list (Cpus_allowed_list) of the kbridge the app
-// started for KNI name, found by the pid rte_kni_alloc logged.
-func (a *app) childCPUs(t *testing.T, name string) string {
+// childPID is the pid of the kbridge the app started for KNI name, as
+// rte_kni_alloc logged it.
+func (a *app) childPID(t *testing.T, name string) string {
 	t.Helper()
 	prefix := "KNI: " + name + ": kernel interface ready, served by kbridge pid "
 	log := a.Log.String()
@@ -176,7 +177,33 @@ func (a *app) childCPUs(t *testing.T, name string) string {
 	if i < 0 {
 		t.Fatalf("the app did not log %q", prefix)
 	}
-	pid := strings.Fields(log[i+len(prefix):])[0]
+	return strings.Fields(log[i+len(prefix):])[0]
+}
+
+// childSession is the pid and the session id of the kbridge the app
+// started for KNI name.
+func (a *app) childSession(t *testing.T, name string) (pid, sid int) {
+	t.Helper()
+	p := a.childPID(t, name)
+	stat, err := os.ReadFile("/proc/" + p + "/stat")
+	if err != nil {
+		t.Fatalf("kbridge pid %s: %v", p, err)
+	}
+	// pid (comm) state ppid pgrp session ...: comm may hold spaces.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	pid, _ = strconv.Atoi(p)
+	sid, err = strconv.Atoi(f[3])
+	if err != nil {
+		t.Fatalf("/proc/%s/stat: no session in %q", p, stat)
+	}
+	return pid, sid
+}
+
+// childCPUs is the CPU list (Cpus_allowed_list) of the kbridge the app
+// started for KNI name.
+func (a *app) childCPUs(t *testing.T, name string) string {
+	t.Helper()
+	pid := a.childPID(t, name)
 	status, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		t.Fatalf("kbridge pid %s: %v", pid, err)
@@ -240,6 +267,9 @@ func TestKNIApplication(t *testing.T) {
 			"--refuse-mtu", "1280", "--refuse-down")
 		if got := a.childCPUs(t, "vEth0"); got != "0" {
 			t.Errorf("the kbridge of vEth0 may run on CPUs %s, want KBRIDGE_CHILD_CPUS=0", got)
+		}
+		if pid, sid := a.childSession(t, "vEth0"); pid != sid {
+			t.Errorf("the kbridge of vEth0 (pid %d) is in session %d, want a session of its own", pid, sid)
 		}
 		if got := attr(t, "vEth0", "address"); got != kniMAC {
 			t.Errorf("vEth0 has MAC %s, want conf.mac_addr %s", got, kniMAC)
