@@ -10,11 +10,14 @@
  * metrics off) into this process's DPDK runtime directory and starts
  * `kbridge run` on it: the binary named by $KBRIDGE_BIN, else `kbridge` on
  * PATH, /usr/bin/kbridge, /usr/local/bin/kbridge. The child runs in a
- * process group of its own (a terminal's ^C reaches the app alone, which
- * stops kbridge when it releases the port), with the signal mask and
+ * session of its own (a terminal's ^C reaches the app alone, which stops
+ * kbridge when it releases the port; the scheduler's autogroup, where
+ * enabled, is its own, as a service's), with the signal mask and
  * dispositions a fresh process has, on every CPU this process may use (the
- * app's lcore affinity is not its), and with none of the app's descriptors
- * but stdin, stdout and stderr: its log goes where the app's stderr goes.
+ * app's lcore affinity is not its) or on the CPUs $KBRIDGE_CHILD_CPUS lists
+ * (as taskset -c takes them: "0", "0,2-3"), and with none of the app's
+ * descriptors but stdin, stdout and stderr: its log goes where the app's
+ * stderr goes.
  * kbridge_child_wait() waits until it serves the port and the interface
  * exists; kbridge_child_stop() stops it by its pid (SIGTERM: kbridge frees
  * every mbuf it holds and removes the interface) and removes the file.
@@ -96,6 +99,52 @@ kbridge_child_find_bin_(char *buf, size_t len)
 	return -ENOENT;
 }
 
+/* The child's CPU mask: room for 1024 CPUs, as glibc's cpu_set_t. */
+#define KBRIDGE_CHILD_CPU_WORDS (1024 / (8 * sizeof(unsigned long)))
+
+/* Parses $KBRIDGE_CHILD_CPUS (a CPU list: "0", "0,2-3") into mask; every
+ * CPU when it is unset or empty. 0, or -EINVAL for a list that is not one
+ * or names no CPU below 1024. */
+static inline int
+kbridge_child_cpus_(unsigned long *mask)
+{
+	const char *s = getenv("KBRIDGE_CHILD_CPUS");
+	int any = 0;
+
+	if (s == NULL || *s == '\0') {
+		memset(mask, 0xff, KBRIDGE_CHILD_CPU_WORDS * sizeof(*mask));
+		return 0;
+	}
+	memset(mask, 0, KBRIDGE_CHILD_CPU_WORDS * sizeof(*mask));
+	for (;;) {
+		const size_t bits = 8 * sizeof(*mask);
+		char *end;
+		unsigned long lo, hi, c;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		lo = strtoul(s, &end, 10);
+		hi = lo;
+		if (*end == '-') {
+			s = end + 1;
+			if (*s < '0' || *s > '9')
+				return -EINVAL;
+			hi = strtoul(s, &end, 10);
+		}
+		if (lo > hi || hi >= KBRIDGE_CHILD_CPU_WORDS * bits)
+			return -EINVAL;
+		for (c = lo; c <= hi; c++)
+			mask[c / bits] |= 1UL << (c % bits);
+		any = 1;
+		if (*end == '\0')
+			break;
+		if (*end != ',')
+			return -EINVAL;
+		s = end + 1;
+	}
+	return any ? 0 : -EINVAL;
+}
+
 /* Whether s can stand in the generated YAML as a plain quoted string and
  * name a kbridge instance: letters, digits, '-', '_'. */
 static inline int
@@ -173,27 +222,31 @@ kbridge_child_write_config_(struct kbridge_child *c, const struct kbridge_child_
 
 /* In the child, between fork() and exec: async-signal-safe calls only. */
 static inline void
-kbridge_child_exec_(const char *bin, char *const argv[])
+kbridge_child_exec_(const char *bin, char *const argv[], const unsigned long *cpus)
 {
 	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2, SIGQUIT};
 	struct sigaction dfl;
-	unsigned long all[1024 / (8 * sizeof(unsigned long))];
 	sigset_t none;
 	size_t i;
 	int fd;
 
-	(void)setpgid(0, 0);
+	/* A session of its own, as a service's: its own process group (a
+	 * terminal's ^C reaches the app alone), no controlling terminal,
+	 * and, where the kernel groups scheduling by session (autogroup),
+	 * CPU time of its own rather than a share of the app's group, whose
+	 * polling lcores would take most of its weight. */
+	(void)setsid();
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	for (i = 0; i < RTE_DIM(sigs); i++)
 		(void)sigaction(sigs[i], &dfl, NULL);
 	sigemptyset(&none);
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
-	/* Every CPU: the kernel keeps those the cpuset allows. The raw
-	 * call: the glibc wrapper needs _GNU_SOURCE, which a header cannot
-	 * set for the file that includes it. */
-	memset(all, 0xff, sizeof(all));
-	(void)syscall(SYS_sched_setaffinity, 0, sizeof(all), all);
+	/* Every CPU (the kernel keeps those the cpuset allows), or
+	 * $KBRIDGE_CHILD_CPUS. The raw call: the glibc wrapper needs
+	 * _GNU_SOURCE, which a header cannot set for the file that includes
+	 * it. */
+	(void)syscall(SYS_sched_setaffinity, 0, KBRIDGE_CHILD_CPU_WORDS * sizeof(*cpus), cpus);
 #ifdef SYS_close_range
 	if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
 #endif
@@ -211,6 +264,7 @@ static inline int
 kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *conf,
 		    char *why, size_t whylen)
 {
+	unsigned long cpus[KBRIDGE_CHILD_CPU_WORDS];
 	char bin[PATH_MAX];
 	char *argv[8];
 	int argc = 0, ret;
@@ -226,6 +280,11 @@ kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *co
 			 getenv("KBRIDGE_BIN") != NULL ? " = " : " unset",
 			 getenv("KBRIDGE_BIN") != NULL ? getenv("KBRIDGE_BIN") : "");
 		return -ENOENT;
+	}
+	if (kbridge_child_cpus_(cpus) < 0) {
+		snprintf(why, whylen, "KBRIDGE_CHILD_CPUS=%.60s is no CPU list (as taskset -c takes: 0,2-3)",
+			 getenv("KBRIDGE_CHILD_CPUS"));
+		return -EINVAL;
 	}
 	ret = kbridge_child_write_config_(c, conf, why, whylen);
 	if (ret < 0)
@@ -244,7 +303,7 @@ kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *co
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0)
-		kbridge_child_exec_(bin, argv);
+		kbridge_child_exec_(bin, argv, cpus);
 	if (pid < 0) {
 		ret = -errno;
 		snprintf(why, whylen, "fork: %s", strerror(errno));

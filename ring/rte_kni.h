@@ -13,6 +13,9 @@
  * by someone else (systemd's kbridge@NAME) must come and take the port.
  * Either way the kernel interface exists when rte_kni_alloc() returns.
  *
+ * rte_kni_compat.h gives back what DPDK removed beside KNI and KNI
+ * applications call (rte_ctrl_thread_create() on DPDK 23.11 and later).
+ *
  * Threads, as with KNI: one lcore calls rte_kni_tx_burst() for a KNI (the
  * to_kernel ring has one producer), one calls rte_kni_rx_burst() (one
  * consumer); they may be two lcores. rte_kni_handle_request() runs the
@@ -30,6 +33,7 @@
 #include <rte_pci.h>
 
 #include <rte_kni_common.h>
+#include <rte_kni_compat.h>
 #include <kbridge.h>
 #include <kbridge_child.h>
 

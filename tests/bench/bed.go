@@ -53,6 +53,10 @@ type Forwarder struct {
 	// super-frames with librte_gso) and whose veths' receivers do GRO,
 	// the floor's too (issue 19).
 	NICOffload bool
+	// NoTSO measures the forwarder on the ring bed whose reference app
+	// declares no TSO to kbridge, as an app written for KNI (up.sh's
+	// KBT_NO_TSO=1): kbridge-kni-api's like.
+	NoTSO bool
 }
 
 // allForwarders in the order they are measured and shown.
@@ -79,24 +83,31 @@ var allForwarders = []Forwarder{
 	// GRO at its receivers (KBT_SW_OFFLOAD=1).
 	{Name: "direct-gro", Kind: "direct", NICOffload: true},
 	{Name: "kbridge-nic-offload", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", NICOffload: true},
+	// The reference app configured as the KNI app below: no TSO declared
+	// (KBT_NO_TSO=1), kbridge adaptive and placed as always.
+	{Name: "kbridge-no-tso", Kind: "kbridge", Mode: "adaptive", Policy: "policy:\n  mode: adaptive\n", NoTSO: true},
 	// An app written for KNI (bin/kbridge-kniapp over rte_kni.h,
 	// docs/KNI.md; up.sh's KBT_MODE=kni): the kbridge its rte_kni_alloc
-	// started, at kbridge's defaults (adaptive), its rx and tx lcores
-	// sharing the app CPU.
+	// started, at kbridge's defaults (adaptive), placed as the ring bed's
+	// kbridge (KBRIDGE_CHILD_CPUS), the app's one lcore on the app CPU.
 	{Name: "kbridge-kni-api", Kind: "kni"},
 }
 
 // bedKind is the bed a forwarder is measured on: "kbridge" (the ring bed,
 // direct too), "vhost" (KBT_MODE=vhost), "testpmd" (no bridge, testpmd or
 // the ceiling in its place), "jumbo" (the ring bed at MTU 9000, direct
-// too) or "offload" (the ring bed with the app's port doing LRO/TSO and
-// GRO at the veths' receivers, direct too).
+// too), "offload" (the ring bed with the app's port doing LRO/TSO and
+// GRO at the veths' receivers, direct too), "notso" (the ring bed, its
+// app declaring no TSO) or "kni" (the KNI app's bed).
 func (f Forwarder) bedKind() string {
 	if f.MTU != 0 {
 		return "jumbo"
 	}
 	if f.NICOffload {
 		return "offload"
+	}
+	if f.NoTSO {
+		return "notso"
 	}
 	switch f.Kind {
 	case "testpmd", "ceiling":
@@ -132,7 +143,7 @@ func groupForwarders(fws []Forwarder) [][]Forwarder {
 		}
 	}
 	var groups [][]Forwarder
-	for _, g := range [][]Forwarder{kb, vh, tp, byBed["jumbo"], byBed["offload"], byBed["kni"]} {
+	for _, g := range [][]Forwarder{kb, vh, tp, byBed["jumbo"], byBed["offload"], byBed["notso"], byBed["kni"]} {
 		if len(g) > 0 {
 			groups = append(groups, g)
 		}
@@ -198,7 +209,7 @@ type Bed struct {
 	fwdPID   int      // kbridge or testpmd
 	appPID   int      // the DPDK app: the reference app (ring bed) or testpmd (vhost bed)
 	httpPID  int      // the bench's HTTP server in kbt-peer
-	kind     string   // what is up: "", "kbridge", "vhost", "testpmd", "jumbo", "offload", "kni"
+	kind     string   // what is up: "", "kbridge", "vhost", "testpmd", "jumbo", "offload", "notso", "kni"
 	lock     *os.File // the bed's lock while this run holds it (claim)
 	progress func(format string, a ...any)
 }
@@ -267,13 +278,15 @@ func (b *Bed) pin(ns string, args ...string) []string {
 func (b *Bed) up(ctx context.Context, kind, policy string) error {
 	b.kind, b.fwdPID, b.appPID = kind, 0, 0
 	switch kind {
-	case "kbridge", "jumbo", "offload":
+	case "kbridge", "jumbo", "offload", "notso":
 		cfg, env := b.config(policy), []string{"KBRIDGE_CONFIG=" + b.cfgPath}
 		switch kind {
 		case "jumbo":
 			env = append(env, "KBT_JUMBO=1") // every link at 9000; kb0 from cfg
 		case "offload":
 			env = append(env, "KBT_SW_OFFLOAD=1") // the app's LRO/TSO, GRO at the receivers
+		case "notso":
+			env = append(env, "KBT_NO_TSO=1") // the app declares no TSO, as a KNI app
 		}
 		if err := harness.WriteAtomic(b.cfgPath, cfg); err != nil {
 			return err
@@ -360,7 +373,7 @@ func (b *Bed) alive() error {
 	if err := syscall.Kill(b.fwdPID, 0); err != nil {
 		return fmt.Errorf("forwarder pid %d is gone (see %s/*.log)", b.fwdPID, runDir)
 	}
-	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "vhost": "kbridge", "testpmd": "testpmd", "jumbo": "kbridge", "offload": "kbridge", "kni": "kbridge"}[b.kind]); err != nil || pid != b.fwdPID {
+	if pid, err := readPID(map[string]string{"kbridge": "kbridge", "vhost": "kbridge", "testpmd": "testpmd", "jumbo": "kbridge", "offload": "kbridge", "notso": "kbridge", "kni": "kbridge"}[b.kind]); err != nil || pid != b.fwdPID {
 		return fmt.Errorf("the bed was replaced under us (pid file no longer names %d)", b.fwdPID)
 	}
 	return nil

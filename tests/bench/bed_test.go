@@ -41,7 +41,7 @@ policy:
 
 func TestSelectForwarders(t *testing.T) {
 	all, err := selectForwarders("all")
-	if err != nil || len(all) != 16 || all[0].Name != "direct" || all[8].Name != "kbridge-vhost" || all[9].Name != "testpmd" || all[10].Name != "bed-ceiling" {
+	if err != nil || len(all) != 17 || all[0].Name != "direct" || all[8].Name != "kbridge-vhost" || all[9].Name != "testpmd" || all[10].Name != "bed-ceiling" {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	// Table order, whatever order the flag lists them in.
@@ -107,9 +107,10 @@ func TestGroupForwarders(t *testing.T) {
 		return strings.Join(out, " | ")
 	}
 	for list, want := range map[string]string{
-		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling | direct-9000,kbridge-9000 | direct-gro,kbridge-nic-offload | kbridge-kni-api",
-		// So is the KNI app's.
-		"direct,kbridge-kni-api": "direct | kbridge-kni-api",
+		"all": "direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms | kbridge-vhost | testpmd,bed-ceiling | direct-9000,kbridge-9000 | direct-gro,kbridge-nic-offload | kbridge-no-tso | kbridge-kni-api",
+		// So is the KNI app's, and its like's, next to it.
+		"direct,kbridge-kni-api":                "direct | kbridge-kni-api",
+		"kbridge-kni-api,kbridge-no-tso,direct": "direct | kbridge-no-tso | kbridge-kni-api",
 		// So is the offload bed.
 		"direct,kbridge-nic-offload":     "direct | kbridge-nic-offload",
 		"direct-gro,kbridge-nic-offload": "direct-gro,kbridge-nic-offload",
@@ -137,6 +138,9 @@ func TestGroupForwarders(t *testing.T) {
 		}
 		if f.NICOffload {
 			want = "offload"
+		}
+		if f.NoTSO {
+			want = "notso"
 		}
 		if f.bedKind() != want {
 			t.Errorf("%s: bed %q, want %q", f.Name, f.bedKind(), want)

@@ -28,7 +28,7 @@ func main() {
 }
 
 func mainErr() int {
-	fwList := flag.String("forwarders", "all", "comma-separated subset of: direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms,kbridge-vhost,testpmd,bed-ceiling,direct-9000,kbridge-9000,direct-gro,kbridge-nic-offload")
+	fwList := flag.String("forwarders", "all", "comma-separated subset of: direct,kbridge-busy,kbridge-adaptive,kbridge-plain,kbridge-interrupt,kbridge-learn,kni-4ms,kni-1ms,kbridge-vhost,testpmd,bed-ceiling,direct-9000,kbridge-9000,direct-gro,kbridge-nic-offload,kbridge-no-tso,kbridge-kni-api")
 	quick := flag.Bool("quick", false, "shorten every workload (a smoke test, not a measurement)")
 	root := flag.String("root", ".", "repository root (holds tests/testbed and bin/)")
 	outDir := flag.String("out", "results", "directory for the report, the picture and raw outputs")

@@ -72,7 +72,7 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 	// first on this bed, does not share CPU 0 with a spinning kbridge.
 	kind, policy := "kbridge", "policy:\n  mode: adaptive\n"
 	for _, f := range group {
-		if f.Kind != "direct" || f.MTU != 0 || f.NICOffload {
+		if f.Kind != "direct" || f.MTU != 0 || f.NICOffload || f.NoTSO {
 			kind = f.bedKind()
 		}
 		if f.Kind == "vhost" {
@@ -98,6 +98,9 @@ func (rn *Runner) runBed(ctx context.Context, group []Forwarder, res map[string]
 		case "offload":
 			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-nic-offload.log"))
 			_ = copyFile(filepath.Join(runDir, "refapp.log"), filepath.Join(rn.rawDir, "refapp-nic-offload.log"))
+		case "notso":
+			_ = copyFile(filepath.Join(runDir, "kbridge.log"), filepath.Join(rn.rawDir, "kbridge-no-tso.log"))
+			_ = copyFile(filepath.Join(runDir, "refapp.log"), filepath.Join(rn.rawDir, "refapp-no-tso.log"))
 		case "kni":
 			_ = copyFile(filepath.Join(runDir, "kniapp.log"), filepath.Join(rn.rawDir, "kniapp.log"))
 		case "vhost":

@@ -11,6 +11,7 @@
 package kni
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,12 +51,7 @@ type app struct {
 // beside it (KBRIDGE_KNI_SPAWN=0).
 func startApp(t *testing.T, root string, env []string, kb *harness.Proc, names []string, args ...string) *app {
 	t.Helper()
-	appCPU := runtime.NumCPU() - 1
-	lcores := fmt.Sprintf("0@0,1@%d,2@%d", appCPU, appCPU)
-	p := harness.StartSpec(t, "kniapp", harness.Spec{Env: append([]string{"KBRIDGE_BIN=" + filepath.Join(root, "bin/kbridge")}, env...)},
-		append([]string{"ip", "netns", "exec", "kbt-dut", filepath.Join(root, "bin/kbridge-kniapp"),
-			"--lcores", lcores, "--file-prefix", "kbt-kni", "--proc-type", "primary", "--no-pci",
-			"--vdev", "net_af_packet0,iface=kbt-nic", "--"}, args...)...)
+	p := launch(t, root, env, args...)
 	a := &app{Proc: p, names: names, kb: kb}
 	if kb == nil {
 		a.kb = p
@@ -81,6 +77,17 @@ func startApp(t *testing.T, root string, env []string, kb *harness.Proc, names [
 	// The peer may know 198.18.0.2 at the MAC of an earlier run's KNI.
 	sh(t, "ip", "-n", "kbt-peer", "neigh", "flush", "dev", "kbt-wire")
 	return a
+}
+
+// launch starts bin/kbridge-kniapp as startApp describes and returns at once.
+func launch(t *testing.T, root string, env []string, args ...string) *harness.Proc {
+	t.Helper()
+	appCPU := runtime.NumCPU() - 1
+	lcores := fmt.Sprintf("0@0,1@%d,2@%d", appCPU, appCPU)
+	return harness.StartSpec(t, "kniapp", harness.Spec{Env: append([]string{"KBRIDGE_BIN=" + filepath.Join(root, "bin/kbridge")}, env...)},
+		append([]string{"ip", "netns", "exec", "kbt-dut", filepath.Join(root, "bin/kbridge-kniapp"),
+			"--lcores", lcores, "--file-prefix", "kbt-kni", "--proc-type", "primary", "--no-pci",
+			"--vdev", "net_af_packet0,iface=kbt-nic", "--"}, args...)...)
 }
 
 // request runs `ip link set dev name ARGS...` and waits for kbridge to say
@@ -160,6 +167,56 @@ func (a *app) stop(t *testing.T) {
 	}
 }
 
+// childPID is the pid of the kbridge the app started for KNI name, as
+// rte_kni_alloc logged it.
+func (a *app) childPID(t *testing.T, name string) string {
+	t.Helper()
+	prefix := "KNI: " + name + ": kernel interface ready, served by kbridge pid "
+	log := a.Log.String()
+	i := strings.LastIndex(log, prefix)
+	if i < 0 {
+		t.Fatalf("the app did not log %q", prefix)
+	}
+	return strings.Fields(log[i+len(prefix):])[0]
+}
+
+// childSession is the pid and the session id of the kbridge the app
+// started for KNI name.
+func (a *app) childSession(t *testing.T, name string) (pid, sid int) {
+	t.Helper()
+	p := a.childPID(t, name)
+	stat, err := os.ReadFile("/proc/" + p + "/stat")
+	if err != nil {
+		t.Fatalf("kbridge pid %s: %v", p, err)
+	}
+	// pid (comm) state ppid pgrp session ...: comm may hold spaces.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	pid, _ = strconv.Atoi(p)
+	sid, err = strconv.Atoi(f[3])
+	if err != nil {
+		t.Fatalf("/proc/%s/stat: no session in %q", p, stat)
+	}
+	return pid, sid
+}
+
+// childCPUs is the CPU list (Cpus_allowed_list) of the kbridge the app
+// started for KNI name.
+func (a *app) childCPUs(t *testing.T, name string) string {
+	t.Helper()
+	pid := a.childPID(t, name)
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatalf("kbridge pid %s: %v", pid, err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no Cpus_allowed_list in /proc/%s/status", pid)
+	return ""
+}
+
 func sh(t *testing.T, args ...string) string {
 	t.Helper()
 	return harness.Sh(t, nil, args[0], args[1:]...)
@@ -205,9 +262,15 @@ func TestKNIApplication(t *testing.T) {
 		t.Fatalf("up.sh did not say 'testbed up':\n%s", out)
 	}
 
-	t.Run("split rx and tx lcores with every callback", func(t *testing.T) {
-		a := startApp(t, root, nil, nil, []string{"vEth0"}, "--loop", "split", "--ops", "all", "--mac", kniMAC,
+	t.Run("split rx and tx lcores with every callback, the kbridge on KBRIDGE_CHILD_CPUS", func(t *testing.T) {
+		a := startApp(t, root, []string{"KBRIDGE_CHILD_CPUS=0"}, nil, []string{"vEth0"}, "--loop", "split", "--ops", "all", "--mac", kniMAC,
 			"--refuse-mtu", "1280", "--refuse-down")
+		if got := a.childCPUs(t, "vEth0"); got != "0" {
+			t.Errorf("the kbridge of vEth0 may run on CPUs %s, want KBRIDGE_CHILD_CPUS=0", got)
+		}
+		if pid, sid := a.childSession(t, "vEth0"); pid != sid {
+			t.Errorf("the kbridge of vEth0 (pid %d) is in session %d, want a session of its own", pid, sid)
+		}
 		if got := attr(t, "vEth0", "address"); got != kniMAC {
 			t.Errorf("vEth0 has MAC %s, want conf.mac_addr %s", got, kniMAC)
 		}
@@ -299,8 +362,30 @@ func TestKNIApplication(t *testing.T) {
 		}
 	})
 
-	t.Run("one loop with some callbacks, the rest KNI's defaults on the port", func(t *testing.T) {
+	t.Run("a KBRIDGE_CHILD_CPUS that is no CPU list fails rte_kni_alloc with that cause", func(t *testing.T) {
+		p := launch(t, root, []string{"KBRIDGE_CHILD_CPUS=0-x"}, "--loop", "one")
+		if !p.ExitedWithin(60 * time.Second) {
+			t.Fatal("the app still runs 60 s after an rte_kni_alloc that must fail")
+		}
+		if p.ExitCode() == 0 || !strings.Contains(p.Log.String(), "KBRIDGE_CHILD_CPUS=0-x is no CPU list") {
+			t.Errorf("the app exited %d without naming the bad KBRIDGE_CHILD_CPUS:\n%s", p.ExitCode(), p.Log.String())
+		}
+		if gone, out := harness.LinkGone("kbt-dut", "vEth0"); !gone {
+			t.Errorf("vEth0 exists after a failed rte_kni_alloc: %s", out)
+		}
+	})
+
+	t.Run("one loop with some callbacks, the rest KNI's defaults on the port, the kbridge on every CPU", func(t *testing.T) {
 		a := startApp(t, root, nil, nil, []string{"vEth0"}, "--loop", "one", "--ops", "some")
+		// The app runs on every CPU here (its lcores pinned, not the
+		// process), and so does its kbridge by default.
+		online, err := os.ReadFile("/sys/devices/system/cpu/online")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := a.childCPUs(t, "vEth0"), strings.TrimSpace(string(online)); got != want {
+			t.Errorf("the kbridge of vEth0 may run on CPUs %s, want every online CPU, %s", got, want)
+		}
 		t.Run("ping both ways", harness.PingBothWays)
 		a.request(t, "vEth0", "link", "down", true, "down")
 		a.WaitLog("kniapp: config_network_if(0, 0) = 0", 5*time.Second)

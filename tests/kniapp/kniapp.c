@@ -8,13 +8,17 @@
  *
  *   kbridge-kniapp [EAL args] -- [--loop one|split] [--ops all|null|some]
  *                  [--kni N] [--name NAME] [--mac XX:XX:XX:XX:XX:XX]
- *                  [--refuse-mtu N] [--refuse-down] [--realloc N]
+ *                  [--refuse-mtu N] [--refuse-down] [--realloc N] [--busy-poll]
  *
  * --loop one: one lcore receives, transmits and serves the KNIs' requests
  *   (rte_kni_handle_request in the loop, as DPDK's KNI example did);
  *   split (the default): an rx lcore and a tx lcore, and the main thread
  *   serves the requests every 5 ms. Pollers yield the CPU when idle: the
  *   test bed's lcores share a CPU.
+ * --busy-poll: pollers never yield, as the reference app's lcore and DPDK's
+ *   KNI example: for lcores alone on their CPUs (make bench's bed). A
+ *   yield gives the CPU to whatever else runs there, and the next frame
+ *   waits for it.
  * --ops all (the default): every callback, each logged ("kniapp: NAME(...)
  *   = RESULT"); change_mtu sets the port's MTU and refuses --refuse-mtu,
  *   config_network_if refuses down with --refuse-down, config_promiscusity
@@ -63,6 +67,7 @@ static char kni_name[RTE_KNI_NAMESIZE] = "vEth0";
 static struct rte_ether_addr kni_mac;
 static const char *ops_style = "all";
 static int one_loop;
+static int busy_poll;
 static unsigned int refuse_mtu;
 static int refuse_down;
 static struct rte_mempool *pool;
@@ -221,7 +226,7 @@ lcore_one(void *arg)
 		unsigned int moved = ingress() + egress();
 
 		serve_requests();
-		if (moved == 0)
+		if (moved == 0 && !busy_poll)
 			sched_yield();
 	}
 	return 0;
@@ -233,7 +238,7 @@ lcore_rx(void *arg)
 	(void)arg;
 	logf_("kniapp: lcore %u: rx\n", rte_lcore_id());
 	while (!quit)
-		if (ingress() == 0)
+		if (ingress() == 0 && !busy_poll)
 			sched_yield();
 	return 0;
 }
@@ -244,7 +249,7 @@ lcore_tx(void *arg)
 	(void)arg;
 	logf_("kniapp: lcore %u: tx\n", rte_lcore_id());
 	while (!quit)
-		if (egress() == 0)
+		if (egress() == 0 && !busy_poll)
 			sched_yield();
 	return 0;
 }
@@ -302,6 +307,7 @@ parse_args(int argc, char **argv)
 		{"kni", required_argument, NULL, 'k'},    {"name", required_argument, NULL, 'n'},
 		{"mac", required_argument, NULL, 'm'},    {"refuse-mtu", required_argument, NULL, 'r'},
 		{"refuse-down", no_argument, NULL, 'd'},  {"realloc", required_argument, NULL, 'a'},
+		{"busy-poll", no_argument, NULL, 'b'},
 		{NULL, 0, NULL, 0},
 	};
 	int c, realloc_n = 0;
@@ -332,6 +338,9 @@ parse_args(int argc, char **argv)
 			break;
 		case 'a':
 			realloc_n = atoi(optarg);
+			break;
+		case 'b':
+			busy_poll = 1;
 			break;
 		default:
 			return -1;
@@ -396,7 +405,8 @@ main(int argc, char **argv)
 		rte_eal_remote_launch(lcore_rx, NULL, lcores[0]);
 		rte_eal_remote_launch(lcore_tx, NULL, lcores[1]);
 	}
-	logf_("kniapp: forwarding (%s loop, ops %s, %u KNI)\n", one_loop ? "one" : "split", ops_style, nb_kni);
+	logf_("kniapp: forwarding (%s loop%s, ops %s, %u KNI)\n", one_loop ? "one" : "split",
+	      busy_poll ? ", busy poll" : "", ops_style, nb_kni);
 	while (!quit) {
 		if (!one_loop)
 			serve_requests();

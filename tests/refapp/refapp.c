@@ -45,6 +45,10 @@
  *    with finished checksums (librte_gso for IPv4, by copying for IPv6)
  *    before rte_eth_tx_burst. One GSO context and indirect pool serve all
  *    the ports.
+ * --no-tso: the app declares no TSO to kbridge even where its port could cut
+ * TCP super-frames (kbridge then cuts them into MTU frames itself), as an
+ * app written for KNI, which had no offloads, does; not with --sw-offload.
+ *
  * Its stats lines end in " gro=N gro_segments=N gso=N gso_segments=N
  * gso_refused=N rx_csum_bad=N" (after " port=NAME" with several ports):
  * merged packets handed to kbridge and the frames inside them, super-frames
@@ -55,7 +59,7 @@
  *
  *   kbridge-refapp <EAL args> -- [--port NAME]... [--queues N] [--ring-size N]
  *                                [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P]
- *                                [--free-wait SECONDS] [--sw-offload]
+ *                                [--free-wait SECONDS] [--sw-offload | --no-tso]
  *                                [--vhost PATH [--vhost-queues N] [--vhost-server]
  *                                 [--vhost-no-gro]]
  *
@@ -150,6 +154,7 @@ struct opts {
 	const char *requests;   /* "serve" (the default), "none" or "unanswered" */
 	unsigned int request_delay_ms; /* each request takes this long: a port restart */
 	bool sw_offload;	/* LRO and TSO in software (ring mode only) */
+	bool no_tso;		/* declare no TSO to kbridge, whatever the port does */
 };
 
 struct counters {
@@ -181,10 +186,11 @@ usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s <EAL args> -- [--port NAME]... [--queues N] [--ring-size N]\n"
 		"       [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P] [--free-wait SECONDS]\n"
-		"       [--requests serve|none|unanswered] [--request-delay MS] [--sw-offload]\n"
+		"       [--requests serve|none|unanswered] [--request-delay MS] [--sw-offload | --no-tso]\n"
 		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n"
 		"--port NAME may repeat (up to %d, not with --vhost): each the next ethdev port\n"
-		"--sw-offload (not with --vhost): LRO (librte_gro) and TSO (librte_gso) in software\n",
+		"--sw-offload (not with --vhost): LRO (librte_gro) and TSO (librte_gso) in software\n"
+		"--no-tso: declare no TSO to kbridge (as a KNI app), even where the port has it\n",
 		prog, MAX_PORTS);
 }
 
@@ -206,6 +212,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "requests", required_argument, NULL, 'R' },
 		{ "request-delay", required_argument, NULL, 'D' },
 		{ "sw-offload", no_argument, NULL, 'O' },
+		{ "no-tso", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -262,6 +269,9 @@ parse_args(int argc, char **argv, struct opts *o)
 		case 'O':
 			o->sw_offload = true;
 			break;
+		case 'T':
+			o->no_tso = true;
+			break;
 		default:
 			usage(argv[0]);
 			return -1;
@@ -305,6 +315,11 @@ parse_args(int argc, char **argv, struct opts *o)
 	if (o->vhost != NULL && o->sw_offload) {
 		fprintf(stderr, "kbridge-refapp: --sw-offload is for kbridge.h rings, not --vhost "
 			"(there the virtio port's own offloads and --vhost-no-gro apply): give one or the other\n");
+		return -1;
+	}
+	if (o->no_tso && (o->sw_offload || o->vhost != NULL)) {
+		fprintf(stderr, "kbridge-refapp: --no-tso is for kbridge.h rings without --sw-offload "
+			"(which declares TSO to kbridge by design)\n");
 		return -1;
 	}
 	/* Each port holds up to 1024 rx and 1024 tx descriptors and two rings
@@ -369,9 +384,10 @@ port_start(uint16_t port, const struct rte_eth_conf *conf, uint16_t queues, uint
 }
 
 /* Configures the port; *tso_segs is non-zero when the port segments TCP
- * itself (TSO), with the most segments one mbuf chain may have. */
+ * itself (TSO), with the most segments one mbuf chain may have; never
+ * with no_tso (--no-tso), when the port's TSO stays off. */
 static int
-port_init(uint16_t port, uint16_t queues, struct rte_mempool *mp, uint16_t *tso_segs)
+port_init(uint16_t port, uint16_t queues, struct rte_mempool *mp, bool no_tso, uint16_t *tso_segs)
 {
 	struct rte_eth_dev_info info;
 	struct rte_eth_conf conf;
@@ -382,7 +398,7 @@ port_init(uint16_t port, uint16_t queues, struct rte_mempool *mp, uint16_t *tso_
 	ret = rte_eth_dev_info_get(port, &info);
 	if (ret < 0)
 		return ret;
-	if ((info.tx_offload_capa & TSO_OFFLOADS) == TSO_OFFLOADS) {
+	if (!no_tso && (info.tx_offload_capa & TSO_OFFLOADS) == TSO_OFFLOADS) {
 		conf.txmode.offloads |= TSO_OFFLOADS;
 		*tso_segs = info.tx_desc_lim.nb_seg_max ? info.tx_desc_lim.nb_seg_max : 1;
 	}
@@ -1500,7 +1516,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	for (p = 0; p < nports; p++) {
-		ret = port_init(ap[p].port, o.queues, mp, &ap[p].tso_segs);
+		ret = port_init(ap[p].port, o.queues, mp, o.no_tso, &ap[p].tso_segs);
 		if (ret < 0) {
 			fprintf(stderr, "kbridge-refapp: port %u: %s\n", ap[p].port, rte_strerror(-ret));
 			return 1;

@@ -33,6 +33,9 @@
 #                        before its port), and GRO is on at the veths'
 #                        receivers (kbt-wire, kbt-alt, kbt-base: the floor gets
 #                        super-frames too). Unset: neither.
+#   KBT_NO_TSO=1         the ring bed's reference app runs --no-tso: it declares
+#                        no TSO to kbridge even where its port has TSO, as an app
+#                        written for KNI (net_af_packet has none: then as unset).
 #   KBT_MODE=xdp         the XDP variant: kbridge in mode xdp (loader pmd, config
 #                        tests/testbed/kbridge-xdp.yaml) starts first, then the DPDK
 #                        app on kbt-nic through net_af_xdp with kbridge's object.
@@ -51,7 +54,10 @@
 #   KBT_MODE=kni         the KNI variant: the app is bin/kbridge-kniapp, written
 #                        for KNI (docs/KNI.md); its rte_kni_alloc starts the
 #                        kbridge of its KNI, named kb0, which gets kb0's addresses
-#                        here. It runs --loop one: one lcore on the app CPU, as the reference app.
+#                        here. It runs --loop one --busy-poll: one lcore alone on the app
+#                        CPU, polling without a yield, as the reference app.
+#                        Its kbridge is placed as the ring bed's: KBRIDGE_CHILD_CPUS,
+#                        the CPUs off the app's (kbridge_child.h).
 #   KBT_VHOST_OFFLOADS   mode vhost: per-port offloads testpmd turns on on its
 #                        virtio-user port before forwarding ("rx_offload:NAME" or
 #                        "tx_offload:NAME", space-separated; default
@@ -95,6 +101,11 @@ SW_OFFLOAD=${KBT_SW_OFFLOAD:-0}
 [ "$SW_OFFLOAD" = 1 ] || SW_OFFLOAD=0
 if [ "$SW_OFFLOAD" = 1 ] && { [ "$MODE" != ring ] || [ "$NO_BRIDGE" = 1 ]; }; then
 	die "KBT_SW_OFFLOAD=1 needs the ring bed with its app (KBT_MODE=ring, no KBT_NO_BRIDGE)"
+fi
+NO_TSO=${KBT_NO_TSO:-0}
+[ "$NO_TSO" = 1 ] || NO_TSO=0
+if [ "$NO_TSO" = 1 ] && { [ "$MODE" != ring ] || [ "$NO_BRIDGE" = 1 ] || [ "$SW_OFFLOAD" = 1 ]; }; then
+	die "KBT_NO_TSO=1 needs the ring bed with its app, without KBT_SW_OFFLOAD (which declares TSO by design)"
 fi
 
 for tool in ganesha.nfsd nfs-ls nfs-cat sockperf iperf3 ethtool taskset setsid; do
@@ -345,9 +356,12 @@ if [ "$MODE" = kni ]; then
 	for prefix in $(dpdk_bed_prefixes); do dpdk_cleanup_prefix "$prefix"; done
 	say "starting the KNI app on CPU $KBT_APP_CPU"
 	export KBRIDGE_BIN=$KBT_KBRIDGE
+	# Where the ring bed runs its kbridge (taskset -c OTHER): rte_kni_alloc's
+	# child would otherwise get every CPU, the app's too.
+	[ -n "$KBT_OTHER_CPUS" ] && export KBRIDGE_CHILD_CPUS=$KBT_OTHER_CPUS
 	spawn kniapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_ROOT/bin/kbridge-kniapp" \
 		--lcores "0@(${KBT_OTHER_CPUS:-$KBT_APP_CPU}),1@$KBT_APP_CPU" --main-lcore 0 \
-		--file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci --vdev net_af_packet0,iface=kbt-nic -- --name kb0 --loop one
+		--file-prefix "$KBT_DPDK_PREFIX" --proc-type primary --no-pci --vdev net_af_packet0,iface=kbt-nic -- --name kb0 --loop one --busy-poll
 	APP_PID=$SPAWNED_PID
 	wait_for "the KNI app to forward" 60 "$APP_PID" "$KBT_RUN/kniapp.log" \
 		grep -q '^kniapp: forwarding' "$KBT_RUN/kniapp.log"
@@ -553,6 +567,7 @@ if [ "${KBT_JUMBO:-}" = 1 ]; then
 	APP_ARGS=(--mbuf-size 10368)
 fi
 [ "$SW_OFFLOAD" = 1 ] && APP_ARGS+=(--sw-offload)
+[ "$NO_TSO" = 1 ] && APP_ARGS+=(--no-tso)
 APP_VDEVS=(--vdev "$APP_NIC") APP_PORTS=(--port kb0)
 if [ "$PORTS" = 2 ]; then
 	# The second port: ethdev 1, kbridge port kb1 (the refapp bridges the
