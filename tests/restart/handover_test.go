@@ -354,3 +354,37 @@ func TestKillWithAHolderKeepsTheInterface(t *testing.T) {
 		t.Errorf("interface %s still exists after the last holder let go", victim.Ifname)
 	}
 }
+
+// interface.on_stop: keep: a stopped kbridge leaves its interface, carrier
+// down, address kept; the next adopts it (same ifindex), and `kbridge
+// cleanup` removes it once no kbridge serves it.
+func TestOnStopKeepLeavesTheInterfaceForTheNext(t *testing.T) {
+	p := env.NewPort(t)
+	c := env.PortConfig(p)
+	c.Iface += "  on_stop: keep\n"
+	first := env.StartKbridgeConfig(t, c)
+	first.Ready()
+	ifindex := handAdded(t, first.Ifname)
+	first.Stop(true)
+	stillThere(t, first.Ifname, ifindex)
+	if l, _ := env.Link(first.Ifname); l != nil && l.Attrs().RawFlags&unix.IFF_LOWER_UP != 0 {
+		t.Error("carrier up with no kbridge holding a queue")
+	}
+
+	next := env.StartKbridge(t, first.Cfg)
+	dpdkbed.WaitServing(t, next, first.Sock)
+	stillThere(t, first.Ifname, ifindex)
+	if a := adopted(t, first.Sock); a.From != first.Pid() || a.How != "left persistent" {
+		t.Errorf("adopted %+v, want from pid %d, left persistent", a, first.Pid())
+	}
+	next.Stop(true)
+	stillThere(t, first.Ifname, ifindex)
+
+	out, err := exec.Command("ip", "netns", "exec", env.NS, env.Bin, "cleanup", "--config", first.Cfg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kbridge cleanup: %v: %s", err, out)
+	}
+	if _, err := env.Link(first.Ifname); err == nil {
+		t.Errorf("kbridge cleanup left %s: %s", first.Ifname, out)
+	}
+}
