@@ -1,9 +1,14 @@
 package daemon
 
 import (
+	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,5 +65,55 @@ func TestTakeoverOfARunnerThatCannotIsRefused(t *testing.T) {
 	serveTestControl(t, path)
 	if _, _, err := RequestTakeover(path, "kbtest", "kb9"); !errors.Is(err, ErrTakeoverRefused) {
 		t.Errorf("err %v, want ErrTakeoverRefused", err)
+	}
+}
+
+// handingRunner hands over as Ring does: its stop closes Done before the
+// control socket's answer is sent, and Serve must still end with the
+// handover, not take the closed Done for a path that died.
+type handingRunner struct {
+	*fakeRunner
+	fd      int
+	handing atomic.Bool
+}
+
+func (h *handingRunner) handOver(port, iface string) (Handover, []int, func(), error) {
+	h.handing.Store(true)
+	close(h.done)
+	time.Sleep(50 * time.Millisecond) // Serve sees Done first
+	return Handover{PID: 1, Port: port, Interface: iface, Queues: 1}, []int{h.fd}, func() { unix.Close(h.fd) }, nil
+}
+
+func (h *handingRunner) handingOver() bool { return h.handing.Load() }
+
+func TestServeEndsCleanlyOnceItHandedOver(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[1])
+	r := &handingRunner{fakeRunner: newFake(), fd: p[0]}
+	sock := filepath.Join(t.TempDir(), "kbridge.sock")
+	log, buf := bufLogger()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Serve(context.Background(), r, Options{Socket: sock, Log: log, Notify: func(string) {}, Signals: make(chan os.Signal)})
+	}()
+	eventually(t, "the control socket", func() bool { _, err := ReadStatusRaw(sock); return err == nil })
+	_, fds, err := RequestTakeover(sock, "kb", "kb0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fds[0])
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("Serve = %v, want nil after a handover", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve still runs after handing over")
+	}
+	if !strings.Contains(buf.String(), "handed the port and the interface over") {
+		t.Errorf("no handover in the log:\n%s", buf)
 	}
 }
