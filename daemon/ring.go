@@ -88,6 +88,7 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
+	var handedAt time.Time // when the old kbridge's workers had stopped
 	if opts.Takeover {
 		// The port is the old kbridge's until it answers: it releases
 		// the port, then hands the queues over.
@@ -101,6 +102,7 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		log.Warn("the kbridge on the control socket handed the port and the interface over", "previous_pid", h.PID,
 			"interface", h.Interface, "ifindex", h.Index, "queues", h.Queues)
 		adopt = &adoption{fds: fds, how: fmt.Sprintf("handed over by pid %d", h.PID)}
+		handedAt = time.Now()
 	}
 	recovery, err := claimPort(port, cfg.Requests.Timeout, log)
 	if err != nil {
@@ -153,6 +155,9 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	d.watchClosing()
 	if err := d.startWorkers(d.appSide); err != nil {
 		return nil, errors.Join(err, d.Stop())
+	}
+	if !handedAt.IsZero() {
+		log.Info("handover: the workers run again", "after", time.Since(handedAt).Round(time.Microsecond).String())
 	}
 	p.storeFds(len(stored))
 	d.watchApp()

@@ -237,6 +237,11 @@ func TestTakeoverByHandKeepsTheInterface(t *testing.T) {
 	t.Logf("takeover: %v from the start of the new kbridge to its control socket; frames sent %d, delivered %d, "+
 		"dropped on the TAP %d, send errors %d; longest interval without a frame at the app %v",
 		took.Round(time.Millisecond), sent, delivered, dropped, f.sendErrs.Load(), gap)
+	for _, l := range strings.Split(next.Log.String(), "\n") {
+		if strings.Contains(l, "handover: the workers run again") {
+			t.Logf("the new kbridge: %s", l)
+		}
+	}
 	if got := p.Port.OwnerPID(); got != next.Pid() {
 		t.Errorf("port owner %d, want the new kbridge %d", got, next.Pid())
 	}
