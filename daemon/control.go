@@ -24,7 +24,8 @@ import (
 )
 
 // Control is the control socket: a unix socket of mode 0600 serving GET
-// /status as JSON to root and to the daemon's own user.
+// /status as JSON, and POST /takeover (handover.go), to root and to the
+// daemon's own user.
 type Control struct {
 	path string
 	l    *net.UnixListener
@@ -32,10 +33,14 @@ type Control struct {
 	log  *slog.Logger
 
 	status atomic.Pointer[func() any]
-	srv    *http.Server
-	errc   chan error // a serving failure; closed once serving ended
-	mu     sync.Mutex
-	closed bool
+	// handOver serves POST /takeover (SetHandOver); handed reports what
+	// came of one.
+	handOver atomic.Pointer[func(port, iface string) (Handover, []int, func(), error)]
+	handed   chan handedOver
+	srv      *http.Server
+	errc     chan error // a serving failure; closed once serving ended
+	mu       sync.Mutex
+	closed   bool
 }
 
 // ListenControl creates the control socket at path and serves it until
@@ -76,7 +81,7 @@ func ListenControl(path string, log *slog.Logger) (*Control, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Control{path: path, l: l, log: log, errc: make(chan error, 1)}
+	c := &Control{path: path, l: l, log: log, errc: make(chan error, 1), handed: make(chan handedOver, 1)}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		c.ino = st.Ino
 	}
@@ -123,6 +128,11 @@ func (c *Control) Path() string { return c.path }
 // SetStatus sets what GET /status serves; until then it answers 503.
 func (c *Control) SetStatus(status func() any) { c.status.Store(&status) }
 
+// SetHandOver lets POST /takeover hand the data path over with f.
+func (c *Control) SetHandOver(f func(port, iface string) (Handover, []int, func(), error)) {
+	c.handOver.Store(&f)
+}
+
 // Errors delivers an error if serving fails; it is closed once serving
 // ended, after Close.
 func (c *Control) Errors() <-chan error { return c.errc }
@@ -138,8 +148,10 @@ func (c *Control) serve() {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode((*f)())
 	})
+	mux.HandleFunc("POST /takeover", c.takeover)
 	c.srv = &http.Server{
 		Handler:           mux,
+		ConnContext:       connContext,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

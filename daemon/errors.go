@@ -23,6 +23,12 @@ var (
 	ErrWorkerStopped = errors.New("worker stopped")
 	// ErrServing: another kbridge serves on the control socket.
 	ErrServing = errors.New("another kbridge is serving")
+	// ErrListenFds: systemd's LISTEN_FDS cannot be read.
+	ErrListenFds = errors.New("fds passed by systemd unreadable")
+	// ErrTakeoverRefused: the kbridge on the control socket refused to
+	// hand its interface and port over (another port or interface, a
+	// mode that cannot, a stop under way), or answered no takeover.
+	ErrTakeoverRefused = errors.New("takeover refused")
 	// ErrStarting: the daemon on the control socket has no status yet.
 	ErrStarting = errors.New("kbridge is starting")
 )

@@ -37,10 +37,24 @@ var _ Runner = (*Ring)(nil)
 // interface, starts the workers and watches the app's process. On error
 // nothing is left behind but the EAL, which cannot be left.
 func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Ring, error) {
-	return startRing(context.Background(), cfg, log, progress)
+	return startRing(context.Background(), cfg, log, progress, StartOpts{})
 }
 
-func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string)) (*Ring, error) {
+func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts) (*Ring, error) {
+	// The stored queues are this interface's or nobody's: others (another
+	// interface.name's) are closed and dropped from the store.
+	stored, others, dropped := storedQueues(opts.Stored, cfg.Interface.Name)
+	store := newFdStore(log)
+	for _, f := range others {
+		log.Warn("systemd passed an fd that is no queue of this interface: closed and dropped from the fd store", "fdname", f.Name)
+		unix.Close(f.Fd)
+		store.remove(f.Name)
+	}
+	for _, name := range dropped {
+		store.remove(name)
+	}
+	adopt := &adoption{fds: stored, how: "kept in systemd's fd store"}
+	defer func() { adopt.close() }() // what was not adopted
 	progress("joining the DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
 	deadline := time.Now().Add(cfg.DPDK.Wait)
 	if err := waitFor(ctx, deadline, log, progress, "the DPDK primary with --file-prefix="+cfg.DPDK.FilePrefix,
@@ -74,6 +88,22 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if err := cancelled(ctx); err != nil {
 		return nil, err
 	}
+	var handedAt time.Time // when the old kbridge's workers had stopped
+	if opts.Takeover {
+		// The port is the old kbridge's until it answers: it releases
+		// the port, then hands the queues over.
+		progress("asking the kbridge on " + cfg.Stats.Socket + " to hand over")
+		adopt.close()
+		h, fds, err := RequestTakeover(cfg.Stats.Socket, cfg.Port, cfg.Interface.Name)
+		if err != nil {
+			port.Release()
+			return nil, err
+		}
+		log.Warn("the kbridge on the control socket handed the port and the interface over", "previous_pid", h.PID,
+			"interface", h.Interface, "ifindex", h.Index, "queues", h.Queues)
+		adopt = &adoption{fds: fds, how: fmt.Sprintf("handed over by pid %d", h.PID)}
+		handedAt = time.Now()
+	}
 	recovery, err := claimPort(port, cfg.Requests.Timeout, log)
 	if err != nil {
 		return nil, err
@@ -103,13 +133,15 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		}
 	}
 	serves, maxMTU := appRequests(port, cfg)
-	p, err := newTapPath(made, port.NumQueues(), maxMTU, log)
+	p, err := newTapPath(made, port.NumQueues(), maxMTU, log, adopt)
 	if err != nil {
 		port.Release()
 		return nil, err
 	}
+	p.store = store
+	recovery.Adopted = p.adopted
 	p.cfg = cfg
-	if a := accepted; a.Promisc != nil || a.Allmulti != nil {
+	if a := accepted; p.adopted == nil && (a.Promisc != nil || a.Allmulti != nil) { // an adopted one has its own
 		if err := p.dev.SetFlags(a.Promisc != nil && *a.Promisc, a.Allmulti != nil && *a.Allmulti); err != nil {
 			log.Warn("the interface does not take the flags the app's port accepted", "err", err)
 		}
@@ -124,6 +156,10 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if err := d.startWorkers(d.appSide); err != nil {
 		return nil, errors.Join(err, d.Stop())
 	}
+	if !handedAt.IsZero() {
+		log.Info("handover: the workers run again", "after", time.Since(handedAt).Round(time.Microsecond).String())
+	}
+	p.storeFds(len(stored))
 	d.watchApp()
 	d.keepInterface()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,

@@ -68,13 +68,35 @@ func Start(cfg config.Config, log *slog.Logger, progress func(string)) (Runner, 
 // init, a TAP being made) finishes first; what the path took by then is
 // the caller's to Stop, since StartContext then returns it running.
 func StartContext(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string)) (Runner, error) {
+	return StartWith(ctx, cfg, log, progress, StartOpts{})
+}
+
+// StartOpts says where a start finds an interface to adopt rather than
+// make (adopt.go). Mode ring adopts; the other modes refuse Takeover and
+// close Stored.
+type StartOpts struct {
+	// Takeover asks the kbridge serving on stats.socket to hand the port
+	// and the interface over (kbridge run --takeover).
+	Takeover bool
+	// Stored are the fds systemd passed from the unit's fd store.
+	Stored []ListenFd
+}
+
+// StartWith is StartContext with opts.
+func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts) (Runner, error) {
 	if progress == nil {
 		progress = func(string) {}
+	}
+	if cfg.Mode != config.ModeRing && cfg.Mode != "" {
+		if opts.Takeover {
+			return nil, &ConfigError{fmt.Errorf("--takeover: mode %s cannot take an interface over (mode ring only)", cfg.Mode)}
+		}
+		closeStored(opts.Stored, log)
 	}
 	// No typed nil in the interface: a failed start returns a nil Runner.
 	switch cfg.Mode {
 	case config.ModeRing, "":
-		r, err := startRing(ctx, cfg, log, progress)
+		r, err := startRing(ctx, cfg, log, progress, opts)
 		if err != nil {
 			return nil, err
 		}

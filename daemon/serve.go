@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -71,6 +72,10 @@ func Serve(ctx context.Context, r Runner, opts Options) error {
 	defer cancel()
 
 	ctl.SetStatus(r.Status)
+	ho, canHand := r.(handOverer)
+	if canHand {
+		ctl.SetHandOver(ho.handOver)
+	}
 	ctlErr := ctl.Errors()
 	metricsDone := make(chan struct{})
 	go func() {
@@ -134,7 +139,14 @@ loop:
 				break loop
 			}
 			ctlErr = nil // closed from elsewhere: nothing more to hear
+		case h := <-ctl.handed:
+			runErr = h.logged(log)
+			break loop
 		case <-r.Done():
+			if canHand && ho.handingOver() {
+				runErr = (<-ctl.handed).logged(log) // the handler's answer follows the stop
+				break loop
+			}
 			runErr = r.Err()
 			if runErr == nil {
 				runErr = errors.New("the data path stopped")
@@ -188,18 +200,30 @@ func watchdogInterval() time.Duration {
 }
 
 // Notify speaks systemd's sd_notify protocol when NOTIFY_SOCKET is set.
-func Notify(state string) {
+func Notify(state string) { _ = NotifyFds(state, nil) }
+
+// NotifyFds sends state to systemd with fds attached (SCM_RIGHTS), as
+// sd_pid_notify_with_fds does: FDSTORE=1 stores them. Without
+// NOTIFY_SOCKET it does nothing.
+func NotifyFds(state string, fds []int) error {
 	addr := os.Getenv("NOTIFY_SOCKET")
 	if addr == "" {
-		return
+		return nil
 	}
 	if addr[0] == '@' {
 		addr = "\x00" + addr[1:]
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return
+		return fmt.Errorf("sd_notify: %w", err)
 	}
 	defer unix.Close(fd)
-	_ = unix.Sendto(fd, []byte(state), 0, &unix.SockaddrUnix{Name: addr})
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	if err := unix.Sendmsg(fd, []byte(state), oob, &unix.SockaddrUnix{Name: addr}, 0); err != nil {
+		return fmt.Errorf("sd_notify %s: %w", addr, err)
+	}
+	return nil
 }

@@ -3,8 +3,10 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/config"
@@ -27,6 +29,12 @@ type tapPath struct {
 	ask      func(ctx context.Context, c, old tap.Change) error
 	stopOnce sync.Once
 	stopErr  error
+	handing  atomic.Bool // handOff stopped the path: the interface is handed over, not closed
+	adopted  *Adopted    // the interface adopted, nil when made
+	// store is systemd's fd store (fdstore.go); stored: the queues are
+	// in it, and a re-made interface's go there again.
+	store  fdStore
+	stored bool
 }
 
 // appSide is one queue's app side, as a mode makes it.
@@ -41,16 +49,17 @@ func (a appSide) close() {
 	a.in.Close()
 }
 
-// newTapPath creates the TAP interface with queues queues, whose MTU may
-// later be raised live up to maxMTU (the app accepting).
-func newTapPath(cfg config.Config, queues, maxMTU int, log *slog.Logger) (*tapPath, error) {
-	dev, err := tap.Create(cfg.Interface, tap.Options{
+// newTapPath adopts the TAP interface a holds or creates it (makeDevice)
+// with queues queues, whose MTU may later be raised live up to maxMTU (the
+// app accepting).
+func newTapPath(cfg config.Config, queues, maxMTU int, log *slog.Logger, a *adoption) (*tapPath, error) {
+	dev, adopted, err := makeDevice(cfg, tap.Options{
 		Queues: queues, Batch: cfg.Workers.Batch, MaxSegs: cfg.Workers.MaxSegments, MaxMTU: maxMTU, Log: log,
-	})
+	}, a, log)
 	if err != nil {
 		return nil, err
 	}
-	return &tapPath{crew: newCrew(log), cfg: cfg, dev: dev, stopKeep: func() {}}, nil
+	return &tapPath{crew: newCrew(log), cfg: cfg, dev: dev, stopKeep: func() {}, adopted: adopted}, nil
 }
 
 // startWorkers starts one worker per TAP queue, each between queue q and
@@ -105,6 +114,9 @@ func (p *tapPath) keepInterface() {
 			for _, w := range p.workers {
 				w.Poke()
 			}
+			if p.stored { // systemd dropped the old queues (POLLERR)
+				p.store.storeQueues(p.dev.Name(), p.dev.Fds(), 0)
+			}
 		},
 		lost: func(err error) {
 			p.log.Error("stopping", "err", err)
@@ -126,7 +138,7 @@ func (p *tapPath) keepInterface() {
 }
 
 // Reload applies cfg's policy.* to the running workers, between bursts, and
-// interface.offload to the TAP interface. An invalid cfg, or one of another
+// interface.offload and interface.on_stop to the TAP interface. An invalid cfg, or one of another
 // mode, changes nothing and returns a *ConfigError. Otherwise the live keys
 // are applied; if keys that cannot change live differ too, a *RestartError
 // lists them.
@@ -146,7 +158,14 @@ func (p *tapPath) Reload(cfg config.Config) error {
 		p.cfg.Interface.Offload = on
 		p.log.Info("interface offloads switched", "offload", on)
 	}
-	return restartNeeded(p.cfg, cfg, "policy", "interface.offload")
+	if keep := cfg.Interface.Keep(); keep != p.cfg.Interface.Keep() {
+		if err := p.dev.Persist(keep); err != nil {
+			return err
+		}
+		p.log.Info("what a stop does to the interface switched", "on_stop", cfg.Interface.OnStop)
+	}
+	p.cfg.Interface.OnStop = cfg.Interface.OnStop
+	return restartNeeded(p.cfg, cfg, "policy", "interface.offload", "interface.on_stop")
 }
 
 // Config returns the configuration in force, with the live keys.
@@ -185,30 +204,52 @@ func (p *tapPath) status(cfg config.Config, extra func(q int, qs *Queue)) Status
 // free every mbuf they hold, then the TAP interface; last runs after. It
 // returns what the workers failed with too, and runs once.
 func (p *tapPath) stop(first func() error, last func()) error {
-	p.stopOnce.Do(func() {
-		p.stopping.Store(true)
-		var errs []error
-		if first != nil {
-			errs = append(errs, first())
-		}
-		if p.stopKeep != nil {
-			p.stopKeep()
-		}
-		for _, w := range p.workers {
-			w.Stop()
-		}
-		<-p.workersDone
-		p.finish(nil)
-		if p.dev != nil {
-			errs = append(errs, p.dev.Close())
-		}
-		p.mu.Lock()
-		errs = append(errs, p.errs...)
-		p.mu.Unlock()
-		p.stopErr = errors.Join(errs...)
-		if last != nil {
-			last()
-		}
-	})
+	p.stopOnce.Do(func() { p.halt(first, last, true) })
 	return p.stopErr
+}
+
+// handOff is stop but for the interface, for a successor (handover.go):
+// last runs once the workers stopped, and the queue fds are returned open
+// with release, which closes them. Once the path is stopping it refuses.
+func (p *tapPath) handOff(first func() error, last func()) (fds []int, release func(), err error) {
+	ran := false
+	p.stopOnce.Do(func() {
+		ran = true
+		p.handing.Store(true)
+		p.halt(first, last, false)
+	})
+	if !ran {
+		return nil, nil, fmt.Errorf("%w: %w", ErrTakeoverRefused, errStopping)
+	}
+	return p.dev.Fds(), func() { _ = p.dev.Close() }, nil
+}
+
+// handingOver reports whether handOff stopped the path.
+func (p *tapPath) handingOver() bool { return p.handing.Load() }
+
+// halt is stop's body; closeDev false leaves the interface open.
+func (p *tapPath) halt(first func() error, last func(), closeDev bool) {
+	p.stopping.Store(true)
+	var errs []error
+	if first != nil {
+		errs = append(errs, first())
+	}
+	if p.stopKeep != nil {
+		p.stopKeep()
+	}
+	for _, w := range p.workers {
+		w.Stop()
+	}
+	<-p.workersDone
+	p.finish(nil)
+	if p.dev != nil && closeDev {
+		errs = append(errs, p.dev.Close())
+	}
+	p.mu.Lock()
+	errs = append(errs, p.errs...)
+	p.mu.Unlock()
+	p.stopErr = errors.Join(errs...)
+	if last != nil {
+		last()
+	}
 }

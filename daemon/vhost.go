@@ -57,7 +57,7 @@ func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vh
 		return nil, err
 	}
 	nq := cfg.Vhost.Queues
-	p, err := newTapPath(cfg, nq, cfg.Interface.MTU, log)
+	p, err := newTapPath(cfg, nq, cfg.Interface.MTU, log, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -69,15 +69,33 @@ run_kbridge_passable() {
 }
 check "start: /run/kbridge is 0711 root: a non-root app passes through, lists nothing" run_kbridge_passable
 
+ifindex() { inside cat /sys/class/net/kb0/ifindex 2>/dev/null; }
+before=$(ifindex)
 pid=$(prop MainPID)
 inside kill -9 "$pid"
 check "crash: kill -9 is restarted (Restart=on-failure)" wait_for 15 restarts_at_least 1
 check "crash: /run/dpdk still keeps its mode and owner after the restart" run_dpdk_kept
+# The unit's fd store held kb0's queues while no kbridge ran.
+kb0_kept() { [ -n "$before" ] && [ "$(ifindex)" = "$before" ]; }
+check "crash: kb0 kept through the restart (the fd store held its queues): same ifindex" kb0_kept
+adopted_logged() {
+	inside journalctl -u kbridge.service --no-pager -o cat |
+		grep -q "adopted kb0 (ifindex $before) from pid $pid, kept in systemd's fd store"
+}
+check "crash: the next kbridge adopted kb0 from the fd store" wait_for 5 adopted_logged
 
 pid=$(prop MainPID)
 inside kill -STOP "$pid"
 check "watchdog: a stopped main process is killed and restarted" wait_for 40 restarts_at_least 2
 inside journalctl -u kbridge.service --no-pager -o cat | grep -m1 -i watchdog | sed 's/^/      /' || true
+
+# A restart job keeps the fd store (FileDescriptorStorePreserve=restart
+# says so on systemd 254+; 252 does it without).
+before=$(ifindex)
+pid=$(prop MainPID)
+inside systemctl restart kbridge.service
+check "restart: kb0 kept through systemctl restart: same ifindex, adopted" \
+	wait_for 15 eval 'active && kb0_kept && adopted_logged'
 
 check "stop: systemctl stop succeeds" inside systemctl stop kbridge.service
 check "stop: inactive" inactive

@@ -118,16 +118,24 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 	if err := d.remember(cfg); err != nil {
 		return nil, err
 	}
-	if cfg.Offload && cfg.Up {
-		if err := d.queues[0].probeShortLastSegment(); err != nil {
-			opt.Log.Warn("this kernel refuses coalesced writes whose last segment is short (6.6.44+/6.10.3+ before 89add40066f9): merging only runs of equal segments",
-				"interface", cfg.Name, "err", err)
-			for _, q := range d.queues {
-				q.co.SetShortLast(false)
-			}
+	d.probe(cfg, opt)
+	return d, nil
+}
+
+// probe checks, with the offloads on and the interface up, whether the
+// kernel takes coalesced writes with a short last segment, and merges only
+// runs of equal segments if not.
+func (d *Device) probe(cfg Config, opt Options) {
+	if !cfg.Offload || !cfg.Up {
+		return
+	}
+	if err := d.queues[0].probeShortLastSegment(); err != nil {
+		opt.Log.Warn("this kernel refuses coalesced writes whose last segment is short (6.6.44+/6.10.3+ before 89add40066f9): merging only runs of equal segments",
+			"interface", cfg.Name, "err", err)
+		for _, q := range d.queues {
+			q.co.SetShortLast(false)
 		}
 	}
-	return d, nil
 }
 
 // openFirst opens the first queue of TAP name, which makes the interface:

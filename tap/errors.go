@@ -26,6 +26,10 @@ var (
 	// ErrNameTaken means another interface took a deleted interface's
 	// name: Recreate leaves it.
 	ErrNameTaken = errors.New("took its place")
+	// ErrNotAdoptable means queue fds or an interface Adopt refuses: not
+	// a queue of the interface named, not kbridge's flags or header size,
+	// or no kbridge mark.
+	ErrNotAdoptable = errors.New("not adoptable")
 	// ErrUnknownChange means a ChangeKind Set or Remember does not know.
 	ErrUnknownChange = errors.New("unknown change")
 )

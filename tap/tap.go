@@ -47,7 +47,26 @@ type Config struct {
 	// towards the kernel. Off, every frame crosses alone with finished
 	// checksums, as a plain TAP.
 	Offload bool `mapstructure:"offload" json:"offload"`
+	// OnStop is what a stop (SIGTERM, SIGINT) does to the interface:
+	// OnStopRemove or OnStopKeep.
+	OnStop string `mapstructure:"on_stop" json:"on_stop"`
 }
+
+// Keep reports whether the interface outlives kbridge (OnStopKeep); an
+// empty OnStop is OnStopRemove.
+func (c Config) Keep() bool { return c.OnStop == OnStopKeep }
+
+// The values of Config.OnStop.
+const (
+	// OnStopRemove: kbridge closes its queues and the kernel removes the
+	// interface, unless something else still holds a queue (systemd's fd
+	// store across a restart).
+	OnStopRemove = "remove"
+	// OnStopKeep: the interface is persistent from its making and outlives
+	// kbridge, carrier down, for the next kbridge to adopt; `kbridge
+	// cleanup` removes it.
+	OnStopKeep = "keep"
+)
 
 // Route is a route through the interface.
 type Route struct {
@@ -60,7 +79,7 @@ type Route struct {
 // DefaultConfig is the interface a configuration without an interface
 // section gets.
 func DefaultConfig() Config {
-	return Config{Name: "kb0", MTU: 1500, Up: true, Offload: true}
+	return Config{Name: "kb0", MTU: 1500, Up: true, Offload: true, OnStop: OnStopRemove}
 }
 
 // Validate checks the configuration and reports every problem at once. Each
@@ -101,6 +120,9 @@ func (c Config) Validate(prefix string) error {
 				errs.Add(conferr.Key(route, f.key), f.v, "not an IP address")
 			}
 		}
+	}
+	if c.OnStop != "" && c.OnStop != OnStopRemove && c.OnStop != OnStopKeep {
+		errs.Addf("on_stop", c.OnStop, "must be %s or %s", OnStopRemove, OnStopKeep)
 	}
 	if c.TxQueue < 0 {
 		errs.Add("txqueuelen", c.TxQueue, "must not be negative")

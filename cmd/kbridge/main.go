@@ -23,8 +23,10 @@ var version = "dev"
 const usage = `kbridge: the exception path between a DPDK application and the Linux kernel
 
 usage:
-  kbridge run     [--config FILE] [--instance NAME]
-                                    run the bridge (a DPDK secondary process)
+  kbridge run     [--config FILE] [--instance NAME] [--takeover]
+                                    run the bridge (a DPDK secondary process);
+                                    --takeover: take port and interface over
+                                    from the kbridge serving them (mode ring)
   kbridge stats   [--config FILE] [--instance NAME] [--socket PATH] [--watch]
                                     show the running daemon's counters
   kbridge doctor  [--config FILE] [--instance NAME] [--root DIR] [--json] [--fix] [--nic IF]

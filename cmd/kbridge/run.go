@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/daemon"
@@ -16,6 +17,9 @@ import (
 
 // runCmd plumbs: it loads the configuration, claims the control socket,
 // starts the data path and hands it to daemon.Serve, which owns the rest.
+// With --takeover, while a kbridge answers on the control socket, the
+// start asks it to hand over (daemon/handover.go) and the socket is claimed
+// once it let go.
 //
 // It subscribes to SIGTERM, SIGINT and SIGHUP before anything else, so that
 // no signal during start-up (the EAL's init, the wait for the primary or
@@ -28,12 +32,20 @@ func runCmd(args []string) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
+	// Before anything that could start a process: systemd's fds are
+	// this one's alone.
+	stored, lerr := daemon.TakeListenFds()
+
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	src := addConfigSource(fs, "configuration")
+	takeover := fs.Bool("takeover", false, "take the port and the interface over from the kbridge serving on the control socket (mode ring)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if lerr != nil {
+		log.Warn("ignoring the fds systemd passed", "err", lerr)
+	}
 	cfg, err := src.load()
 	if err != nil {
 		return usageError{err}
@@ -51,15 +63,34 @@ func runCmd(args []string) error {
 			": a kbridge started from each would fight over it (the second is refused at start)",
 			"file", src.file(), "other", c.File, c.Key, c.Val)
 	}
-	// The socket first: a second kbridge on the same socket is refused
-	// before it touches the app's port or the interface.
-	ctl, err := daemon.ListenControl(cfg.Stats.Socket, log)
-	if err != nil {
-		return err
+	opts := daemon.StartOpts{Stored: stored}
+	var ctl *daemon.Control
+	switch {
+	case *takeover && daemon.ControlAnswers(cfg.Stats.Socket):
+		// The socket is the old kbridge's until it has handed over.
+		opts.Takeover = true
+		log.Warn("taking over from the kbridge serving on the control socket", "socket", cfg.Stats.Socket)
+	case *takeover:
+		log.Info("--takeover: no kbridge answers on the control socket: starting anew", "socket", cfg.Stats.Socket)
+		fallthrough
+	default:
+		// The socket first: a second kbridge on the same socket is
+		// refused before it touches the app's port or the interface.
+		if ctl, err = daemon.ListenControl(cfg.Stats.Socket, log); err != nil {
+			return err
+		}
 	}
-	r, reload, err := start(cfg, log, sigs)
+	r, reload, err := start(cfg, log, sigs, opts)
+	if err == nil && r != nil && ctl == nil {
+		if ctl, err = listenAfter(cfg.Stats.Socket, log); err != nil {
+			err = errors.Join(err, r.Stop())
+			r = nil
+		}
+	}
 	if err != nil || r == nil {
-		_ = ctl.Close()
+		if ctl != nil {
+			_ = ctl.Close()
+		}
 		return err
 	}
 	if reload {
@@ -80,7 +111,7 @@ func runCmd(args []string) error {
 // in progress ends is stopped (the port released, the TAP removed), and
 // start returns a nil Runner and nil error: a clean exit. A SIGHUP is
 // remembered (reload reports it).
-func start(cfg config.Config, log *slog.Logger, sigs <-chan os.Signal) (r daemon.Runner, reload bool, err error) {
+func start(cfg config.Config, log *slog.Logger, sigs <-chan os.Signal, opts daemon.StartOpts) (r daemon.Runner, reload bool, err error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	type started struct {
@@ -89,7 +120,7 @@ func start(cfg config.Config, log *slog.Logger, sigs <-chan os.Signal) (r daemon
 	}
 	done := make(chan started, 1)
 	go func() {
-		r, err := daemon.StartContext(ctx, cfg, log, func(s string) { daemon.Notify("STATUS=" + s) })
+		r, err := daemon.StartWith(ctx, cfg, log, func(s string) { daemon.Notify("STATUS=" + s) }, opts)
 		done <- started{r, err}
 	}()
 	var stop os.Signal
@@ -123,5 +154,18 @@ func start(cfg config.Config, log *slog.Logger, sigs <-chan os.Signal) (r daemon
 			}
 			return nil, false, s.err
 		}
+	}
+}
+
+// listenAfter claims the control socket once the kbridge that handed over
+// has let it go: it closes it as it exits.
+func listenAfter(sock string, log *slog.Logger) (*daemon.Control, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctl, err := daemon.ListenControl(sock, log)
+		if err == nil || !errors.Is(err, daemon.ErrServing) || time.Now().After(deadline) {
+			return ctl, err
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

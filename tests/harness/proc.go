@@ -36,6 +36,8 @@ type Spec struct {
 	// Stdin holds the process's stdin open until it is stopped (testpmd
 	// without -i exits when its stdin ends; Quit closes it).
 	Stdin bool
+	// ExtraFiles are passed from fd 3 on (os/exec's ExtraFiles).
+	ExtraFiles []*os.File
 }
 
 // Start runs args (the program, then its arguments) as name, in a process
@@ -55,6 +57,7 @@ func StartSpec(t testing.TB, name string, s Spec, args ...string) *Proc {
 	}
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Log, p.Log
 	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.Cmd.ExtraFiles = s.ExtraFiles
 	if s.Stdin {
 		w, err := p.Cmd.StdinPipe()
 		if err != nil {

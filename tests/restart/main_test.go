@@ -3,8 +3,10 @@
 // directions) or inside a ring operation and their recovery by the next
 // kbridge, an owner whose pid was reused or that is a zombie, the app's
 // free under a stopped owner, a wakeup from a secondary that is not the
-// owner, a restart handing the app the new eventfd, and signals during
-// start-up. The test process is the DPDK primary (tests/dpdkbed). Root only.
+// owner, a restart handing the app the new eventfd, signals during
+// start-up, and kb0 outliving its kbridge: handed over by hand
+// (--takeover), or held through a kill -9 and adopted (handover_test.go).
+// The test process is the DPDK primary (tests/dpdkbed). Root only.
 package restart
 
 import (
