@@ -63,7 +63,9 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		}, copp.Control},
 		{"IPv6 NS", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(135))) }, copp.Neighbor},
 		{"IPv6 RA", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(134))) }, copp.Neighbor},
-		{"IPv6 RS after hop-by-hop", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, [][]byte{hopByHop}, icmp6(133))) }, copp.Neighbor},
+		{"IPv6 RS after hop-by-hop", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, ipv6(58, src6, [][]byte{hopByHop}, icmp6(133)))
+		}, copp.Neighbor},
 		{"IPv6 echo", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(128))) }, copp.Default},
 		{"IPv6 BGP after hop-by-hop and a first fragment", func(tg []uint16) []byte {
 			return frame(nil, tg, 0x86dd, ipv6(6, src6, [][]byte{hopByHop, fragment(0)}, ports(40000, 179)))
