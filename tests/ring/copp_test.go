@@ -123,17 +123,21 @@ func TestAFloodIsPolicedWhileControlFramesAllPass(t *testing.T) {
 }
 
 // The drain rate of the to-kernel path, logged: bursts of 32 small UDP
-// frames dequeued and written (copp off) against dequeued and freed by the
-// default policer (copp on). The ring's refill is the test's and is not
-// timed. What it checks is the accounting: every frame written or policed.
+// frames dequeued and written (copp off, or on with the default class
+// unlimited) against dequeued and freed by the default policer. The ring's
+// refill is the test's and is not timed. What it checks is the accounting: every frame written or policed.
 func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
 	ringtest.Preload(copptest.UDP())
 	const bursts = 4000
-	for _, on := range []bool{false, true} {
+	for _, c := range []struct {
+		name string
+		on   bool
+		rate int
+	}{{"off", false, 0}, {"on, passed", true, 0}, {"on, policed", true, 1}} {
 		b := newBed(t, bedOpts{noStart: true})
 		cfg := copp.DefaultConfig()
-		cfg.Enabled = on
-		cfg.Default = copp.Rate{PPS: 1, Burst: 1}
+		cfg.Enabled = c.on
+		cfg.Default = copp.Rate{PPS: c.rate, Burst: 1}
 		w, peer := coppWorker(t, b, cfg)
 		buf := make([]byte, 1<<16)
 		var took time.Duration
@@ -148,9 +152,9 @@ func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
 		var s copp.Snapshot
 		w.CoPP(&s)
 		if total := written + int(s.Policed[copp.Default]); total != 32*bursts {
-			t.Errorf("copp %v: %d written and %d policed of %d", on, written, s.Policed[copp.Default], 32*bursts)
+			t.Errorf("copp %s: %d written and %d policed of %d", c.name, written, s.Policed[copp.Default], 32*bursts)
 		}
-		t.Logf("copp %-5v: %6.1f ns/frame, %5.2f Mframes/s; %d written, %d policed", on,
+		t.Logf("copp %-11s: %6.1f ns/frame, %5.2f Mframes/s; %d written, %d policed", c.name,
 			float64(took.Nanoseconds())/(32*bursts), 32*bursts/took.Seconds()/1e6, written, s.Policed[copp.Default])
 	}
 }
