@@ -1,6 +1,9 @@
 package ring
 
 import (
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,4 +160,50 @@ func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
 		t.Logf("copp %-11s: %6.1f ns/frame, %5.2f Mframes/s; %d written, %d policed", c.name,
 			float64(took.Nanoseconds())/(32*bursts), 32*bursts/took.Seconds()/1e6, written, s.Policed[copp.Default])
 	}
+}
+
+// The copp section switches on live (SIGHUP) in a running kbridge: a flood
+// of default frames is policed, ARP and BGP pass, and `kbridge stats` and the
+// status show the classes' counters.
+func TestCoPPSwitchesOnLiveAndShowsInStats(t *testing.T) {
+	b := newBed(t, bedOpts{})
+	cfg, err := os.ReadFile(b.Cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(cfg) + "\ncopp:\n  enabled: true\n  default: {pps: 1, burst: 5}\n"
+	if err := os.WriteFile(b.Cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Kb.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if !b.WaitLog("control-plane protection switched") {
+		t.Fatalf("kbridge did not log the switch:\n%s", b.Out)
+	}
+	var frames [][]byte
+	for i := range 100 {
+		frames = append(frames, testFrame(100, uint32(i)))
+		if i%20 == 0 {
+			frames = append(frames, copptest.ARP(), copptest.BGP())
+		}
+	}
+	if _, err := b.Port.Inject(0, frames, ringtestOpts(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the flood to be policed", func() bool {
+		c := b.Status().CoPP
+		return c != nil && c.Passed[copp.Default]+c.Policed[copp.Default] == 100
+	})
+	c := b.Status().CoPP
+	if c.Passed[copp.Control] != 5 || c.Passed[copp.Neighbor] != 5 || c.Policed[copp.Control]+c.Policed[copp.Neighbor] != 0 {
+		t.Errorf("copp counters %+v: want 5 control and 5 neighbor frames passed, none policed", *c)
+	}
+	if c.Passed[copp.Default] > 6 {
+		t.Errorf("%d default frames passed a burst of 5", c.Passed[copp.Default])
+	}
+	if out := kbridgeStats(t, b.Sock); !strings.Contains(out, `"policed": [`) {
+		t.Errorf("kbridge stats shows no copp counters:\n%s", out)
+	}
+	b.Stop(true)
 }
