@@ -172,20 +172,25 @@ func TestTheClassifierCallsMalformedAndDeepHeadersDefault(t *testing.T) {
 	}
 }
 
-func TestTheTokenBucketPassesItsBurstThenItsRate(t *testing.T) {
-	const s = uint64(1e9)
-	p := ring.NewPolicer(copp.Rate{PPS: 600, Burst: 100}, 0)
+// atOnce offers n frames of size bytes at one instant and says how many passed.
+func atOnce(p *ring.Policer, n, size int, now uint64) int {
 	passed := 0
-	for range 1000 {
-		if p.Take(64, 0) {
+	for range n {
+		if p.Take(size, now) {
 			passed++
 		}
 	}
-	if passed != 100 {
+	return passed
+}
+
+func TestTheTokenBucketPassesItsBurstThenItsRate(t *testing.T) {
+	const s = uint64(1e9)
+	p := ring.NewPolicer(copp.Rate{PPS: 600, Burst: 100}, 0)
+	if passed := atOnce(p, 1000, 64, 0); passed != 100 {
 		t.Errorf("at one instant %d passed, want the burst of 100", passed)
 	}
 	// Ten seconds at 10,000 frames per second: 600 per second get through.
-	passed = 0
+	passed := 0
 	for i := uint64(1); i <= 100_000; i++ {
 		if p.Take(64, i*s/10_000) {
 			passed++
@@ -195,14 +200,7 @@ func TestTheTokenBucketPassesItsBurstThenItsRate(t *testing.T) {
 		t.Errorf("10 s at 10 kpps: %d passed, want 6000", passed)
 	}
 	// A long idle refills to the burst, no more, whatever the time.
-	now := 1000 * s
-	passed = 0
-	for range 1000 {
-		if p.Take(64, now) {
-			passed++
-		}
-	}
-	if passed != 100 {
+	if passed := atOnce(p, 1000, 64, 1000*s); passed != 100 {
 		t.Errorf("after a long idle %d passed, want the burst of 100", passed)
 	}
 }
@@ -227,13 +225,7 @@ func TestTheTokenBucketPolicesBytesAndTakesZeroAsUnlimited(t *testing.T) {
 	}
 	// Both dimensions: the packet rate binds small frames.
 	both := ring.NewPolicer(copp.Rate{PPS: 10, Burst: 10, Bytes: 1_000_000, BurstBytes: 65536}, 0)
-	n := 0
-	for range 100 {
-		if both.Take(64, 0) {
-			n++
-		}
-	}
-	if n != 10 {
+	if n := atOnce(both, 100, 64, 0); n != 10 {
 		t.Errorf("%d small frames passed a 10-packet burst", n)
 	}
 }

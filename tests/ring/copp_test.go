@@ -7,66 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/kbridge/kbridge/bridge"
-	"github.com/kbridge/kbridge/bridge/bridgetest"
 	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/copp/copptest"
-	"github.com/kbridge/kbridge/policy"
-	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/ring/ringtest"
-	"github.com/kbridge/kbridge/tap"
 )
 
-// coppWorker is a worker over queue 0 of a bed's real rings and a socket
-// pair that keeps frame boundaries like a TAP fd (the test plays the
-// kernel through peer), with c in force from its first burst.
+// coppWorker is realWorker (no merging) with c in force from its first
+// burst.
 func coppWorker(t *testing.T, b *bed, c copp.Config) (w *bridge.Worker, peer int) {
 	t.Helper()
-	port, err := ring.OpenPort(b.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := port.Queue(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := q.Out(32, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := q.In(32, 1600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd, peer, err := bridgetest.SeqPacket()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(peer) })
-	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16})
-	t.Cleanup(func() { kq.Close() })
-	w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, q, kq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Stop(); _ = w.Run() })
+	w, peer = realWorker(t, b, false)
 	if err := w.SetCoPP(c); err != nil {
 		t.Fatal(err)
 	}
 	return w, peer
-}
-
-// drain reads what the worker wrote to the kernel side and counts it.
-func drain(peer int, buf []byte) int {
-	n := 0
-	for {
-		if _, err := unix.Read(peer, buf); err != nil {
-			return n
-		}
-		n++
-	}
 }
 
 // A flood of default frames beyond the default policer's burst is freed in
