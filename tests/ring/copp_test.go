@@ -2,6 +2,7 @@ package ring
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,6 +76,26 @@ func TestAFloodIsPolicedWhileControlFramesAllPass(t *testing.T) {
 	}
 	if want := int(s.Passed[copp.Control] + s.Passed[copp.Neighbor] + s.Passed[copp.Default]); got != want {
 		t.Errorf("the kernel side got %d frames, the policers passed %d", got, want)
+	}
+	// Policing keeps the hot path's promise: one cgo call per burst, no
+	// allocation.
+	ringtest.Preload(copptest.UDP())
+	buf := make([]byte, 1<<16)
+	b.Port.InjectPreloaded(0, 32)
+	c0 := runtime.NumCgoCall()
+	if n := w.ToKernel(); n != 32 {
+		t.Errorf("ToKernel reported %d of a policed burst of 32", n)
+	}
+	if calls := runtime.NumCgoCall() - c0; calls != 1 {
+		t.Errorf("a policed burst took %d cgo calls, want 1", calls)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		b.Port.InjectPreloaded(0, 32)
+		w.ToKernel()
+		drain(peer, buf)
+	})
+	if allocs != 0 {
+		t.Errorf("%.2f allocations per policed burst, want 0", allocs)
 	}
 	// Nothing leaks: every mbuf, policed or written, went back to the pool.
 	waitUntil(t, "the pool to be whole", func() bool { w.ToKernel(); return b.Pool.InUse() == base })
