@@ -25,6 +25,8 @@ import (
 	"errors"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/copp"
 )
 
 // Verdicts for packets from the app that cannot be written whole.
@@ -60,6 +62,23 @@ type AppOut interface {
 	// Close releases the current burst and the reader.
 	Close()
 }
+
+// AppPolicer is an AppOut that classifies the app's frames and polices
+// them per class inside Next (package ring's burst core): a frame its
+// policer refuses is freed there and never returned.
+type AppPolicer interface {
+	// Policed is how many frames of the last Next's burst were freed so.
+	Policed() int
+	// SetCoPP puts c in force from the next burst on; any goroutine may
+	// call it.
+	SetCoPP(c copp.Config) error
+	// CoPP copies the counters into dst; false once closed.
+	CoPP(dst *copp.Snapshot) bool
+}
+
+// ErrNoCoPP means the app's side cannot classify and police (it is no
+// AppPolicer).
+var ErrNoCoPP = errors.New("bridge: the app's side does not police")
 
 // AppIn carries frames from the kernel to the app, a burst at a time.
 type AppIn interface {

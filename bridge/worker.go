@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/policy"
 )
 
@@ -30,7 +31,8 @@ type Worker struct {
 	in     AppIn
 	waker  Waker
 	kernel Kernel
-	tso    AppTSO // in, when the app's side can take super-frames whole
+	tso    AppTSO     // in, when the app's side can take super-frames whole
+	pol    AppPolicer // out, when the app's side polices
 
 	// The hand-over's scratch, the worker's own: the app's packets for
 	// Write (pkts, their burst indices idx, what Write delivered), the
@@ -78,6 +80,7 @@ func NewWorker(cfg WorkerConfig, out AppOut, in AppIn, waker Waker, kernel Kerne
 		start:  time.Now(),
 	}
 	w.tso, _ = in.(AppTSO)
+	w.pol, _ = out.(AppPolicer)
 	for i := range w.slots {
 		w.slots[i] = in.Slot(i)
 	}
@@ -115,6 +118,19 @@ func (w *Worker) SetPolicy(p policy.Policy) error {
 	w.kick()
 	return nil
 }
+
+// SetCoPP puts c in force at the worker's next burst; ErrNoCoPP when the
+// app's side does not police.
+func (w *Worker) SetCoPP(c copp.Config) error {
+	if w.pol == nil {
+		return ErrNoCoPP
+	}
+	return w.pol.SetCoPP(c)
+}
+
+// CoPP copies the classifier's and policers' counters into dst; false when
+// the app's side does not police or was closed.
+func (w *Worker) CoPP(dst *copp.Snapshot) bool { return w.pol != nil && w.pol.CoPP(dst) }
 
 // Residence copies the residence-time histogram into dst when the app side
 // keeps one.
@@ -309,11 +325,12 @@ func (w *Worker) dropped(res PutResult) {
 }
 
 // ToKernel moves one burst from the app to the kernel. It returns the number
-// of packets dequeued.
+// of packets dequeued, those the app side's policers freed included: all of
+// it is work for the ladder.
 func (w *Worker) ToKernel() int {
 	n := w.out.Next()
 	if n == 0 {
-		return 0
+		return w.policed()
 	}
 	w.grow(n)
 	k := 0
@@ -343,7 +360,16 @@ func (w *Worker) ToKernel() int {
 	w.counters.ToKernelPackets.Add(pkts)
 	w.counters.ToKernelBytes.Add(bytes)
 	w.count(&w.res)
-	return n
+	return n + w.policed()
+}
+
+// policed is how many frames the app side's policers freed in the last
+// burst.
+func (w *Worker) policed() int {
+	if w.pol == nil {
+		return 0
+	}
+	return w.pol.Policed()
 }
 
 // count adds a kernel side's Result to the counters and zeroes it for the

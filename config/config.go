@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/viper"
 
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/internal/conferr"
 	"github.com/kbridge/kbridge/internal/cpulist"
 	"github.com/kbridge/kbridge/internal/limits"
@@ -47,6 +48,9 @@ type Config struct {
 	// Requests configures how kbridge hands the interface's changes to an
 	// app that takes them as requests (mode ring, kbridge.h version 5).
 	Requests Requests `mapstructure:"requests" json:"requests"`
+	// CoPP is control-plane protection on the to-kernel path (modes ring
+	// and vhost): classes, their policers, the management match.
+	CoPP copp.Config `mapstructure:"copp" json:"copp"`
 }
 
 // Requests bounds the app's answers to requests.
@@ -103,6 +107,7 @@ func Default() Config {
 		Stats:     Stats{Socket: "/run/kbridge/kbridge.sock", Metrics: "127.0.0.1:9478"},
 		Vhost:     DefaultVhost(),
 		Requests:  Requests{Timeout: 3 * time.Second},
+		CoPP:      copp.DefaultConfig(),
 	}
 }
 
@@ -165,6 +170,10 @@ func (c Config) Validate() error {
 		errs.Addf("workers.max_segments", c.Workers.MaxSegments, "must be between 1 and %d", limits.MaxSegments)
 	}
 	errs.Include(c.Policy.Validate("policy"))
+	errs.Include(c.CoPP.Validate("copp"))
+	if c.CoPP.Enabled && c.Mode == ModeXDP {
+		errs.Add("copp.enabled", true, "applies to modes ring and vhost; in mode xdp the kernel's own path carries the exception traffic")
+	}
 	if c.Stats.Socket == "" {
 		errs.Add("stats.socket", c.Stats.Socket, "kbridge needs a control socket path")
 	} else if c.Mode == ModeVhost && filepath.Clean(c.Stats.Socket) == filepath.Clean(c.VhostSocket()) {

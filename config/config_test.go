@@ -100,6 +100,17 @@ func TestBadInputNamesKeyAndValue(t *testing.T) {
 		{"mode: fast\n", `mode: "fast": must be ring`},
 		{"mode: xdp\n", `xdp.nic: required`},
 		{"interface: [1, 2\n", "not valid YAML"},
+		{"copp:\n  control: {pps: -1}\n", "copp.control.pps: -1"},
+		{"copp:\n  default: {pps: 10, burst: 0}\n", "copp.default.burst: 0"},
+		{"copp:\n  neighbor: {bytes: 1000, burst_bytes: 1500}\n", "copp.neighbor.burst_bytes: 1500"},
+		{"copp:\n  management: {ports: [0]}\n", "copp.management.ports[0]: 0"},
+		{"copp:\n  management: {ethertypes: [0x0800, 20]}\n", "copp.management.ethertypes[1]: 20"},
+		{"copp:\n  management: {protocols: [256]}\n", "copp.management.protocols[0]: 256"},
+		{"copp:\n  management: {sources: [198.18.0.1]}\n", `copp.management.sources[0]: "198.18.0.1"`},
+		{"copp:\n  management: {ports: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}\n", "copp.management.ports: [1 2"},
+		{"copp:\n  classes: {control: 1}\n", "copp.classes"},
+		{"copp:\n  enabled: yes please\n", "copp.enabled"},
+		{"mode: xdp\nxdp: {nic: eth0}\ncopp:\n  enabled: true\n", "copp.enabled: true: applies to modes ring and vhost"},
 	} {
 		_, err := load(t, c.yaml)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

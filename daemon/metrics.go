@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/policy"
 )
 
@@ -26,6 +27,7 @@ type collector struct {
 	mode, poolInUse, appKicks *prometheus.Desc
 	appDropped, canKick       *prometheus.Desc
 	offload, recovery         *prometheus.Desc
+	coppPackets, coppUnparsed *prometheus.Desc
 }
 
 // snapshotter is a runner whose counters have the ring Status shape (*Ring,
@@ -63,6 +65,10 @@ func newCollector(d snapshotter) *collector {
 			"(app packets the coalescer saw, writes it planned), coalesce_bad_csum (app packets with a wrong IPv4 or TCP "+
 			"checksum, written alone for the kernel to drop), coalesce_csum_trusted (app packets that came with their "+
 			"checksums verified, by the app's NIC or by kbridge completing them, and were not checked again).", "event"),
+		coppPackets: desc("copp_packets_total", "Frames toward the kernel by control-plane class (control, neighbor, "+
+			"management, default) and what its policer did: passed or policed (freed before a TAP write); while copp.enabled is on.", "class", "verdict"),
+		coppUnparsed: desc("copp_unparsed_total", "Frames whose headers the classifier could not read to their end, "+
+			"classed default, by reason: truncated, malformed, deep_ipv6_extensions.", "reason"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
 		recovery: prometheus.NewDesc("kbridge_takeover_recovered_total", "What this kbridge put right of a killed predecessor "+
 			"when it started, by what: held_to_kernel_freed and held_from_kernel_freed (mbufs its held record named), "+
@@ -74,7 +80,8 @@ func newCollector(d snapshotter) *collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
-		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.offload, c.recovery} {
+		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.offload, c.recovery,
+		c.coppPackets, c.coppUnparsed} {
 		ch <- d
 	}
 }
@@ -116,6 +123,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, e := range q.Offload.Events() {
 			counter(c.offload, e.Value, e.Name)
+		}
+		if cs := q.CoPP; cs != nil {
+			for k, name := range copp.ClassNames {
+				counter(c.coppPackets, cs.Passed[k], name, "passed")
+				counter(c.coppPackets, cs.Policed[k], name, "policed")
+			}
+			for k, v := range cs.Unparsed[copp.Parsed+1:] {
+				counter(c.coppUnparsed, v, copp.WhyNames[copp.Parsed+1+k])
+			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.spin, prometheus.CounterValue, float64(q.SpinNanos)/1e9, id)
 		kick := 0.0

@@ -30,7 +30,7 @@ import (
 // (*XDP), vhost (*Vhost), and whatever comes next. Serve runs everything around it.
 type Runner interface {
 	// Reload applies what of cfg can change live (ring and vhost:
-	// policy.* and interface.offload; xdp: xdp.fast_path and
+	// policy.*, copp.* and interface.offload; xdp: xdp.fast_path and
 	// xdp.xsk_fallback). An invalid cfg, or one of
 	// another mode, changes nothing: the error is a *ConfigError.
 	// Otherwise the live part is applied, and if keys that cannot change

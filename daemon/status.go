@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/ring"
 )
 
@@ -31,6 +32,9 @@ type Queue struct {
 	App     *ring.AppCounters `json:"app,omitempty"`
 	CanKick bool              `json:"can_kick"`
 	CPU     int               `json:"cpu"`
+	// CoPP is what the classifier and the policers did (nil while
+	// copp.enabled is off).
+	CoPP *copp.Snapshot `json:"copp,omitempty"`
 }
 
 // Status is what the control socket serves: a Snapshot.

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/config"
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/tap"
 )
 
@@ -86,6 +88,9 @@ func (p *tapPath) newWorker(q int, app func(q int) (appSide, error)) (*bridge.Wo
 	}
 	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: p.cfg.WorkerCPU(q), Policy: p.cfg.Policy},
 		a.out, a.in, a.waker, p.dev.Queue(q))
+	if err == nil && p.cfg.CoPP.Enabled {
+		err = w.SetCoPP(p.cfg.CoPP)
+	}
 	if err != nil {
 		a.close()
 		return nil, err
@@ -137,9 +142,9 @@ func (p *tapPath) keepInterface() {
 	}
 }
 
-// Reload applies cfg's policy.* to the running workers, between bursts, and
-// interface.offload and interface.on_stop to the TAP interface. An invalid cfg, or one of another
-// mode, changes nothing and returns a *ConfigError. Otherwise the live keys
+// Reload applies cfg's policy.* and copp.* to the running workers, between
+// bursts, and interface.offload and interface.on_stop to the TAP interface.
+// An invalid cfg, or one of another mode, changes nothing and returns a *ConfigError. Otherwise the live keys
 // are applied; if keys that cannot change live differ too, a *RestartError
 // lists them.
 func (p *tapPath) Reload(cfg config.Config) error {
@@ -149,6 +154,9 @@ func (p *tapPath) Reload(cfg config.Config) error {
 		return err
 	}
 	if err := p.reloadPolicy(&p.cfg.Policy, cfg.Policy); err != nil {
+		return err
+	}
+	if err := p.reloadCoPP(cfg.CoPP); err != nil {
 		return err
 	}
 	if on := cfg.Interface.Offload; on != p.cfg.Interface.Offload {
@@ -165,7 +173,23 @@ func (p *tapPath) Reload(cfg config.Config) error {
 		p.log.Info("what a stop does to the interface switched", "on_stop", cfg.Interface.OnStop)
 	}
 	p.cfg.Interface.OnStop = cfg.Interface.OnStop
-	return restartNeeded(p.cfg, cfg, "policy", "interface.offload", "interface.on_stop")
+	return restartNeeded(p.cfg, cfg, "policy", "interface.offload", "interface.on_stop", "copp")
+}
+
+// reloadCoPP puts c in force on every worker at its next burst when it
+// differs from the copp section in force. The caller holds mu.
+func (p *tapPath) reloadCoPP(c copp.Config) error {
+	if reflect.DeepEqual(c, p.cfg.CoPP) {
+		return nil
+	}
+	for _, w := range p.workers {
+		if err := w.SetCoPP(c); err != nil {
+			return &ConfigError{err}
+		}
+	}
+	p.cfg.CoPP = c
+	p.log.Info("control-plane protection switched", "enabled", c.Enabled)
+	return nil
 }
 
 // Config returns the configuration in force, with the live keys.
@@ -190,6 +214,9 @@ func (p *tapPath) status(cfg config.Config, extra func(q int, qs *Queue)) Status
 		snap.Queue = q
 		snap.Mode = string(w.Policy().Mode)
 		qs := Queue{Snapshot: snap, CanKick: w.CanKick(), CPU: cfg.WorkerCPU(q)}
+		if cs := new(copp.Snapshot); cfg.CoPP.Enabled && w.CoPP(cs) {
+			qs.CoPP = cs
+		}
 		if extra != nil {
 			extra(q, &qs)
 		}

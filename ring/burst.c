@@ -121,10 +121,15 @@ kb_out_new(const struct kb_out *cfg)
 	b->n = 0;
 	b->csum_sw = 0;
 	memset(b->hist, 0, sizeof(b->hist));
+	b->copp_next = NULL;
+	memset(&b->copp, 0, sizeof(b->copp));
+	memset(&b->copp_stats, 0, sizeof(b->copp_stats));
+	b->last_policed = 0;
 	b->mbufs = calloc(b->cap, sizeof(*b->mbufs));
+	b->policed = calloc(b->cap, sizeof(*b->policed));
 	b->pkts = calloc(b->cap, sizeof(*b->pkts));
 	b->iov = calloc((size_t)b->cap * b->max_segs, sizeof(*b->iov));
-	if (b->mbufs == NULL || b->pkts == NULL || b->iov == NULL) {
+	if (b->mbufs == NULL || b->pkts == NULL || b->iov == NULL || b->policed == NULL) {
 		kb_out_free(b);
 		return NULL;
 	}
@@ -237,18 +242,90 @@ kb_out_describe(struct kb_out *b, struct rte_mbuf *m, struct kb_pkt *p,
 				 b->flags & KB_BURST_EXTBUF, &p->nb_iov);
 }
 
+static uint64_t
+kb_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * KB_NS + (uint64_t)ts.tv_nsec;
+}
+
+/* Puts in force what kb_out_set_copp handed over, if anything. */
+static void
+kb_out_take_copp(struct kb_out *b)
+{
+	struct kb_copp *c;
+	uint64_t now;
+	unsigned int i;
+
+	if (__atomic_load_n(&b->copp_next, __ATOMIC_RELAXED) == NULL)
+		return;
+	c = __atomic_exchange_n(&b->copp_next, NULL, __ATOMIC_ACQUIRE);
+	if (c == NULL)
+		return;
+	b->copp = *c;
+	free(c);
+	now = kb_now_ns();
+	for (i = 0; i < KB_COPP_CLASSES; i++)
+		kb_policer_init(&b->pol[i], &b->copp.rate[i], now);
+}
+
+/* Classifies the burst's frames by their first segment and frees those
+ * their class's policer refuses, keeping the others in order; returns how
+ * many it kept. The held record is cleared before the record of what is
+ * kept is written, and that before the policed are freed: a kbridge killed
+ * in between leaks those mbufs and never frees one twice. */
+static uint16_t
+kb_out_police(struct kb_out *b)
+{
+	uint64_t now = kb_now_ns();
+	uint16_t i, k = 0, d = 0;
+
+	for (i = 0; i < b->n; i++) {
+		struct rte_mbuf *m = b->mbufs[i];
+		uint32_t len = (uint32_t)m->data_off + m->data_len <= m->buf_len ? m->data_len : 0;
+		uint8_t why;
+		unsigned int c = kb_classify(rte_pktmbuf_mtod(m, const uint8_t *), len,
+					     &b->copp.match, &why);
+
+		if (unlikely(why != KB_COPP_PARSED))
+			b->copp_stats.why[why]++;
+		if (kb_policer_take(&b->pol[c], rte_pktmbuf_pkt_len(m), now)) {
+			b->copp_stats.passed[c]++;
+			b->mbufs[k++] = m;
+		} else {
+			b->copp_stats.policed[c]++;
+			b->policed[d++] = m;
+		}
+	}
+	b->last_policed = d;
+	if (d == 0)
+		return k;
+	if (b->held.n != NULL) {
+		__atomic_store_n(b->held.n, 0, __ATOMIC_RELEASE);
+		kb_held_note(&b->held, b->mbufs, k);
+	}
+	rte_pktmbuf_free_bulk(b->policed, d);
+	return k;
+}
+
 uint16_t
 kb_out_next(struct kb_out *b)
 {
 	uint16_t i, seg = 0;
 
 	kb_out_release(b);
+	kb_out_take_copp(b);
+	b->last_policed = 0;
 	if (b->held.n != NULL && b->ops->dequeue_held != NULL) {
 		b->n = b->ops->dequeue_held(b->ctx, &b->held, b->mbufs, b->cap);
 	} else {
 		b->n = b->ops->dequeue(b->ctx, b->mbufs, b->cap);
 		kb_held_note(&b->held, b->mbufs, b->n);
 	}
+	if (b->copp.on && b->n > 0)
+		b->n = kb_out_police(b);
 	for (i = 0; i < b->n; i++) {
 		kb_out_describe(b, b->mbufs[i], &b->pkts[i], seg);
 		seg += b->max_segs;
@@ -263,10 +340,24 @@ kb_out_free(struct kb_out *b)
 		return;
 	if (b->mbufs != NULL)
 		kb_out_release(b);
+	free(b->copp_next);
+	free(b->policed);
 	free(b->mbufs);
 	free(b->pkts);
 	free(b->iov);
 	free(b);
+}
+
+int
+kb_out_set_copp(struct kb_out *b, const struct kb_copp *c)
+{
+	struct kb_copp *n = malloc(sizeof(*n));
+
+	if (n == NULL)
+		return -ENOMEM;
+	*n = *c;
+	free(__atomic_exchange_n(&b->copp_next, n, __ATOMIC_ACQ_REL));
+	return 0;
 }
 
 struct kb_in *

@@ -19,6 +19,9 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "classify.h"
+#include "policer.h"
+
 /* A record, in memory the app shares, of the mbufs a buffer holds between
  * two ring operations (kbridge.h's struct kbridge_held_q): m[0..*n), room for
  * at least cap. A record never names an mbuf that was freed or handed over:
@@ -92,6 +95,21 @@ struct kb_pkt {
 	uint64_t enq_tsc;
 };
 
+/* Control-plane protection of an out buffer: the management match and each
+ * class's rates; on == 0 turns it off. */
+struct kb_copp {
+	struct kb_copp_match match;
+	struct kb_rate rate[KB_COPP_CLASSES];
+	uint8_t on;
+};
+
+/* What an out buffer's classifier and policers did. */
+struct kb_copp_stats {
+	uint64_t passed[KB_COPP_CLASSES];
+	uint64_t policed[KB_COPP_CLASSES];
+	uint64_t why[KB_COPP_WHYS];
+};
+
 /* A reusable burst buffer for one worker in the app -> kernel direction. */
 struct kb_out {
 	const struct kb_burst_ops *ops;
@@ -108,6 +126,15 @@ struct kb_out {
 	uint64_t hist[KB_HIST_BUCKETS];
 	uint64_t csum_sw; /* partial checksums completed (KB_BURST_COMPLETE_CSUM) */
 	struct kb_held held;
+	/* CoPP: what kb_out_set_copp handed over, taken at the next burst;
+	 * what is in force, its policers and counters; the mbufs of the
+	 * current burst it freed, and how many (they are work too). */
+	struct kb_copp *copp_next;
+	struct kb_copp copp;
+	struct kb_policer pol[KB_COPP_CLASSES];
+	struct kb_copp_stats copp_stats;
+	struct rte_mbuf **policed;
+	uint16_t last_policed;
 };
 
 /* A TCP super-frame: header lengths, segment size, IP version. */
@@ -149,6 +176,10 @@ struct kb_out *kb_out_new(const struct kb_out *cfg);
 uint16_t kb_out_next(struct kb_out *b);
 /* Releases the current burst and the buffer itself. */
 void kb_out_free(struct kb_out *b);
+/* Hands c to the buffer's worker, which puts it in force, with full
+ * buckets, at its next burst: any goroutine may call it while the worker
+ * runs. -ENOMEM: nothing changed. */
+int kb_out_set_copp(struct kb_out *b, const struct kb_copp *c);
 
 /* A buffer made as cfg says (ops, ctx, pool, cap, stride, max_segs, held),
  * or NULL when out of memory. */

@@ -17,7 +17,10 @@ import (
 // residence-time histogram of the app's enqueue time stamps.
 type Out struct{ outBuf }
 
-var _ bridge.AppOut = (*Out)(nil)
+var (
+	_ bridge.AppOut     = (*Out)(nil)
+	_ bridge.AppPolicer = (*Out)(nil)
+)
 
 // Out returns a burst reader for this queue's to_kernel ring holding up to
 // batch packets of up to maxSegs segments each.

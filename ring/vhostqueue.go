@@ -36,8 +36,9 @@ type VhostQueue struct {
 }
 
 var (
-	_ bridge.AppOut  = (*VhostQueue)(nil)
-	_ bridge.FdWaker = (*VhostQueue)(nil)
+	_ bridge.AppOut     = (*VhostQueue)(nil)
+	_ bridge.FdWaker    = (*VhostQueue)(nil)
+	_ bridge.AppPolicer = (*VhostQueue)(nil)
 )
 
 // NewVhostQueue returns queue pair q's app side, with bursts of batch

@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/daemon"
 )
 
@@ -88,7 +90,27 @@ func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {
 			q.Queue, rate(po.MergedWrites, o.MergedWrites), rate(po.MergedPackets, o.MergedPackets),
 			rate(po.SplitReads, o.SplitReads), rate(po.SplitFrames, o.SplitFrames), rate(po.TSOToApp, o.TSOToApp),
 			rate(po.CsumFromKernel, o.CsumFromKernel), rate(po.CsumToKernel, o.CsumToKernel), o.Fallbacks, o.BadCsum)
+		if c, pc := q.CoPP, prev.Queues[i].CoPP; c != nil && pc != nil {
+			renderCoPP(w, q.Queue, pc, c, rate)
+		}
 	}
+}
+
+// renderCoPP shows one queue's classes per second and names those being
+// policed now, in this interval.
+func renderCoPP(w io.Writer, queue int, p, c *copp.Snapshot, rate func(a, b uint64) float64) {
+	fmt.Fprintf(w, "queue %d copp/s (passed/policed):", queue)
+	var now []string
+	for k, name := range copp.ClassNames {
+		fmt.Fprintf(w, " %s %.0f/%.0f", name, rate(p.Passed[k], c.Passed[k]), rate(p.Policed[k], c.Policed[k]))
+		if c.Policed[k] > p.Policed[k] {
+			now = append(now, name)
+		}
+	}
+	if len(now) == 0 {
+		now = []string{"none"}
+	}
+	fmt.Fprintf(w, "; policing now: %s\n", strings.Join(now, ", "))
 }
 
 // quantile returns the upper bound of the histogram bucket holding quantile

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/daemon"
 )
 
@@ -42,5 +43,24 @@ func TestQuantile(t *testing.T) {
 	}
 	if got := quantile([]uint64{99, 1, 0}, bounds, 0.99); got != "<1µs" {
 		t.Errorf("p99: %q", got)
+	}
+}
+
+func TestWatchNamesTheClassesBeingPolicedNow(t *testing.T) {
+	q := func(passed, policed uint64) daemon.Queue {
+		c := &copp.Snapshot{}
+		c.Passed[copp.Control], c.Passed[copp.Default] = passed, passed
+		c.Policed[copp.Default], c.Policed[copp.Neighbor] = policed, 7
+		return daemon.Queue{Snapshot: bridge.Snapshot{Drops: map[string]uint64{}}, CoPP: c}
+	}
+	prev := daemon.Status{Queues: []daemon.Queue{q(100, 1000)}}
+	cur := daemon.Status{Queues: []daemon.Queue{q(300, 5000)}}
+	var out bytes.Buffer
+	renderRates(&out, prev, cur, 2*time.Second)
+	s := out.String()
+	for _, want := range []string{"control 100/0", "default 100/2000", "neighbor 0/0", "policing now: default\n"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
 	}
 }

@@ -18,10 +18,12 @@ import (
 	"github.com/kbridge/kbridge/tap/vnet/vnettest"
 )
 
-// The worker over the real DPDK binding: no allocation per burst, and one
-// cgo call per burst in each direction, whatever the number of packets.
-func TestHotPathOnRealRings(t *testing.T) {
-	b := newBed(t, bedOpts{noStart: true})
+// realWorker is a worker over queue 0 of a bed's real rings (bursts of 32,
+// 16 segments) and the real kernel side (tap.Queue, offloads on, merging
+// TCP segments when merge) over a socket pair that keeps frame boundaries
+// like a TAP fd: the test plays the kernel through peer.
+func realWorker(t *testing.T, b *bed, merge bool) (w *bridge.Worker, peer int) {
+	t.Helper()
 	port, err := ring.OpenPort(b.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -38,23 +40,38 @@ func TestHotPathOnRealRings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The real kernel side (tap.Queue, offloads on) over a socket pair
-	// that keeps frame boundaries like a TAP fd; the test plays the kernel.
 	fd, peer, err := bridgetest.SeqPacket()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(peer)
-	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: true})
-	defer kq.Close()
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, q, kq)
+	t.Cleanup(func() { unix.Close(peer) })
+	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: merge})
+	t.Cleanup(func() { kq.Close() })
+	w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, q, kq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		w.Stop()
-		_ = w.Run() // returns at once: frees the current burst and closes
-	}()
+	// Run returns at once: it frees the current burst and closes.
+	t.Cleanup(func() { w.Stop(); _ = w.Run() })
+	return w, peer
+}
+
+// drain reads what the worker wrote to the kernel side and counts it.
+func drain(peer int, buf []byte) int {
+	n := 0
+	for {
+		if _, err := unix.Read(peer, buf); err != nil {
+			return n
+		}
+		n++
+	}
+}
+
+// The worker over the real DPDK binding: no allocation per burst, and one
+// cgo call per burst in each direction, whatever the number of packets.
+func TestHotPathOnRealRings(t *testing.T) {
+	b := newBed(t, bedOpts{noStart: true})
+	w, peer := realWorker(t, b, true)
 
 	const burst = 32
 	frames := make([][]byte, burst)
@@ -62,15 +79,7 @@ func TestHotPathOnRealRings(t *testing.T) {
 		frames[i] = testFrame(200, uint32(i))
 	}
 	buf := make([]byte, 1<<17)
-	drainPeer := func() int {
-		n := 0
-		for {
-			if _, err := unix.Read(peer, buf); err != nil {
-				return n
-			}
-			n++
-		}
-	}
+	drainPeer := func() int { return drain(peer, buf) }
 
 	// App -> kernel: a burst of 32 in the ring, one ToKernel call.
 	if _, err := b.Port.Inject(0, frames, ringtestOpts(0, 0)); err != nil {

@@ -1,0 +1,52 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/kbridge/kbridge/copp"
+)
+
+func TestTheCoPPSectionDecodesEveryKey(t *testing.T) {
+	c, err := load(t, `
+copp:
+  enabled: true
+  control: {pps: 8000, burst: 4000}
+  neighbor: {pps: 0}
+  management:
+    pps: 100
+    burst: 10
+    bytes: 1000000
+    burst_bytes: 65536
+    ports: [22, 830]
+    ethertypes: [0x88b5]
+    protocols: [47]
+    sources: [198.18.0.0/24, "2001:db8::/32"]
+  default: {pps: 1000, burst: 2000}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := copp.Config{
+		Enabled:  true,
+		Control:  copp.Rate{PPS: 8000, Burst: 4000},
+		Neighbor: copp.Rate{Burst: 600},
+		Management: copp.ManagementClass{
+			Rate:       copp.Rate{PPS: 100, Burst: 10, Bytes: 1_000_000, BurstBytes: 65536},
+			Ports:      []int{22, 830},
+			Ethertypes: []int{0x88b5},
+			Protocols:  []int{47},
+			Sources:    []string{"198.18.0.0/24", "2001:db8::/32"},
+		},
+		Default: copp.Rate{PPS: 1000, Burst: 2000},
+	}
+	if !reflect.DeepEqual(c.CoPP, want) {
+		t.Errorf("copp = %+v\nwant %+v", c.CoPP, want)
+	}
+	for _, k := range []string{"copp.enabled", "copp.control.pps", "copp.management.burst_bytes", "copp.management.sources", "copp.default.bytes"} {
+		if !strings.Contains(strings.Join(Keys(), " "), k) {
+			t.Errorf("Keys() lacks %s", k)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+// Package copp describes control-plane protection on the to-kernel path:
+// the classes a frame falls in, each class's policer rates, what makes a
+// frame management traffic, and the counters of what the policers did. It
+// is pure Go: the configuration's copp section (Config, with its defaults
+// and Validate) and the shape of the counters (Snapshot). The classifier and
+// the token buckets run in C inside the burst core (package ring,
+// classify.c and policer.c), before a frame costs a syscall. See
+// docs/ARCHITECTURE.md, "Control-plane protection".
+package copp
+
+import (
+	"net/netip"
+
+	"github.com/kbridge/kbridge/internal/conferr"
+)
+
+// The classes, in priority order (the order of ring/classify.h).
+const (
+	Control    = iota // BGP, BFD, OSPF, IS-IS, VRRP, LACP, LLDP, STP, DHCPv4/v6
+	Neighbor          // ARP, IPv6 neighbour and router discovery
+	Management        // what Config.Management lists
+	Default           // everything else
+	NumClasses
+)
+
+// ClassNames are the classes' names in counters and metrics.
+var ClassNames = [NumClasses]string{"control", "neighbor", "management", "default"}
+
+// Why a frame's headers could not be read to their end: it is classed
+// default and counted by reason.
+const (
+	Parsed    = iota
+	Truncated // a header runs past the frame (or its first segment)
+	Malformed // an IP version or header length that makes no sense
+	Deep      // more IPv6 extension headers than the classifier walks
+	NumWhys
+)
+
+// WhyNames name the reasons; WhyNames[Parsed] is not counted.
+var WhyNames = [NumWhys]string{"parsed", "truncated", "malformed", "deep_ipv6_extensions"}
+
+// Limits of the management match (ring/classify.h) and of the rates.
+const (
+	MaxPorts      = 16
+	MaxEthertypes = 8
+	MaxProtocols  = 8
+	MaxSources    = 16
+	// MaxPPS and MaxBytes bound the rates and bursts, so that the token
+	// buckets' arithmetic (1e-9 units in 64 bits) cannot overflow.
+	MaxPPS   = 100_000_000
+	MaxBytes = 1_000_000_000
+	// MinBurstBytes is the least byte burst: a frame larger than the
+	// burst could never pass (a TCP super-frame is up to 64 KiB).
+	MinBurstBytes = 65536
+)
+
+// Rate is one class's policer: packets per second with a burst in
+// packets, bytes per second with a burst in bytes. A rate of 0 leaves that
+// dimension unlimited.
+type Rate struct {
+	PPS        int `mapstructure:"pps" json:"pps"`
+	Burst      int `mapstructure:"burst" json:"burst"`
+	Bytes      int `mapstructure:"bytes" json:"bytes"`
+	BurstBytes int `mapstructure:"burst_bytes" json:"burst_bytes"`
+}
+
+// ManagementClass is the management class's rates and what puts a frame in
+// it: a TCP or UDP port on either side, an ethertype, an IP protocol, an IP
+// source prefix. The control and neighbour classes' protocols come first
+// and are fixed.
+type ManagementClass struct {
+	Rate       `mapstructure:",squash"`
+	Ports      []int    `mapstructure:"ports" json:"ports"`
+	Ethertypes []int    `mapstructure:"ethertypes" json:"ethertypes"`
+	Protocols  []int    `mapstructure:"protocols" json:"protocols"`
+	Sources    []string `mapstructure:"sources" json:"sources"`
+}
+
+// Config is the copp section of kbridge's configuration.
+type Config struct {
+	// Enabled turns classification and policing on. Off by default: the
+	// default class's rate is a switch's (SONiC's), far below what a
+	// host's own traffic through the interface needs.
+	Enabled    bool            `mapstructure:"enabled" json:"enabled"`
+	Control    Rate            `mapstructure:"control" json:"control"`
+	Neighbor   Rate            `mapstructure:"neighbor" json:"neighbor"`
+	Management ManagementClass `mapstructure:"management" json:"management"`
+	Default    Rate            `mapstructure:"default" json:"default"`
+}
+
+// DefaultConfig returns the defaults, modelled on SONiC's CoPP: BGP and
+// LACP's group at 6000 pps, ARP and ND's at 600, the default trap at 600,
+// each with a burst of one second's packets; SSH as management, at 6000.
+func DefaultConfig() Config {
+	return Config{
+		Control:    Rate{PPS: 6000, Burst: 6000},
+		Neighbor:   Rate{PPS: 600, Burst: 600},
+		Management: ManagementClass{Rate: Rate{PPS: 6000, Burst: 6000}, Ports: []int{22}},
+		Default:    Rate{PPS: 600, Burst: 600},
+	}
+}
+
+// Rates returns the classes' rates in class order.
+func (c Config) Rates() [NumClasses]Rate {
+	return [NumClasses]Rate{c.Control, c.Neighbor, c.Management.Rate, c.Default}
+}
+
+// Prefixes parses Management.Sources; Validate has checked them.
+func (c Config) Prefixes() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(c.Management.Sources))
+	for _, s := range c.Management.Sources {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// Validate checks every value and reports every problem at once, each key
+// under prefix.
+func (c Config) Validate(prefix string) error {
+	errs := conferr.Collector{Prefix: prefix}
+	for i, r := range c.Rates() {
+		r.validate(&errs, ClassNames[i])
+	}
+	m := c.Management
+	lists := []struct {
+		key  string
+		v    []int
+		max  int
+		lo   int
+		hi   int
+		what string
+	}{
+		{"ports", m.Ports, MaxPorts, 1, 65535, "a TCP or UDP port, 1 to 65535"},
+		{"ethertypes", m.Ethertypes, MaxEthertypes, 0x0600, 0xffff, "an ethertype, 0x0600 to 0xffff"},
+		{"protocols", m.Protocols, MaxProtocols, 0, 255, "an IP protocol number, 0 to 255"},
+	}
+	for _, l := range lists {
+		key := "management." + l.key
+		if len(l.v) > l.max {
+			errs.Addf(key, l.v, "at most %d entries", l.max)
+		}
+		for i, v := range l.v {
+			if v < l.lo || v > l.hi {
+				errs.Addf(conferr.Index(key, i), v, "must be %s", l.what)
+			}
+		}
+	}
+	if len(m.Sources) > MaxSources {
+		errs.Addf("management.sources", m.Sources, "at most %d entries", MaxSources)
+	}
+	for i, s := range m.Sources {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			errs.Add(conferr.Index("management.sources", i), s, "must be an IPv4 or IPv6 prefix, e.g. 192.0.2.0/24")
+		}
+	}
+	return errs.Err()
+}
+
+func (r Rate) validate(errs *conferr.Collector, class string) {
+	if r.PPS < 0 || r.PPS > MaxPPS {
+		errs.Addf(class+".pps", r.PPS, "must be between 0 (unlimited) and %d", MaxPPS)
+	} else if r.PPS > 0 && (r.Burst < 1 || r.Burst > MaxPPS) {
+		errs.Addf(class+".burst", r.Burst, "must be between 1 and %d packets when pps is set", MaxPPS)
+	}
+	if r.Bytes < 0 || r.Bytes > MaxBytes {
+		errs.Addf(class+".bytes", r.Bytes, "must be between 0 (unlimited) and %d bytes per second", MaxBytes)
+	} else if r.Bytes > 0 && (r.BurstBytes < MinBurstBytes || r.BurstBytes > MaxBytes) {
+		errs.Addf(class+".burst_bytes", r.BurstBytes, "must be between %d (the largest frame) and %d when bytes is set", MinBurstBytes, MaxBytes)
+	}
+}
+
+// Snapshot is what one queue's classifier and policers did.
+type Snapshot struct {
+	// Passed and Policed count frames per class, in class order.
+	Passed  [NumClasses]uint64 `json:"passed"`
+	Policed [NumClasses]uint64 `json:"policed"`
+	// Unparsed counts frames whose headers could not be read to their
+	// end, by reason (Unparsed[Parsed] stays 0).
+	Unparsed [NumWhys]uint64 `json:"unparsed"`
+}

@@ -1,0 +1,94 @@
+// Package copptest builds the frames the control-plane classifier's tests
+// send: Ethernet with VLAN tags, IPv4 and IPv6 with extension headers, the
+// first bytes of TCP and UDP. Addresses are in 198.18.0.0/15 and
+// 2001:db8::/32.
+package copptest
+
+import "encoding/binary"
+
+// Unicast is the destination MAC Ethernet uses when given none.
+var Unicast = []byte{0x02, 0, 0, 0, 0, 1}
+
+// Src4 and Src6 are the sources IPv4 and IPv6 packets come from in tests.
+var (
+	Src4 = [4]byte{198, 18, 0, 2}
+	Src6 = [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 2}
+)
+
+// Ethernet is a frame to dst (nil: Unicast) with a VLAN tag for each TPID
+// in tags, then the ethertype et and payload.
+func Ethernet(dst []byte, tags []uint16, et uint16, payload []byte) []byte {
+	if dst == nil {
+		dst = Unicast
+	}
+	f := append(make([]byte, 0, 64+len(payload)), dst...)
+	f = append(f, 0x02, 0, 0, 0, 0, 2)
+	for i, tpid := range tags {
+		f = binary.BigEndian.AppendUint16(f, tpid)
+		f = binary.BigEndian.AppendUint16(f, uint16(100+i))
+	}
+	f = binary.BigEndian.AppendUint16(f, et)
+	return append(f, payload...)
+}
+
+// IPv4 is an IPv4 header (protocol proto, from src, fragment offset
+// fragOff in 8-byte units) followed by l4.
+func IPv4(proto byte, src [4]byte, fragOff uint16, l4 []byte) []byte {
+	h := make([]byte, 20, 20+len(l4))
+	h[0] = 0x45
+	binary.BigEndian.PutUint16(h[2:], uint16(20+len(l4)))
+	binary.BigEndian.PutUint16(h[6:], fragOff)
+	h[8], h[9] = 64, proto
+	copy(h[12:], src[:])
+	copy(h[16:], []byte{198, 18, 0, 1})
+	return append(h, l4...)
+}
+
+// IPv6 is an IPv6 header from src, the extension headers ext (each its
+// protocol number, then its bytes, the first of which IPv6 overwrites with
+// the next header) and an upper-layer header l4 of protocol proto.
+func IPv6(proto byte, src [16]byte, ext [][]byte, l4 []byte) []byte {
+	h := make([]byte, 40)
+	h[0] = 0x60
+	copy(h[8:], src[:])
+	h[24], h[25] = 0x20, 0x01
+	nh := proto
+	var chain []byte
+	for i := len(ext) - 1; i >= 0; i-- {
+		e := append([]byte(nil), ext[i][1:]...)
+		e[0] = nh
+		nh = ext[i][0]
+		chain = append(e, chain...)
+	}
+	h[6] = nh
+	h = append(h, chain...)
+	binary.BigEndian.PutUint16(h[4:], uint16(len(h)-40+len(l4)))
+	return append(h, l4...)
+}
+
+// Ports is a 20-byte TCP (or, its first 8 bytes, UDP) header's start.
+func Ports(sport, dport uint16) []byte {
+	b := make([]byte, 20)
+	binary.BigEndian.PutUint16(b, sport)
+	binary.BigEndian.PutUint16(b[2:], dport)
+	return b
+}
+
+// HopByHop is an 8-byte IPv6 hop-by-hop options header (padding only).
+var HopByHop = []byte{0, 0, 0, 1, 4, 0, 0, 0, 0}
+
+// Fragment is an IPv6 fragment header at offset off (8-byte units).
+func Fragment(off uint16) []byte {
+	b := []byte{44, 0, 0, 0, 0, 0, 0, 0, 1}
+	binary.BigEndian.PutUint16(b[3:], off<<3)
+	return b
+}
+
+// ARP is an ARP request, classed neighbor.
+func ARP() []byte { return Ethernet(nil, nil, 0x0806, make([]byte, 28)) }
+
+// BGP is a BGP segment to port 179, classed control.
+func BGP() []byte { return Ethernet(nil, nil, 0x0800, IPv4(6, Src4, 0, Ports(40000, 179))) }
+
+// UDP is a UDP datagram to a port no class lists, classed default.
+func UDP() []byte { return Ethernet(nil, nil, 0x0800, IPv4(17, Src4, 0, Ports(1234, 5678))) }

@@ -1,0 +1,266 @@
+package ring_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/kbridge/kbridge/copp"
+	"github.com/kbridge/kbridge/copp/copptest"
+	"github.com/kbridge/kbridge/ring"
+)
+
+var (
+	frame    = copptest.Ethernet
+	ipv4     = copptest.IPv4
+	ipv6     = copptest.IPv6
+	ports    = copptest.Ports
+	src4     = copptest.Src4
+	src6     = copptest.Src6
+	hopByHop = copptest.HopByHop
+	fragment = copptest.Fragment
+)
+
+func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
+	cfg := copp.DefaultConfig()
+	cfg.Management.Ports = append(cfg.Management.Ports, 830)
+	cfg.Management.Ethertypes = []int{0x88b5}
+	cfg.Management.Protocols = []int{47}
+	cfg.Management.Sources = []string{"198.19.7.0/24", "2001:db8:ff::/48"}
+	icmp6 := func(typ byte) []byte { return []byte{typ, 0, 0, 0} }
+	llc := []byte{0xfe, 0xfe, 0x03, 0x83}
+	cases := []struct {
+		name  string
+		l2    func(tags []uint16) []byte
+		class int
+	}{
+		{"ARP", func(tg []uint16) []byte { return frame(nil, tg, 0x0806, make([]byte, 28)) }, copp.Neighbor},
+		{"LACP", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 2}, tg, 0x8809, make([]byte, 110)) }, copp.Control},
+		{"LACP to a unicast address", func(tg []uint16) []byte { return frame(nil, tg, 0x8809, make([]byte, 110)) }, copp.Control},
+		{"LLDP", func(tg []uint16) []byte { return frame(nil, tg, 0x88cc, make([]byte, 40)) }, copp.Control},
+		{"STP", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 0}, tg, 38, llc) }, copp.Control},
+		{"IS-IS", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 0x14}, tg, 27, llc) }, copp.Control},
+		{"BGP to 179", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, ports(40000, 179))) }, copp.Control},
+		{"BGP from 179", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, ports(179, 40000))) }, copp.Control},
+		{"BFD", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(49152, 3784))) }, copp.Control},
+		{"BFD multihop", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(49152, 4784))) }, copp.Control},
+		{"OSPF", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(89, src4, 0, make([]byte, 24))) }, copp.Control},
+		{"VRRP", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(112, src4, 0, make([]byte, 8))) }, copp.Control},
+		{"DHCPv4", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(67, 68))) }, copp.Control},
+		{"SSH", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, ports(50000, 22))) }, copp.Management},
+		{"a listed port", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(830, 50000))) }, copp.Management},
+		{"a listed protocol", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(47, src4, 0, make([]byte, 8))) }, copp.Management},
+		{"a listed source", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, ipv4(17, [4]byte{198, 19, 7, 9}, 0, ports(1, 2)))
+		}, copp.Management},
+		{"a listed ethertype", func(tg []uint16) []byte { return frame(nil, tg, 0x88b5, make([]byte, 46)) }, copp.Management},
+		{"UDP elsewhere", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(1234, 5678))) }, copp.Default},
+		{"UDP from 179", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(179, 5678))) }, copp.Default},
+		{"an IPv4 fragment past the first", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 10, ports(179, 179))) }, copp.Default},
+		{"an IPv4 options header", func(tg []uint16) []byte {
+			p := ipv4(6, src4, 0, append([]byte{1, 1, 1, 0}, ports(40000, 179)...))
+			p[0] = 0x46
+			return frame(nil, tg, 0x0800, p)
+		}, copp.Control},
+		{"IPv6 NS", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(135))) }, copp.Neighbor},
+		{"IPv6 RA", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(134))) }, copp.Neighbor},
+		{"IPv6 RS after hop-by-hop", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, ipv6(58, src6, [][]byte{hopByHop}, icmp6(133)))
+		}, copp.Neighbor},
+		{"IPv6 echo", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(128))) }, copp.Default},
+		{"IPv6 BGP after hop-by-hop and a first fragment", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, ipv6(6, src6, [][]byte{hopByHop, fragment(0)}, ports(40000, 179)))
+		}, copp.Control},
+		{"IPv6 BGP's later fragment", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, ipv6(6, src6, [][]byte{fragment(100)}, ports(40000, 179)))
+		}, copp.Default},
+		{"DHCPv6", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(17, src6, nil, ports(546, 547))) }, copp.Control},
+		{"OSPFv3", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(89, src6, nil, make([]byte, 16))) }, copp.Control},
+		{"IPv6 SSH", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(6, src6, nil, ports(22, 50000))) }, copp.Management},
+		{"IPv6 from a listed source", func(tg []uint16) []byte {
+			s := [16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0xff, 0x12, 15: 9}
+			return frame(nil, tg, 0x86dd, ipv6(17, s, nil, ports(1, 2)))
+		}, copp.Management},
+		{"IPv6 UDP elsewhere", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(17, src6, nil, ports(1, 2))) }, copp.Default},
+		{"another ethertype", func(tg []uint16) []byte { return frame(nil, tg, 0x88f7, make([]byte, 46)) }, copp.Default},
+	}
+	for _, tags := range [][]uint16{nil, {0x8100}, {0x88a8, 0x8100}} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s with %d tags", c.name, len(tags)), func(t *testing.T) {
+				class, why, err := ring.Classify(c.l2(tags), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if class != c.class || why != copp.Parsed {
+					t.Errorf("class %s (%s), want %s", copp.ClassNames[class], copp.WhyNames[why], copp.ClassNames[c.class])
+				}
+			})
+		}
+	}
+}
+
+// Every prefix of a frame is classified without reading past its end (the
+// C reads only p[0..len): a frame cut short must come out default with a
+// reason, never crash) and comes out as the whole frame or default.
+func TestTheClassifierCountsCutFramesAsDefaultWithAReason(t *testing.T) {
+	cfg := copp.DefaultConfig()
+	full := [][]byte{
+		frame(nil, []uint16{0x8100, 0x8100}, 0x0800, ipv4(6, src4, 0, ports(40000, 179))),
+		frame(nil, []uint16{0x8100}, 0x86dd, ipv6(6, src6, [][]byte{hopByHop, fragment(0)}, ports(40000, 179))),
+		frame(nil, nil, 0x86dd, ipv6(58, src6, nil, []byte{135, 0, 0, 0})),
+	}
+	for _, f := range full {
+		want, _, _ := ring.Classify(f, cfg)
+		for n := 0; n < len(f); n++ {
+			// A copy of exactly n bytes: the class must not depend on
+			// what follows in a larger buffer.
+			cut := append(make([]byte, 0, n), f[:n]...)
+			class, why, err := ring.Classify(cut, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if class != want && (class != copp.Default || why == copp.Parsed) {
+				t.Errorf("%d of %d bytes: class %s (%s), want %s or default with a reason",
+					n, len(f), copp.ClassNames[class], copp.WhyNames[why], copp.ClassNames[want])
+			}
+		}
+	}
+	truncated := frame(nil, nil, 0x0800, ipv4(6, src4, 0, ports(40000, 179)))[:14+20+2]
+	if _, why, _ := ring.Classify(truncated, cfg); why != copp.Truncated {
+		t.Errorf("TCP header cut after 2 bytes: %s, want truncated", copp.WhyNames[why])
+	}
+	if _, why, _ := ring.Classify(nil, cfg); why != copp.Truncated {
+		t.Errorf("an empty frame: %s, want truncated", copp.WhyNames[why])
+	}
+}
+
+func TestTheClassifierCallsMalformedAndDeepHeadersDefault(t *testing.T) {
+	cfg := copp.DefaultConfig()
+	badVersion := ipv4(6, src4, 0, ports(40000, 179))
+	badVersion[0] = 0x65
+	shortIHL := ipv4(6, src4, 0, ports(40000, 179))
+	shortIHL[0] = 0x44
+	longIHL := ipv4(6, src4, 0, ports(40000, 179))
+	longIHL[0] = 0x4f // 60 bytes of header in a 40-byte packet
+	v6as4 := ipv6(6, src6, nil, ports(40000, 179))
+	v6as4[0] = 0x40
+	var deep [][]byte
+	for range 9 {
+		deep = append(deep, hopByHop)
+	}
+	longExt := []byte{60, 0, 200, 0, 0, 0, 0, 0, 0} // claims 1608 bytes
+	for _, c := range []struct {
+		name string
+		f    []byte
+		why  int
+	}{
+		{"IPv4 version 6 in an IPv4 ethertype", frame(nil, nil, 0x0800, badVersion), copp.Malformed},
+		{"IPv4 header length 16", frame(nil, nil, 0x0800, shortIHL), copp.Malformed},
+		{"IPv4 header length past the frame", frame(nil, nil, 0x0800, longIHL), copp.Truncated},
+		{"IPv6 version 4", frame(nil, nil, 0x86dd, v6as4), copp.Malformed},
+		{"nine IPv6 extension headers", frame(nil, nil, 0x86dd, ipv6(6, src6, deep, ports(40000, 179))), copp.Deep},
+		{"an IPv6 extension header past the frame", frame(nil, nil, 0x86dd, ipv6(6, src6, [][]byte{longExt}, ports(40000, 179))), copp.Truncated},
+		{"a VLAN tag without an ethertype", frame(nil, nil, 0x8100, []byte{0}), copp.Truncated},
+		{"an 802.3 length without LLC", frame(nil, nil, 20, []byte{0xfe}), copp.Truncated},
+	} {
+		class, why, err := ring.Classify(c.f, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if class != copp.Default || why != c.why {
+			t.Errorf("%s: %s (%s), want default (%s)", c.name, copp.ClassNames[class], copp.WhyNames[why], copp.WhyNames[c.why])
+		}
+	}
+}
+
+// atOnce offers n frames of size bytes at one instant and says how many passed.
+func atOnce(p *ring.Policer, n, size int, now uint64) int {
+	passed := 0
+	for range n {
+		if p.Take(size, now) {
+			passed++
+		}
+	}
+	return passed
+}
+
+func TestTheTokenBucketPassesItsBurstThenItsRate(t *testing.T) {
+	const s = uint64(1e9)
+	p := ring.NewPolicer(copp.Rate{PPS: 600, Burst: 100}, 0)
+	if passed := atOnce(p, 1000, 64, 0); passed != 100 {
+		t.Errorf("at one instant %d passed, want the burst of 100", passed)
+	}
+	// Ten seconds at 10,000 frames per second: 600 per second get through.
+	passed := 0
+	for i := uint64(1); i <= 100_000; i++ {
+		if p.Take(64, i*s/10_000) {
+			passed++
+		}
+	}
+	if passed < 5999 || passed > 6001 {
+		t.Errorf("10 s at 10 kpps: %d passed, want 6000", passed)
+	}
+	// A long idle refills to the burst, no more, whatever the time.
+	if passed := atOnce(p, 1000, 64, 1000*s); passed != 100 {
+		t.Errorf("after a long idle %d passed, want the burst of 100", passed)
+	}
+}
+
+func TestTheTokenBucketPolicesBytesAndTakesZeroAsUnlimited(t *testing.T) {
+	const s = uint64(1e9)
+	p := ring.NewPolicer(copp.Rate{Bytes: 1_000_000, BurstBytes: 100_000}, 0)
+	bytes := 0
+	for i := uint64(0); i < 10_000; i++ {
+		if p.Take(1000, i*s/5000) { // 5 MB/s offered for 2 s
+			bytes += 1000
+		}
+	}
+	if bytes < 2_000_000 || bytes > 2_101_000 {
+		t.Errorf("2 s at 5 MB/s through 1 MB/s with a 100 kB burst: %d bytes passed", bytes)
+	}
+	free := ring.NewPolicer(copp.Rate{}, 0)
+	for i := range 100_000 {
+		if !free.Take(9000, 0) {
+			t.Fatalf("an unlimited policer refused frame %d", i)
+		}
+	}
+	// Both dimensions: the packet rate binds small frames.
+	both := ring.NewPolicer(copp.Rate{PPS: 10, Burst: 10, Bytes: 1_000_000, BurstBytes: 65536}, 0)
+	if n := atOnce(both, 100, 64, 0); n != 10 {
+		t.Errorf("%d small frames passed a 10-packet burst", n)
+	}
+}
+
+func BenchmarkClassifier(b *testing.B) {
+	cfg := copp.DefaultConfig()
+	cfg.Management.Sources = []string{"198.19.7.0/24"}
+	mix := [][]byte{
+		frame(nil, nil, 0x0800, ipv4(17, src4, 0, ports(1234, 5678))),
+		frame(nil, []uint16{0x8100}, 0x0800, ipv4(6, src4, 0, ports(40000, 179))),
+		frame(nil, nil, 0x0806, make([]byte, 28)),
+		frame(nil, nil, 0x86dd, ipv6(6, src6, [][]byte{hopByHop}, ports(50000, 443))),
+	}
+	for _, set := range []struct {
+		name   string
+		frames [][]byte
+	}{{"udp flood", mix[:1]}, {"mixed", mix}} {
+		b.Run(set.name, func(b *testing.B) {
+			const n, stride = 32, 128
+			buf := make([]byte, n*stride)
+			lens := make([]uint32, n)
+			for i := range n {
+				f := set.frames[i%len(set.frames)]
+				copy(buf[i*stride:], f)
+				lens[i] = uint32(len(f))
+			}
+			classes := make([]uint8, n)
+			const rounds = 1000
+			b.ResetTimer()
+			for range b.N {
+				if err := ring.ClassifyBatch(buf, stride, lens, rounds, cfg, classes); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n*rounds), "ns/frame")
+		})
+	}
+}

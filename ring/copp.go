@@ -1,0 +1,190 @@
+package ring
+
+// Control-plane protection in the burst core (burst.c's kb_out_police over
+// classify.c and policer.c): an out buffer classifies each burst's frames,
+// polices them per class and frees what its policers refuse inside the
+// burst's one cgo call, before a frame reaches Go or costs a syscall. This
+// file puts a copp.Config in force and reads the counters; Classify,
+// ClassifyBatch and Policer drive the pure C from tests and benchmarks
+// (cgo is not allowed in _test.go files).
+
+/*
+#include <errno.h>
+#include <stdlib.h>
+#include "burst.h"
+
+static unsigned int
+kb_classify_batch(const uint8_t *buf, uint32_t stride, const uint32_t *lens, uint32_t n,
+		  uint32_t rounds, const struct kb_copp_match *mg, uint8_t *classes)
+{
+	unsigned int sum = 0;
+	uint32_t r, i;
+	uint8_t why;
+
+	for (r = 0; r < rounds; r++)
+		for (i = 0; i < n; i++) {
+			classes[i] = (uint8_t)kb_classify(buf + (size_t)i * stride, lens[i], mg, &why);
+			sum += classes[i];
+		}
+	return sum;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/kbridge/kbridge/copp"
+)
+
+// The C classes and reasons are copp's.
+var (
+	_ [C.KB_COPP_CLASSES - copp.NumClasses]struct{}
+	_ [copp.NumClasses - C.KB_COPP_CLASSES]struct{}
+	_ [C.KB_COPP_WHYS - copp.NumWhys]struct{}
+	_ [copp.NumWhys - C.KB_COPP_WHYS]struct{}
+	_ [C.KB_COPP_MAX_PORTS - copp.MaxPorts]struct{}
+	_ [C.KB_COPP_MAX_ETHERTYPES - copp.MaxEthertypes]struct{}
+	_ [C.KB_COPP_MAX_PROTOS - copp.MaxProtocols]struct{}
+	_ [C.KB_COPP_MAX_PREFIXES - copp.MaxSources]struct{}
+)
+
+// ErrCoPP means a copp.Config that Validate would refuse.
+var ErrCoPP = errors.New("copp configuration out of range")
+
+// coppC turns c into the burst core's form.
+func coppC(c copp.Config) (C.struct_kb_copp, error) {
+	var k C.struct_kb_copp
+	if err := c.Validate("copp"); err != nil {
+		return k, fmt.Errorf("%w: %w", ErrCoPP, err)
+	}
+	if c.Enabled {
+		k.on = 1
+	}
+	for i, r := range c.Rates() {
+		k.rate[i] = C.struct_kb_rate{pps: C.uint64_t(r.PPS), burst: C.uint64_t(r.Burst),
+			bps: C.uint64_t(r.Bytes), burst_bytes: C.uint64_t(r.BurstBytes)}
+	}
+	m := &k.match
+	mg := c.Management
+	for i, p := range mg.Ports {
+		m.ports[i] = C.uint16_t(p)
+	}
+	for i, e := range mg.Ethertypes {
+		m.ethertypes[i] = C.uint16_t(e)
+	}
+	for i, p := range mg.Protocols {
+		m.protos[i] = C.uint8_t(p)
+	}
+	m.nports, m.nethertypes, m.nprotos = C.uint8_t(len(mg.Ports)), C.uint8_t(len(mg.Ethertypes)), C.uint8_t(len(mg.Protocols))
+	for i, p := range c.Prefixes() {
+		px := &m.prefixes[i]
+		a := p.Addr().AsSlice()
+		for j, b := range a {
+			px.addr[j] = C.uint8_t(b)
+		}
+		px.len = C.uint8_t(p.Bits())
+		if p.Addr().Is6() {
+			px.v6 = 1
+		}
+		m.nprefixes++
+	}
+	return k, nil
+}
+
+// SetCoPP hands c to the buffer's worker, which puts it in force at its next
+// burst with full buckets (Enabled false turns it off); the counters go on.
+// Any goroutine may call it.
+func (o *outBuf) SetCoPP(c copp.Config) error {
+	k, err := coppC(c)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.b == nil {
+		return nil
+	}
+	if C.kb_out_set_copp(o.b, &k) != 0 {
+		return ErrNoMemory
+	}
+	return nil
+}
+
+// CoPP copies the classifier's and policers' counters into dst; false after
+// Close.
+func (o *outBuf) CoPP(dst *copp.Snapshot) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.b == nil {
+		return false
+	}
+	s := &o.b.copp_stats
+	for i := range dst.Passed {
+		dst.Passed[i] = uint64(s.passed[i])
+		dst.Policed[i] = uint64(s.policed[i])
+	}
+	for i := range dst.Unparsed {
+		dst.Unparsed[i] = uint64(s.why[i])
+	}
+	return true
+}
+
+// Policed is how many frames of the last Next's burst the policers freed:
+// work done, though Next did not return them.
+func (o *outBuf) Policed() int { return int(o.b.last_policed) }
+
+// Classify returns the class (copp.Control...) of frame under c's
+// management match, and why its headers could not be read to their end
+// (copp.Parsed when they could): the burst core's classifier, for tests.
+func Classify(frame []byte, c copp.Config) (class, why int, err error) {
+	k, err := coppC(c)
+	if err != nil {
+		return 0, 0, err
+	}
+	var w C.uint8_t
+	var p *C.uint8_t
+	if len(frame) > 0 {
+		p = (*C.uint8_t)(unsafe.Pointer(&frame[0]))
+	}
+	cls := C.kb_classify(p, C.uint32_t(len(frame)), &k.match, &w)
+	return int(cls), int(w), nil
+}
+
+// ClassifyBatch classifies frames lens[i] bytes long at buf[i*stride:]
+// rounds times over, in one cgo call, and leaves the classes in classes:
+// for measuring the classifier's cost per frame.
+func ClassifyBatch(buf []byte, stride int, lens []uint32, rounds int, c copp.Config, classes []uint8) error {
+	k, err := coppC(c)
+	if err != nil {
+		return err
+	}
+	if len(lens) == 0 || len(classes) < len(lens) || len(buf) < (len(lens)-1)*stride+int(lens[len(lens)-1]) {
+		return fmt.Errorf("ring: ClassifyBatch: %d frames of stride %d in %d bytes", len(lens), stride, len(buf))
+	}
+	C.kb_classify_batch((*C.uint8_t)(unsafe.Pointer(&buf[0])), C.uint32_t(stride),
+		(*C.uint32_t)(unsafe.Pointer(&lens[0])), C.uint32_t(len(lens)), C.uint32_t(rounds),
+		&k.match, (*C.uint8_t)(unsafe.Pointer(&classes[0])))
+	return nil
+}
+
+// Policer is the burst core's token bucket (policer.h) for one class, on a
+// clock the caller gives: for tests.
+type Policer struct{ p C.struct_kb_policer }
+
+// NewPolicer returns a policer with r's rates and full buckets at now (ns).
+func NewPolicer(r copp.Rate, now uint64) *Policer {
+	p := &Policer{}
+	cr := C.struct_kb_rate{pps: C.uint64_t(r.PPS), burst: C.uint64_t(r.Burst),
+		bps: C.uint64_t(r.Bytes), burst_bytes: C.uint64_t(r.BurstBytes)}
+	C.kb_policer_init(&p.p, &cr, C.uint64_t(now))
+	return p
+}
+
+// Take reports whether a frame of n bytes passes at now (ns), taking its
+// tokens if so.
+func (p *Policer) Take(n int, now uint64) bool {
+	return C.kb_policer_take(&p.p, C.uint32_t(n), C.uint64_t(now)) != 0
+}

@@ -1,0 +1,185 @@
+package ring
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/copp"
+	"github.com/kbridge/kbridge/copp/copptest"
+	"github.com/kbridge/kbridge/ring/ringtest"
+)
+
+// coppWorker is realWorker (no merging) with c in force from its first
+// burst.
+func coppWorker(t *testing.T, b *bed, c copp.Config) (w *bridge.Worker, peer int) {
+	t.Helper()
+	w, peer = realWorker(t, b, false)
+	if err := w.SetCoPP(c); err != nil {
+		t.Fatal(err)
+	}
+	return w, peer
+}
+
+// A flood of default frames beyond the default policer's burst is freed in
+// the burst core, while ARP and BGP frames among it all reach the kernel:
+// the policers run before any TAP write, per class.
+func TestAFloodIsPolicedWhileControlFramesAllPass(t *testing.T) {
+	b := newBed(t, bedOpts{noStart: true, ringSize: 1024})
+	c := copp.DefaultConfig()
+	c.Enabled = true
+	c.Default = copp.Rate{PPS: 1, Burst: 50}
+	w, peer := coppWorker(t, b, c)
+	base := b.Pool.InUse()
+
+	const flood, each = 600, 20
+	var frames [][]byte
+	for i := range flood {
+		frames = append(frames, copptest.UDP())
+		if i%(flood/each) == 0 {
+			frames = append(frames, copptest.ARP(), copptest.BGP())
+		}
+	}
+	for rest := frames; len(rest) > 0; { // ringtest injects up to 512 at a time
+		chunk := rest[:min(256, len(rest))]
+		if n, err := b.Port.Inject(0, chunk, ringtestOpts(0, 0)); err != nil || n != len(chunk) {
+			t.Fatalf("injected %d of %d: %v", n, len(chunk), err)
+		}
+		rest = rest[len(chunk):]
+	}
+	moved := 0
+	for {
+		n := w.ToKernel()
+		if n == 0 {
+			break
+		}
+		moved += n
+	}
+	if moved != len(frames) {
+		t.Errorf("ToKernel reported %d frames of work, want %d (the policed ones too)", moved, len(frames))
+	}
+	got := drain(peer, make([]byte, 1<<16))
+	var s copp.Snapshot
+	if !w.CoPP(&s) {
+		t.Fatal("no CoPP counters")
+	}
+	if s.Passed[copp.Control] != each || s.Passed[copp.Neighbor] != each || s.Policed[copp.Control]+s.Policed[copp.Neighbor] != 0 {
+		t.Errorf("control passed %d, neighbor passed %d, %d policed; want %d each and none policed",
+			s.Passed[copp.Control], s.Passed[copp.Neighbor], s.Policed[copp.Control]+s.Policed[copp.Neighbor], each)
+	}
+	if p := s.Passed[copp.Default]; p < 50 || p > 52 || s.Policed[copp.Default] != flood-p {
+		t.Errorf("default passed %d and policed %d of %d, want the burst of 50 (and at most a token or two) through", p, s.Policed[copp.Default], flood)
+	}
+	if want := int(s.Passed[copp.Control] + s.Passed[copp.Neighbor] + s.Passed[copp.Default]); got != want {
+		t.Errorf("the kernel side got %d frames, the policers passed %d", got, want)
+	}
+	// Policing keeps the hot path's promise: one cgo call per burst, no
+	// allocation.
+	ringtest.Preload(copptest.UDP())
+	buf := make([]byte, 1<<16)
+	b.Port.InjectPreloaded(0, 32)
+	c0 := runtime.NumCgoCall()
+	if n := w.ToKernel(); n != 32 {
+		t.Errorf("ToKernel reported %d of a policed burst of 32", n)
+	}
+	if calls := runtime.NumCgoCall() - c0; calls != 1 {
+		t.Errorf("a policed burst took %d cgo calls, want 1", calls)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		b.Port.InjectPreloaded(0, 32)
+		w.ToKernel()
+		drain(peer, buf)
+	})
+	if allocs != 0 {
+		t.Errorf("%.2f allocations per policed burst, want 0", allocs)
+	}
+	// Nothing leaks: every mbuf, policed or written, went back to the pool.
+	waitUntil(t, "the pool to be whole", func() bool { w.ToKernel(); return b.Pool.InUse() == base })
+}
+
+// The drain rate of the to-kernel path, logged: bursts of 32 small UDP
+// frames dequeued and written (copp off, or on with the default class
+// unlimited) against dequeued and freed by the default policer. The ring's
+// refill is the test's and is not timed. What it checks is the accounting: every frame written or policed.
+func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
+	ringtest.Preload(copptest.UDP())
+	const bursts = 4000
+	for _, c := range []struct {
+		name string
+		on   bool
+		rate int
+	}{{"off", false, 0}, {"on, passed", true, 0}, {"on, policed", true, 1}} {
+		b := newBed(t, bedOpts{noStart: true})
+		cfg := copp.DefaultConfig()
+		cfg.Enabled = c.on
+		cfg.Default = copp.Rate{PPS: c.rate, Burst: 1}
+		w, peer := coppWorker(t, b, cfg)
+		buf := make([]byte, 1<<16)
+		var took time.Duration
+		written := 0
+		for range bursts {
+			b.Port.InjectPreloaded(0, 32)
+			t0 := time.Now()
+			w.ToKernel()
+			written += drain(peer, buf)
+			took += time.Since(t0)
+		}
+		var s copp.Snapshot
+		w.CoPP(&s)
+		if total := written + int(s.Policed[copp.Default]); total != 32*bursts {
+			t.Errorf("copp %s: %d written and %d policed of %d", c.name, written, s.Policed[copp.Default], 32*bursts)
+		}
+		t.Logf("copp %-11s: %6.1f ns/frame, %5.2f Mframes/s; %d written, %d policed", c.name,
+			float64(took.Nanoseconds())/(32*bursts), 32*bursts/took.Seconds()/1e6, written, s.Policed[copp.Default])
+	}
+}
+
+// The copp section switches on live (SIGHUP) in a running kbridge: a flood
+// of default frames is policed, ARP and BGP pass, and `kbridge stats` and the
+// status show the classes' counters.
+func TestCoPPSwitchesOnLiveAndShowsInStats(t *testing.T) {
+	b := newBed(t, bedOpts{})
+	cfg, err := os.ReadFile(b.Cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(cfg) + "\ncopp:\n  enabled: true\n  default: {pps: 1, burst: 5}\n"
+	if err := os.WriteFile(b.Cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Kb.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if !b.WaitLog("control-plane protection switched") {
+		t.Fatalf("kbridge did not log the switch:\n%s", b.Out)
+	}
+	var frames [][]byte
+	for i := range 100 {
+		frames = append(frames, testFrame(100, uint32(i)))
+		if i%20 == 0 {
+			frames = append(frames, copptest.ARP(), copptest.BGP())
+		}
+	}
+	if _, err := b.Port.Inject(0, frames, ringtestOpts(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the flood to be policed", func() bool {
+		c := b.Status().CoPP
+		return c != nil && c.Passed[copp.Default]+c.Policed[copp.Default] == 100
+	})
+	c := b.Status().CoPP
+	if c.Passed[copp.Control] != 5 || c.Passed[copp.Neighbor] != 5 || c.Policed[copp.Control]+c.Policed[copp.Neighbor] != 0 {
+		t.Errorf("copp counters %+v: want 5 control and 5 neighbor frames passed, none policed", *c)
+	}
+	if c.Passed[copp.Default] > 6 {
+		t.Errorf("%d default frames passed a burst of 5", c.Passed[copp.Default])
+	}
+	if out := kbridgeStats(t, b.Sock); !strings.Contains(out, `"policed": [`) {
+		t.Errorf("kbridge stats shows no copp counters:\n%s", out)
+	}
+	b.Stop(true)
+}
