@@ -5,7 +5,12 @@
 # registry and no base image: the image holds the files kbridge and DPDK's
 # drivers load and nothing else (no shell, no package manager).
 #
-#   deploy/image/build.sh BIN [TAG]     (root; TAG default kbridge:<version>)
+#   deploy/image/build.sh BIN [TAG]     (root; TAG default kbridge:<version>,
+#                                        also tagged kbridge:latest)
+#
+# KBRIDGE_IMAGE_EXTRA: more binaries (paths) for /usr/bin, with the
+# libraries they need: an app image on the same DPDK (tests/pod puts the
+# reference app in its image this way).
 #
 # What goes in, and why:
 # - bin/kbridge and the shared libraries ldd lists for it.
@@ -50,13 +55,21 @@ copy() {
 # The libraries a binary or driver needs, as ldd resolves them here.
 libs() { ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'; }
 
-files=("$bin/kbridge")
+read -ra extra <<<"${KBRIDGE_IMAGE_EXTRA:-}"
+files=("$bin/kbridge" "${extra[@]}")
+# /lib, /lib64, /bin and /sbin are links into /usr on a merged-/usr Debian:
+# made first, so a library ldd names under /lib lands once, in /usr/lib
+# (twice, EAL would load a driver twice and panic).
+mkdir -p "$root/usr"
+for l in /lib /lib64 /bin /sbin; do
+	if [ -L "$l" ]; then mkdir -p "$root/$(readlink -f "$l")"; ln -s "$(readlink "$l")" "$root$l"; fi
+done
 for so in "$pmds"/*.so*; do files+=("$so"); done
 mapfile -t needed < <(for f in "${files[@]}"; do libs "$f"; done | sort -u)
 install -D -m 0755 "$bin/kbridge" "$root/usr/bin/kbridge"
-for f in "${files[@]:1}" "${needed[@]}"; do copy "$f"; done
-# /lib64 and /lib are links on a merged-/usr Debian: keep the layout.
-for l in /lib /lib64 /bin /sbin; do [ -L "$l" ] && ln -sfn "$(readlink "$l")" "$root$l"; done
+for f in "${extra[@]}"; do install -D -m 0755 "$f" "$root/usr/bin/$(basename "$f")"; done
+for so in "$pmds"/*.so*; do copy "$so"; done
+for f in "${needed[@]}"; do copy "$f"; done
 install -D -m 0644 "$repo/deploy/kbridge.yaml" "$root/etc/kbridge/kbridge.yaml"
 mkdir -p "$root/etc/ld.so.conf.d" "$root/run" "$root/tmp" "$root/var/run/dpdk" "$root/dev/hugepages"
 chmod 1777 "$root/tmp"
@@ -66,7 +79,7 @@ ldconfig -r "$root"
 
 # Provenance: each copied file's package, as dpkg knows it.
 mkdir -p "$root/usr/share/kbridge"
-for f in "${files[@]:1}" "${needed[@]}"; do
+for f in "$pmds"/*.so* "${needed[@]}"; do
 	r=$(readlink -f "$f")
 	dpkg -S "$r" 2>/dev/null | cut -d: -f1 || dpkg -S "${r#/usr}" 2>/dev/null | cut -d: -f1 || echo "?unpackaged $r" >&2
 done | sort -u | while read -r p; do
@@ -80,5 +93,5 @@ tar -C "$root" --numeric-owner -c . | podman import \
 	--change "LABEL org.opencontainers.image.version=$version" \
 	--change "LABEL org.opencontainers.image.source=https://github.com/kbridge/kbridge" \
 	- "$tag" >/dev/null
-podman tag "$tag" kbridge:latest
+[ -n "${2:-}" ] || podman tag "$tag" kbridge:latest
 echo "image: $tag, $(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=iec) ($(wc -l <"$root/usr/share/kbridge/packages.txt") packages' files)"
