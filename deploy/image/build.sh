@@ -57,6 +57,8 @@ libs() { ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $
 
 read -ra extra <<<"${KBRIDGE_IMAGE_EXTRA:-}"
 files=("$bin/kbridge" "${extra[@]}")
+# glibc loads libgcc_s when a thread is cancelled (EAL cancels its own).
+gcc_s=$(ldconfig -p | awk '$1 == "libgcc_s.so.1" && /x86-64|64bit/ && !p {p = $NF} END {print p}')
 # /lib, /lib64, /bin and /sbin are links into /usr on a merged-/usr Debian:
 # made first, so a library ldd names under /lib lands once, in /usr/lib
 # (twice, EAL would load a driver twice and panic).
@@ -65,7 +67,7 @@ for l in /lib /lib64 /bin /sbin; do
 	if [ -L "$l" ]; then mkdir -p "$root/$(readlink -f "$l")"; ln -s "$(readlink "$l")" "$root$l"; fi
 done
 for so in "$pmds"/*.so*; do files+=("$so"); done
-mapfile -t needed < <(for f in "${files[@]}"; do libs "$f"; done | sort -u)
+mapfile -t needed < <({ for f in "${files[@]}"; do libs "$f"; done; echo "$gcc_s"; } | sort -u)
 install -D -m 0755 "$bin/kbridge" "$root/usr/bin/kbridge"
 for f in "${extra[@]}"; do install -D -m 0755 "$f" "$root/usr/bin/$(basename "$f")"; done
 for so in "$pmds"/*.so*; do copy "$so"; done
@@ -88,6 +90,7 @@ done >"$root/usr/share/kbridge/packages.txt"
 echo "kbridge $version (built here against DPDK $(pkg-config --modversion libdpdk))" >>"$root/usr/share/kbridge/packages.txt"
 
 tar -C "$root" --numeric-owner -c . | podman import \
+	--change 'ENV PATH=/usr/sbin:/usr/bin:/sbin:/bin' \
 	--change 'ENTRYPOINT ["/usr/bin/kbridge"]' \
 	--change 'CMD ["run", "--config", "/etc/kbridge/kbridge.yaml"]' \
 	--change "LABEL org.opencontainers.image.version=$version" \

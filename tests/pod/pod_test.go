@@ -58,10 +58,13 @@ func podman(t *testing.T, env []string, args ...string) string {
 }
 
 // forBed rewrites sidecar.yaml's documents for the bed: the image the test
-// built (the reference app in it), the app's arguments on kbt-nic, the
+// built (the reference app in it), the app's arguments on kbt-nic (through
+// net_pcap, which needs NET_RAW only: net_af_packet sets the interface's
+// MAC and promiscuity with ioctls that need NET_ADMIN), the
 // bed's kbridge.yaml in the ConfigMap, and /dev/hugepages for the pod's
-// hugetlbfs (podman makes none per pod), no declared ports. Everything else is the file's.
-func forBed(t *testing.T, root string) []byte {
+// hugetlbfs: a hugetlbfs the test mounts at hugeDir, as the kubelet does
+// for a HugePages emptyDir (podman makes none), and no declared ports. Everything else is the file's.
+func forBed(t *testing.T, root, hugeDir string) []byte {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(root, "deploy/kubernetes/sidecar.yaml"))
 	if err != nil {
@@ -95,14 +98,14 @@ func forBed(t *testing.T, root string) []byte {
 				if c["name"] == "app" {
 					c["command"] = []any{"/usr/bin/kbridge-refapp"}
 					c["args"] = []any{"-l", appCPU, "--file-prefix", "kbt", "--proc-type", "primary", "--no-pci",
-						"--vdev", "net_af_packet0,iface=kbt-nic", "--", "--port", "kb0"}
+						"--vdev", "net_pcap0,iface=kbt-nic", "--", "--port", "kb0"}
 				}
 			}
 			for _, v := range spec["volumes"].([]any) {
 				v := v.(map[string]any)
 				if v["name"] == "hugepages" {
 					delete(v, "emptyDir")
-					v["hostPath"] = map[string]any{"path": "/dev/hugepages", "type": "Directory"}
+					v["hostPath"] = map[string]any{"path": hugeDir, "type": "Directory"}
 				}
 			}
 		}
@@ -191,8 +194,19 @@ func TestTheSidecarPodBridgesKb0InThePodsNamespaceAndItsAppLacksNetAdmin(t *test
 	})
 	harness.Sh(t, bedEnv, "bash", filepath.Join(root, "tests/testbed/up.sh"))
 
+	// The pod's own hugetlbfs, unmounted when the pod is gone as the
+	// kubelet removes an emptyDir: every hugepage must be free again then.
+	freeBefore := hugeFree(t)
+	hugeDir := filepath.Join(dir, "hugepages")
+	if err := os.Mkdir(hugeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	harness.Sh(t, nil, "mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "kbt-pod", hugeDir)
+	unmount := func() { _ = exec.Command("umount", hugeDir).Run() }
+	t.Cleanup(unmount)
+
 	kube := filepath.Join(dir, "sidecar-bed.yaml")
-	if err := os.WriteFile(kube, forBed(t, root), 0o644); err != nil {
+	if err := os.WriteFile(kube, forBed(t, root, hugeDir), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	down := func() { _ = harness.Command(env, "podman", "kube", "play", "--down", kube).Run() }
@@ -201,7 +215,10 @@ func TestTheSidecarPodBridgesKb0InThePodsNamespaceAndItsAppLacksNetAdmin(t *test
 		if t.Failed() {
 			for _, c := range []string{appCtr, kbCtr} {
 				out, _ := harness.Command(env, "podman", "logs", c).CombinedOutput()
-				t.Logf("%s's log:\n%s", c, harness.Tail(string(out), 3000))
+				// The first start's words, and the last ones: the
+				// containers restart on failure.
+				head := string(out)[:min(len(out), 2000)]
+				t.Logf("%s's log:\n%s\n[...]\n%s", c, head, harness.Tail(string(out), 1500))
 			}
 		}
 		down()
@@ -261,13 +278,37 @@ func TestTheSidecarPodBridgesKb0InThePodsNamespaceAndItsAppLacksNetAdmin(t *test
 		if gone, out := harness.LinkGone("kbt-dut", "kb0"); !gone {
 			t.Errorf("kb0 left in kbt-dut after the pod's teardown: %s", out)
 		}
+		unmount()
+		if free := hugeFree(t); free != freeBefore {
+			t.Errorf("%d hugepages free after the pod's teardown, %d before it", free, freeBefore)
+		}
 		if left, _ := filepath.Glob("/dev/hugepages/kbtmap_*"); len(left) > 0 {
-			t.Errorf("hugepage files left after the pod's teardown: %v", left)
+			t.Errorf("hugepage files in the host's /dev/hugepages: %v", left)
 		}
 		if out := podman(t, env, "ps", "-a", "--filter", "pod="+podName, "--format", "{{.Names}}"); strings.TrimSpace(out) != "" {
 			t.Errorf("containers left: %s", out)
 		}
 	})
+}
+
+// hugeFree reads HugePages_Free from /proc/meminfo.
+func hugeFree(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "HugePages_Free:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no HugePages_Free in /proc/meminfo")
+	return 0
 }
 
 func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
