@@ -66,6 +66,26 @@ func load(t *testing.T, file string) []any {
 	return objs
 }
 
+// loadWorkload loads file and returns its one object of type T and the
+// names of the ConfigMaps beside it.
+func loadWorkload[T any](t *testing.T, file string) (*T, []string) {
+	t.Helper()
+	var obj *T
+	var cms []string
+	for _, o := range load(t, file) {
+		switch o := o.(type) {
+		case *T:
+			obj = o
+		case *corev1.ConfigMap:
+			cms = append(cms, o.Name)
+		}
+	}
+	if obj == nil {
+		t.Fatalf("%s has no %T", file, obj)
+	}
+	return obj, cms
+}
+
 func caps(c corev1.Container) (add, drop []corev1.Capability) {
 	if c.SecurityContext == nil || c.SecurityContext.Capabilities == nil {
 		return nil, nil
@@ -112,19 +132,7 @@ func checkPodSpec(t *testing.T, spec corev1.PodSpec, configMaps []string) {
 }
 
 func TestTheSidecarPodDecodesStrictlyAndOnlyKbridgeHasNetAdmin(t *testing.T) {
-	var pod *corev1.Pod
-	var cms []string
-	for _, o := range load(t, "sidecar.yaml") {
-		switch o := o.(type) {
-		case *corev1.Pod:
-			pod = o
-		case *corev1.ConfigMap:
-			cms = append(cms, o.Name)
-		}
-	}
-	if pod == nil {
-		t.Fatal("sidecar.yaml has no Pod")
-	}
+	pod, cms := loadWorkload[corev1.Pod](t, "sidecar.yaml")
 	if len(pod.Spec.Containers) != 2 {
 		t.Fatalf("the pod has %d containers, want the app and kbridge", len(pod.Spec.Containers))
 	}
@@ -140,19 +148,7 @@ func TestTheSidecarPodDecodesStrictlyAndOnlyKbridgeHasNetAdmin(t *testing.T) {
 }
 
 func TestTheDaemonSetDecodesStrictlyAndRunsInTheHostsNamespace(t *testing.T) {
-	var ds *appsv1.DaemonSet
-	var cms []string
-	for _, o := range load(t, "daemonset.yaml") {
-		switch o := o.(type) {
-		case *appsv1.DaemonSet:
-			ds = o
-		case *corev1.ConfigMap:
-			cms = append(cms, o.Name)
-		}
-	}
-	if ds == nil {
-		t.Fatal("daemonset.yaml has no DaemonSet")
-	}
+	ds, cms := loadWorkload[appsv1.DaemonSet](t, "daemonset.yaml")
 	if !ds.Spec.Template.Spec.HostNetwork {
 		t.Errorf("the DaemonSet is not in the host's network namespace, where the node's app is")
 	}

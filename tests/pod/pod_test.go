@@ -119,8 +119,8 @@ func forBed(t *testing.T, root, hugeDir string) []byte {
 // capEff reads the effective capabilities of a container's first process.
 func capEff(t *testing.T, env []string, ctr string) uint64 {
 	t.Helper()
-	pid := strings.TrimSpace(podman(t, env, "inspect", "--format", "{{.State.Pid}}", ctr))
-	b, err := os.ReadFile("/proc/" + pid + "/status")
+	pid := ctrPid(t, env, ctr)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,10 +133,11 @@ func capEff(t *testing.T, env []string, ctr string) uint64 {
 			return n
 		}
 	}
-	t.Fatalf("no CapEff in /proc/%s/status", pid)
+	t.Fatalf("no CapEff in /proc/%d/status", pid)
 	return 0
 }
 
+// ctrPid is the host's pid of a container's first process.
 func ctrPid(t *testing.T, env []string, ctr string) int {
 	t.Helper()
 	pid, err := strconv.Atoi(strings.TrimSpace(podman(t, env, "inspect", "--format", "{{.State.Pid}}", ctr)))
