@@ -44,7 +44,7 @@ KBRIDGE_HEADERS := $(addprefix ring/,kbridge.h kbridge_ring.h kbridge_owner.h kb
 APP_HEADERS := $(KBRIDGE_HEADERS) ring/kbridge_child.h ring/rte_kni.h ring/rte_kni_common.h ring/rte_kni_compat.h
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h) go.mod go.sum
 
-.PHONY: all deps deb build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
+.PHONY: all deps deb image build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 
 all: build
 
@@ -118,11 +118,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 5s -fuzzminimizetime 2s ./tap/vnet/ || \
 	$(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 5s -fuzzminimizetime 2s ./tap/vnet/
 
-# tests/bench is its own Go module (the plotting dependency stays out of the
-# daemon's go.mod), so ./... above does not reach it: vet and unit-test it here.
+# tests/bench and deploy/kubernetes (the pod specs' schema check against
+# k8s.io/api) are Go modules of their own, so their dependencies stay out of
+# the daemon's go.mod and ./... above does not reach them: vet and test them here.
 .PHONY: bench-test
 bench-test:
 	cd tests/bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 testbed-up: deps build
 	@bash tests/testbed/up.sh
@@ -181,6 +183,13 @@ profile: deps build
 # bin/kbridge_<version>_<arch>.deb (deploy/deb.sh; docs/PACKAGING.md).
 deb: $(BIN)/kbridge
 	@bash deploy/deb.sh $(BIN)
+
+# The OCI image of kbridge (root): bin/kbridge, the DPDK runtime it was
+# built against and the example configuration, from this machine's Debian
+# packages, imported into podman's storage as kbridge:<version> and
+# kbridge:latest (deploy/image/build.sh; deploy/kubernetes/README.md).
+image: $(BIN)/kbridge
+	@bash deploy/image/build.sh $(BIN)
 
 generate:
 	$(GO) generate ./xdp/

@@ -25,6 +25,18 @@ if systemctl is-active --quiet nfs-ganesha 2>/dev/null; then
 	systemctl stop nfs-ganesha || true
 fi
 
+# podman and runc run the pod test (tests/pod) and build the image (make
+# image). Optional: where Debian has no podman, or it cannot be installed,
+# everything else still works and tests/pod skips, saying why.
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+	if [ "$(id -u)" = 0 ]; then
+		apt-get install -y -qq --no-install-recommends podman runc >/dev/null 2>&1 ||
+			echo "deps: podman and runc could not be installed; tests/pod will skip" >&2
+	else
+		echo "deps: podman or runc missing (tests/pod will skip); run as root to install them" >&2
+	fi
+fi
+
 # A Go that can build kbridge: one already here (1.21 or later), or Debian's
 # own package; it fetches the toolchain go.mod names (deploy/go.sh).
 bash "$(dirname "$0")/go.sh" --install >&2
