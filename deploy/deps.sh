@@ -30,7 +30,9 @@ fi
 # everything else still works and tests/pod skips, saying why.
 if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
 	if [ "$(id -u)" = 0 ]; then
-		apt-get install -y -qq --no-install-recommends podman runc >/dev/null 2>&1 ||
+		# With its recommends: kube play's infra container needs catatonit,
+		# and podman a network backend even for host networking.
+		apt-get install -y -qq podman runc >/dev/null 2>&1 ||
 			echo "deps: podman and runc could not be installed; tests/pod will skip" >&2
 	else
 		echo "deps: podman or runc missing (tests/pod will skip); run as root to install them" >&2
