@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# floor-cost.sh [ROUNDS]: what a frame costs kbridge against the floor, a
+# plain C forwarder on the same rings and TAP (tests/floor), in interleaved
+# rounds (kbridge floor, then floor kbridge, ...; default 4). Each
+# measurement brings the ring bed up from this tree with kbridge or with
+# bin/kbridge-floor in its place, then runs iperf3 each way at a fixed rate
+# (RATE, default 1500M; SECS, default 10; kbridge at policy.mode POLICY,
+# default interrupt, which parks after every empty poll as the floor does)
+# and takes the forwarder's user and system time from /proc/PID/stat and the
+# frames from the app's NIC (kbt-nic's counters). Per frame means per data
+# frame of the direction measured (1500-byte frames; the ACKs the other way
+# are work too, counted in acks/frame). COST_LOCK=FILE: flock FILE around
+# each measurement, so that others can use the bed between them.
+# Root; run it under nothing else (tests/README.md). Progress on stderr; one
+# line per measurement, then a min-max table, on stdout.
+set -euo pipefail
+ROUNDS=${1:-4} RATE=${RATE:-1500M} SECS=${SECS:-10} POLICY=${POLICY:-interrupt}
+RUN=${KBT_RUN:-/run/kbt}
+TREE=$(cd "$(dirname "$0")/../.." && pwd)
+case ${KBT_MODE:-ring} in ring) ;; *) echo "floor-cost.sh: KBT_MODE=$KBT_MODE: the ring bed only" >&2; exit 2 ;; esac
+for v in KBT_PORTS KBT_KBRIDGE KBRIDGE_CONFIG; do
+	[ -z "${!v:-}" ] || { echo "floor-cost.sh: $v is set: the script chooses the forwarder and its config" >&2; exit 2; }
+done
+make -C "$TREE" build >/dev/null
+out=$(mktemp) cfg=$(mktemp --suffix=.yaml)
+up=
+cleanup() {
+	[ -z "$up" ] || make -C "$TREE" testbed-down >/dev/null 2>&1 || true
+	rm -f "$cfg"
+	echo "floor-cost.sh: raw figures kept in $out" >&2
+}
+trap cleanup EXIT
+
+. "$(dirname "$0")/cost-lib.sh"
+
+rev=$(git -C "$TREE" describe --always --dirty)
+for ((r = 1; r <= ROUNDS; r++)); do
+	order="kbridge floor"; [ $((r % 2)) -eq 0 ] && order="floor kbridge"
+	for v in $order; do
+		[ -z "${COST_LOCK:-}" ] || { exec 9>"$COST_LOCK"; flock 9; }
+		env=(); [ $v = floor ] && env=(KBT_KBRIDGE="$TREE/bin/kbridge-floor")
+		up=1
+		cost_bed_up "$TREE" "round $r: $v ($rev)" "${env[@]}" || exit 1
+		for dir in up down; do
+			flags=; [ $dir = down ] && flags=-R
+			res=$(cost_measure "$pid" "$flags") || { echo "floor-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
+			read -r gbit k c u s fin fout <<<"$res"
+			cost_check_rate "$gbit" "round $r $v $dir"
+			# up: data to the peer (kbt-nic sends it); down: from the peer.
+			data=$fout acks=$fin; [ $dir = down ] && data=$fin acks=$fout
+			echo "$r $v $dir $gbit $k $u $s $data $acks" >>"$out"
+			python3 -c 'import sys; r, v, d, g, k, u, s, n, a = sys.argv[1:]; n = int(n)
+print("round %s %-7s %-4s %.2f Gbit/s, %s%% of a core: user %.0f ns, system %.0f ns a frame (%d frames, %.2f acks a frame)" % (
+    r, v, d, float(g), k, int(u) / n, int(s) / n, n, int(a) / n))' "$r" "$v" "$dir" "$gbit" "$k" "$u" "$s" "$data" "$acks"
+		done
+		make -C "$TREE" testbed-down >/dev/null 2>&1
+		up=
+		[ -z "${COST_LOCK:-}" ] || flock -u 9
+	done
+done
+
+echo
+echo "min-max over $ROUNDS rounds at $RATE for ${SECS}s ($rev; kbridge at policy.mode $POLICY); ns per data frame"
+python3 - "$out" <<'EOF'
+import sys, collections
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    r, v, d, g, k, u, s, n, a = line.split()
+    n = int(n)
+    rows[(d, v)].append((float(g), float(k), int(u) / n, int(s) / n, int(a) / n))
+rng = lambda xs, f: "%s-%s" % (f % min(xs), f % max(xs))
+print("| direction | forwarder | Gbit/s | % of a core | user ns/frame | system ns/frame | acks/frame |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for d in ("down", "up"):
+    for v in ("kbridge", "floor"):
+        m = rows.get((d, v))
+        if not m:
+            continue
+        col = lambda i, f: rng([x[i] for x in m], f)
+        print("| %s | %s | %s | %s | %s | %s | %s |" % ("from the peer" if d == "down" else "to the peer", v,
+            col(0, "%.2f"), col(1, "%.1f"), col(2, "%.0f"), col(3, "%.0f"), col(4, "%.2f")))
+    if rows.get((d, "kbridge")) and rows.get((d, "floor")):
+        med = lambda xs: sorted(xs)[len(xs) // 2]
+        kb, fl = rows[(d, "kbridge")], rows[(d, "floor")]
+        print("| %s | kbridge / floor, medians | | | %.1fx | %.1fx | |" % ("from the peer" if d == "down" else "to the peer",
+            med([x[2] for x in kb]) / max(med([x[2] for x in fl]), 1), med([x[3] for x in kb]) / max(med([x[3] for x in fl]), 1)))
+EOF
