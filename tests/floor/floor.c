@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
  * kbridge-floor: the least a forwarder between kbridge.h's rings and a TAP
- * must do, written plainly, to measure kbridge against (tests/floor/README.md).
+ * must do, written plainly, to measure kbridge against (docs/BENCHMARKS.md,
+ * tests/testbed/floor-cost.sh).
  * Not part of kbridge: one port, one queue, IPv4 and IPv6 TCP on untagged
  * Ethernet, no policy, no counters beyond a line at exit, no crash recovery.
  *

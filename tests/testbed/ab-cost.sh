@@ -19,20 +19,8 @@ A=$1 B=$2 ROUNDS=${3:-3} RATE=${RATE:-1500M} SECS=${SECS:-10} POLICY=${POLICY:-i
 RUN=${KBT_RUN:-/run/kbt}
 # The ring bed with one port and each tree's own binaries, or the comparison
 # means nothing.
-case ${KBT_MODE:-ring} in ring) ;; *) echo "ab-cost.sh: KBT_MODE=$KBT_MODE: the ring bed only" >&2; exit 2 ;; esac
-for v in KBT_PORTS KBT_KBRIDGE KBT_APP KBRIDGE_CONFIG; do
-	[ -z "${!v:-}" ] || { echo "ab-cost.sh: $v is set: each tree brings its own bed, binaries and config" >&2; exit 2; }
-done
-out=$(mktemp) cfg=$(mktemp --suffix=.yaml)
-tree=
-cleanup() {
-	[ -z "$tree" ] || make -C "$tree" testbed-down >/dev/null 2>&1 || true
-	rm -f "$cfg"
-	echo "ab-cost.sh: raw figures kept in $out" >&2
-}
-trap cleanup EXIT
-
 . "$(dirname "$0")/cost-lib.sh"
+cost_start ab-cost.sh KBT_PORTS KBT_KBRIDGE KBT_APP KBRIDGE_CONFIG
 
 for ((r = 1; r <= ROUNDS; r++)); do
 	order="A B"; [ $((r % 2)) -eq 0 ] && order="B A"

@@ -1,7 +1,27 @@
 # cost-lib.sh: what ab-cost.sh and floor-cost.sh share, sourced by both: a
 # forwarder's bed brought up for one measurement, iperf3 at a fixed rate
 # (RATE, SECS) and the CPU and frames it took. The caller sets RATE, SECS,
-# POLICY and RUN, and cfg (a scratch file for the configuration).
+# POLICY and RUN, then calls cost_start.
+
+# cost_start NAME VAR...: refuses any bed but the ring bed and any VAR set
+# (the script chooses the forwarder, its bed and its config); makes out (the
+# raw figures) and cfg (the configuration); on exit takes down the bed of
+# tree, when set, and says where out is.
+cost_start() {
+	local name=$1 v
+	shift
+	case ${KBT_MODE:-ring} in ring) ;; *) echo "$name: KBT_MODE=$KBT_MODE: the ring bed only" >&2; exit 2 ;; esac
+	for v in "$@"; do
+		[ -z "${!v:-}" ] || { echo "$name: $v is set: the script chooses the forwarder, its bed and its config" >&2; exit 2; }
+	done
+	out=$(mktemp) cfg=$(mktemp --suffix=.yaml) tree=
+	trap "cost_cleanup $name" EXIT
+}
+cost_cleanup() {
+	[ -z "$tree" ] || make -C "$tree" testbed-down >/dev/null 2>&1 || true
+	rm -f "$cfg"
+	echo "$1: raw figures kept in $out" >&2
+}
 
 # cost_bed_up TREE LABEL [VAR=VALUE...]: the ring bed from TREE's bin/ with
 # its config at policy.mode POLICY, the environment given on top (the

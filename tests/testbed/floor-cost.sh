@@ -10,28 +10,57 @@
 # frames from the app's NIC (kbt-nic's counters). Per frame means per data
 # frame of the direction measured (1500-byte frames; the ACKs the other way
 # are work too, counted in acks/frame). COST_LOCK=FILE: flock FILE around
-# each measurement, so that others can use the bed between them.
+# each measurement, so that others can use the bed between them. EVENTS=1
+# counts, per data frame, what the forwarder did meanwhile, with perf
+# stat's software events and tracepoints (no hardware counters needed):
+# syscalls by kind (reads that found nothing apart: one per empty poll),
+# signals delivered (Go's preemption signals, SIGURG), context switches;
+# and kbridge's own counters (parks, wakeups, writes); run it apart from
+# the CPU figures, which the tracing would tax.
 # Root; run it under nothing else (tests/README.md). Progress on stderr; one
 # line per measurement, then a min-max table, on stdout.
 set -euo pipefail
 ROUNDS=${1:-4} RATE=${RATE:-1500M} SECS=${SECS:-10} POLICY=${POLICY:-interrupt}
 RUN=${KBT_RUN:-/run/kbt}
 TREE=$(cd "$(dirname "$0")/../.." && pwd)
-case ${KBT_MODE:-ring} in ring) ;; *) echo "floor-cost.sh: KBT_MODE=$KBT_MODE: the ring bed only" >&2; exit 2 ;; esac
-for v in KBT_PORTS KBT_KBRIDGE KBRIDGE_CONFIG; do
-	[ -z "${!v:-}" ] || { echo "floor-cost.sh: $v is set: the script chooses the forwarder and its config" >&2; exit 2; }
-done
-make -C "$TREE" build >/dev/null
-out=$(mktemp) cfg=$(mktemp --suffix=.yaml)
-up=
-cleanup() {
-	[ -z "$up" ] || make -C "$TREE" testbed-down >/dev/null 2>&1 || true
-	rm -f "$cfg"
-	echo "floor-cost.sh: raw figures kept in $out" >&2
-}
-trap cleanup EXIT
-
 . "$(dirname "$0")/cost-lib.sh"
+cost_start floor-cost.sh KBT_PORTS KBT_KBRIDGE KBRIDGE_CONFIG
+make -C "$TREE" build >/dev/null
+
+# events_start FORWARDER: perf stat on pid for SECS, and kbridge's counters.
+EV=(syscalls:sys_enter_read syscalls:sys_exit_read --filter 'ret < 0' syscalls:sys_enter_writev
+	syscalls:sys_enter_write syscalls:sys_enter_epoll_wait syscalls:sys_enter_epoll_pwait
+	syscalls:sys_enter_futex syscalls:sys_enter_nanosleep syscalls:sys_enter_sched_yield
+	signal:signal_deliver context-switches cpu-migrations)
+events_start() {
+	[ "$1" != kbridge ] || "$TREE/bin/kbridge" stats --socket "$RUN/kbridge.sock" >"$out.stats0"
+	local e=() x
+	for x in "${EV[@]}"; do [ "${x:0:1}" = - ] || [ "${x:0:4}" = ret ] && e+=("$x") || e+=(-e "$x"); done
+	perf stat -x, -o "$out.perf" "${e[@]}" -p "$pid" -- sleep "$SECS" &
+	perfpid=$!
+}
+# events_print FORWARDER FRAMES: the counts per data frame.
+events_print() {
+	wait "$perfpid" || true
+	[ "$1" != kbridge ] || "$TREE/bin/kbridge" stats --socket "$RUN/kbridge.sock" >"$out.stats1"
+	python3 - "$out.perf" "$2" "$out.stats0" "$out.stats1" "$1" <<'PY'
+import sys, json
+perf, n, s0, s1, fwd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+c = {}
+for line in open(perf):
+    f = line.strip().split(",")
+    if len(f) > 2 and f[0].replace(".", "").isdigit():
+        name = f[2].replace("syscalls:sys_enter_", "").replace("syscalls:sys_exit_read", "read_failed")
+        c[name] = c.get(name, 0) + float(f[0])
+out = " ".join("%s=%.3f" % (k, v / n) for k, v in c.items())
+if fwd == "kbridge":
+    a, b = (json.load(open(p))["queues"][0] for p in (s0, s1))
+    d = lambda k, o=None: ((b[o] if o else b)[k] - (a[o] if o else a)[k]) / n
+    out += " | parks=%.3f wakeups=%.3f timeouts=%.3f coalesce_writes=%.3f merged_writes=%.3f" % (
+        d("parks"), d("wakeups"), d("timeouts"), d("coalesce_writes", "offload"), d("merged_writes", "offload"))
+print("  events a data frame:", out)
+PY
+}
 
 rev=$(git -C "$TREE" describe --always --dirty)
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -39,10 +68,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	for v in $order; do
 		[ -z "${COST_LOCK:-}" ] || { exec 9>"$COST_LOCK"; flock 9; }
 		env=(); [ $v = floor ] && env=(KBT_KBRIDGE="$TREE/bin/kbridge-floor")
-		up=1
+		tree=$TREE
 		cost_bed_up "$TREE" "round $r: $v ($rev)" "${env[@]}" || exit 1
 		for dir in up down; do
 			flags=; [ $dir = down ] && flags=-R
+			[ "${EVENTS:-}" != 1 ] || events_start "$v"
 			res=$(cost_measure "$pid" "$flags") || { echo "floor-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
 			read -r gbit k c u s fin fout <<<"$res"
 			cost_check_rate "$gbit" "round $r $v $dir"
@@ -52,9 +82,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			python3 -c 'import sys; r, v, d, g, k, u, s, n, a = sys.argv[1:]; n = int(n)
 print("round %s %-7s %-4s %.2f Gbit/s, %s%% of a core: user %.0f ns, system %.0f ns a frame (%d frames, %.2f acks a frame)" % (
     r, v, d, float(g), k, int(u) / n, int(s) / n, n, int(a) / n))' "$r" "$v" "$dir" "$gbit" "$k" "$u" "$s" "$data" "$acks"
+			[ "${EVENTS:-}" != 1 ] || events_print "$v" "$data"
 		done
 		make -C "$TREE" testbed-down >/dev/null 2>&1
-		up=
+		tree=
 		[ -z "${COST_LOCK:-}" ] || flock -u 9
 	done
 done
