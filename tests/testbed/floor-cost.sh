@@ -90,15 +90,14 @@ print("round %s %-7s %-4s %.2f Gbit/s, %s%% of a core: user %.0f ns, system %.0f
 	done
 done
 
-echo
-echo "min-max over $ROUNDS rounds at $RATE for ${SECS}s ($rev; kbridge at policy.mode $POLICY); ns per data frame"
+printf '\nmin-max over %s rounds at %s for %ss (%s; kbridge at policy.mode %s); ns per data frame\n' \
+	"$ROUNDS" "$RATE" "$SECS" "$rev" "$POLICY"
 python3 - "$out" <<'EOF'
-import sys, collections
-rows = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    r, v, d, g, k, u, s, n, a = line.split()
+import sys
+rows = {}
+for r, v, d, g, k, u, s, n, a in (l.split() for l in open(sys.argv[1])):
     n = int(n)
-    rows[(d, v)].append((float(g), float(k), int(u) / n, int(s) / n, int(a) / n))
+    rows.setdefault((d, v), []).append((float(g), float(k), int(u) / n, int(s) / n, int(a) / n))
 rng = lambda xs, f: "%s-%s" % (f % min(xs), f % max(xs))
 print("| direction | forwarder | Gbit/s | % of a core | user ns/frame | system ns/frame | acks/frame |")
 print("|---|---|---:|---:|---:|---:|---:|")
