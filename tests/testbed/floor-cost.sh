@@ -6,8 +6,12 @@
 # bin/kbridge-floor in its place, then runs iperf3 each way at a fixed rate
 # (RATE, default 1500M; SECS, default 10; kbridge at policy.mode POLICY,
 # default interrupt, which parks after every empty poll as the floor does)
-# and takes the forwarder's user and system time from /proc/PID/stat and the
-# frames from the app's NIC (kbt-nic's counters). Per frame means per data
+# and takes the forwarder's CPU time from /proc/PID/stat and the frames from
+# the app's NIC (kbt-nic's counters). /proc splits user from system time by
+# the tick that lands in each (HZ a second), which at this rate swings by
+# half from run to run; the split given is a cpu-clock profile's instead
+# (perf record -F 4999, a timer of its own): the share of samples in user
+# space times the CPU time from /proc. Per frame means per data
 # frame of the direction measured (1500-byte frames; the ACKs the other way
 # are work too, counted in acks/frame). COST_LOCK=FILE: flock FILE around
 # each measurement, so that others can use the bed between them. EVENTS=1
@@ -28,16 +32,25 @@ cost_start floor-cost.sh KBT_PORTS KBT_KBRIDGE KBRIDGE_CONFIG
 make -C "$TREE" build >/dev/null
 
 # events_start FORWARDER: perf stat on pid for SECS, and kbridge's counters.
-EV=(syscalls:sys_enter_read syscalls:sys_exit_read --filter 'ret < 0' syscalls:sys_enter_writev
-	syscalls:sys_enter_write syscalls:sys_enter_epoll_wait syscalls:sys_enter_epoll_pwait
-	syscalls:sys_enter_futex syscalls:sys_enter_nanosleep syscalls:sys_enter_sched_yield
-	signal:signal_deliver context-switches cpu-migrations)
+EV=(-e syscalls:sys_enter_read -e syscalls:sys_exit_read --filter 'ret < 0' -e syscalls:sys_enter_writev
+	-e syscalls:sys_enter_write -e syscalls:sys_enter_epoll_wait -e syscalls:sys_enter_epoll_pwait
+	-e syscalls:sys_enter_epoll_pwait2 -e syscalls:sys_enter_futex -e syscalls:sys_enter_nanosleep
+	-e syscalls:sys_enter_sched_yield -e signal:signal_deliver -e context-switches -e cpu-migrations)
 events_start() {
 	[ "$1" != kbridge ] || "$TREE/bin/kbridge" stats --socket "$RUN/kbridge.sock" >"$out.stats0"
-	local e=() x
-	for x in "${EV[@]}"; do [ "${x:0:1}" = - ] || [ "${x:0:4}" = ret ] && e+=("$x") || e+=(-e "$x"); done
-	perf stat -x, -o "$out.perf" "${e[@]}" -p "$pid" -- sleep "$SECS" &
+	perf stat -x, -o "$out.perf" "${EV[@]}" -p "$pid" -- sleep "$SECS" &
 	perfpid=$!
+}
+# split_start, split_end: the share of the forwarder's cpu-clock samples in
+# user space over SECS.
+split_start() {
+	perf record -q -e cpu-clock -F 4999 -p "$pid" -o "$out.data" -- sleep "$SECS" >/dev/null 2>&1 &
+	splitpid=$!
+}
+split_end() {
+	wait "$splitpid" || true
+	perf report -i "$out.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+		awk '/%/ { sub("%", "", $1); if ($2 == "[kernel.kallsyms]") k += $1; else u += $1 } END { printf "%.4f\n", u / (u + k) }'
 }
 # events_print FORWARDER FRAMES: the counts per data frame.
 events_print() {
@@ -73,8 +86,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		for dir in up down; do
 			flags=; [ $dir = down ] && flags=-R
 			[ "${EVENTS:-}" != 1 ] || events_start "$v"
+			split_start
 			res=$(cost_measure "$pid" "$flags") || { echo "floor-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
 			read -r gbit k c u s fin fout <<<"$res"
+			# The CPU time is /proc's; its split, the profile's.
+			us=$(split_end)
+			read -r u s <<<"$(python3 -c 'import sys; t = int(sys.argv[1]) + int(sys.argv[2]); f = float(sys.argv[3]); print(round(t * f), round(t * (1 - f)))' "$u" "$s" "$us")"
 			cost_check_rate "$gbit" "round $r $v $dir"
 			# up: data to the peer (kbt-nic sends it); down: from the peer.
 			data=$fout acks=$fin; [ $dir = down ] && data=$fin acks=$fout
