@@ -41,14 +41,13 @@ events_start() {
 	perf stat -x, -o "$out.perf" "${EV[@]}" -p "$pid" -- sleep "$SECS" &
 	perfpid=$!
 }
-# split_start, split_end: the share of the forwarder's cpu-clock samples in
-# user space over SECS.
+# split_start, then wait for splitpid and split_share: the share of the
+# forwarder's cpu-clock samples in user space over SECS.
 split_start() {
 	perf record -q -e cpu-clock -F 4999 -p "$pid" -o "$out.data" -- sleep "$SECS" >/dev/null 2>&1 &
 	splitpid=$!
 }
-split_end() {
-	wait "$splitpid" || true
+split_share() {
 	perf report -i "$out.data" --no-children --sort dso --stdio -g none 2>/dev/null |
 		awk '/%/ { sub("%", "", $1); if ($2 == "[kernel.kallsyms]") k += $1; else u += $1 } END { printf "%.4f\n", u / (u + k) }'
 }
@@ -90,7 +89,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			res=$(cost_measure "$pid" "$flags") || { echo "floor-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
 			read -r gbit k c u s fin fout <<<"$res"
 			# The CPU time is /proc's; its split, the profile's.
-			us=$(split_end)
+			wait "$splitpid" || true
+			us=$(split_share)
 			read -r u s <<<"$(python3 -c 'import sys; t = int(sys.argv[1]) + int(sys.argv[2]); f = float(sys.argv[3]); print(round(t * f), round(t * (1 - f)))' "$u" "$s" "$us")"
 			cost_check_rate "$gbit" "round $r $v $dir"
 			# up: data to the peer (kbt-nic sends it); down: from the peer.
