@@ -372,18 +372,21 @@ write_iov(int n, int frames)
 		st.to_kernel += frames, st.writes++;
 }
 
-/* One frame as it is; DATA_VALID only when the app's NIC checked it. */
+/* One frame as it is, every segment of it; DATA_VALID only when the app's
+ * NIC checked it. */
 static void
 write_alone(struct rte_mbuf *m)
 {
 	struct virtio_net_hdr *vh = (void *)hdrbuf;
+	int n;
 
 	memset(vh, 0, sizeof(*vh));
 	if ((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD)
 		vh->flags = VIRTIO_NET_HDR_F_DATA_VALID;
 	iov[0] = (struct iovec){ hdrbuf, VNET_LEN };
-	iov[1] = (struct iovec){ rte_pktmbuf_mtod(m, void *), m->data_len };
-	write_iov(2, 1);
+	for (n = 1; m != NULL && n < (int)RTE_DIM(iov); m = m->next, n++)
+		iov[n] = (struct iovec){ rte_pktmbuf_mtod(m, void *), m->data_len };
+	write_iov(n, 1);
 }
 
 /* segs[0..n) as one GSO super-frame: the head's headers with the merged
