@@ -11,7 +11,10 @@
 # the tick that lands in each (HZ a second), which at this rate swings by
 # half from run to run; the split given is a cpu-clock profile's instead
 # (perf record -F 4999, a timer of its own): the share of samples in user
-# space times the CPU time from /proc. Per frame means per data
+# space times the CPU time from /proc. The profiler adds kernel time of its
+# own at each context switch of the forwarder's threads, the more the more
+# they switch: SPLIT=0 measures without it, for CPU time to compare (the
+# split then /proc's). Per frame means per data
 # frame of the direction measured (1500-byte frames; the ACKs the other way
 # are work too, counted in acks/frame). COST_LOCK=FILE: flock FILE around
 # each measurement, so that others can use the bed between them. EVENTS=1
@@ -85,13 +88,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		for dir in up down; do
 			flags=; [ $dir = down ] && flags=-R
 			[ "${EVENTS:-}" != 1 ] || events_start "$v"
-			split_start
+			[ "${SPLIT:-1}" = 0 ] || split_start
 			res=$(cost_measure "$pid" "$flags") || { echo "floor-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
 			read -r gbit k c u s fin fout <<<"$res"
-			# The CPU time is /proc's; its split, the profile's.
-			wait "$splitpid" || true
-			us=$(split_share)
-			read -r u s <<<"$(python3 -c 'import sys; t = int(sys.argv[1]) + int(sys.argv[2]); f = float(sys.argv[3]); print(round(t * f), round(t * (1 - f)))' "$u" "$s" "$us")"
+			if [ "${SPLIT:-1}" != 0 ]; then
+				# The CPU time is /proc's; its split, the profile's.
+				wait "$splitpid" || true
+				us=$(split_share)
+				read -r u s <<<"$(python3 -c 'import sys; t = int(sys.argv[1]) + int(sys.argv[2]); f = float(sys.argv[3]); print(round(t * f), round(t * (1 - f)))' "$u" "$s" "$us")"
+			fi
 			cost_check_rate "$gbit" "round $r $v $dir"
 			# up: data to the peer (kbt-nic sends it); down: from the peer.
 			data=$fout acks=$fin; [ $dir = down ] && data=$fin acks=$fout
