@@ -1,6 +1,7 @@
 // Package service boots a real systemd (systemd-nspawn --boot on a volatile
 // root), installs kbridge's Debian package in it (make deb) and puts its
-// kbridge.service through start, crash, watchdog, stop and BindsTo, with
+// kbridge.service through start, crash, watchdog, restart, an upgrade by
+// dpkg -i of a newer version (kb0 kept), stop and BindsTo, with
 // the real kbridge beside the reference DPDK app, then purges the package
 // and finds nothing of it left; the template kbridge@.service likewise
 // with two instances beside an app with two ports. TestGoStepOnFreshDebian runs make deps'
@@ -19,10 +20,11 @@ import (
 )
 
 // buildDeb packages bin/kbridge as make deb does, into a temporary
-// directory, and returns the .deb's path.
-func buildDeb(t *testing.T, root string) string {
+// directory, and returns the .deb's path; env (DEB_VERSION=...) is added to
+// deb.sh's environment.
+func buildDeb(t *testing.T, root string, env ...string) string {
 	t.Helper()
-	out, err := exec.Command("bash", filepath.Join(root, "deploy/deb.sh"), t.TempDir()).Output()
+	out, err := harness.Command(env, "bash", filepath.Join(root, "deploy/deb.sh"), t.TempDir()).Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -102,9 +104,24 @@ stats:
 	// net_ring0: an ethdev with no traffic, so the app needs no NIC.
 	app := "/opt/kbridge/bin/kbridge-refapp -l 1 --file-prefix kbns --proc-type primary --no-pci --vdev net_ring0 -m 64 -- --port kb0"
 	deb := buildDeb(t, root)
+	// The same build again with a higher version: the upgrade dpkg -i makes.
+	ver, err := exec.Command("dpkg-deb", "-f", deb, "Version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := buildDeb(t, root, "DEB_VERSION="+strings.TrimSpace(string(ver))+"+1")
 	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check.sh"), deb, app, cfg)
-	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
+	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"), "UPGRADE_DEB="+newer)
 	checks := runChecks(t, cmd, 8, "nspawn-check")
+	upgraded := 0
+	for _, c := range checks {
+		if strings.HasPrefix(c, "PASS  upgrade: ") {
+			upgraded++
+		}
+	}
+	if upgraded != 3 {
+		t.Errorf("%d upgrade checks passed, want 3 (dpkg -i, the restart on the new version, kb0 kept)", upgraded)
+	}
 	packageChecks(t, checks)
 	noHugepageFiles(t, "kbns")
 }
