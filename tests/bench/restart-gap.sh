@@ -59,10 +59,15 @@ hand_add() {
 	ip -n "$KBT_NS_DUT" addr replace 198.18.77.2/24 dev kb0
 	ip -n "$KBT_NS_DUT" route replace 198.19.77.0/24 dev kb0
 }
-kb0_kept() { # IFINDEX
-	[ "$(ifindex)" = "$1" ] &&
-		ip -n "$KBT_NS_DUT" addr show dev kb0 | grep -q '198.18.77.2/24' &&
-		ip -n "$KBT_NS_DUT" route show dev kb0 | grep -q '198.19.77.0/24'
+# kb0_kept IFINDEX: "kept (IFINDEX)", or what changed.
+kb0_kept() {
+	local what=()
+	# Read whole, not piped into grep -q: under pipefail ip's SIGPIPE
+	# would fail the check.
+	[ "$(ifindex)" = "$1" ] || what+=("ifindex $1 -> $(ifindex)")
+	[[ $(ip -n "$KBT_NS_DUT" addr show dev kb0) == *198.18.77.2/24* ]] || what+=("address gone")
+	[[ $(ip -n "$KBT_NS_DUT" route show dev kb0) == *198.19.77.0/24* ]] || what+=("route gone")
+	if [ ${#what[@]} = 0 ]; then echo "kept ($1)"; else echo "CHANGED: ${what[*]}"; fi
 }
 # bgp_field SIDE FIELD: a field of bgp.sh state's line for SIDE.
 bgp_field() { sed -n "s/^$1 .* $2=\([^ ]*\).*/\1/p" "$3"; }
@@ -87,9 +92,11 @@ measure() {
 	idx=$(ifindex)
 	drop0=$(txdrop)
 	bash "$tb/bgp.sh" state >"$d/bgp.before" || die "$name: BGP not Established before the event: $(cat "$d/bgp.before")"
-	IN "$KBT_NS_PEER" ping -D -i 0.002 -W 5 "$KBT_DUT_IP" >"$d/ping.in" 2>&1 &
+	# Simple commands, not functions: $! is then ping itself, which the
+	# SIGINT below reaches (a subshell would ignore it).
+	ip netns exec "$KBT_NS_PEER" taskset -c "$cpu" ping -D -i 0.002 -W 5 "$KBT_DUT_IP" >"$d/ping.in" 2>&1 &
 	pa=$!
-	IN "$KBT_NS_DUT" ping -D -i 0.002 -W 5 "$KBT_PEER_IP" >"$d/ping.out" 2>&1 &
+	ip netns exec "$KBT_NS_DUT" taskset -c "$cpu" ping -D -i 0.002 -W 5 "$KBT_PEER_IP" >"$d/ping.out" 2>&1 &
 	pb=$!
 	IN "$KBT_NS_DUT" iperf3 -c "$KBT_PEER_IP" -p "$KBT_IPERF_PORT" -t 10 -b 500M -J >"$d/iperf3.json" 2>&1 &
 	ip3=$!
@@ -117,7 +124,7 @@ measure() {
 		[ "$(bgp_field "$s" withdraws "$d/bgp.after")" = 0 ] || ok_bgp="no ($s: $(bgp_field "$s" withdraws "$d/bgp.after") withdrawn)"
 	done
 	[ "$ok_bgp" = yes ] && ok_bgp="yes, up $(bgp_field dut uptime "$d/bgp.after") s"
-	if kb0_kept "$idx"; then ok_kb0="kept ($idx)"; else ok_kb0="CHANGED ($idx -> $(ifindex))"; fi
+	ok_kb0=$(kb0_kept "$idx")
 	local want_sha got_sha nfs_ok in outp gap late lost bps retr
 	want_sha=$(cat "$KBT_BIG_SHA")
 	got_sha=$(awk '{ print $1 }' "$d/nfs.sha")

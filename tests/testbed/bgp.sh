@@ -110,7 +110,7 @@ state_of() {
 established() {
 	local s
 	for s in dut peer; do
-		state_of "$s" | grep -Eq "^$s Established .* imported=[1-9]" || return 1
+		[[ $(state_of "$s") =~ ^$s\ Established\ .*\ imported=[1-9] ]] || return 1
 	done
 }
 
@@ -149,10 +149,11 @@ cmd_down() {
 }
 
 cmd_state() {
-	local s rc=0
+	local s line rc=0
 	for s in dut peer; do
-		state_of "$s"
-		state_of "$s" | grep -q "^$s Established " || rc=1
+		line=$(state_of "$s")
+		echo "$line"
+		[[ $line == "$s Established "* ]] || rc=1
 	done
 	return $rc
 }
