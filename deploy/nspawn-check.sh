@@ -11,8 +11,9 @@
 #
 # A KBRIDGE_DEB (make deb) is installed in the container with dpkg -i, the
 # checks run on the package's unit and paths, and a dpkg --purge at the end
-# must leave nothing behind (nspawn-lib.sh). A KBRIDGE_BIN is copied into
-# the container and replaces
+# must leave nothing behind (nspawn-lib.sh); UPGRADE_DEB=FILE, a newer
+# version of it, is installed over the running kbridge before the stop. A
+# KBRIDGE_BIN is copied into the container and replaces
 # /usr/local/bin/kbridge (a drop-in rewrites ExecStart/ExecStopPost, so the
 # host's /usr stays untouched). APP_CMD is what dpdk-app.service runs
 # (default: sleep infinity, a stand-in primary). CONFIG is bound to
@@ -96,6 +97,20 @@ pid=$(prop MainPID)
 inside systemctl restart kbridge.service
 check "restart: kb0 kept through systemctl restart: same ifindex, adopted" \
 	wait_for 15 eval 'active && kb0_kept && adopted_logged'
+
+# The package's upgrade: dpkg -i of a newer version over a running kbridge
+# restarts it on the new binary (postinst: try-restart), a restart job that
+# keeps the fd store, so kb0 stays as it was.
+if [ -n "${UPGRADE_DEB:-}" ] && [ -n "$deb" ]; then
+	cp "$UPGRADE_DEB" "$work/pkg/"
+	before=$(ifindex)
+	pid=$(prop MainPID)
+	check "upgrade: dpkg -i of $(basename "$UPGRADE_DEB") over the running kbridge succeeds" \
+		inside dpkg -i "/opt/kbridge/pkg/$(basename "$UPGRADE_DEB")"
+	upgraded() { [ "$(prop MainPID)" != "$pid" ] && [ "$(inside dpkg-query -W -f='${Version}' kbridge)" = "$(dpkg-deb -f "$UPGRADE_DEB" Version)" ]; }
+	check "upgrade: kbridge restarted on the new version" wait_for 15 eval 'active && upgraded'
+	check "upgrade: kb0 kept through the upgrade: same ifindex, adopted" wait_for 15 eval 'kb0_kept && adopted_logged'
+fi
 
 check "stop: systemctl stop succeeds" inside systemctl stop kbridge.service
 check "stop: inactive" inactive

@@ -11,9 +11,12 @@
 # the package with dpkg -i, over an overlay of the host's /usr whose upper
 # layer is in $work and a copy of the host's dpkg database, and
 # nspawn_purge_checks purges it. Sets work, sys, deb, kb (kbridge's path in the container) and binds.
+# NSPAWN_ROOT=DIR boots another Debian root than the host's (default /):
+# the Debian 13 root of tests/dpdk24, for a package built in it.
 nspawn_prepare() {
 	local bin=$1 app=$2 here
 	here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+	nsroot=$(readlink -f "${NSPAWN_ROOT:-/}")
 	work=$(mktemp -d /tmp/kbridge-nspawn.XXXXXX)
 	sys=$work/system
 	mkdir -p "$sys" "$work/bin" "$work/etc"
@@ -27,7 +30,7 @@ nspawn_prepare() {
 		# The host's dpkg database, copied: dpkg -i checks Depends against it.
 		# (An overlay needs its mount point in the image; /var/lib is not in
 		# a volatile root until systemd makes it.)
-		cp -a /var/lib/dpkg "$work/dpkg"
+		cp -a "$nsroot/var/lib/dpkg" "$work/dpkg"
 		# Its overrides name groups (ssl-cert) that the container's fresh
 		# /etc lacks, and dpkg refuses to start then; none are kbridge's.
 		: >"$work/dpkg/statoverride"
@@ -62,7 +65,7 @@ EOT
 	done
 	binds=(--bind="$sys:/etc/systemd/system" --bind-ro="$work/bin:/opt/kbridge/bin" --bind-ro="$work/etc:/opt/kbridge/etc")
 	[ -n "$deb" ] && binds+=(--bind-ro="$work/pkg:/opt/kbridge/pkg"
-		--overlay="/usr:$work/usr:/usr" --bind="$work/dpkg:/var/lib/dpkg")
+		--overlay="$nsroot/usr:$work/usr:/usr" --bind="$work/dpkg:/var/lib/dpkg")
 	nspawn_pid=
 	init_pid=
 	trap nspawn_cleanup EXIT
@@ -97,7 +100,11 @@ nspawn_hugepages() {
 nspawn_boot() {
 	local name=$1
 	shift
-	setsid systemd-nspawn -D / --volatile=yes --boot --private-network \
+	# Another root's systemd (Debian 13's 257 has no cgroup v1) gets a
+	# unified hierarchy of its own on a host that still mounts v1.
+	local cg=()
+	[ "$nsroot" = / ] || cg=(SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1)
+	env "${cg[@]}" setsid systemd-nspawn -D "$nsroot" --volatile=yes --boot --private-network \
 		--register=no --keep-unit --machine="$name$$" "$@" \
 		"${binds[@]}" --console=read-only >"$work/console.log" 2>&1 </dev/null &
 	nspawn_pid=$!

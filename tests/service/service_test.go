@@ -1,6 +1,7 @@
 // Package service boots a real systemd (systemd-nspawn --boot on a volatile
 // root), installs kbridge's Debian package in it (make deb) and puts its
-// kbridge.service through start, crash, watchdog, stop and BindsTo, with
+// kbridge.service through start, crash, watchdog, restart, an upgrade by
+// dpkg -i of a newer version (kb0 kept), stop and BindsTo, with
 // the real kbridge beside the reference DPDK app, then purges the package
 // and finds nothing of it left; the template kbridge@.service likewise
 // with two instances beside an app with two ports. TestGoStepOnFreshDebian runs make deps'
@@ -35,6 +36,18 @@ func buildDeb(t *testing.T, root string) string {
 		t.Fatalf("deploy/deb.sh printed %q, not a .deb", deb)
 	}
 	return deb
+}
+
+// newerDeb repacks deb with "+1" on its version, uncompressed: the upgrade
+// dpkg -i makes, in half a second where a second deb.sh takes about 15.
+func newerDeb(t *testing.T, deb string) string {
+	t.Helper()
+	dir := t.TempDir()
+	tree, newer := filepath.Join(dir, "tree"), filepath.Join(dir, "kbridge-newer.deb")
+	harness.Sh(t, nil, "dpkg-deb", "-R", deb, tree)
+	harness.Sh(t, nil, "sed", "-i", "s/^Version: .*/&+1/", filepath.Join(tree, "DEBIAN/control"))
+	harness.Sh(t, nil, "dpkg-deb", "-Znone", "-b", tree, newer)
+	return newer
 }
 
 // runChecks runs one of deploy/'s nspawn check scripts and returns its
@@ -102,9 +115,19 @@ stats:
 	// net_ring0: an ethdev with no traffic, so the app needs no NIC.
 	app := "/opt/kbridge/bin/kbridge-refapp -l 1 --file-prefix kbns --proc-type primary --no-pci --vdev net_ring0 -m 64 -- --port kb0"
 	deb := buildDeb(t, root)
+	newer := newerDeb(t, deb)
 	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check.sh"), deb, app, cfg)
-	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
+	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"), "UPGRADE_DEB="+newer)
 	checks := runChecks(t, cmd, 8, "nspawn-check")
+	upgraded := 0
+	for _, c := range checks {
+		if strings.HasPrefix(c, "PASS  upgrade: ") {
+			upgraded++
+		}
+	}
+	if upgraded != 3 {
+		t.Errorf("%d upgrade checks passed, want 3 (dpkg -i, the restart on the new version, kb0 kept)", upgraded)
+	}
 	packageChecks(t, checks)
 	noHugepageFiles(t, "kbns")
 }
