@@ -199,10 +199,10 @@ func adopted(t *testing.T, sock string) *daemon.Adopted {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Recovery == nil || st.Recovery.Adopted == nil {
-		t.Fatalf("the kbridge on %s adopted nothing: recovery %+v", sock, st.Recovery)
+	if st.Adopted == nil {
+		t.Fatalf("the kbridge on %s adopted nothing", sock)
 	}
-	return st.Recovery.Adopted
+	return st.Adopted
 }
 
 // `kbridge run --takeover` beside a serving kbridge: the old one hands the
@@ -247,7 +247,7 @@ func TestTakeoverByHandKeepsTheInterface(t *testing.T) {
 	}
 	stillThere(t, old.Ifname, ifindex)
 	a := adopted(t, old.Sock)
-	if a.From != old.Pid() || a.Index != ifindex || !strings.Contains(a.How, fmt.Sprint("pid ", old.Pid())) {
+	if a.From != old.Pid() || a.Index != ifindex || a.How != daemon.HowHanded {
 		t.Errorf("adopted %+v, want from pid %d, ifindex %d", a, old.Pid(), ifindex)
 	}
 	for _, want := range []string{"handed the port and the interface over", "successor_pid=" + strconv.Itoa(next.Pid())} {
@@ -340,7 +340,7 @@ func TestKillWithAHolderKeepsTheInterface(t *testing.T) {
 	dpdkbed.WaitServing(t, next, victim.Sock)
 	stillThere(t, victim.Ifname, ifindex)
 	a := adopted(t, victim.Sock)
-	if a.From != victim.Pid() || a.Index != ifindex || a.How != "kept in systemd's fd store" {
+	if a.From != victim.Pid() || a.Index != ifindex || a.How != daemon.HowStored {
 		t.Errorf("adopted %+v, want from pid %d, ifindex %d, kept in the fd store", a, victim.Pid(), ifindex)
 	}
 	var got int
@@ -349,6 +349,15 @@ func TestKillWithAHolderKeepsTheInterface(t *testing.T) {
 		return got >= n
 	})
 	t.Logf("kill -9 with the queues held: %d frames sent while no kbridge ran, %d delivered by the next", n, got)
+	// kbridge stats says so: the frames waiting in the queue are the
+	// backlog the adoption delivered.
+	harness.WaitUntil(t, "the backlog to be read empty", 5*time.Second, func() bool { return adopted(t, victim.Sock).Drained })
+	if a := adopted(t, victim.Sock); a.Backlog < n || !strings.HasPrefix(a.Text, "adopted "+victim.Ifname) ||
+		!strings.Contains(a.Text, "from the fd store") {
+		t.Errorf("kbridge stats: %+v; want a backlog of at least %d frames, delivered, from the fd store", a, n)
+	} else {
+		t.Logf("kbridge stats: %s", a.Text)
+	}
 
 	for _, f := range held {
 		f.Close()
@@ -379,7 +388,7 @@ func TestOnStopKeepLeavesTheInterfaceForTheNext(t *testing.T) {
 	next := env.StartKbridge(t, first.Cfg)
 	dpdkbed.WaitServing(t, next, first.Sock)
 	stillThere(t, first.Ifname, ifindex)
-	if a := adopted(t, first.Sock); a.From != first.Pid() || a.How != "left persistent" {
+	if a := adopted(t, first.Sock); a.From != first.Pid() || a.How != daemon.HowPersistent {
 		t.Errorf("adopted %+v, want from pid %d, left persistent", a, first.Pid())
 	}
 	next.Stop(true)
