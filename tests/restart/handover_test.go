@@ -3,9 +3,7 @@ package restart
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -271,39 +269,6 @@ func TestTakeoverByHandKeepsTheInterface(t *testing.T) {
 	}
 }
 
-// queueFds copies the TAP queue fds of interface ifname that process pid
-// holds into this process (pidfd_getfd), in fd order: a holder standing in
-// for systemd's fd store.
-func queueFds(t *testing.T, pid int, ifname string) []*os.File {
-	t.Helper()
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Skipf("pidfd_open: %v", err)
-	}
-	defer unix.Close(pidfd)
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fdinfo", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []*os.File
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(fmt.Sprintf("/proc/%d/fdinfo", pid), e.Name()))
-		if err != nil || !strings.Contains(string(b), "iff:\t"+ifname+"\n") {
-			continue
-		}
-		n, _ := strconv.Atoi(e.Name())
-		fd, err := unix.PidfdGetfd(pidfd, n, 0)
-		if err != nil {
-			t.Skipf("pidfd_getfd: %v", err)
-		}
-		files = append(files, os.NewFile(uintptr(fd), fmt.Sprintf("queue fd %d of pid %d", n, pid)))
-	}
-	if len(files) == 0 {
-		t.Fatalf("pid %d holds no queue of %s", pid, ifname)
-	}
-	return files
-}
-
 // kbridge killed (SIGKILL) while another process holds its queue fds, as
 // systemd's fd store does: the interface stays (ifindex, address, route,
 // carrier), frames the kernel sends meanwhile wait in the queue, and the
@@ -314,7 +279,7 @@ func TestKillWithAHolderKeepsTheInterface(t *testing.T) {
 	victim := env.NewKbridge(t, p)
 	victim.Ready()
 	ifindex := handAdded(t, victim.Ifname)
-	held := queueFds(t, victim.Pid(), victim.Ifname)
+	held := harness.QueueFds(t, victim.Pid(), victim.Ifname)
 	defer func() {
 		for _, f := range held {
 			f.Close()

@@ -1,6 +1,8 @@
 package vhost
 
 import (
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +155,69 @@ func TestVhostTakeoverUnderAClientAppSaysItDoesNotReconnect(t *testing.T) {
 
 	stopKbridge(t, next)
 	gone(t, b.sock)
+	tp.Stop(false)
+}
+
+// kbridge killed (SIGKILL) in mode vhost while another process holds kb0's
+// queue fds, as the unit's fd store does: kb0 stays (ifindex, address,
+// route, carrier), what the kernel sends meanwhile waits in the queues, and
+// the next kbridge, given the fds as systemd gives them (LISTEN_FDS),
+// adopts kb0, connects to the app again and delivers that backlog, which
+// `kbridge stats` shows.
+func TestVhostKillWithAHolderKeepsTheInterface(t *testing.T) {
+	b := newBed(t, true)
+	tp := b.testpmd(true)
+	b.waitSocket(tp)
+	victim := b.kbridge()
+	victim.WaitLog("vhost-user frontend connected", 15*time.Second)
+	tp.WaitLog("Press enter to exit", 30*time.Second)
+	ping(t, peer, kbAddr)
+	ifindex := handAdd(t)
+	held := harness.QueueFds(t, victim.Pid(), ifname)
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
+	victim.Kill()
+	unchanged(t, ifindex)
+	if c := carrierOf(dut, ifname); c != "1" {
+		t.Errorf("carrier %s while the queues are held, want 1", c)
+	}
+	// Into the held queue: nobody reads it now. The echoes never come.
+	const sent = 5
+	_ = exec.Command("ip", "netns", "exec", dut, "ping", "-c", fmt.Sprint(sent), "-i", "0.05", "-W", "1", peerAddr).Run()
+
+	names := make([]string, len(held))
+	for q := range held {
+		names[q] = fmt.Sprintf("%s.q%d", ifname, q)
+	}
+	next := harness.StartSpec(t, "kbridge-next", harness.Spec{ExtraFiles: held}, "ip", "netns", "exec", dut, "sh", "-c",
+		fmt.Sprintf("LISTEN_PID=$$ LISTEN_FDS=%d LISTEN_FDNAMES=%s exec %s run --config %s",
+			len(held), strings.Join(names, ":"), harness.Kbridge(t), b.cfg))
+	next.StopWait = 15 * time.Second
+	next.WaitLog("bridge running", 20*time.Second)
+	next.WaitLog("vhost-user frontend connected", 15*time.Second)
+	ping(t, peer, kbAddr)
+	unchanged(t, ifindex)
+	var st takeoverStatus
+	harness.WaitUntil(t, "the backlog to be read empty", 5*time.Second, func() bool {
+		harness.KbridgeStats(t, b.ctl, &st)
+		return st.Adopted != nil && st.Adopted.Drained
+	})
+	if a := st.Adopted; a.How != daemon.HowStored || a.From != victim.Pid() || a.Backlog < sent {
+		t.Errorf("kbridge stats: adopted %+v, want from the fd store, pid %d, a backlog of at least %d frames", a, victim.Pid(), sent)
+	} else {
+		t.Logf("kbridge stats: %s", a.Text)
+	}
+
+	for _, f := range held {
+		f.Close()
+	}
+	held = nil
+	stopKbridge(t, next)
+	if gone, out := harness.LinkGone(dut, ifname); !gone {
+		t.Errorf("%s still there after the last holder let go: %s", ifname, out)
+	}
 	tp.Stop(false)
 }
