@@ -41,6 +41,21 @@ func unchanged(t *testing.T, ifindex string) {
 	}
 }
 
+// serverAppBed starts testpmd with a server=1 port and kbridge its client,
+// connected, with an address and a route added to kb0 by hand (handAdd,
+// whose ifindex it returns).
+func serverAppBed(t *testing.T) (b *bed, tp, kb *harness.Proc, ifindex string) {
+	t.Helper()
+	b = newBed(t, true)
+	tp = b.testpmd(true)
+	b.waitSocket(tp)
+	kb = b.kbridge()
+	kb.WaitLog("vhost-user frontend connected", 15*time.Second)
+	tp.WaitLog("Press enter to exit", 30*time.Second)
+	ping(t, peer, kbAddr)
+	return b, tp, kb, handAdd(t)
+}
+
 // takeoverStatus is what the tests read of `kbridge stats` after a takeover.
 type takeoverStatus struct {
 	Connected bool            `json:"connected"`
@@ -85,14 +100,7 @@ func (b *bed) takeOver(old *harness.Proc) *harness.Proc {
 // through kb0 goes on. Its gap is logged, not asserted; nothing is left
 // once the new kbridge stops.
 func TestVhostTakeoverKeepsTheInterface(t *testing.T) {
-	b := newBed(t, true)
-	tp := b.testpmd(true)
-	b.waitSocket(tp)
-	old := b.kbridge()
-	old.WaitLog("vhost-user frontend connected", 15*time.Second)
-	tp.WaitLog("Press enter to exit", 30*time.Second)
-	ping(t, peer, kbAddr)
-	ifindex := handAdd(t)
+	b, tp, old, ifindex := serverAppBed(t)
 	mon := harness.Start(t, "ip monitor", "ip", "-n", dut, "monitor", "link")
 	stream := startPing(t, peer, kbAddr)
 	stream.waitEchoes(50, time.Time{}, 10*time.Second)
@@ -165,14 +173,7 @@ func TestVhostTakeoverUnderAClientAppSaysItDoesNotReconnect(t *testing.T) {
 // adopts kb0, connects to the app again and delivers that backlog, which
 // `kbridge stats` shows.
 func TestVhostKillWithAHolderKeepsTheInterface(t *testing.T) {
-	b := newBed(t, true)
-	tp := b.testpmd(true)
-	b.waitSocket(tp)
-	victim := b.kbridge()
-	victim.WaitLog("vhost-user frontend connected", 15*time.Second)
-	tp.WaitLog("Press enter to exit", 30*time.Second)
-	ping(t, peer, kbAddr)
-	ifindex := handAdd(t)
+	b, tp, victim, ifindex := serverAppBed(t)
 	held := harness.QueueFds(t, victim.Pid(), ifname)
 	defer func() {
 		for _, f := range held {
