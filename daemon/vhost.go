@@ -168,13 +168,15 @@ func (d *Vhost) appSide(q int) (appSide, error) {
 
 // frontendLink makes kb0's carrier follow the frontend's device, as a NIC's
 // interface follows its link: on while it runs, off once it is gone; but
-// while the path is handed over the carrier stays for the successor.
+// a frontend that goes because this kbridge stops leaves the carrier as it
+// is, for the kbridge that adopts kb0 (a handover, the unit's fd store
+// across a restart); with no queue held the kernel drops it.
 func (d *Vhost) frontendLink(up bool) {
 	d.linkMu.Lock()
 	defer d.linkMu.Unlock()
 	d.frontendUp = up
-	if !up && d.handingOver() {
-		d.log.Info("the frontend went with the handover: the carrier stays for the next kbridge", "interface", d.cfg.Interface.Name)
+	if !up && d.stopping.Load() {
+		d.log.Info("the frontend went with this kbridge's stop: the carrier stays for the next kbridge", "interface", d.cfg.Interface.Name)
 		return
 	}
 	if err := d.dev.SetCarrier(up); err != nil {

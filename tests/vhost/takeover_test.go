@@ -166,13 +166,19 @@ func TestVhostTakeoverUnderAClientAppSaysItDoesNotReconnect(t *testing.T) {
 	tp.Stop(false)
 }
 
-// kbridge killed (SIGKILL) in mode vhost while another process holds kb0's
-// queue fds, as the unit's fd store does: kb0 stays (ifindex, address,
-// route, carrier), what the kernel sends meanwhile waits in the queues, and
-// the next kbridge, given the fds as systemd gives them (LISTEN_FDS),
-// adopts kb0, connects to the app again and delivers that backlog, which
-// `kbridge stats` shows.
+// kbridge killed (SIGKILL), or stopped (SIGTERM, as `systemctl restart`
+// does), in mode vhost while another process holds kb0's queue fds, as the
+// unit's fd store does: kb0 stays (ifindex, address, route, carrier), what
+// the kernel sends meanwhile waits in the queues, and the next kbridge,
+// given the fds as systemd gives them (LISTEN_FDS), adopts kb0, connects to
+// the app again and delivers that backlog, which `kbridge stats` shows.
 func TestVhostKillWithAHolderKeepsTheInterface(t *testing.T) {
+	for _, sig := range []string{"SIGKILL", "SIGTERM"} {
+		t.Run(sig, func(t *testing.T) { restartWithAHolder(t, sig) })
+	}
+}
+
+func restartWithAHolder(t *testing.T, sig string) {
 	b, tp, victim, ifindex := serverAppBed(t)
 	held := harness.QueueFds(t, victim.Pid(), ifname)
 	defer func() {
@@ -180,7 +186,11 @@ func TestVhostKillWithAHolderKeepsTheInterface(t *testing.T) {
 			f.Close()
 		}
 	}()
-	victim.Kill()
+	if sig == "SIGKILL" {
+		victim.Kill()
+	} else {
+		stopKbridge(t, victim)
+	}
 	unchanged(t, ifindex)
 	if c := carrierOf(dut, ifname); c != "1" {
 		t.Errorf("carrier %s while the queues are held, want 1", c)
