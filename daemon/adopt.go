@@ -31,7 +31,7 @@ const (
 	HowPersistent = "left persistent"            // by a kbridge with interface.on_stop: keep
 )
 
-// Line is a as one line: where the interface came from and the backlog
+// Line says a in one line: where the interface came from and the backlog
 // delivered.
 func (a Adopted) Line(name string) string {
 	from := fmt.Sprintf("from pid %d (%s)", a.From, a.How)
