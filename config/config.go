@@ -120,6 +120,7 @@ func (c Config) XDPConfig() xdp.Config {
 	if len(x.Addresses) == 0 {
 		x.Addresses = c.Interface.Addresses
 	}
+	x.KeepVeth = c.Interface.Keep()
 	return x
 }
 

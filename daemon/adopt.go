@@ -12,11 +12,52 @@ import (
 )
 
 // Adopted is the interface a kbridge adopted rather than made: `kbridge
-// stats` shows it under recovery.
+// stats` shows it as "adopted".
 type Adopted struct {
 	tap.Adopted
-	How  string `json:"how"`  // handed over by pid N, kept in systemd's fd store, left persistent
-	Text string `json:"text"` // the whole as one line
+	How string `json:"how"` // HowHanded, HowStored or HowPersistent
+	// Backlog is the frames the queues held at the adoption (what the
+	// kernel sent while no kbridge read them), delivered since; Drained
+	// once every queue was read empty.
+	Backlog uint64 `json:"backlog_frames"`
+	Drained bool   `json:"backlog_drained"`
+	Text    string `json:"text"` // the whole as one line (Line)
+}
+
+// How an interface came to be adopted (Adopted.How).
+const (
+	HowHanded     = "handed over"                // by the kbridge before, through the control socket (--takeover)
+	HowStored     = "kept in systemd's fd store" // across a restart or a crash of the unit
+	HowPersistent = "left persistent"            // by a kbridge with interface.on_stop: keep
+)
+
+// Line says a in one line: where the interface came from and the backlog
+// delivered.
+func (a Adopted) Line(name string) string {
+	from := fmt.Sprintf("from pid %d (%s)", a.From, a.How)
+	switch a.How {
+	case HowStored:
+		from = fmt.Sprintf("from the fd store (last served by pid %d)", a.From)
+	case HowPersistent:
+		from = fmt.Sprintf("left persistent by pid %d", a.From)
+	}
+	backlog := "backlog delivered"
+	if !a.Drained {
+		backlog += " so far"
+	}
+	return fmt.Sprintf("adopted %s (ifindex %d) %s; %s: %d frames", name, a.Index, from, backlog, a.Backlog)
+}
+
+// adoptedNow is what the path adopted, with the backlog as delivered so
+// far; nil when it made its interface.
+func (p *tapPath) adoptedNow() *Adopted {
+	if p.adopted == nil {
+		return nil
+	}
+	a := *p.adopted
+	a.Backlog, a.Drained = p.dev.Backlog()
+	a.Text = a.Line(p.dev.Name())
+	return &a
 }
 
 // adoption is an interface to adopt: queue fds, and where they came from.
@@ -58,7 +99,7 @@ func makeDevice(cfg config.Config, opt tap.Options, a *adoption, log *slog.Logge
 		case err != nil && !errors.Is(err, tap.ErrInUse):
 			log.Warn("not adopting the persistent interface left by an earlier kbridge", "interface", name, "err", err)
 		case len(fds) > 0:
-			a = &adoption{fds: fds, how: "left persistent"}
+			a = &adoption{fds: fds, how: HowPersistent}
 		}
 	}
 	var dev *tap.Device
@@ -72,9 +113,9 @@ func makeDevice(cfg config.Config, opt tap.Options, a *adoption, log *slog.Logge
 				"interface", name, "how", a.how, "err", err)
 		} else {
 			dev = d
-			adopted = &Adopted{Adopted: got, How: a.how,
-				Text: fmt.Sprintf("adopted %s (ifindex %d) from pid %d, %s", name, got.Index, got.From, a.how)}
-			log.Warn(adopted.Text, "interface", name, "queues_handed", got.Handed, "queues_opened", got.Opened, "queues_closed", got.Closed)
+			adopted = &Adopted{Adopted: got, How: a.how}
+			log.Warn(fmt.Sprintf("adopted %s (ifindex %d) from pid %d, %s", name, got.Index, got.From, a.how),
+				"interface", name, "queues_handed", got.Handed, "queues_opened", got.Opened, "queues_closed", got.Closed)
 		}
 	}
 	if dev == nil {
@@ -89,6 +130,37 @@ func makeDevice(cfg config.Config, opt tap.Options, a *adoption, log *slog.Logge
 		}
 	}
 	return dev, adopted, nil
+}
+
+// storedAdoption sorts the fds systemd passed (opts.Stored): the queues
+// of interface name to adopt, in queue order; the others (another
+// interface.name's, a gap's) are closed and dropped from the store. It
+// returns the unit's fd store and how many queues it held.
+func storedAdoption(opts StartOpts, name string, log *slog.Logger) (*adoption, fdStore, int) {
+	stored, others, dropped := storedQueues(opts.Stored, name)
+	store := newFdStore(log)
+	for _, f := range others {
+		log.Warn("systemd passed an fd that is no queue of this interface: closed and dropped from the fd store", "fdname", f.Name)
+		unix.Close(f.Fd)
+		store.remove(f.Name)
+	}
+	for _, n := range dropped {
+		store.remove(n)
+	}
+	return &adoption{fds: stored, how: HowStored}, store, len(stored)
+}
+
+// takeOver asks the kbridge on the control socket to hand port (mode
+// vhost: its socket) and the interface over, and returns the queues to
+// adopt.
+func takeOver(cfg config.Config, port string, log *slog.Logger) (*adoption, error) {
+	h, fds, err := RequestTakeover(cfg.Stats.Socket, port, cfg.Interface.Name)
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("the kbridge on the control socket handed the port and the interface over", "previous_pid", h.PID,
+		"interface", h.Interface, "ifindex", h.Index, "queues", h.Queues)
+	return &adoption{fds: fds, how: HowHanded}, nil
 }
 
 // storeFds stores the queue fds in systemd's fd store, where one listens,

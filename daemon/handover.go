@@ -39,8 +39,8 @@ type Handover struct {
 	Queues    int    `json:"queues"` // the fds attached, in queue order
 }
 
-// handOverer is a Runner that can hand its interface and port over (mode
-// ring). handOver stops the path but for the interface and returns its
+// handOverer is a Runner that can hand its interface and port over (modes
+// ring and vhost; a vhost kbridge's port is its vhost-user socket). handOver stops the path but for the interface and returns its
 // queue fds; release closes them once they are sent.
 type handOverer interface {
 	handOver(port, iface string) (h Handover, fds []int, release func(), err error)
@@ -89,7 +89,7 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 func (c *Control) takeover(w http.ResponseWriter, r *http.Request) {
 	f := c.handOver.Load()
 	if f == nil {
-		http.Error(w, "this kbridge cannot hand over (starting, or a mode other than ring)", http.StatusNotImplemented)
+		http.Error(w, "this kbridge cannot hand over (starting, or mode xdp)", http.StatusNotImplemented)
 		return
 	}
 	peer := 0

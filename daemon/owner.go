@@ -22,9 +22,6 @@ type Recovery struct {
 	HeldFromKernel int `json:"held_from_kernel_freed"`
 	// Rings is what the dead kbridge's ring operations left (Reconcile).
 	Rings ring.Recovered `json:"rings"`
-	// Adopted is the interface this kbridge adopted rather than made;
-	// nil: it made it.
-	Adopted *Adopted `json:"adopted,omitempty"`
 }
 
 // claimPort makes this kbridge the port's one owner before it touches a

@@ -41,19 +41,8 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 }
 
 func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts) (*Ring, error) {
-	// The stored queues are this interface's or nobody's: others (another
-	// interface.name's) are closed and dropped from the store.
-	stored, others, dropped := storedQueues(opts.Stored, cfg.Interface.Name)
-	store := newFdStore(log)
-	for _, f := range others {
-		log.Warn("systemd passed an fd that is no queue of this interface: closed and dropped from the fd store", "fdname", f.Name)
-		unix.Close(f.Fd)
-		store.remove(f.Name)
-	}
-	for _, name := range dropped {
-		store.remove(name)
-	}
-	adopt := &adoption{fds: stored, how: "kept in systemd's fd store"}
+	// The stored queues are this interface's or nobody's.
+	adopt, store, had := storedAdoption(opts, cfg.Interface.Name, log)
 	defer func() { adopt.close() }() // what was not adopted
 	progress("joining the DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
 	deadline := time.Now().Add(cfg.DPDK.Wait)
@@ -94,14 +83,11 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		// the port, then hands the queues over.
 		progress("asking the kbridge on " + cfg.Stats.Socket + " to hand over")
 		adopt.close()
-		h, fds, err := RequestTakeover(cfg.Stats.Socket, cfg.Port, cfg.Interface.Name)
-		if err != nil {
+		var err error
+		if adopt, err = takeOver(cfg, cfg.Port, log); err != nil {
 			port.Release()
 			return nil, err
 		}
-		log.Warn("the kbridge on the control socket handed the port and the interface over", "previous_pid", h.PID,
-			"interface", h.Interface, "ifindex", h.Index, "queues", h.Queues)
-		adopt = &adoption{fds: fds, how: fmt.Sprintf("handed over by pid %d", h.PID)}
 		handedAt = time.Now()
 	}
 	recovery, err := claimPort(port, cfg.Requests.Timeout, log)
@@ -139,7 +125,6 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		return nil, err
 	}
 	p.store = store
-	recovery.Adopted = p.adopted
 	p.cfg = cfg
 	if a := accepted; p.adopted == nil && (a.Promisc != nil || a.Allmulti != nil) { // an adopted one has its own
 		if err := p.dev.SetFlags(a.Promisc != nil && *a.Promisc, a.Allmulti != nil && *a.Allmulti); err != nil {
@@ -159,7 +144,7 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if !handedAt.IsZero() {
 		log.Info("handover: the workers run again", "after", time.Since(handedAt).Round(time.Microsecond).String())
 	}
-	p.storeFds(len(stored))
+	p.storeFds(had)
 	d.watchApp()
 	d.keepInterface()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,

@@ -72,8 +72,8 @@ func StartContext(ctx context.Context, cfg config.Config, log *slog.Logger, prog
 }
 
 // StartOpts says where a start finds an interface to adopt rather than
-// make (adopt.go). Mode ring adopts; the other modes refuse Takeover and
-// close Stored.
+// make (adopt.go). Modes ring and vhost adopt; mode xdp refuses Takeover
+// and closes Stored.
 type StartOpts struct {
 	// Takeover asks the kbridge serving on stats.socket to hand the port
 	// and the interface over (kbridge run --takeover).
@@ -87,9 +87,9 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if progress == nil {
 		progress = func(string) {}
 	}
-	if cfg.Mode != config.ModeRing && cfg.Mode != "" {
+	if cfg.Mode == config.ModeXDP {
 		if opts.Takeover {
-			return nil, &ConfigError{fmt.Errorf("--takeover: mode %s cannot take an interface over (mode ring only)", cfg.Mode)}
+			return nil, &ConfigError{fmt.Errorf("--takeover: mode %s cannot take an interface over (modes ring and vhost)", cfg.Mode)}
 		}
 		closeStored(opts.Stored, log)
 	}
@@ -108,7 +108,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		}
 		return x, nil
 	case config.ModeVhost:
-		v, err := StartVhost(cfg, log, progress)
+		v, err := startVhost(cfg, log, progress, opts)
 		if err != nil {
 			return nil, err
 		}

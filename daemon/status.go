@@ -22,6 +22,9 @@ type Status struct {
 	// Recovery is what this kbridge put right of a killed predecessor
 	// when it started (mode ring; nil otherwise).
 	Recovery *Recovery `json:"recovery,omitempty"`
+	// Adopted is the interface this kbridge adopted rather than made
+	// (modes ring and vhost); nil: it made it.
+	Adopted *Adopted `json:"adopted,omitempty"`
 }
 
 // Queue is one queue's counters: the worker's and, in ring mode, the app's

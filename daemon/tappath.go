@@ -208,7 +208,7 @@ func (p *tapPath) Device() *tap.Device { return p.dev }
 // status is the Status every mode shares: the interface and each queue's
 // worker counters. extra adds a mode's own to queue q.
 func (p *tapPath) status(cfg config.Config, extra func(q int, qs *Queue)) Status {
-	s := Status{Interface: cfg.Interface.Name, Carrier: p.dev.Carrier()}
+	s := Status{Interface: cfg.Interface.Name, Carrier: p.dev.Carrier(), Adopted: p.adoptedNow()}
 	for q, w := range p.workers {
 		snap := w.Counters().Snapshot()
 		snap.Queue = q

@@ -39,7 +39,8 @@ func StartXDP(cfg config.Config, log *slog.Logger) (*XDP, error) {
 	return &XDP{Path: p, log: log, cfg: cfg, done: make(chan struct{})}, nil
 }
 
-// Reload applies xdp.fast_path and xdp.xsk_fallback live. See Runner.
+// Reload applies xdp.fast_path, xdp.xsk_fallback and interface.on_stop
+// live. See Runner.
 func (x *XDP) Reload(cfg config.Config) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -51,7 +52,9 @@ func (x *XDP) Reload(cfg config.Config) error {
 		return err
 	}
 	x.cfg.XDP.FastPath, x.cfg.XDP.XSKFallback = cfg.XDP.FastPath, cfg.XDP.XSKFallback
-	return restartNeeded(x.cfg, cfg, "xdp.fast_path", "xdp.xsk_fallback")
+	x.Path.SetKeepVeth(cfg.Interface.Keep())
+	x.cfg.Interface.OnStop = cfg.Interface.OnStop
+	return restartNeeded(x.cfg, cfg, "xdp.fast_path", "xdp.xsk_fallback", "interface.on_stop")
 }
 
 // Alive reports whether the path still works: its counters can be read

@@ -131,6 +131,7 @@ func Adopt(fds []int, cfg Config, opt Options) (d *Device, a Adopted, err error)
 		dev.queues = append(dev.queues, NewQueue(fd, QueueConfig{
 			MTU: kept.MTU, MaxMTU: maxMTU, Batch: opt.Batch, MaxSegs: opt.MaxSegs, Merge: cfg.Offload, Log: opt.Log.With("queue", q),
 		}))
+		dev.queues[q].drainBacklog()
 	}
 	owned = nil // the Device's now: its Close closes them
 	defer func() {
@@ -213,6 +214,22 @@ func (d *Device) Fds() []int {
 		fds[i] = q.fd
 	}
 	return fds
+}
+
+// Backlog sums the queues' Backlog: the frames an adopted interface's
+// queues held when it was adopted (and any that joined them before each
+// was first read empty), delivered since; drained once every queue was
+// read empty.
+func (d *Device) Backlog() (frames uint64, drained bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	drained = true
+	for _, q := range d.queues {
+		n, done := q.Backlog()
+		frames += n
+		drained = drained && done
+	}
+	return frames, drained
 }
 
 // Persist makes the interface persistent (TUNSETPERSIST), or not: a

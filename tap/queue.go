@@ -66,6 +66,12 @@ type Queue struct {
 	log      *slog.Logger
 	closed   atomic.Bool
 	swaps    atomic.Uint64 // files the keeper put in fd's number (FdGeneration)
+	// draining: the queue was adopted with what the kernel queued while
+	// no kbridge read it; frames read until its first empty read are
+	// counted in backlog (Backlog). emptied is that empty read.
+	draining atomic.Bool
+	backlog  atomic.Uint64
+	emptied  bool
 
 	co       *vnet.Coalescer
 	pkts     []vnet.Packet
@@ -401,8 +407,31 @@ func (q *Queue) frameLimit(first []byte) int {
 // Read fills slots with frames from the kernel: plain frames as they are,
 // super-frames split into MTU frames (what does not fit in this burst waits
 // for the next call) or, with ReadTSO, handed whole as the batch's last
-// frame; frames with a partial checksum finished.
+// frame; frames with a partial checksum finished. On an adopted queue the
+// frames up to its first empty read are the backlog (Backlog).
 func (q *Queue) Read(slots [][]byte, frames []bridge.Frame, flags bridge.ReadFlags, r *bridge.Result) int {
+	if !q.draining.Load() {
+		return q.read(slots, frames, flags, r)
+	}
+	q.emptied = false
+	n := q.read(slots, frames, flags, r)
+	q.backlog.Add(uint64(n))
+	if q.emptied {
+		q.draining.Store(false)
+	}
+	return n
+}
+
+// Backlog returns the frames read from the queue's backlog since it was
+// adopted, and whether it has been read empty since.
+func (q *Queue) Backlog() (frames uint64, drained bool) {
+	return q.backlog.Load(), !q.draining.Load()
+}
+
+// drainBacklog starts counting the backlog of an adopted queue.
+func (q *Queue) drainBacklog() { q.draining.Store(true) }
+
+func (q *Queue) read(slots [][]byte, frames []bridge.Frame, flags bridge.ReadFlags, r *bridge.Result) int {
 	q.loadMTU() // for what is read from now on; a pending super keeps its own
 	limit := min(len(slots), len(frames))
 	if q.offered {
@@ -434,6 +463,7 @@ func (q *Queue) Read(slots [][]byte, frames []bridge.Frame, flags bridge.ReadFla
 			if errno != unix.EAGAIN && errno != unix.EINTR {
 				r.Drops[bridge.DropTAPReadError]++
 			}
+			q.emptied = errno == unix.EAGAIN
 			break
 		}
 		if int(n) < vnet.HdrLen+ethHeaderLen {

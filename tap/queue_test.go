@@ -794,3 +794,49 @@ func TestWriteAfterSetMTUDoesNotAllocate(t *testing.T) {
 			d, o.SplitWriteFrames, o.SplitFrames, rounds, rounds*(4+25), rounds*(4+25))
 	}
 }
+
+// An adopted queue counts as its backlog the frames it reads up to its
+// first empty read, those the kernel queued while no kbridge read it, and
+// nothing after; a queue that was not adopted counts none.
+func TestAdoptedQueueCountsItsBacklogUntilItsFirstEmptyRead(t *testing.T) {
+	send := func(peer, n int) {
+		for i := range n {
+			if _, err := unix.Write(peer, append(make([]byte, vnet.HdrLen), frame(60, byte(i))...)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	in := bridgetest.NewIn(32, FrameLen(mtu))
+	slots, frames := slotsOf(in)
+	read := func(q *Queue) int { return q.Read(slots, frames, 0, &bridge.Result{}) }
+
+	q, peer := newTestQueue(t, false)
+	send(peer, 40)
+	q.drainBacklog()
+	if got := read(q); got != 32 {
+		t.Fatalf("read %d frames, want 32", got)
+	}
+	if n, drained := q.Backlog(); n != 32 || drained {
+		t.Errorf("after a full read: backlog %d, drained %v; want 32, false", n, drained)
+	}
+	if got := read(q); got != 8 {
+		t.Fatalf("read %d frames, want 8", got)
+	}
+	if n, drained := q.Backlog(); n != 40 || !drained {
+		t.Errorf("after the read that emptied it: backlog %d, drained %v; want 40, true", n, drained)
+	}
+	send(peer, 5)
+	if got := read(q); got != 5 {
+		t.Fatalf("read %d frames, want 5", got)
+	}
+	if n, _ := q.Backlog(); n != 40 {
+		t.Errorf("frames after the first empty read counted as backlog: %d, want 40", n)
+	}
+
+	plain, peer2 := newTestQueue(t, false)
+	send(peer2, 3)
+	read(plain)
+	if n, _ := plain.Backlog(); n != 0 {
+		t.Errorf("a queue not adopted counts a backlog of %d", n)
+	}
+}

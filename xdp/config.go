@@ -111,6 +111,10 @@ type Config struct {
 	// NAPI is gro (default) or xdp; see the NAPI type.
 	NAPI NAPI `yaml:"napi" mapstructure:"napi" json:"napi"`
 
+	// KeepVeth leaves the exception veth in place at Close (kbridge's
+	// interface.on_stop: keep), for the next Attach to take as it is.
+	KeepVeth bool `yaml:"-" mapstructure:"-" json:"-"`
+
 	// Logger receives warnings (e.g. the fallback to generic mode).
 	// Default slog.Default().
 	Logger *slog.Logger `yaml:"-" mapstructure:"-" json:"-"`

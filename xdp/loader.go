@@ -114,10 +114,10 @@ func (p *Path) setup() error {
 		return err
 	}
 
-	// With loader pmd and the PMD's program on the NIC, a veth left by the
-	// kbridge before this one (a restart) is where that program redirects:
-	// keep it.
-	if err := p.createVeth(nic, p.cfg.Loader == LoaderPMD && nicProg != 0); err != nil {
+	// A veth the kbridge before this one left (a crash, a stop with
+	// interface.on_stop: keep, or a PMD's program redirecting into it) is
+	// kept: kb0's ifindex, addresses, routes and neighbours survive.
+	if err := p.createVeth(nic, true); err != nil {
 		return err
 	}
 
@@ -393,9 +393,16 @@ func (p *Path) SetRules(rules []Rule, fallback Fallback) error {
 	return nil
 }
 
-// Close detaches the programs, removes the pins, the exception veth, the
-// object file and the promiscuous flag kbridge set. It is safe to call more
-// than once and after a partial Attach.
+// SetKeepVeth says whether Close leaves the exception veth (Config.KeepVeth).
+func (p *Path) SetKeepVeth(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.KeepVeth = on
+}
+
+// Close detaches the programs, removes the pins, the exception veth (unless
+// Config.KeepVeth), the object file and the promiscuous flag kbridge set.
+// It is safe to call more than once and after a partial Attach.
 func (p *Path) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -447,7 +454,10 @@ func (p *Path) Close() error {
 			os.Remove(parent) // the shared parent goes with the last path, whoever created it
 		}
 	}
-	if handOver {
+	if handOver || p.cfg.KeepVeth {
+		if !handOver {
+			p.log.Info("xdp: leaving the exception veth for the next kbridge (interface.on_stop: keep)", "interface", p.cfg.Exception)
+		}
 		p.vethIndex = 0
 	}
 	if err := p.deleteVeth(); err != nil {

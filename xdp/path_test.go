@@ -309,7 +309,8 @@ func TestExistingInterfaceRefused(t *testing.T) {
 }
 
 // TestLeftoversRemoved simulates a crash: the links die with the process,
-// the pins and the veth stay. The next Attach cleans up and works.
+// the pins and the veth stay. The next Attach removes the pins, keeps the
+// veth and works.
 func TestLeftoversRemoved(t *testing.T) {
 	newBed(t)
 	var p *Path

@@ -18,9 +18,10 @@ const aliasPrefix = "kbridge-xdp:"
 
 // createVeth creates and configures the exception pair: Exception (kb0, the
 // kernel side) and ExceptionPeer (the end the NIC redirects into). With
-// keep, a pair that an earlier kbridge left for the DPDK app's program
-// (loader pmd, see Close) is configured again instead of being replaced:
-// that program redirects into its ifindex, and kb0's neighbours survive.
+// keep, a pair that an earlier kbridge left (a crash, interface.on_stop:
+// keep, or for the DPDK app's program under loader pmd, see Close) is
+// configured again instead of being replaced: that program redirects into
+// its ifindex, and kb0's ifindex, addresses, routes and neighbours survive.
 func (p *Path) createVeth(nic netlink.Link, keep bool) error {
 	cfg := p.cfg
 	marker := aliasPrefix + cfg.NIC
@@ -42,7 +43,8 @@ func (p *Path) createVeth(nic netlink.Link, keep bool) error {
 	}
 	reuse := keep && len(left) == 2 && left[0].Type() == "veth" && left[0].Attrs().ParentIndex == left[1].Attrs().Index
 	if reuse {
-		p.log.Info("xdp: keeping the exception veth the DPDK app's program redirects into", "interface", cfg.Exception)
+		p.log.Info("xdp: keeping the exception veth an earlier kbridge left", "interface", cfg.Exception,
+			"ifindex", left[0].Attrs().Index)
 	} else {
 		for _, l := range left {
 			p.log.Warn("xdp: removing leftover exception veth", "interface", l.Attrs().Name)

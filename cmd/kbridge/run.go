@@ -38,7 +38,7 @@ func runCmd(args []string) error {
 
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	src := addConfigSource(fs, "configuration")
-	takeover := fs.Bool("takeover", false, "take the port and the interface over from the kbridge serving on the control socket (mode ring)")
+	takeover := fs.Bool("takeover", false, "take the port and the interface over from the kbridge serving on the control socket (modes ring and vhost)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}

@@ -3,9 +3,7 @@ package restart
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,10 +197,10 @@ func adopted(t *testing.T, sock string) *daemon.Adopted {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Recovery == nil || st.Recovery.Adopted == nil {
-		t.Fatalf("the kbridge on %s adopted nothing: recovery %+v", sock, st.Recovery)
+	if st.Adopted == nil {
+		t.Fatalf("the kbridge on %s adopted nothing", sock)
 	}
-	return st.Recovery.Adopted
+	return st.Adopted
 }
 
 // `kbridge run --takeover` beside a serving kbridge: the old one hands the
@@ -247,7 +245,7 @@ func TestTakeoverByHandKeepsTheInterface(t *testing.T) {
 	}
 	stillThere(t, old.Ifname, ifindex)
 	a := adopted(t, old.Sock)
-	if a.From != old.Pid() || a.Index != ifindex || !strings.Contains(a.How, fmt.Sprint("pid ", old.Pid())) {
+	if a.From != old.Pid() || a.Index != ifindex || a.How != daemon.HowHanded {
 		t.Errorf("adopted %+v, want from pid %d, ifindex %d", a, old.Pid(), ifindex)
 	}
 	for _, want := range []string{"handed the port and the interface over", "successor_pid=" + strconv.Itoa(next.Pid())} {
@@ -271,39 +269,6 @@ func TestTakeoverByHandKeepsTheInterface(t *testing.T) {
 	}
 }
 
-// queueFds copies the TAP queue fds of interface ifname that process pid
-// holds into this process (pidfd_getfd), in fd order: a holder standing in
-// for systemd's fd store.
-func queueFds(t *testing.T, pid int, ifname string) []*os.File {
-	t.Helper()
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Skipf("pidfd_open: %v", err)
-	}
-	defer unix.Close(pidfd)
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fdinfo", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []*os.File
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(fmt.Sprintf("/proc/%d/fdinfo", pid), e.Name()))
-		if err != nil || !strings.Contains(string(b), "iff:\t"+ifname+"\n") {
-			continue
-		}
-		n, _ := strconv.Atoi(e.Name())
-		fd, err := unix.PidfdGetfd(pidfd, n, 0)
-		if err != nil {
-			t.Skipf("pidfd_getfd: %v", err)
-		}
-		files = append(files, os.NewFile(uintptr(fd), fmt.Sprintf("queue fd %d of pid %d", n, pid)))
-	}
-	if len(files) == 0 {
-		t.Fatalf("pid %d holds no queue of %s", pid, ifname)
-	}
-	return files
-}
-
 // kbridge killed (SIGKILL) while another process holds its queue fds, as
 // systemd's fd store does: the interface stays (ifindex, address, route,
 // carrier), frames the kernel sends meanwhile wait in the queue, and the
@@ -314,7 +279,7 @@ func TestKillWithAHolderKeepsTheInterface(t *testing.T) {
 	victim := env.NewKbridge(t, p)
 	victim.Ready()
 	ifindex := handAdded(t, victim.Ifname)
-	held := queueFds(t, victim.Pid(), victim.Ifname)
+	held := harness.QueueFds(t, victim.Pid(), victim.Ifname)
 	defer func() {
 		for _, f := range held {
 			f.Close()
@@ -340,7 +305,7 @@ func TestKillWithAHolderKeepsTheInterface(t *testing.T) {
 	dpdkbed.WaitServing(t, next, victim.Sock)
 	stillThere(t, victim.Ifname, ifindex)
 	a := adopted(t, victim.Sock)
-	if a.From != victim.Pid() || a.Index != ifindex || a.How != "kept in systemd's fd store" {
+	if a.From != victim.Pid() || a.Index != ifindex || a.How != daemon.HowStored {
 		t.Errorf("adopted %+v, want from pid %d, ifindex %d, kept in the fd store", a, victim.Pid(), ifindex)
 	}
 	var got int
@@ -349,6 +314,15 @@ func TestKillWithAHolderKeepsTheInterface(t *testing.T) {
 		return got >= n
 	})
 	t.Logf("kill -9 with the queues held: %d frames sent while no kbridge ran, %d delivered by the next", n, got)
+	// kbridge stats says so: the frames waiting in the queue are the
+	// backlog the adoption delivered.
+	harness.WaitUntil(t, "the backlog to be read empty", 5*time.Second, func() bool { return adopted(t, victim.Sock).Drained })
+	if a := adopted(t, victim.Sock); a.Backlog < n || !strings.HasPrefix(a.Text, "adopted "+victim.Ifname) ||
+		!strings.Contains(a.Text, "from the fd store") {
+		t.Errorf("kbridge stats: %+v; want a backlog of at least %d frames, delivered, from the fd store", a, n)
+	} else {
+		t.Logf("kbridge stats: %s", a.Text)
+	}
 
 	for _, f := range held {
 		f.Close()
@@ -379,7 +353,7 @@ func TestOnStopKeepLeavesTheInterfaceForTheNext(t *testing.T) {
 	next := env.StartKbridge(t, first.Cfg)
 	dpdkbed.WaitServing(t, next, first.Sock)
 	stillThere(t, first.Ifname, ifindex)
-	if a := adopted(t, first.Sock); a.From != first.Pid() || a.How != "left persistent" {
+	if a := adopted(t, first.Sock); a.From != first.Pid() || a.How != daemon.HowPersistent {
 		t.Errorf("adopted %+v, want from pid %d, left persistent", a, first.Pid())
 	}
 	next.Stop(true)
