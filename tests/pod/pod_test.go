@@ -225,6 +225,29 @@ func pathBack(t *testing.T, env []string, pod string, timeout time.Duration) (ap
 	return app, kb
 }
 
+// kbridgeBack waits until kbridge (pid old) is gone and a new one in its
+// container serves the app again, which kept running, and returns the new
+// kbridge's pid.
+func kbridgeBack(t *testing.T, env []string, app, old int) int {
+	t.Helper()
+	if !harness.WaitGone(old, 10*time.Second) {
+		t.Fatalf("kbridge (pid %d) still runs", old)
+	}
+	now, kb := pathBack(t, env, podName, 60*time.Second)
+	if now != app {
+		t.Errorf("the app's container restarted too (pid %d, was %d)", now, app)
+	}
+	return kb
+}
+
+// bigFileOK reads big.bin over NFS through kb0 and checks its hash.
+func bigFileOK(t *testing.T) {
+	t.Helper()
+	if got, want := harness.BigFileHash(t), harness.BigFileWant(t); got != want {
+		t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
+	}
+}
+
 // checkInDUT checks that the processes are in kbt-dut's network namespace.
 func checkInDUT(t *testing.T, pids ...int) {
 	t.Helper()
@@ -368,21 +391,12 @@ func TestTheSidecarPodBridgesKb0InThePodsNamespaceAndItsAppLacksNetAdmin(t *test
 	t.Run("kbridge's container restarted alone serves the app again with kb0 made anew", func(t *testing.T) {
 		index := harness.NetSys("kbt-dut", "kb0", "ifindex")
 		inDUT(t, env, "restart", kbCtr)
-		if !harness.WaitGone(kbPid, 10*time.Second) {
-			t.Fatalf("kbridge (pid %d) still runs after its container's restart", kbPid)
-		}
-		var app int
-		app, kbPid = pathBack(t, env, podName, 60*time.Second)
-		if app != appPid {
-			t.Errorf("the app's container restarted too (pid %d, was %d)", app, appPid)
-		}
+		kbPid = kbridgeBack(t, env, appPid, kbPid)
 		if now := harness.NetSys("kbt-dut", "kb0", "ifindex"); now == index {
 			t.Errorf("kb0 kept ifindex %s across kbridge's restart: nothing should hold it", now)
 		}
 		harness.PingBothWays(t)
-		if got, want := harness.BigFileHash(t), harness.BigFileWant(t); got != want {
-			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
-		}
+		bigFileOK(t)
 	})
 	// kbridge killed (by its pid: podman kill counts as a stop by the
 	// user, which no restartPolicy restarts): its container restarts and the
@@ -391,14 +405,7 @@ func TestTheSidecarPodBridgesKb0InThePodsNamespaceAndItsAppLacksNetAdmin(t *test
 		if err := unix.Kill(kbPid, unix.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		if !harness.WaitGone(kbPid, 10*time.Second) {
-			t.Fatalf("kbridge (pid %d) still runs after SIGKILL", kbPid)
-		}
-		var app int
-		app, kbPid = pathBack(t, env, podName, 60*time.Second)
-		if app != appPid {
-			t.Errorf("the app's container restarted too (pid %d, was %d)", app, appPid)
-		}
+		kbPid = kbridgeBack(t, env, appPid, kbPid)
 		harness.PingBothWays(t)
 	})
 	// The app killed: kbridge sees its pid exit, lets go of its memory and
@@ -414,9 +421,7 @@ func TestTheSidecarPodBridgesKb0InThePodsNamespaceAndItsAppLacksNetAdmin(t *test
 			t.Fatalf("kbridge (pid %d) still runs 20 s after the app was killed", kbPid)
 		}
 		appPid, kbPid = pathBack(t, env, podName, 90*time.Second)
-		if got, want := harness.BigFileHash(t), harness.BigFileWant(t); got != want {
-			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
-		}
+		bigFileOK(t)
 	})
 
 	t.Run("the pod's teardown leaves nothing", func(t *testing.T) {
@@ -456,9 +461,7 @@ func TestTheSidecarPodBridgesKb0InThePodsNamespaceAndItsAppLacksNetAdmin(t *test
 			t.Errorf("the app's container has CAP_NET_ADMIN (CapEff %016x)", c)
 		}
 		harness.PingBothWays(t)
-		if got, want := harness.BigFileHash(t), harness.BigFileWant(t); got != want {
-			t.Errorf("big.bin over NFS hashes to %s, want %s", got, want)
-		}
+		bigFileOK(t)
 		tornDown(t, env, kubeV, vhostPod, app, kb)
 		if free := hugeFree(t); free != freeBefore {
 			t.Errorf("%d hugepages free after the pod's teardown, %d before it", free, freeBefore)
