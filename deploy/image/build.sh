@@ -21,7 +21,8 @@
 # root's file (a path in the repository: the root's copy, whose bin/ is its own).
 #
 # KBRIDGE_IMAGE_TREE=DIR: only lay the image's files out in DIR (which
-# exists), without podman: how the 24.11 image is assembled in the root.
+# exists), without podman: how the 24.11 image is assembled in the root,
+# with KBRIDGE_IMAGE_VERSION the version the host's git describe gave.
 #
 # What goes in, and why:
 # - bin/kbridge and the shared libraries ldd lists for it.
