@@ -194,8 +194,12 @@ deb: $(BIN)/kbridge
 # built against and the example configuration, from this machine's Debian
 # packages, imported into podman's storage as kbridge:<version> and
 # kbridge:latest (deploy/image/build.sh; deploy/kubernetes/README.md).
+# IMAGE_DPDK=24.11: kbridge built in the Debian 13 root of tests/dpdk24
+# against its DPDK 24.11, with that root's packages, as
+# kbridge:<version>-dpdk24.11 and kbridge:dpdk24.11.
+IMAGE_DPDK ?=
 image: $(BIN)/kbridge
-	@bash deploy/image/build.sh $(BIN)
+	@KBRIDGE_IMAGE_DPDK=$(IMAGE_DPDK) GO=$(GO) bash deploy/image/build.sh $(BIN)
 
 generate:
 	$(GO) generate ./xdp/

@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # Builds the OCI image of kbridge (make image): bin/kbridge, the DPDK runtime
-# it was built against and the example configuration, taken from this
-# machine's installed Debian packages, imported with podman import. No
-# registry and no base image: the image holds the files kbridge and DPDK's
-# drivers load and nothing else (no shell, no package manager).
+# it was built against and the example configuration, taken from installed
+# Debian packages, imported with podman import. No registry and no base
+# image: the image holds the files kbridge and DPDK's drivers load and
+# nothing else (no shell, no package manager).
 #
 #   deploy/image/build.sh BIN [TAG]     (root; TAG default kbridge:<version>,
 #                                        also tagged kbridge:latest)
 #
+# KBRIDGE_IMAGE_DPDK=24.11 (make image IMAGE_DPDK=24.11): the image of the
+# kbridge built in the Debian 13 root of tests/dpdk24 (made or taken from
+# its cache) against that root's DPDK 24.11, with that root's files: BIN is
+# the root's own bin/, built there first (make build); TAG default
+# kbridge:<version>-dpdk24.11, also kbridge:dpdk24.11. The caller holds the
+# root-test lock, as for any use of the root (tests/README.md).
+#
 # KBRIDGE_IMAGE_EXTRA: more binaries (paths) for /usr/bin, with the
 # libraries they need: an app image on the same DPDK (tests/pod puts the
-# reference app in its image this way).
+# reference app in its image this way). For 24.11, every path names the
+# root's file (a path in the repository: the root's copy, whose bin/ is its own).
+#
+# KBRIDGE_IMAGE_TREE=DIR: only lay the image's files out in DIR (which
+# exists), without podman: how the 24.11 image is assembled in the root,
+# with KBRIDGE_IMAGE_VERSION the version the host's git describe gave.
 #
 # What goes in, and why:
 # - bin/kbridge and the shared libraries ldd lists for it.
@@ -26,17 +38,63 @@ set -euo pipefail
 bin=${1:?usage: build.sh BIN [TAG]}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-version=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo dev)
-tag=${2:-kbridge:$version}
+version=${KBRIDGE_IMAGE_VERSION:-$(git -C "$repo" describe --always --dirty 2>/dev/null || echo dev)}
+dpdk=${KBRIDGE_IMAGE_DPDK:-}
+case $dpdk in
+"" | 22.11) dpdk= ;;
+24.11) ;;
+*) echo "image: KBRIDGE_IMAGE_DPDK=$dpdk: the image is built for the host's DPDK (empty) or 24.11" >&2; exit 1 ;;
+esac
+tag=${2:-kbridge:$version${dpdk:+-dpdk$dpdk}}
+alias=latest
+[ -z "$dpdk" ] || alias=dpdk$dpdk
 
-[ "$(id -u)" = 0 ] || { echo "image: run as root (podman's root storage, where tests/pod finds it)" >&2; exit 1; }
-command -v podman >/dev/null || { echo "image: podman is missing (make deps installs it)" >&2; exit 1; }
+if [ -z "${KBRIDGE_IMAGE_TREE:-}" ]; then
+	[ "$(id -u)" = 0 ] || { echo "image: run as root (podman's root storage, where tests/pod finds it)" >&2; exit 1; }
+	command -v podman >/dev/null || { echo "image: podman is missing (make deps installs it)" >&2; exit 1; }
+fi
+
+# import DIR: the image of the files laid out in DIR, tagged.
+import() {
+	tar -C "$1" --numeric-owner -c . | podman import \
+		--change 'ENV PATH=/usr/sbin:/usr/bin:/sbin:/bin' \
+		--change 'ENTRYPOINT ["/usr/bin/kbridge"]' \
+		--change 'CMD ["run", "--config", "/etc/kbridge/kbridge.yaml"]' \
+		--change "LABEL org.opencontainers.image.version=$version" \
+		--change "LABEL org.opencontainers.image.source=https://github.com/kbridge/kbridge" \
+		- "$tag" >/dev/null
+	[ -n "${2:-}" ] || podman tag "$tag" "kbridge:$alias"
+	echo "image: $tag, $(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=iec) ($(grep -c . "$1/usr/share/kbridge/packages.txt") packages' files)"
+}
+
+# 24.11: build and lay the files out in the root, import them here.
+if [ -n "$dpdk" ] && [ -z "${KBRIDGE_IMAGE_TREE:-}" ]; then
+	. "$repo/tests/dpdk24/lib.sh"
+	bash "$repo/tests/dpdk24/root.sh" >/dev/null
+	tree=$(mktemp -d "$KBR_ROOT/tmp/kbridge-image.XXXXXX")
+	trap 'rm -rf "$tree"' EXIT
+	inner=()
+	read -ra extra <<<"${KBRIDGE_IMAGE_EXTRA:-}"
+	for f in "${extra[@]}"; do
+		f=$(realpath -m "$f")
+		case $f in "$repo"/*) f=$KBR_SRC${f#"$repo"} ;; esac
+		inner+=("$f")
+	done
+	bash "$repo/tests/dpdk24/run.sh" -- "make build VERSION=$version >/dev/null && KBRIDGE_IMAGE_TREE=/tmp/${tree##*/} \
+		KBRIDGE_IMAGE_EXTRA='${inner[*]}' KBRIDGE_IMAGE_DPDK=$dpdk KBRIDGE_IMAGE_VERSION=$version bash deploy/image/build.sh bin"
+	import "$tree" "${2:-}"
+	exit 0
+fi
 
 pmds=$(ls -d "$(pkg-config --variable=libdir libdpdk)"/dpdk/pmds-* 2>/dev/null | head -1)
 [ -d "$pmds" ] || { echo "image: no DPDK plugin directory under $(pkg-config --variable=libdir libdpdk)/dpdk" >&2; exit 1; }
 
-root=$(mktemp -d /tmp/kbridge-image.XXXXXX)
-trap 'rm -rf "$root"' EXIT
+if [ -n "${KBRIDGE_IMAGE_TREE:-}" ]; then
+	root=$KBRIDGE_IMAGE_TREE
+else
+	root=$(mktemp -d /tmp/kbridge-image.XXXXXX)
+	trap 'rm -rf "$root"' EXIT
+fi
 
 # copy PATH into the root at the same path, with the chain of symlinks
 # that leads to it (sonames are links to the versioned file).
@@ -89,12 +147,4 @@ done | sort -u | while read -r p; do
 done >"$root/usr/share/kbridge/packages.txt"
 echo "kbridge $version (built here against DPDK $(pkg-config --modversion libdpdk))" >>"$root/usr/share/kbridge/packages.txt"
 
-tar -C "$root" --numeric-owner -c . | podman import \
-	--change 'ENV PATH=/usr/sbin:/usr/bin:/sbin:/bin' \
-	--change 'ENTRYPOINT ["/usr/bin/kbridge"]' \
-	--change 'CMD ["run", "--config", "/etc/kbridge/kbridge.yaml"]' \
-	--change "LABEL org.opencontainers.image.version=$version" \
-	--change "LABEL org.opencontainers.image.source=https://github.com/kbridge/kbridge" \
-	- "$tag" >/dev/null
-[ -n "${2:-}" ] || podman tag "$tag" kbridge:latest
-echo "image: $tag, $(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=iec) ($(wc -l <"$root/usr/share/kbridge/packages.txt") packages' files)"
+[ -n "${KBRIDGE_IMAGE_TREE:-}" ] || import "$root" "${2:-}"

@@ -137,6 +137,9 @@ func TestTheSidecarPodDecodesStrictlyAndOnlyKbridgeHasNetAdmin(t *testing.T) {
 		t.Fatalf("the pod has %d containers, want the app and kbridge", len(pod.Spec.Containers))
 	}
 	checkPodSpec(t, pod.Spec, cms)
+	if p := pod.Spec.ShareProcessNamespace; p == nil || !*p {
+		t.Errorf("the pod does not share one PID namespace: kbridge would not see the app exit")
+	}
 	for _, c := range pod.Spec.Containers {
 		if _, ok := c.Resources.Limits["hugepages-2Mi"]; !ok {
 			t.Errorf("container %s has no hugepages-2Mi limit: the pod's hugetlbfs would be empty", c.Name)
@@ -147,10 +150,25 @@ func TestTheSidecarPodDecodesStrictlyAndOnlyKbridgeHasNetAdmin(t *testing.T) {
 	}
 }
 
+func TestTheVhostSidecarPodDecodesStrictlyAndSharesOnlyTheSocket(t *testing.T) {
+	pod, cms := loadWorkload[corev1.Pod](t, "sidecar-vhost.yaml")
+	checkPodSpec(t, pod.Spec, cms)
+	for _, c := range pod.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == "/var/run/dpdk" || m.MountPath == "/dev/hugepages" {
+				t.Errorf("container %s mounts %s: in mode vhost the two share the socket alone", c.Name, m.MountPath)
+			}
+		}
+	}
+}
+
 func TestTheDaemonSetDecodesStrictlyAndRunsInTheHostsNamespace(t *testing.T) {
 	ds, cms := loadWorkload[appsv1.DaemonSet](t, "daemonset.yaml")
 	if !ds.Spec.Template.Spec.HostNetwork {
 		t.Errorf("the DaemonSet is not in the host's network namespace, where the node's app is")
+	}
+	if !ds.Spec.Template.Spec.HostPID {
+		t.Errorf("the DaemonSet is not in the host's PID namespace: kbridge would not see the node's app exit")
 	}
 	checkPodSpec(t, ds.Spec.Template.Spec, cms)
 }
