@@ -55,6 +55,11 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if err := ring.CheckPrimaryVersion(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix); err != nil {
 		return nil, err
 	}
+	// The owner rule and the app's exit watch exchange pids: refuse a
+	// primary whose process kbridge cannot see, rather than misread them.
+	if err := ring.CheckPrimaryVisible(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix); err != nil {
+		return nil, err
+	}
 	if err := ring.InitSecondary(ring.EALConfig{
 		FilePrefix:  cfg.DPDK.FilePrefix,
 		RuntimeDir:  cfg.DPDK.RuntimeDir,
