@@ -76,6 +76,17 @@ type AppPolicer interface {
 	CoPP(dst *copp.Snapshot) bool
 }
 
+// AppReserver is an AppIn that keeps the last of the app's room for control
+// and neighbour frames when told to (package ring's burst core).
+type AppReserver interface {
+	// SetReserve turns the reserve on or off from the next burst on; any
+	// goroutine may call it.
+	SetReserve(on bool)
+	// Reserve puts what the reserve did into dst's FromKernel fields;
+	// false once closed.
+	Reserve(dst *copp.Snapshot) bool
+}
+
 // ErrNoCoPP means the app's side cannot classify and police (it is no
 // AppPolicer).
 var ErrNoCoPP = errors.New("bridge: the app's side does not police")

@@ -233,6 +233,7 @@ type inConfig struct {
 // inBuf is a burst buffer in the kernel -> app direction. It belongs to
 // one worker.
 type inBuf struct {
+	mu     sync.Mutex // orders SetReserve and Reserve against Close
 	b      *C.struct_kb_in
 	buf    []byte
 	lens   []uint32
@@ -315,6 +316,8 @@ func (in *inBuf) result() bridge.PutResult {
 
 // Close frees the buffer. It may be called more than once.
 func (in *inBuf) Close() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	C.kb_in_free(in.b)
 	in.b = nil
 }
