@@ -75,7 +75,7 @@ func newCollector(d snapshotter) *collector {
 			"to_kernel ring, mode ring; from_kernel: the from_kernel ring or the app's RX vring) and class: what = reserved "+
 			"(control and neighbor frames taken into it) or dropped (frames freed for want of room).", "direction", "class", "what"),
 		coppPolicing: desc("copp_policing", "1 while the class's policer refused a frame within the last second.", "class"),
-		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
+		poolInUse:    prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
 		recovery: prometheus.NewDesc("kbridge_takeover_recovered_total", "What this kbridge put right of a killed predecessor "+
 			"when it started, by what: held_to_kernel_freed and held_from_kernel_freed (mbufs its held record named), "+
 			"to_kernel_reclaimed (entries it had claimed and not released, dequeued again), to_kernel_freed (mbufs it had "+
