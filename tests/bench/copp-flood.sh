@@ -78,15 +78,8 @@ pid=$(cat "$KBT_RUN/kbridge.pid")
 "$KBT_DIR/bgp.sh" up >/dev/null
 
 apply() {
-	local before
-	before=$(grep -c 'msg=reloaded' "$KBT_RUN/kbridge.log" || true)
 	write_config "$1"
-	kill -HUP "$pid"
-	for _ in $(seq 50); do
-		[ "$(grep -c 'msg=reloaded' "$KBT_RUN/kbridge.log" || true)" -gt "$before" ] && return 0
-		sleep 0.1
-	done
-	die "kbridge did not reload for '$1' (see $KBT_RUN/kbridge.log)"
+	kbt_reload "$pid" || die "kbridge did not reload for '$1' (see $KBT_RUN/kbridge.log)"
 }
 
 dut() { ip netns exec "$KBT_NS_DUT" "${KBT_PIN_OTHER[@]}" "$@"; }
