@@ -98,6 +98,8 @@ type AppIn interface {
 	// Slot returns the buffer of slot i; a frame is read into it.
 	Slot(i int) []byte
 	// Put queues slots 0..len(lens)-1, holding frames of those lengths.
+	// An AppReserver that keeps fewer for want of room moves the kept
+	// frames' lengths to the front of lens.
 	Put(lens []int) PutResult
 	// Close releases the writer.
 	Close()

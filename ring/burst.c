@@ -449,6 +449,7 @@ kb_in_admit(struct kb_in *b)
 	unsigned int reserve = 0, room;
 	uint16_t i, k = 0;
 
+	b->kept = b->n;
 	if (!__atomic_load_n(&b->reserve_on, __ATOMIC_RELAXED) || b->ops->room == NULL || b->n == 0)
 		return;
 	room = b->ops->room(b->ctx, &reserve);
@@ -465,7 +466,7 @@ kb_in_admit(struct kb_in *b)
 		}
 		k++;
 	}
-	b->n = k;
+	b->n = b->kept = k;
 }
 
 void

@@ -177,6 +177,8 @@ struct kb_in {
 	 * management class counts as default: no match here), which are
 	 * counted in ring_full too. */
 	uint8_t reserve_on;
+	uint16_t kept; /* frames of the last kb_in_put the room kept, moved to
+			* the front (lens[] too) */
 	uint64_t reserved;
 	uint64_t room_dropped[KBRIDGE_CLASSES];
 };
