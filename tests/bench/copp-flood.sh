@@ -170,7 +170,7 @@ measure() { # variant round
 	if [ -n "$since0" ] && [ "$since0" = "$since1" ]; then R[$v,$r,bgp]=kept; else R[$v,$r,bgp]=lost; fi
 	# The flood's frames over the interval, from the counters: written to
 	# kb0, policed, freed by the app for want of room (its control ones too).
-	R[$v,$r,ctr]=$(jq -n --argjson a "$s0" --argjson b "$s1" '
+	R[$v,$r,ctr]=$(jq -rn --argjson a "$s0" --argjson b "$s1" '
 		def q(s): s.queues[0];
 		def sum(x): (x // [0,0,0,0]) | add;
 		(q($b).to_kernel_packets - q($a).to_kernel_packets) as $w |
