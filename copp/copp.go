@@ -4,7 +4,9 @@
 // is pure Go: the configuration's copp section (Config, with its defaults
 // and Validate) and the shape of the counters (Snapshot). The classifier and
 // the token buckets run in C inside the burst core (package ring,
-// classify.c and policer.c), before a frame costs a syscall. See
+// kbridge_classify.h and policer.c), before a frame costs a syscall; the
+// app's header classes frames with the same classifier once its ring's room
+// is down to the control plane's reserve. See
 // docs/ARCHITECTURE.md, "Control-plane protection".
 package copp
 
@@ -15,7 +17,7 @@ import (
 	"github.com/kbridge/kbridge/internal/conferr"
 )
 
-// The classes, in priority order (the order of ring/classify.h).
+// The classes, in priority order (the order of ring/kbridge_classify.h).
 const (
 	Control    = iota // BGP, BFD, OSPF, IS-IS, VRRP, LACP, LLDP, STP, DHCPv4/v6
 	Neighbor          // ARP, IPv6 neighbour and router discovery
@@ -40,7 +42,7 @@ const (
 // WhyNames name the reasons; WhyNames[Parsed] is not counted.
 var WhyNames = [NumWhys]string{"parsed", "truncated", "malformed", "deep_ipv6_extensions"}
 
-// Limits of the management match (ring/classify.h) and of the rates.
+// Limits of the management match (ring/kbridge_classify.h) and of the rates.
 const (
 	MaxPorts      = 16
 	MaxEthertypes = 8
@@ -105,10 +107,6 @@ func DefaultConfig() Config {
 		Management: ManagementClass{Ports: []int{22}},
 	}
 }
-
-// Reserved reports whether class c may use the room a queue keeps for the
-// control plane when the rest of it is full.
-func Reserved(c int) bool { return c == Control || c == Neighbor }
 
 // Rates returns the classes' rates in class order.
 func (c Config) Rates() [NumClasses]Rate {

@@ -1,7 +1,7 @@
 package ring
 
 // Control-plane protection in the burst core (burst.c's kb_out_police over
-// classify.c and policer.c): an out buffer classifies each burst's frames,
+// kbridge_classify.h and policer.c): an out buffer classifies each burst's frames,
 // polices them per class and frees what its policers refuse inside the
 // burst's one cgo call, before a frame reaches Go or costs a syscall. This
 // file puts a copp.Config in force and reads the counters; Classify,
