@@ -51,13 +51,19 @@ all: build
 deps:
 	@bash deploy/deps.sh
 
-build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp header-check
+build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check
 
 $(BIN)/kbridge: $(GOSRC)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
 
 $(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
+	@mkdir -p $(BIN)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+
+# The floor kbridge is measured against (tests/floor): a plain C forwarder
+# on the same rings and TAP, run by the bed in kbridge's place.
+$(BIN)/kbridge-floor: tests/floor/floor.c $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
 	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 

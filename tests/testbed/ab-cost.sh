@@ -19,64 +19,20 @@ A=$1 B=$2 ROUNDS=${3:-3} RATE=${RATE:-1500M} SECS=${SECS:-10} POLICY=${POLICY:-i
 RUN=${KBT_RUN:-/run/kbt}
 # The ring bed with one port and each tree's own binaries, or the comparison
 # means nothing.
-case ${KBT_MODE:-ring} in ring) ;; *) echo "ab-cost.sh: KBT_MODE=$KBT_MODE: the ring bed only" >&2; exit 2 ;; esac
-for v in KBT_PORTS KBT_KBRIDGE KBT_APP KBRIDGE_CONFIG; do
-	[ -z "${!v:-}" ] || { echo "ab-cost.sh: $v is set: each tree brings its own bed, binaries and config" >&2; exit 2; }
-done
-out=$(mktemp) cfg=$(mktemp --suffix=.yaml)
-tree=
-cleanup() {
-	[ -z "$tree" ] || make -C "$tree" testbed-down >/dev/null 2>&1 || true
-	rm -f "$cfg"
-	echo "ab-cost.sh: raw figures kept in $out" >&2
-}
-trap cleanup EXIT
-
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-cpu0() { awk '$1 == "cpu0" { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
-
-# measure PID FLAGS: one iperf3 at RATE (FLAGS: -R from the peer); prints
-# "gbit kbridge_pct cpu0_pct". kbridge's CPU is per second of traffic (SECS:
-# it idles outside it), CPU 0's over the whole window.
-measure() {
-	local pid=$1 flags=$2 k0 k1 c0 c1 json
-	k0=$(ticks "$pid") c0=$(cpu0)
-	json=$(ip netns exec kbt-dut taskset -c 0 iperf3 -c 198.18.0.1 -p 5201 -b "$RATE" -t "$SECS" -J $flags)
-	k1=$(ticks "$pid") c1=$(cpu0)
-	python3 -c '
-import json, sys, os
-d = json.loads(sys.argv[1])
-gbit = d["end"]["sum_received"]["bits_per_second"] / 1e9
-hz = os.sysconf("SC_CLK_TCK")
-k = (int(sys.argv[3]) - int(sys.argv[2])) / hz / float(sys.argv[8]) * 100
-b0, t0, b1, t1 = map(int, sys.argv[4:8])
-c = (b1 - b0) / (t1 - t0) * 100
-if gbit <= 0:
-    sys.exit("ab-cost.sh: iperf3 received nothing")
-print("%.3f %.1f %.1f" % (gbit, k, c))
-' "$json" "$k0" "$k1" $c0 $c1 "$SECS"
-}
+. "$(dirname "$0")/cost-lib.sh"
+cost_start ab-cost.sh KBT_PORTS KBT_KBRIDGE KBT_APP KBRIDGE_CONFIG
 
 for ((r = 1; r <= ROUNDS; r++)); do
 	order="A B"; [ $((r % 2)) -eq 0 ] && order="B A"
 	for v in $order; do
 		t=$A; [ "$v" = B ] && t=$B
 		rev=$(git -C "$t" describe --always --dirty) tree=$t
-		sed -E "s/^  mode: [a-z]+$/  mode: $POLICY/" "$t/tests/testbed/kbridge.yaml" >"$cfg"
-		grep -q "^  mode: $POLICY\$" "$cfg" || { echo "ab-cost.sh: no policy.mode in $t/tests/testbed/kbridge.yaml" >&2; exit 1; }
-		make -C "$t" testbed-down >/dev/null 2>&1 || true
-		echo "round $r: $v ($rev) bed up, policy.mode $POLICY" >&2
-		KBRIDGE_CONFIG=$cfg make -C "$t" testbed-up >"${TMPDIR:-/tmp}/ab-cost-up.log" 2>&1 || { tail "${TMPDIR:-/tmp}/ab-cost-up.log"; exit 1; }
-		pid=$(cat "$RUN/kbridge.pid")
-		ip netns exec kbt-dut taskset -c 0 iperf3 -c 198.18.0.1 -p 5201 -t 2 >/dev/null ||
-			{ echo "ab-cost.sh: round $r $v: the warm-up iperf3 failed" >&2; exit 1; }
+		cost_bed_up "$t" "round $r: $v ($rev)" || exit 1
 		for dir in up down; do
 			flags=; [ $dir = down ] && flags=-R
-			res=$(measure "$pid" "$flags") || { echo "ab-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
-			read -r gbit k c <<<"$res"
-			python3 -c 'import sys; sys.exit(float(sys.argv[1]) < 0.97 * float(sys.argv[2]))' "$gbit" \
-				"$(numfmt --from=si "$RATE")e-9" ||
-				echo "ab-cost.sh: round $r $v $dir: $gbit Gbit/s, below the fixed rate $RATE: not the same traffic" >&2
+			res=$(cost_measure "$pid" "$flags") || { echo "ab-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
+			read -r gbit k c _ <<<"$res"
+			cost_check_rate "$gbit" "round $r $v $dir"
 			line=$(printf '%s %s %s %s %s %s %s' "$r" "$v" "$rev" "$dir" "$gbit" "$k" "$c")
 			echo "$line" >>"$out"
 			printf 'round %d %s (%s) %-4s %.2f Gbit/s, kbridge %s%% of a core, CPU 0 %s%% busy\n' \

@@ -1,0 +1,85 @@
+# cost-lib.sh: what ab-cost.sh and floor-cost.sh share, sourced by both: a
+# forwarder's bed brought up for one measurement, iperf3 at a fixed rate
+# (RATE, SECS) and the CPU and frames it took. The caller sets RATE, SECS,
+# POLICY and RUN, then calls cost_start.
+
+# cost_start NAME VAR...: refuses any bed but the ring bed and any VAR set
+# (the script chooses the forwarder, its bed and its config); makes out (the
+# raw figures) and cfg (the configuration); on exit takes down the bed of
+# tree, when set, and says where out is.
+cost_start() {
+	local name=$1 v
+	shift
+	case ${KBT_MODE:-ring} in ring) ;; *) echo "$name: KBT_MODE=$KBT_MODE: the ring bed only" >&2; exit 2 ;; esac
+	for v in "$@"; do
+		[ -z "${!v:-}" ] || { echo "$name: $v is set: the script chooses the forwarder, its bed and its config" >&2; exit 2; }
+	done
+	out=$(mktemp) cfg=$(mktemp --suffix=.yaml) tree=
+	trap "cost_cleanup $name" EXIT
+}
+cost_cleanup() {
+	[ -z "$tree" ] || make -C "$tree" testbed-down >/dev/null 2>&1 || true
+	rm -f "$cfg"
+	echo "$1: raw figures kept in $out" >&2
+}
+
+# cost_bed_up TREE LABEL [VAR=VALUE...]: the ring bed from TREE's bin/ with
+# its config at policy.mode POLICY, the environment given on top (the
+# floor: KBT_KBRIDGE); a 2-second iperf3 to warm it up. Sets pid to the
+# forwarder's.
+cost_bed_up() {
+	local t=$1 label=$2
+	shift 2
+	sed -E "s/^  mode: [a-z]+$/  mode: $POLICY/" "$t/tests/testbed/kbridge.yaml" >"$cfg"
+	grep -q "^  mode: $POLICY\$" "$cfg" || { echo "cost: no policy.mode in $t/tests/testbed/kbridge.yaml" >&2; return 1; }
+	make -C "$t" testbed-down >/dev/null 2>&1 || true
+	echo "$label bed up, policy.mode $POLICY" >&2
+	env "$@" KBRIDGE_CONFIG="$cfg" make -C "$t" testbed-up >"${TMPDIR:-/tmp}/cost-up.log" 2>&1 ||
+		{ tail "${TMPDIR:-/tmp}/cost-up.log" >&2; return 1; }
+	pid=$(cat "$RUN/kbridge.pid")
+	ip netns exec kbt-dut taskset -c 0 iperf3 -c 198.18.0.1 -p 5201 -t 2 >/dev/null ||
+		{ echo "cost: $label: the warm-up iperf3 failed" >&2; return 1; }
+}
+
+# cost_ticks PID: its user and system time in clock ticks (/proc/PID/stat).
+cost_ticks() { awk '{ print $14, $15 }' "/proc/$1/stat"; }
+cost_cpu0() { awk '$1 == "cpu0" { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+# cost_frames: frames the app's NIC (kbt-nic) received and sent: what crossed
+# the forwarder each way, one per MTU frame (the peer's veth has no TSO).
+cost_frames() {
+	ip netns exec kbt-dut cat /sys/class/net/kbt-nic/statistics/rx_packets /sys/class/net/kbt-nic/statistics/tx_packets | xargs
+}
+
+# cost_measure PID FLAGS: one iperf3 at RATE (FLAGS: -R from the peer);
+# prints "gbit fwd_pct cpu0_pct user_ns sys_ns frames_in frames_out": the
+# forwarder's CPU per second of traffic (SECS: it idles outside it), CPU 0's
+# over the whole window, the forwarder's user and system time in ns and the
+# frames the app's NIC received from the peer and sent to it meanwhile.
+cost_measure() {
+	local pid=$1 flags=$2 k0 k1 c0 c1 f0 f1 json
+	k0=$(cost_ticks "$pid") c0=$(cost_cpu0) f0=$(cost_frames)
+	json=$(ip netns exec kbt-dut taskset -c 0 iperf3 -c 198.18.0.1 -p 5201 -b "$RATE" -t "$SECS" -J $flags)
+	k1=$(cost_ticks "$pid") c1=$(cost_cpu0) f1=$(cost_frames)
+	python3 -c '
+import json, sys, os
+d = json.loads(sys.argv[1])
+gbit = d["end"]["sum_received"]["bits_per_second"] / 1e9
+hz = os.sysconf("SC_CLK_TCK")
+u0, s0, u1, s1 = map(int, sys.argv[2:6])
+secs = float(sys.argv[10])
+k = (u1 + s1 - u0 - s0) / hz / secs * 100
+b0, t0, b1, t1 = map(int, sys.argv[6:10])
+c = (b1 - b0) / (t1 - t0) * 100
+fi0, fo0, fi1, fo1 = map(int, sys.argv[11:15])
+if gbit <= 0:
+    sys.exit("cost: iperf3 received nothing")
+print("%.3f %.1f %.1f %d %d %d %d" % (gbit, k, c, (u1 - u0) * 1e9 / hz, (s1 - s0) * 1e9 / hz, fi1 - fi0, fo1 - fo0))
+' "$json" $k0 $k1 $c0 $c1 "$SECS" $f0 $f1
+}
+
+# cost_check_rate GBIT LABEL: warns when a measurement moved less than RATE.
+cost_check_rate() {
+	python3 -c 'import sys; sys.exit(float(sys.argv[1]) < 0.97 * float(sys.argv[2]))' "$1" \
+		"$(numfmt --from=si "$RATE")e-9" ||
+		echo "cost: $2: $1 Gbit/s, below the fixed rate $RATE: not the same traffic" >&2
+}
