@@ -40,7 +40,7 @@ WERROR ?= -Werror
 HDR_WARN = -Wall -Wextra $(WERROR)
 # What a DPDK app includes: kbridge.h, which includes the headers of its
 # concerns, and KNI's API over it (docs/KNI.md).
-KBRIDGE_HEADERS := $(addprefix ring/,kbridge.h kbridge_ring.h kbridge_owner.h kbridge_wakeup.h kbridge_port.h kbridge_link.h kbridge_requests.h)
+KBRIDGE_HEADERS := $(addprefix ring/,kbridge.h kbridge_ring.h kbridge_classify.h kbridge_owner.h kbridge_wakeup.h kbridge_port.h kbridge_link.h kbridge_requests.h)
 APP_HEADERS := $(KBRIDGE_HEADERS) ring/kbridge_child.h ring/rte_kni.h ring/rte_kni_common.h ring/rte_kni_compat.h
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h) go.mod go.sum
 

@@ -76,6 +76,17 @@ type AppPolicer interface {
 	CoPP(dst *copp.Snapshot) bool
 }
 
+// AppReserver is an AppIn that keeps the last of the app's room for control
+// and neighbour frames when told to (package ring's burst core).
+type AppReserver interface {
+	// SetReserve turns the reserve on or off from the next burst on; any
+	// goroutine may call it.
+	SetReserve(on bool)
+	// Reserve puts what the reserve did into dst's FromKernel fields;
+	// false once closed.
+	Reserve(dst *copp.Snapshot) bool
+}
+
 // ErrNoCoPP means the app's side cannot classify and police (it is no
 // AppPolicer).
 var ErrNoCoPP = errors.New("bridge: the app's side does not police")
@@ -87,6 +98,8 @@ type AppIn interface {
 	// Slot returns the buffer of slot i; a frame is read into it.
 	Slot(i int) []byte
 	// Put queues slots 0..len(lens)-1, holding frames of those lengths.
+	// An AppReserver that keeps fewer for want of room moves the kept
+	// frames' lengths to the front of lens.
 	Put(lens []int) PutResult
 	// Close releases the writer.
 	Close()

@@ -125,12 +125,24 @@ func (w *Worker) SetCoPP(c copp.Config) error {
 	if w.pol == nil {
 		return ErrNoCoPP
 	}
+	if r, ok := w.in.(AppReserver); ok {
+		r.SetReserve(c.Enabled)
+	}
 	return w.pol.SetCoPP(c)
 }
 
-// CoPP copies the classifier's and policers' counters into dst; false when
-// the app's side does not police or was closed.
-func (w *Worker) CoPP(dst *copp.Snapshot) bool { return w.pol != nil && w.pol.CoPP(dst) }
+// CoPP copies the classifier's, policers' and from-kernel reserve's
+// counters into dst; false when the app's side does not police or was
+// closed.
+func (w *Worker) CoPP(dst *copp.Snapshot) bool {
+	if w.pol == nil || !w.pol.CoPP(dst) {
+		return false
+	}
+	if r, ok := w.in.(AppReserver); ok {
+		r.Reserve(dst)
+	}
+	return true
+}
 
 // Residence copies the residence-time histogram into dst when the app side
 // keeps one.

@@ -49,7 +49,8 @@ type Config struct {
 	// app that takes them as requests (mode ring, kbridge.h version 5).
 	Requests Requests `mapstructure:"requests" json:"requests"`
 	// CoPP is control-plane protection on the to-kernel path (modes ring
-	// and vhost): classes, their policers, the management match.
+	// and vhost; mode xdp does not use it): classes, their policers, the
+	// management match.
 	CoPP copp.Config `mapstructure:"copp" json:"copp"`
 }
 
@@ -172,9 +173,6 @@ func (c Config) Validate() error {
 	}
 	errs.Include(c.Policy.Validate("policy"))
 	errs.Include(c.CoPP.Validate("copp"))
-	if c.CoPP.Enabled && c.Mode == ModeXDP {
-		errs.Add("copp.enabled", true, "applies to modes ring and vhost; in mode xdp the kernel's own path carries the exception traffic")
-	}
 	if c.Stats.Socket == "" {
 		errs.Add("stats.socket", c.Stats.Socket, "kbridge needs a control socket path")
 	} else if c.Mode == ModeVhost && filepath.Clean(c.Stats.Socket) == filepath.Clean(c.VhostSocket()) {

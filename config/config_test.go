@@ -110,7 +110,6 @@ func TestBadInputNamesKeyAndValue(t *testing.T) {
 		{"copp:\n  management: {ports: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}\n", "copp.management.ports: [1 2"},
 		{"copp:\n  classes: {control: 1}\n", "copp.classes"},
 		{"copp:\n  enabled: yes please\n", "copp.enabled"},
-		{"mode: xdp\nxdp: {nic: eth0}\ncopp:\n  enabled: true\n", "copp.enabled: true: applies to modes ring and vhost"},
 	} {
 		_, err := load(t, c.yaml)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -50,3 +50,26 @@ copp:
 		}
 	}
 }
+
+// Out of the box the section is on and polices only what a host's bulk
+// traffic never is: control and neighbour frames at SONiC's rates, SSH as
+// management, management and default unlimited; mode xdp, which does not
+// use it, takes the same defaults.
+func TestCoPPIsOnByDefaultPolicingOnlyControlAndNeighbour(t *testing.T) {
+	c, err := load(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := copp.Config{
+		Enabled:    true,
+		Control:    copp.Rate{PPS: 6000, Burst: 6000},
+		Neighbor:   copp.Rate{PPS: 600, Burst: 600},
+		Management: copp.ManagementClass{Ports: []int{22}},
+	}
+	if !reflect.DeepEqual(c.CoPP, want) {
+		t.Errorf("copp = %+v\nwant %+v", c.CoPP, want)
+	}
+	if _, err := load(t, "mode: xdp\nxdp: {nic: eth0}\n"); err != nil {
+		t.Errorf("mode xdp with the copp defaults: %v", err)
+	}
+}

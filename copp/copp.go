@@ -4,17 +4,20 @@
 // is pure Go: the configuration's copp section (Config, with its defaults
 // and Validate) and the shape of the counters (Snapshot). The classifier and
 // the token buckets run in C inside the burst core (package ring,
-// classify.c and policer.c), before a frame costs a syscall. See
+// kbridge_classify.h and policer.c), before a frame costs a syscall; the
+// app's header classes frames with the same classifier once its ring's room
+// is down to the control plane's reserve. See
 // docs/ARCHITECTURE.md, "Control-plane protection".
 package copp
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/kbridge/kbridge/internal/conferr"
 )
 
-// The classes, in priority order (the order of ring/classify.h).
+// The classes, in priority order (the order of ring/kbridge_classify.h).
 const (
 	Control    = iota // BGP, BFD, OSPF, IS-IS, VRRP, LACP, LLDP, STP, DHCPv4/v6
 	Neighbor          // ARP, IPv6 neighbour and router discovery
@@ -39,7 +42,7 @@ const (
 // WhyNames name the reasons; WhyNames[Parsed] is not counted.
 var WhyNames = [NumWhys]string{"parsed", "truncated", "malformed", "deep_ipv6_extensions"}
 
-// Limits of the management match (ring/classify.h) and of the rates.
+// Limits of the management match (ring/kbridge_classify.h) and of the rates.
 const (
 	MaxPorts      = 16
 	MaxEthertypes = 8
@@ -78,9 +81,10 @@ type ManagementClass struct {
 
 // Config is the copp section of kbridge's configuration.
 type Config struct {
-	// Enabled turns classification and policing on. Off by default: the
-	// default class's rate is a switch's (SONiC's), far below what a
-	// host's own traffic through the interface needs.
+	// Enabled turns classification, policing, the control classes'
+	// reserved room and the counters on. On by default: what polices by
+	// default is only what a host's bulk traffic never is (see
+	// DefaultConfig).
 	Enabled    bool            `mapstructure:"enabled" json:"enabled"`
 	Control    Rate            `mapstructure:"control" json:"control"`
 	Neighbor   Rate            `mapstructure:"neighbor" json:"neighbor"`
@@ -88,15 +92,19 @@ type Config struct {
 	Default    Rate            `mapstructure:"default" json:"default"`
 }
 
-// DefaultConfig returns the defaults, modelled on SONiC's CoPP: BGP and
-// LACP's group at 6000 pps, ARP and ND's at 600, the default trap at 600,
-// each with a burst of one second's packets; SSH as management, at 6000.
+// DefaultConfig returns the defaults: on, the control and neighbour
+// classes policed as SONiC's CoPP polices them (BGP and LACP's group at
+// 6000 pps, ARP and ND's at 600, each with a burst of one second's
+// packets), SSH as management; management and default unlimited, because
+// they carry the host's bulk TCP (NFS, iperf3, scp), whose ACK streams are
+// small frames at rates no flood bound below them would spare. Priority,
+// not a rate, is what keeps control frames ahead of a flood there.
 func DefaultConfig() Config {
 	return Config{
+		Enabled:    true,
 		Control:    Rate{PPS: 6000, Burst: 6000},
 		Neighbor:   Rate{PPS: 600, Burst: 600},
-		Management: ManagementClass{Rate: Rate{PPS: 6000, Burst: 6000}, Ports: []int{22}},
-		Default:    Rate{PPS: 600, Burst: 600},
+		Management: ManagementClass{Ports: []int{22}},
 	}
 }
 
@@ -171,12 +179,30 @@ func (r Rate) validate(errs *conferr.Collector, class string) {
 	}
 }
 
-// Snapshot is what one queue's classifier and policers did.
+// Snapshot is what one queue's classifier, policers and reserves did.
 type Snapshot struct {
 	// Passed and Policed count frames per class, in class order.
 	Passed  [NumClasses]uint64 `json:"passed"`
 	Policed [NumClasses]uint64 `json:"policed"`
+	// Policing names the classes whose policer refused a frame within
+	// the last PolicingWindow.
+	Policing []string `json:"policing"`
+	// ToKernelRoom counts frames the app freed for want of room in its
+	// to_kernel ring, per class: default ones above the reserve, control
+	// and neighbour ones with the reserve full too (mode ring, an app of
+	// kbridge.h version 6; it knows no management match, so management
+	// frames count as default). FromKernelRoom is the same for kbridge's
+	// enqueue to the app (from_kernel ring, or the app's RX vring).
+	ToKernelRoom   [NumClasses]uint64 `json:"to_kernel_dropped_for_room"`
+	FromKernelRoom [NumClasses]uint64 `json:"from_kernel_dropped_for_room"`
+	// ToKernelReserved and FromKernelReserved count the control and
+	// neighbour frames that went into the reserve.
+	ToKernelReserved   uint64 `json:"to_kernel_reserved"`
+	FromKernelReserved uint64 `json:"from_kernel_reserved"`
 	// Unparsed counts frames whose headers could not be read to their
 	// end, by reason (Unparsed[Parsed] stays 0).
 	Unparsed [NumWhys]uint64 `json:"unparsed"`
 }
+
+// PolicingWindow is how recent a refusal makes a class "being policed".
+const PolicingWindow = time.Second

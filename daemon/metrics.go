@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,6 +30,7 @@ type collector struct {
 	offload, recovery         *prometheus.Desc
 	coppPackets, coppUnparsed *prometheus.Desc
 	adopted, backlog          *prometheus.Desc
+	coppRoom, coppPolicing    *prometheus.Desc
 }
 
 // snapshotter is a runner whose counters have the ring Status shape (*Ring,
@@ -70,7 +72,11 @@ func newCollector(d snapshotter) *collector {
 			"management, default) and what its policer did: passed or policed (freed before a TAP write); while copp.enabled is on.", "class", "verdict"),
 		coppUnparsed: desc("copp_unparsed_total", "Frames whose headers the classifier could not read to their end, "+
 			"classed default, by reason: truncated, malformed, deep_ipv6_extensions.", "reason"),
-		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
+		coppRoom: desc("copp_room_total", "The control plane's reserve of the app's room, by direction (to_kernel: the app's "+
+			"to_kernel ring, mode ring; from_kernel: the from_kernel ring or the app's RX vring) and class: what = reserved "+
+			"(control and neighbor frames taken into it) or dropped (frames freed for want of room).", "direction", "class", "what"),
+		coppPolicing: desc("copp_policing", "1 while the class's policer refused a frame within the last second.", "class"),
+		poolInUse:    prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
 		recovery: prometheus.NewDesc("kbridge_takeover_recovered_total", "What this kbridge put right of a killed predecessor "+
 			"when it started, by what: held_to_kernel_freed and held_from_kernel_freed (mbufs its held record named), "+
 			"to_kernel_reclaimed (entries it had claimed and not released, dequeued again), to_kernel_freed (mbufs it had "+
@@ -87,7 +93,7 @@ func newCollector(d snapshotter) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
 		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.offload, c.recovery,
-		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog} {
+		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoom, c.coppPolicing} {
 		ch <- d
 	}
 }
@@ -142,6 +148,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			for k, v := range cs.Unparsed[copp.Parsed+1:] {
 				counter(c.coppUnparsed, v, copp.WhyNames[copp.Parsed+1+k])
 			}
+			c.collectRoom(ch, id, cs)
 		}
 		ch <- prometheus.MustNewConstMetric(c.spin, prometheus.CounterValue, float64(q.SpinNanos)/1e9, id)
 		kick := 0.0
@@ -227,4 +234,24 @@ func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
 		return nil
 	}
 	return err
+}
+
+// collectRoom exports one queue's reserve counters and which classes are
+// being policed.
+func (c *collector) collectRoom(ch chan<- prometheus.Metric, id string, cs *copp.Snapshot) {
+	room := func(dir string, v uint64, class, what string) {
+		ch <- prometheus.MustNewConstMetric(c.coppRoom, prometheus.CounterValue, float64(v), id, dir, class, what)
+	}
+	for k, name := range copp.ClassNames {
+		room("to_kernel", cs.ToKernelRoom[k], name, "dropped")
+		room("from_kernel", cs.FromKernelRoom[k], name, "dropped")
+		on := 0.0
+		if slices.Contains(cs.Policing, name) {
+			on = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.coppPolicing, prometheus.GaugeValue, on, id, name)
+	}
+	// The reserve takes control and neighbour frames, counted together.
+	room("to_kernel", cs.ToKernelReserved, "control_or_neighbor", "reserved")
+	room("from_kernel", cs.FromKernelReserved, "control_or_neighbor", "reserved")
 }

@@ -35,8 +35,8 @@ type Queue struct {
 	App     *ring.AppCounters `json:"app,omitempty"`
 	CanKick bool              `json:"can_kick"`
 	CPU     int               `json:"cpu"`
-	// CoPP is what the classifier and the policers did (nil while
-	// copp.enabled is off).
+	// CoPP is what the classifier, the policers and the reserves did
+	// (nil while copp.enabled is off).
 	CoPP *copp.Snapshot `json:"copp,omitempty"`
 }
 
@@ -53,6 +53,9 @@ func (d *Ring) Snapshot() Status {
 		if rq, err := d.port.Queue(q); err == nil {
 			app := rq.AppCounters()
 			qs.App = &app
+			if qs.CoPP != nil {
+				app.RoomDrops(qs.CoPP)
+			}
 		}
 	})
 	s.Port = cfg.Port

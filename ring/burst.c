@@ -267,7 +267,7 @@ kb_out_take_copp(struct kb_out *b)
 	b->copp = *c;
 	free(c);
 	now = kb_now_ns();
-	for (i = 0; i < KB_COPP_CLASSES; i++)
+	for (i = 0; i < KBRIDGE_CLASSES; i++)
 		kb_policer_init(&b->pol[i], &b->copp.rate[i], now);
 }
 
@@ -286,16 +286,17 @@ kb_out_police(struct kb_out *b)
 		struct rte_mbuf *m = b->mbufs[i];
 		uint32_t len = (uint32_t)m->data_off + m->data_len <= m->buf_len ? m->data_len : 0;
 		uint8_t why;
-		unsigned int c = kb_classify(rte_pktmbuf_mtod(m, const uint8_t *), len,
+		unsigned int c = kbridge_classify(rte_pktmbuf_mtod(m, const uint8_t *), len,
 					     &b->copp.match, &why);
 
-		if (unlikely(why != KB_COPP_PARSED))
+		if (unlikely(why != KBRIDGE_HDR_PARSED))
 			b->copp_stats.why[why]++;
 		if (kb_policer_take(&b->pol[c], rte_pktmbuf_pkt_len(m), now)) {
 			b->copp_stats.passed[c]++;
 			b->mbufs[k++] = m;
 		} else {
 			b->copp_stats.policed[c]++;
+			b->copp_stats.policed_at[c] = now;
 			b->policed[d++] = m;
 		}
 	}
@@ -369,6 +370,8 @@ kb_in_new(const struct kb_in *cfg)
 		return NULL;
 	*b = *cfg;
 	b->n = b->queued = b->no_mbuf = b->ring_full = 0;
+	b->reserved = 0;
+	memset(b->room_dropped, 0, sizeof(b->room_dropped));
 	b->room = rte_pktmbuf_data_room_size(b->pool);
 	b->room = b->room > RTE_PKTMBUF_HEADROOM ? b->room - RTE_PKTMBUF_HEADROOM : 0;
 	b->buf = aligned_alloc(64, (size_t)b->cap * b->stride);
@@ -408,7 +411,62 @@ kb_in_hand_over(struct kb_in *b, uint16_t k)
 		sent = b->ops->enqueue(b->ctx, b->mbufs, k);
 	}
 	b->queued = sent;
-	b->ring_full = (uint16_t)(k - sent);
+	b->ring_full += (uint16_t)(k - sent);
+}
+
+/* Whether the frame data[0..len) goes to the app whose side has *room
+ * slots, the last reserve of them kept for the control plane (taking one if
+ * so); counts it by class if not. */
+static inline int
+kb_in_admits(struct kb_in *b, const uint8_t *data, uint32_t len, unsigned int *room,
+	     unsigned int reserve)
+{
+	static const struct kbridge_class_match none;
+	unsigned int c;
+	uint8_t why;
+
+	if (*room > reserve) {
+		(*room)--;
+		return 1;
+	}
+	c = kbridge_classify(data, len, &none, &why);
+	if (*room > 0 && kbridge_class_reserved(c)) {
+		(*room)--;
+		b->reserved++;
+		return 1;
+	}
+	b->room_dropped[c]++;
+	b->ring_full++;
+	return 0;
+}
+
+/* Cuts the burst to what the app's side has room for, keeping its reserve
+ * for control and neighbour frames, the kept frames moved up in order.
+ * Classifies nothing while the burst fits above the reserve. */
+static void
+kb_in_admit(struct kb_in *b)
+{
+	unsigned int reserve = 0, room;
+	uint16_t i, k = 0;
+
+	b->kept = b->n;
+	if (!__atomic_load_n(&b->reserve_on, __ATOMIC_RELAXED) || b->ops->room == NULL || b->n == 0)
+		return;
+	room = b->ops->room(b->ctx, &reserve);
+	if (room >= reserve + b->n)
+		return;
+	for (i = 0; i < b->n; i++) {
+		uint8_t *f = b->buf + (size_t)i * b->stride;
+
+		if (!kb_in_admits(b, f, b->lens[i], &room, reserve))
+			continue;
+		if (k != i) {
+			memmove(b->buf + (size_t)k * b->stride, f, b->lens[i]);
+			b->lens[k] = b->lens[i];
+		}
+		k++;
+	}
+	b->n = b->kept = k;
 }
 
 void
@@ -417,6 +475,7 @@ kb_in_put(struct kb_in *b)
 	uint16_t i, k = 0;
 
 	b->queued = b->no_mbuf = b->ring_full = 0;
+	kb_in_admit(b);
 	if (b->n > 0 && kb_in_one_mbuf_each(b) &&
 	    rte_pktmbuf_alloc_bulk(b->pool, b->mbufs, b->n) == 0) {
 		/* The common case, MTU frames: one mbuf each, taken from the
@@ -464,6 +523,12 @@ kb_in_put_tso(struct kb_in *b, uint8_t *data, uint32_t len)
 	    (uint32_t)t->l2 + t->l3 + t->l4 > b->room ||
 	    (b->ops->takes_tso != NULL && !b->ops->takes_tso(b->ctx, t->ipv6)))
 		return -E2BIG;
+	if (__atomic_load_n(&b->reserve_on, __ATOMIC_RELAXED) && b->ops->room != NULL) {
+		unsigned int reserve = 0, room = b->ops->room(b->ctx, &reserve);
+
+		if (!kb_in_admits(b, data, len, &room, reserve))
+			return 0;
+	}
 	/* The headers as DPDK's TSO wants them: IPv4 checksum left to the
 	 * port, TCP checksum field holding the pseudo-header sum without the
 	 * length (rte_ipv4_phdr_cksum leaves it out for TX_TCP_SEG). That is

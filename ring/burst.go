@@ -233,6 +233,7 @@ type inConfig struct {
 // inBuf is a burst buffer in the kernel -> app direction. It belongs to
 // one worker.
 type inBuf struct {
+	mu     sync.Mutex // orders SetReserve and Reserve against Close
 	b      *C.struct_kb_in
 	buf    []byte
 	lens   []uint32
@@ -278,13 +279,21 @@ func (in *inBuf) Slot(i int) []byte {
 }
 
 // Put copies slots 0..len(lens)-1, holding frames of those lengths, into
-// mbufs and hands them over: one cgo call.
+// mbufs and hands them over: one cgo call. When the app's reserve (SetReserve)
+// refuses some, the lengths of those kept are moved to the front of lens.
 func (in *inBuf) Put(lens []int) bridge.PutResult {
 	for i, n := range lens {
 		in.lens[i] = uint32(n)
 	}
 	in.b.n = C.uint16_t(len(lens))
 	C.kb_in_put(in.b)
+	// The reserve kept fewer, moved to the front: their lengths come first
+	// now, so that what was queued is counted by its own bytes.
+	if k := int(in.b.kept); k < len(lens) {
+		for i := range k {
+			lens[i] = int(in.lens[i])
+		}
+	}
 	return in.result()
 }
 
@@ -315,6 +324,8 @@ func (in *inBuf) result() bridge.PutResult {
 
 // Close frees the buffer. It may be called more than once.
 func (in *inBuf) Close() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	C.kb_in_free(in.b)
 	in.b = nil
 }

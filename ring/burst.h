@@ -19,7 +19,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
-#include "classify.h"
+#include "kbridge_classify.h"
 #include "policer.h"
 
 /* A record, in memory the app shares, of the mbufs a buffer holds between
@@ -53,6 +53,10 @@ struct kb_burst_ops {
 				 uint16_t n);
 	uint16_t (*enqueue_held)(void *ctx, struct kb_held *rec, struct rte_mbuf **m,
 				 uint16_t n);
+	/* Optional: the room the app's side has now (ring slots, vring
+	 * buffers) and, in *reserve, how much of it is kept for control and
+	 * neighbour frames (KBRIDGE_RESERVE of its size). NULL: no reserve. */
+	unsigned int (*room)(void *ctx, unsigned int *reserve);
 };
 
 /* Flags of an out buffer. */
@@ -98,16 +102,18 @@ struct kb_pkt {
 /* Control-plane protection of an out buffer: the management match and each
  * class's rates; on == 0 turns it off. */
 struct kb_copp {
-	struct kb_copp_match match;
-	struct kb_rate rate[KB_COPP_CLASSES];
+	struct kbridge_class_match match;
+	struct kb_rate rate[KBRIDGE_CLASSES];
 	uint8_t on;
 };
 
-/* What an out buffer's classifier and policers did. */
+/* What an out buffer's classifier and policers did; policed_at: when (ns,
+ * CLOCK_MONOTONIC) each class's policer last refused a frame, 0 never. */
 struct kb_copp_stats {
-	uint64_t passed[KB_COPP_CLASSES];
-	uint64_t policed[KB_COPP_CLASSES];
-	uint64_t why[KB_COPP_WHYS];
+	uint64_t passed[KBRIDGE_CLASSES];
+	uint64_t policed[KBRIDGE_CLASSES];
+	uint64_t why[KBRIDGE_HDR_WHYS];
+	uint64_t policed_at[KBRIDGE_CLASSES];
 };
 
 /* A reusable burst buffer for one worker in the app -> kernel direction. */
@@ -131,7 +137,7 @@ struct kb_out {
 	 * current burst it freed, and how many (they are work too). */
 	struct kb_copp *copp_next;
 	struct kb_copp copp;
-	struct kb_policer pol[KB_COPP_CLASSES];
+	struct kb_policer pol[KBRIDGE_CLASSES];
 	struct kb_copp_stats copp_stats;
 	struct rte_mbuf **policed;
 	uint16_t last_policed;
@@ -166,6 +172,15 @@ struct kb_in {
 	uint16_t pad2;
 	struct kb_tso tso; /* the frame kb_in_put_tso queues */
 	struct kb_held held;
+	/* The control plane's reserve (ops->room), kept while reserve_on:
+	 * frames queued into it, and frames the room refused by class (the
+	 * management class counts as default: no match here), which are
+	 * counted in ring_full too. */
+	uint8_t reserve_on;
+	uint16_t kept; /* frames of the last kb_in_put the room kept, moved to
+			* the front (lens[] too) */
+	uint64_t reserved;
+	uint64_t room_dropped[KBRIDGE_CLASSES];
 };
 
 /* A buffer made as cfg says (ops, ctx, cap, max_segs, flags, tsc_offset,

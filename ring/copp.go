@@ -1,7 +1,7 @@
 package ring
 
 // Control-plane protection in the burst core (burst.c's kb_out_police over
-// classify.c and policer.c): an out buffer classifies each burst's frames,
+// kbridge_classify.h and policer.c): an out buffer classifies each burst's frames,
 // polices them per class and frees what its policers refuse inside the
 // burst's one cgo call, before a frame reaches Go or costs a syscall. This
 // file puts a copp.Config in force and reads the counters; Classify,
@@ -15,7 +15,7 @@ package ring
 
 static unsigned int
 kb_classify_batch(const uint8_t *buf, uint32_t stride, const uint32_t *lens, uint32_t n,
-		  uint32_t rounds, const struct kb_copp_match *mg, uint8_t *classes)
+		  uint32_t rounds, const struct kbridge_class_match *mg, uint8_t *classes)
 {
 	unsigned int sum = 0;
 	uint32_t r, i;
@@ -23,10 +23,22 @@ kb_classify_batch(const uint8_t *buf, uint32_t stride, const uint32_t *lens, uin
 
 	for (r = 0; r < rounds; r++)
 		for (i = 0; i < n; i++) {
-			classes[i] = (uint8_t)kb_classify(buf + (size_t)i * stride, lens[i], mg, &why);
+			classes[i] = (uint8_t)kbridge_classify(buf + (size_t)i * stride, lens[i], mg, &why);
 			sum += classes[i];
 		}
 	return sum;
+}
+
+static void
+kb_in_set_reserve(struct kb_in *b, uint8_t on)
+{
+	__atomic_store_n(&b->reserve_on, on, __ATOMIC_RELAXED);
+}
+
+static uint64_t
+kb_in_load(const uint64_t *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
 }
 */
 import "C"
@@ -36,19 +48,21 @@ import (
 	"fmt"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kbridge/kbridge/copp"
 )
 
 // The C classes and reasons are copp's.
 var (
-	_ [C.KB_COPP_CLASSES - copp.NumClasses]struct{}
-	_ [copp.NumClasses - C.KB_COPP_CLASSES]struct{}
-	_ [C.KB_COPP_WHYS - copp.NumWhys]struct{}
-	_ [copp.NumWhys - C.KB_COPP_WHYS]struct{}
-	_ [C.KB_COPP_MAX_PORTS - copp.MaxPorts]struct{}
-	_ [C.KB_COPP_MAX_ETHERTYPES - copp.MaxEthertypes]struct{}
-	_ [C.KB_COPP_MAX_PROTOS - copp.MaxProtocols]struct{}
-	_ [C.KB_COPP_MAX_PREFIXES - copp.MaxSources]struct{}
+	_ [C.KBRIDGE_CLASSES - copp.NumClasses]struct{}
+	_ [copp.NumClasses - C.KBRIDGE_CLASSES]struct{}
+	_ [C.KBRIDGE_HDR_WHYS - copp.NumWhys]struct{}
+	_ [copp.NumWhys - C.KBRIDGE_HDR_WHYS]struct{}
+	_ [C.KBRIDGE_MATCH_MAX_PORTS - copp.MaxPorts]struct{}
+	_ [C.KBRIDGE_MATCH_MAX_ETHERTYPES - copp.MaxEthertypes]struct{}
+	_ [C.KBRIDGE_MATCH_MAX_PROTOS - copp.MaxProtocols]struct{}
+	_ [C.KBRIDGE_MATCH_MAX_PREFIXES - copp.MaxSources]struct{}
 )
 
 // ErrCoPP means a copp.Config that Validate would refuse.
@@ -122,12 +136,50 @@ func (o *outBuf) CoPP(dst *copp.Snapshot) bool {
 		return false
 	}
 	s := &o.b.copp_stats
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	now := uint64(ts.Nano())
+	dst.Policing = dst.Policing[:0]
 	for i := range dst.Passed {
 		dst.Passed[i] = uint64(s.passed[i])
 		dst.Policed[i] = uint64(s.policed[i])
+		if at := uint64(s.policed_at[i]); at != 0 && now-at < uint64(copp.PolicingWindow) {
+			dst.Policing = append(dst.Policing, copp.ClassNames[i])
+		}
 	}
 	for i := range dst.Unparsed {
 		dst.Unparsed[i] = uint64(s.why[i])
+	}
+	return true
+}
+
+// SetReserve keeps (or no longer keeps) the last KBRIDGE_RESERVE slots of
+// the app's side for control and neighbour frames; any goroutine may call
+// it, the worker sees it at its next burst.
+func (in *inBuf) SetReserve(on bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.b == nil {
+		return
+	}
+	var v C.uint8_t
+	if on {
+		v = 1
+	}
+	C.kb_in_set_reserve(in.b, v)
+}
+
+// Reserve adds what the reserve did to dst: the frames it took and those
+// the room refused, by class; false after Close.
+func (in *inBuf) Reserve(dst *copp.Snapshot) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.b == nil {
+		return false
+	}
+	dst.FromKernelReserved = uint64(C.kb_in_load(&in.b.reserved))
+	for i := range dst.FromKernelRoom {
+		dst.FromKernelRoom[i] = uint64(C.kb_in_load(&in.b.room_dropped[i]))
 	}
 	return true
 }
@@ -149,7 +201,7 @@ func Classify(frame []byte, c copp.Config) (class, why int, err error) {
 	if len(frame) > 0 {
 		p = (*C.uint8_t)(unsafe.Pointer(&frame[0]))
 	}
-	cls := C.kb_classify(p, C.uint32_t(len(frame)), &k.match, &w)
+	cls := C.kbridge_classify(p, C.uint32_t(len(frame)), &k.match, &w)
 	return int(cls), int(w), nil
 }
 

@@ -39,8 +39,9 @@
 // Both modes start the EAL through eal.go and move packets through one
 // burst core (burst.c, burst.go): each mode's Out and In embed its buffers
 // and hand it their struct kb_burst_ops. The core's out buffer also does
-// control-plane protection (copp.go): classify.c classes each frame, and
-// policer.c's token buckets decide which it frees before Go sees them. Every function that touches
+// control-plane protection (copp.go): kbridge_classify.h classes each frame,
+// and policer.c's token buckets decide which it frees before Go sees them;
+// the in buffer keeps the app's last room for control frames. Every function that touches
 // packets crosses cgo once per burst and allocates nothing in Go, and every
 // mbuf is freed or handed over exactly once. Mbuf ownership and the
 // handshake's fences are in docs/ARCHITECTURE.md, "The data path and its

@@ -13,6 +13,8 @@
  * one concern each, installed beside it:
  *  - kbridge_ring.h: the control block, the rings and the burst calls
  *    (kbridge_to_kernel(), kbridge_from_kernel(), kbridge_port_set_offloads()).
+ *  - kbridge_classify.h: the control-plane classifier the to_kernel ring's
+ *    reserve admits frames by (kbridge_classify()).
  *  - kbridge_owner.h: which kbridge owns the port, and what it holds
  *    (kbridge_port_owner_pid()).
  *  - kbridge_wakeup.h: how a kbridge worker's eventfd reaches the app.

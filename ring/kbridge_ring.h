@@ -19,6 +19,13 @@
  *    and writes the worker's eventfd only when need_wakeup was set, so a busy
  *    worker costs the app no syscall. How the eventfd reaches the app:
  *    kbridge_wakeup.h.
+ *  - Priority (version 6): the last KBRIDGE_RESERVE(capacity) slots of a
+ *    to_kernel ring are kept for control and neighbour frames
+ *    (kbridge_class_reserved()). kbridge_to_kernel() classifies frames only
+ *    when a burst would reach into that reserve, so it costs nothing while
+ *    the ring has room; then a default frame that does not fit above the
+ *    reserve is freed and counted, and a control frame still goes in.
+ *    kbridge keeps the same reserve in its from_kernel enqueue.
  */
 #ifndef KBRIDGE_RING_H
 #define KBRIDGE_RING_H
@@ -38,14 +45,17 @@
 #include <rte_memzone.h>
 #include <rte_ring.h>
 
+#include "kbridge_classify.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define KBRIDGE_MAGIC 0x4b425247u /* "KBRG" */
 /* Versions 2 to 5 append fields to the control block (see struct
- * kbridge_ctl); kbridge still serves apps of older versions, which lack them. */
-#define KBRIDGE_VERSION 5u
+ * kbridge_ctl), version 6 to the per-queue block's padding; kbridge still
+ * serves apps of older versions, which lack them. */
+#define KBRIDGE_VERSION 6u
 #define KBRIDGE_VERSION_MIN 1u
 #define KBRIDGE_MAX_QUEUES 16
 /* Port names fit an interface name (IFNAMSIZ - 1) and keep ring names short. */
@@ -80,6 +90,13 @@ struct kbridge_queue_ctl {
 	volatile uint64_t to_kernel_dropped; /* ring full: freed by the app */
 	volatile uint64_t from_kernel_pkts;  /* dequeued by the app */
 	volatile uint64_t kicks;             /* eventfd writes */
+	/* ---- version 6, in what was the cache line's padding ---- */
+	/* Of to_kernel_pkts: control and neighbour frames queued into the
+	 * reserve. Of to_kernel_dropped: control frames, and neighbour
+	 * frames, freed because even the reserve was full. */
+	volatile uint64_t to_kernel_reserved;
+	volatile uint64_t to_kernel_dropped_control;
+	volatile uint64_t to_kernel_dropped_neighbor;
 } __rte_cache_aligned;
 
 /* The control block at the start of memzone "kbridge_<name>". */
@@ -209,6 +226,9 @@ struct kbridge_port {
 	struct rte_ring *from_kernel[KBRIDGE_MAX_QUEUES];
 	/* The worker's eventfd per queue in this process, -1 when none. */
 	volatile int eventfd[KBRIDGE_MAX_QUEUES];
+	/* Per queue, the to_kernel ring's free room after the app's last
+	 * enqueue: a floor of its room now, since only the app fills it. */
+	unsigned int to_kernel_room[KBRIDGE_MAX_QUEUES];
 };
 
 static inline int
@@ -237,18 +257,63 @@ kbridge_kick_(struct kbridge_port *p, uint16_t q)
 		qc->kicks++;
 }
 
+/* The burst pkts[0..n) cut to what a ring with `room` free slots, `reserve`
+ * of them kept for the control plane, takes: frames in order while there is
+ * room above the reserve, then control and neighbour frames only. What is
+ * cut is freed and counted; the kept are moved to the front, in order.
+ * Returns how many are kept. */
+static inline uint16_t
+kbridge_admit_(struct kbridge_queue_ctl *qc, struct rte_mbuf **pkts, uint16_t n,
+	       unsigned int room, unsigned int reserve)
+{
+	static const struct kbridge_class_match none = { {0}, {0}, {0}, {{{0}, 0, 0}}, 0, 0, 0, 0 };
+	unsigned int above = room > reserve ? room - reserve : 0;
+	uint16_t i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		struct rte_mbuf *m = pkts[i];
+		unsigned int c;
+		uint8_t why;
+
+		if (above > 0) {
+			above--;
+			room--;
+			pkts[k++] = m;
+			continue;
+		}
+		c = kbridge_classify(rte_pktmbuf_mtod(m, const uint8_t *),
+				     rte_pktmbuf_data_len(m), &none, &why);
+		if (room > 0 && kbridge_class_reserved(c)) {
+			room--;
+			qc->to_kernel_reserved++;
+			pkts[k++] = m;
+			continue;
+		}
+		qc->to_kernel_dropped++;
+		if (c == KBRIDGE_CLASS_CONTROL)
+			qc->to_kernel_dropped_control++;
+		else if (c == KBRIDGE_CLASS_NEIGHBOR)
+			qc->to_kernel_dropped_neighbor++;
+		rte_pktmbuf_free(m);
+	}
+	return k;
+}
+
 /*
  * Hand `n` packets to the kernel through queue `q`. Returns how many were
  * queued; the rest were freed and counted as to_kernel_dropped. Either way
- * the caller no longer owns any of the n mbufs.
+ * the caller no longer owns any of the n mbufs (pkts[] may be reordered:
+ * the queued come first, in their order).
  */
 static inline uint16_t
 kbridge_to_kernel(struct kbridge_port *p, uint16_t q, struct rte_mbuf **pkts,
 		  uint16_t n)
 {
 	struct kbridge_queue_ctl *qc = &p->ctl->q[q];
+	struct rte_ring *r = p->to_kernel[q];
 	int32_t off = p->ctl->tsc_offset;
-	unsigned int sent;
+	unsigned int sent, room = p->to_kernel_room[q];
+	unsigned int reserve = KBRIDGE_RESERVE(rte_ring_get_capacity(r));
 	uint16_t i;
 
 	if (n == 0)
@@ -259,7 +324,15 @@ kbridge_to_kernel(struct kbridge_port *p, uint16_t q, struct rte_mbuf **pkts,
 		for (i = 0; i < n; i++)
 			*RTE_MBUF_DYNFIELD(pkts[i], off, uint64_t *) = now;
 	}
-	sent = rte_ring_enqueue_burst(p->to_kernel[q], (void **)pkts, n, NULL);
+	/* The room seen last is a floor: while it holds the burst above the
+	 * reserve, nothing is classified or read again. */
+	if (room < reserve + n) {
+		room = rte_ring_free_count(r);
+		if (room < reserve + n)
+			n = kbridge_admit_(qc, pkts, n, room, reserve);
+	}
+	sent = rte_ring_enqueue_burst(r, (void **)pkts, n, &room);
+	p->to_kernel_room[q] = room;
 	qc->to_kernel_pkts += sent;
 	if (sent < n) {
 		qc->to_kernel_dropped += n - sent;

@@ -251,6 +251,13 @@ kb_ring_enqueue(void *ring, struct rte_mbuf **m, uint16_t n)
 	return (uint16_t)sent;
 }
 
+static unsigned int
+kb_ring_room(void *ring, unsigned int *reserve)
+{
+	*reserve = KBRIDGE_RESERVE(rte_ring_get_capacity(ring));
+	return rte_ring_free_count(ring);
+}
+
 /* No takes_tso: the app declared TSO once (KBRIDGE_APP_TSO), and the core
  * keeps a chain within its app_max_segs. */
 const struct kb_burst_ops kb_ring_burst_ops = {
@@ -258,6 +265,7 @@ const struct kb_burst_ops kb_ring_burst_ops = {
 	.enqueue = kb_ring_enqueue,
 	.dequeue_held = kb_ring_dequeue_held,
 	.enqueue_held = kb_ring_enqueue_held,
+	.room = kb_ring_room,
 };
 
 /* ---- Ownership and what a worker holds (kbridge.h version 2) ---- */

@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/copp"
 )
 
 // ErrNoPort means the app has not created the named exception port.
@@ -183,6 +185,12 @@ type AppCounters struct {
 	ToKernelDropped uint64 `json:"to_kernel_dropped"`
 	FromKernel      uint64 `json:"from_kernel"`
 	Kicks           uint64 `json:"kicks"`
+	// Of ToKernel: control and neighbour frames queued into the ring's
+	// reserve. Of ToKernelDropped: control and neighbour frames freed
+	// with the reserve full too (an app of kbridge.h version 6; 0 before).
+	ToKernelReserved        uint64 `json:"to_kernel_reserved"`
+	ToKernelDroppedControl  uint64 `json:"to_kernel_dropped_control"`
+	ToKernelDroppedNeighbor uint64 `json:"to_kernel_dropped_neighbor"`
 }
 
 // AppCounters reads the app's counters for this queue.
@@ -193,10 +201,26 @@ func (q *Queue) AppCounters() AppCounters {
 		return AppCounters{}
 	}
 	ld := func(p *C.uint64_t) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(p))) }
-	return AppCounters{
+	c := AppCounters{
 		ToKernel:        ld(&q.qc.to_kernel_pkts),
 		ToKernelDropped: ld(&q.qc.to_kernel_dropped),
 		FromKernel:      ld(&q.qc.from_kernel_pkts),
 		Kicks:           ld(&q.qc.kicks),
 	}
+	if q.port.info.version >= 6 {
+		c.ToKernelReserved = ld(&q.qc.to_kernel_reserved)
+		c.ToKernelDroppedControl = ld(&q.qc.to_kernel_dropped_control)
+		c.ToKernelDroppedNeighbor = ld(&q.qc.to_kernel_dropped_neighbor)
+	}
+	return c
+}
+
+// RoomDrops puts what the app's to_kernel reserve did into dst's
+// ToKernelRoom (by class: the app counts management frames as default)
+// and ToKernelReserved.
+func (c AppCounters) RoomDrops(dst *copp.Snapshot) {
+	dst.ToKernelReserved = c.ToKernelReserved
+	dst.ToKernelRoom[copp.Control] = c.ToKernelDroppedControl
+	dst.ToKernelRoom[copp.Neighbor] = c.ToKernelDroppedNeighbor
+	dst.ToKernelRoom[copp.Default] = c.ToKernelDropped - c.ToKernelDroppedControl - c.ToKernelDroppedNeighbor
 }

@@ -362,13 +362,16 @@ rte_kni_release(struct rte_kni *kni)
 static inline unsigned
 rte_kni_tx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num)
 {
-	unsigned int room;
+	unsigned int room, reserve;
 
 	if (kni == NULL || kni->port == NULL)
 		return 0;
 	/* One producer: the room only grows until the enqueue, so all of
-	 * these fit, and kbridge_to_kernel() frees none. */
+	 * these fit above the control plane's reserve, and
+	 * kbridge_to_kernel() frees none (KNI's caller keeps the rest). */
 	room = rte_ring_free_count(kni->port->to_kernel[0]);
+	reserve = KBRIDGE_RESERVE(rte_ring_get_capacity(kni->port->to_kernel[0]));
+	room = room > reserve ? room - reserve : 0;
 	if (num > room)
 		num = room;
 	if (num > UINT16_MAX)

@@ -974,6 +974,26 @@ kb_vh_enqueue(void *ctx, struct rte_mbuf **m, uint16_t n)
 	return sent;
 }
 
+/* The guest's RX buffers free now, and the reserve of its vring's size
+ * (a frame takes one buffer with mergeable buffers of an MTU's size). */
+static unsigned int
+kb_vh_room(void *ctx, unsigned int *reserve)
+{
+	struct kb_vq *q = ctx;
+	struct rte_vhost_vring vr;
+	unsigned int room = 0;
+
+	*reserve = 0;
+	if (!kb_vq_enter(q))
+		return 0;
+	if (rte_vhost_get_vhost_vring(q->vid, 2 * q->id, &vr) == 0) {
+		*reserve = KBRIDGE_RESERVE(vr.size);
+		room = rte_vhost_avail_entries(q->vid, 2 * q->id);
+	}
+	kb_vq_leave(q);
+	return room;
+}
+
 /* A super-frame goes whole only where the guest negotiated TSO for its IP
  * version; librte_vhost turns the TSO mbuf into a GSO virtio-net header. */
 static int
@@ -989,6 +1009,7 @@ const struct kb_burst_ops kb_vh_burst_ops = {
 	.dequeue = kb_vh_dequeue,
 	.enqueue = kb_vh_enqueue,
 	.takes_tso = kb_vh_takes_tso_v,
+	.room = kb_vh_room,
 };
 
 int

@@ -96,13 +96,14 @@ func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {
 	}
 }
 
-// renderCoPP shows one queue's classes per second and names those being
-// policed now, in this interval.
+// renderCoPP shows one queue's classes per second (passed, policed, dropped
+// for room each way) and names those being policed now, in this interval.
 func renderCoPP(w io.Writer, queue int, p, c *copp.Snapshot, rate func(a, b uint64) float64) {
-	fmt.Fprintf(w, "queue %d copp/s (passed/policed):", queue)
+	fmt.Fprintf(w, "queue %d copp/s (passed/policed/no room to kernel/no room from kernel):", queue)
 	var now []string
 	for k, name := range copp.ClassNames {
-		fmt.Fprintf(w, " %s %.0f/%.0f", name, rate(p.Passed[k], c.Passed[k]), rate(p.Policed[k], c.Policed[k]))
+		fmt.Fprintf(w, " %s %.0f/%.0f/%.0f/%.0f", name, rate(p.Passed[k], c.Passed[k]), rate(p.Policed[k], c.Policed[k]),
+			rate(p.ToKernelRoom[k], c.ToKernelRoom[k]), rate(p.FromKernelRoom[k], c.FromKernelRoom[k]))
 		if c.Policed[k] > p.Policed[k] {
 			now = append(now, name)
 		}

@@ -46,11 +46,12 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
-func TestWatchNamesTheClassesBeingPolicedNow(t *testing.T) {
+func TestWatchShowsEachClassesRatesAndNamesThoseBeingPolicedNow(t *testing.T) {
 	q := func(passed, policed uint64) daemon.Queue {
 		c := &copp.Snapshot{}
 		c.Passed[copp.Control], c.Passed[copp.Default] = passed, passed
 		c.Policed[copp.Default], c.Policed[copp.Neighbor] = policed, 7
+		c.ToKernelRoom[copp.Default], c.FromKernelRoom[copp.Default] = policed/10, policed/100
 		return daemon.Queue{Snapshot: bridge.Snapshot{Drops: map[string]uint64{}}, CoPP: c}
 	}
 	prev := daemon.Status{Queues: []daemon.Queue{q(100, 1000)}}
@@ -58,7 +59,7 @@ func TestWatchNamesTheClassesBeingPolicedNow(t *testing.T) {
 	var out bytes.Buffer
 	renderRates(&out, prev, cur, 2*time.Second)
 	s := out.String()
-	for _, want := range []string{"control 100/0", "default 100/2000", "neighbor 0/0", "policing now: default\n"} {
+	for _, want := range []string{"control 100/0/0/0", "default 100/2000/200/20", "neighbor 0/0/0/0", "policing now: default\n"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}

@@ -155,7 +155,7 @@ kbt_memzone_exists(const char *name)
 }
 
 int
-kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5])
+kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[8])
 {
 	const struct kbridge_queue_ctl *c = &p->ctl->q[q];
 
@@ -164,7 +164,51 @@ kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5])
 	out[2] = c->from_kernel_pkts;
 	out[3] = c->kicks;
 	out[4] = c->have_eventfd;
+	out[5] = c->to_kernel_reserved;
+	out[6] = c->to_kernel_dropped_control;
+	out[7] = c->to_kernel_dropped_neighbor;
 	return 0;
+}
+
+int
+kbt_to_kernel_cost(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp,
+		   const uint8_t *frame, uint32_t len, uint16_t n, uint32_t rounds,
+		   uint32_t room, uint64_t out[2])
+{
+	struct rte_mbuf *pkts[64], *burst[64], *got[64];
+	struct rte_ring *r = p->to_kernel[q];
+	unsigned int fill = rte_ring_get_capacity(r) - room, k;
+	uint64_t t0;
+	uint32_t i;
+	int pass, rc = 0;
+
+	if (n > RTE_DIM(pkts) || room < n || fill > rte_ring_get_capacity(r) ||
+	    rte_ring_count(r) != 0 || rte_pktmbuf_alloc_bulk(mp, pkts, n) != 0)
+		return -EINVAL;
+	for (k = 0; k < n; k++) {
+		memcpy(rte_pktmbuf_append(pkts[k], (uint16_t)len), frame, len);
+	}
+	/* The filler: pointers to the first mbuf, dequeued again, never freed. */
+	for (k = 0; k < fill; k++)
+		rte_ring_enqueue(r, pkts[0]);
+	for (pass = 0; pass < 2 && rc == 0; pass++) {
+		p->to_kernel_room[q] = 0;
+		t0 = rte_rdtsc();
+		for (i = 0; i < rounds; i++) {
+			memcpy(burst, pkts, n * sizeof(*burst));
+			if ((pass == 0 ? kbridge_to_kernel(p, q, burst, n) :
+					 rte_ring_enqueue_burst(r, (void **)burst, n, NULL)) != n ||
+			    rte_ring_dequeue_burst(r, (void **)got, n, NULL) != n) {
+				rc = -ENOSPC;
+				break;
+			}
+		}
+		out[pass] = (rte_rdtsc() - t0) * 1000 / (rte_get_tsc_hz() / 1000000);
+	}
+	while (rte_ring_dequeue_burst(r, (void **)got, RTE_DIM(got), NULL) > 0)
+		;
+	rte_pktmbuf_free_bulk(pkts, n);
+	return rc;
 }
 
 unsigned int

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -208,19 +209,38 @@ func (p *Port) Drain(q int) int { return int(C.kbt_drain(p.p, C.uint16_t(q))) }
 type Counters struct {
 	ToKernel, ToKernelDropped, FromKernel, Kicks uint64
 	HaveEventfd                                  bool
+	// The to_kernel ring's reserve (kbridge.h version 6).
+	ToKernelReserved, ToKernelDroppedControl, ToKernelDroppedNeighbor uint64
 }
 
 // Counters reads queue q's app-side counters.
 func (p *Port) Counters(q int) Counters {
-	var c [5]C.uint64_t
+	var c [8]C.uint64_t
 	C.kbt_counters(p.p, C.uint16_t(q), &c[0])
 	return Counters{
-		ToKernel:        uint64(c[0]),
-		ToKernelDropped: uint64(c[1]),
-		FromKernel:      uint64(c[2]),
-		Kicks:           uint64(c[3]),
-		HaveEventfd:     c[4] != 0,
+		ToKernel:                uint64(c[0]),
+		ToKernelDropped:         uint64(c[1]),
+		FromKernel:              uint64(c[2]),
+		Kicks:                   uint64(c[3]),
+		HaveEventfd:             c[4] != 0,
+		ToKernelReserved:        uint64(c[5]),
+		ToKernelDroppedControl:  uint64(c[6]),
+		ToKernelDroppedNeighbor: uint64(c[7]),
 	}
+}
+
+// ToKernelCost times rounds bursts of n copies of frame through
+// kbridge_to_kernel() and through a bare rte_ring_enqueue_burst() on queue
+// q's empty to_kernel ring, filled first to all but room slots, each burst
+// dequeued again: ns of each. No worker may serve the queue.
+func (p *Port) ToKernelCost(q int, frame []byte, n, rounds, room int) (header, bare time.Duration, err error) {
+	var out [2]C.uint64_t
+	rc := C.kbt_to_kernel_cost(p.p, C.uint16_t(q), p.pool.mp, (*C.uint8_t)(unsafe.Pointer(&frame[0])),
+		C.uint32_t(len(frame)), C.uint16_t(n), C.uint32_t(rounds), C.uint32_t(room), &out[0])
+	if rc != 0 {
+		return 0, 0, fmt.Errorf("ringtest: kbt_to_kernel_cost: %w", unix.Errno(-rc))
+	}
+	return time.Duration(out[0]), time.Duration(out[1]), nil
 }
 
 // Free drains and frees the port's rings and control block

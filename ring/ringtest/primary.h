@@ -33,7 +33,14 @@ void kbt_set_owner(struct kbridge_port *p, uint64_t v);
 void kbt_set_link(struct kbridge_port *p, int up, uint32_t speed, int full);
 int kbt_port_owner_pid(struct kbridge_port *p);
 int kbt_memzone_exists(const char *name);
-int kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5]);
+int kbt_counters(struct kbridge_port *p, uint16_t q, uint64_t out[8]);
+/* Times rounds bursts of n mbufs holding frame through kbridge_to_kernel()
+ * and through a bare rte_ring_enqueue_burst(), each burst dequeued again
+ * (not freed), with the ring first filled to all but room slots; ns of each
+ * in out[0] and out[1]. No worker may run. */
+int kbt_to_kernel_cost(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp,
+		       const uint8_t *frame, uint32_t len, uint16_t n, uint32_t rounds,
+		       uint32_t room, uint64_t out[2]);
 void kbt_release(struct rte_mbuf **held, unsigned int n);
 /* What an app sees of one mbuf from kbridge_from_kernel(). */
 struct kbt_meta {

@@ -54,15 +54,8 @@ pid=$(cat "$KBT_RUN/kbridge.pid")
 
 # apply POLICY: rewrite the config and reload it; wait for kbridge to say so.
 apply() {
-	local before
-	before=$(grep -c 'msg=reloaded' "$KBT_RUN/kbridge.log" || true)
 	write_config "$1"
-	kill -HUP "$pid"
-	for _ in $(seq 50); do
-		[ "$(grep -c 'msg=reloaded' "$KBT_RUN/kbridge.log" || true)" -gt "$before" ] && return 0
-		sleep 0.1
-	done
-	die "kbridge did not reload '$1' (see $KBT_RUN/kbridge.log)"
+	kbt_reload "$pid" || die "kbridge did not reload '$1' (see $KBT_RUN/kbridge.log)"
 }
 
 # nfs NS IP: seconds for one full listing, checked.

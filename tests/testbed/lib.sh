@@ -53,6 +53,19 @@ die() { printf 'kbt: ERROR: %s\n' "$*" >&2; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 
+# kbt_reload PID: SIGHUP the bed's kbridge and wait (5 s) until its log says
+# it reloaded; 1 if it did not.
+kbt_reload() {
+	local before
+	before=$(grep -c 'msg=reloaded' "$KBT_RUN/kbridge.log" || true)
+	kill -HUP "$1"
+	for _ in $(seq 50); do
+		[ "$(grep -c 'msg=reloaded' "$KBT_RUN/kbridge.log" || true)" -gt "$before" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root"; }
 
 # Serialise up/down/forwarder against each other. Nested calls (up.sh -> down.sh)

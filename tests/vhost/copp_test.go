@@ -1,0 +1,92 @@
+package vhost
+
+import (
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kbridge/kbridge/copp"
+	"github.com/kbridge/kbridge/copp/copptest"
+	"github.com/kbridge/kbridge/tests/harness"
+	vu "github.com/kbridge/kbridge/vhost/vhostusertest"
+)
+
+// sendAll sends each frame from f's TX vring and waits until kbridge has
+// taken it (the used index moved) before the next: one buffer slot.
+func sendAll(t *testing.T, f *vu.Frontend, frames [][]byte) {
+	t.Helper()
+	used := f.Used(1)
+	for _, fr := range frames {
+		if err := f.SendFrame(fr); err != nil {
+			t.Fatal(err)
+		}
+		used++
+		deadline := time.Now().Add(3 * time.Second)
+		for f.Used(1) != used {
+			if time.Now().After(deadline) {
+				t.Fatalf("kbridge did not take frame %d from the TX vring", used)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// In mode vhost the classifier and policers run in kbridge's dequeue from
+// the app's TX vring: a flood of UDP datagrams to kb0's address beyond the
+// default class's burst is freed there, never reaching the socket, while
+// the ARP and BGP frames among it all pass; the stats name the class being
+// policed.
+func TestVhostPolicesAFloodWhileControlFramesPass(t *testing.T) {
+	b := newBed(t, false)
+	cfg, err := os.ReadFile(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = append(cfg, "copp:\n  default: {pps: 1, burst: 20}\n"...)
+	if err := os.WriteFile(b.cfg, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kb := b.kbridge()
+	udp := listenUDP(t, dut)
+	f := dial(t, b.sock)
+	if _, err := f.Up(); err != nil {
+		t.Fatal(err)
+	}
+	kb.WaitCountIn(t, "vhost-user frontend connected", 1, 10*time.Second)
+
+	const flood, each = 200, 10
+	var frames [][]byte
+	for i := range flood {
+		frames = append(frames, udpFrame("flood"))
+		if i%(flood/each) == 0 {
+			frames = append(frames, copptest.ARP(), copptest.BGP())
+		}
+	}
+	sendAll(t, f, frames)
+	var s struct {
+		Queues []struct {
+			CoPP *copp.Snapshot `json:"copp"`
+		} `json:"queues"`
+	}
+	harness.KbridgeStats(t, b.ctl, &s)
+	if len(s.Queues) != 1 || s.Queues[0].CoPP == nil {
+		t.Fatalf("no copp counters in the stats: %+v", s)
+	}
+	c := s.Queues[0].CoPP
+	if c.Passed[copp.Control] != each || c.Passed[copp.Neighbor] != each || c.Policed[copp.Control]+c.Policed[copp.Neighbor] != 0 {
+		t.Errorf("copp counters %+v: want %d control and %d neighbor frames passed, none policed", *c, each, each)
+	}
+	if c.Passed[copp.Default]+c.Policed[copp.Default] != flood || c.Policed[copp.Default] < flood-21 {
+		t.Errorf("default passed %d, policed %d of %d", c.Passed[copp.Default], c.Policed[copp.Default], flood)
+	}
+	if !slices.Contains(c.Policing, "default") {
+		t.Errorf("stats name %q as being policed now, want default", c.Policing)
+	}
+	if got := len(received(udp, time.Second)); got < 20 || got > 21 {
+		t.Errorf("the socket got %d of %d datagrams, want the burst of 20 (and at most a token more)", got, flood)
+	}
+	f.Close()
+	kb.WaitCountIn(t, "vhost-user frontend gone", 1, 10*time.Second)
+	kb.Stop(true)
+}
