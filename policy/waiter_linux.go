@@ -129,14 +129,15 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 	for {
 		// epoll_pwait2 takes a timespec: epoll_wait's millisecond timeout
 		// is exactly the coarse sleep kbridge exists to avoid. A raw
-		// syscall: the runtime does not see the park, so the goroutine
-		// keeps its P. Through syscall.Syscall6 the runtime counted
-		// each park as a syscall, and with no idle P (a worker pinned
-		// to one CPU runs at GOMAXPROCS 1) sysmon took the P from every
-		// park that outlasted two of its 20 us ticks, starting a thread
-		// to look for work; that kept sysmon at its shortest sleep and
-		// cost futexes and context switches by the thousand a second.
-		// PrepareThread leaves the rest of the program a P of its own.
+		// syscall, which the runtime does not see: a locked worker never
+		// passes through the scheduler, so after its first 10 ms sysmon
+		// holds it overdue for preemption, and through syscall.Syscall6
+		// it took the P from every park (a syscall it could see) and
+		// handed it to a thread woken to look for work, the worker taking
+		// one back after: thousands of futexes, sysmon wakeups and
+		// context switches a second. Parked raw, the goroutine keeps its
+		// P (PrepareThread leaves the program another) and sysmon
+		// preempts it with a signal at most every 10 ms.
 		n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
 			uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)),
 			uintptr(unsafe.Pointer(&ts)), 0, 0)
