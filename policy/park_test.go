@@ -108,7 +108,9 @@ func TestAStopTheWorldGetsThroughAPark(t *testing.T) {
 // pinned to one CPU (GOMAXPROCS 1), and ReleaseThread gives the count back.
 func TestPrepareThreadLeavesTheProgramAP(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	prepared.Lock()
 	base := prepared.n
+	prepared.Unlock()
 	const threads = 3
 	var ready, release sync.WaitGroup
 	ready.Add(threads)
