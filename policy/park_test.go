@@ -1,7 +1,11 @@
 package policy
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,6 +92,7 @@ func TestAStopTheWorldGetsThroughAPark(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wt.Close()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // PrepareThread raises it
 	if err := PrepareThread(-1); err != nil {
 		t.Fatal(err)
 	}
@@ -146,4 +151,63 @@ func TestPrepareThreadLeavesTheProgramAP(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// threadSwitches sums the context switches of the process's threads, as
+// /proc counts them.
+func threadSwitches(b *testing.B) int {
+	paths, err := filepath.Glob("/proc/self/task/*/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue // a thread that exited
+		}
+		for line := range strings.Lines(string(data)) {
+			f := strings.Fields(line)
+			if len(f) == 2 && strings.HasSuffix(f[0], "ctxt_switches:") {
+				v, _ := strconv.Atoi(f[1])
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// What the runtime adds to a worker's parks: a prepared thread parks for
+// 100 us (a timeout: nothing wakes it), then works for 20 us (a spin), over
+// and over; the metric is the context switches of all of the process's
+// threads per park. The park itself is one. Run it pinned to one CPU, as
+// the bed runs kbridge (taskset -c 0 go test -run '^$' -bench
+// ParkContextSwitches ./policy).
+func BenchmarkParkContextSwitches(b *testing.B) {
+	r, w, err := pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeAll([]int{r, w})
+	wt, err := NewWaiter(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wt.Close()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // PrepareThread raises it
+	if err := PrepareThread(-1); err != nil {
+		b.Fatal(err)
+	}
+	defer ReleaseThread()
+	before := threadSwitches(b)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := wt.Park(100 * us); err != nil {
+			b.Fatal(err)
+		}
+		for start := time.Now(); time.Since(start) < 20*us; {
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(threadSwitches(b)-before)/float64(b.N), "switches/park")
 }
