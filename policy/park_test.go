@@ -13,6 +13,32 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// pipeWaiter returns a waiter on a pipe's read end, and the write end.
+func pipeWaiter(tb testing.TB) (*Waiter, int) {
+	r, w, err := pipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { closeAll([]int{r, w}) })
+	wt, err := NewWaiter(r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { wt.Close() })
+	return wt, w
+}
+
+// prepareThread prepares the test's thread as a worker's, until the test
+// ends, and GOMAXPROCS goes back to what it was.
+func prepareThread(tb testing.TB) {
+	procs := runtime.GOMAXPROCS(0)
+	tb.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	if err := PrepareThread(-1); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(ReleaseThread)
+}
+
 // signalWhile sends SIGURG (the runtime's preemption signal, which it
 // ignores when it did not ask) to thread tid every 100 us until stop is
 // closed, and returns how many it sent once it has stopped.
@@ -39,16 +65,7 @@ func signalWhile(tid int, stop <-chan struct{}) <-chan int {
 // A park is a raw syscall: a signal ends it with EINTR, and Park goes on
 // parking for the rest of its timeout instead of reporting a wakeup.
 func TestSignalsDoNotEndAParkEarly(t *testing.T) {
-	r, w, err := pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAll([]int{r, w})
-	wt, err := NewWaiter(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wt.Close()
+	wt, w := pipeWaiter(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
@@ -82,21 +99,8 @@ func TestSignalsDoNotEndAParkEarly(t *testing.T) {
 // collection in another goroutine finishes while the park lasts (its kick,
 // sent only after the collections, is what ends the park).
 func TestAStopTheWorldGetsThroughAPark(t *testing.T) {
-	r, w, err := pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAll([]int{r, w})
-	wt, err := NewWaiter(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wt.Close()
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // PrepareThread raises it
-	if err := PrepareThread(-1); err != nil {
-		t.Fatal(err)
-	}
-	defer ReleaseThread()
+	wt, _ := pipeWaiter(t)
+	prepareThread(t)
 	go func() {
 		for range 20 {
 			runtime.GC()
@@ -184,21 +188,8 @@ func threadSwitches(b *testing.B) int {
 // the bed runs kbridge (taskset -c 0 go test -run '^$' -bench
 // ParkContextSwitches ./policy).
 func BenchmarkParkContextSwitches(b *testing.B) {
-	r, w, err := pipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer closeAll([]int{r, w})
-	wt, err := NewWaiter(r)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer wt.Close()
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // PrepareThread raises it
-	if err := PrepareThread(-1); err != nil {
-		b.Fatal(err)
-	}
-	defer ReleaseThread()
+	wt, _ := pipeWaiter(b)
+	prepareThread(b)
 	before := threadSwitches(b)
 	b.ResetTimer()
 	for range b.N {
