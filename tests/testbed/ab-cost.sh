@@ -30,8 +30,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	order="A B"; [ $((r % 2)) -eq 0 ] && order="B A"
 	for v in $order; do
 		t=$A; [ "$v" = B ] && t=$B
-		rev=$(git -C "$t" describe --always --dirty) tree=$t
+		rev=$(git -C "$t" describe --always --dirty)
 		cost_lock
+		tree=$t # only now: the exit trap takes down tree's bed
 		cost_bed_up "$t" "round $r: $v ($rev)" || exit 1
 		for dir in up down; do
 			flags=; [ $dir = down ] && flags=-R
