@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,7 +178,7 @@ func (w *Worker) kick() {
 // Run moves packets until Stop. It locks its goroutine to an OS thread,
 // pinned to the configured CPU, for the precise waits of the policy.
 func (w *Worker) Run() error {
-	defer runtime.UnlockOSThread()
+	defer policy.ReleaseThread()
 	if err := policy.PrepareThread(w.cfg.CPU); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -124,14 +125,35 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 		w.rewatch()
 	}
 	ts := unix.NsecToTimespec(int64(timeout))
+	deadline := time.Now().Add(timeout) // for a park a signal interrupts
 	for {
 		// epoll_pwait2 takes a timespec: epoll_wait's millisecond timeout
-		// is exactly the coarse sleep kbridge exists to avoid.
-		n, _, errno := unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
+		// is exactly the coarse sleep kbridge exists to avoid. A raw
+		// syscall, which the runtime does not see: a locked worker never
+		// passes through the scheduler, so after its first 10 ms sysmon
+		// holds it overdue for preemption, and through syscall.Syscall6
+		// it took the P from every park (a syscall it could see) and
+		// handed it to a thread woken to look for work, the worker taking
+		// one back after: thousands of futexes, sysmon wakeups and
+		// context switches a second. Parked raw, the goroutine keeps its
+		// P (PrepareThread leaves the program another) and sysmon
+		// preempts it with a signal at most every 10 ms.
+		n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
 			uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)),
 			uintptr(unsafe.Pointer(&ts)), 0, 0)
 		switch {
 		case errno == unix.EINTR:
+			// A signal, for a running goroutine most likely the
+			// runtime's preemption: its 10 ms time slice, or a
+			// stop-the-world or a stack scan waiting for this P. A
+			// raw syscall returns to no preemption check, so yield
+			// here for it, then park for what is left.
+			runtime.Gosched()
+			rest := time.Until(deadline)
+			if rest <= 0 {
+				return false, nil
+			}
+			ts = unix.NsecToTimespec(int64(rest))
 			continue
 		case errno != 0:
 			return false, fmt.Errorf("policy: epoll_pwait2: %w", errno)
@@ -191,10 +213,15 @@ func (w *Waiter) Close() error {
 
 // PrepareThread locks the calling goroutine to its OS thread, sets the
 // thread's timer slack to 1 ns (the default 50 us turns a 5 us sleep into
-// about 85 us) and, when cpu >= 0, pins the thread to that CPU. The caller
-// calls runtime.UnlockOSThread when its loop ends.
+// about 85 us) and, when cpu >= 0, pins the thread to that CPU. It also
+// raises GOMAXPROCS, when below, to one more than the threads prepared: a
+// parked worker keeps its P (Park), so the rest of the program needs one of
+// its own, or its goroutines (the control socket, the watchdog, the
+// collector) would run only when the runtime preempts a worker. The caller
+// calls ReleaseThread when its loop ends, whether or not this failed.
 func PrepareThread(cpu int) error {
 	runtime.LockOSThread()
+	reserveP()
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("policy: set timer slack: %w", err)
 	}
@@ -206,4 +233,28 @@ func PrepareThread(cpu int) error {
 		}
 	}
 	return nil
+}
+
+// ReleaseThread undoes PrepareThread's lock and its count. GOMAXPROCS stays
+// where it was raised: a spare P costs nothing while idle.
+func ReleaseThread() {
+	prepared.Lock()
+	prepared.n--
+	prepared.Unlock()
+	runtime.UnlockOSThread()
+}
+
+// prepared counts the threads between PrepareThread and ReleaseThread.
+var prepared struct {
+	sync.Mutex
+	n int
+}
+
+func reserveP() {
+	prepared.Lock()
+	defer prepared.Unlock()
+	prepared.n++
+	if runtime.GOMAXPROCS(0) <= prepared.n {
+		runtime.GOMAXPROCS(prepared.n + 1)
+	}
 }

@@ -9,7 +9,11 @@
 # A throughput run (make bench) lets the CPU kbridge saves go to the workload,
 # where the machine's noise hides it; at a fixed rate it shows as CPU. kbridge
 # runs with policy.mode POLICY (default interrupt): adaptive spins through a
-# paced flow's gaps, so its CPU would be the spin's, not the frames'.
+# paced flow's gaps, so its CPU would be the spin's, not the frames'. Also
+# kbridge's CPU time per data frame of the direction (utime+stime over the
+# frames the app's NIC counted). COST_LOCK=FILE: flock FILE around each
+# measurement; EVENTS=1: what kbridge did meanwhile, per data frame (both in
+# cost-lib.sh).
 # Root; run it under nothing else (tests/README.md). Progress on stderr; one
 # line per measurement, then a min-max summary, on stdout.
 # Example: git worktree add /work/wt/before <rev> && make -C /work/wt/before build &&
@@ -26,20 +30,28 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	order="A B"; [ $((r % 2)) -eq 0 ] && order="B A"
 	for v in $order; do
 		t=$A; [ "$v" = B ] && t=$B
-		rev=$(git -C "$t" describe --always --dirty) tree=$t
+		rev=$(git -C "$t" describe --always --dirty)
+		cost_lock
+		tree=$t # only now: the exit trap takes down tree's bed
 		cost_bed_up "$t" "round $r: $v ($rev)" || exit 1
 		for dir in up down; do
 			flags=; [ $dir = down ] && flags=-R
+			[ "${EVENTS:-}" != 1 ] || events_start "$t" kbridge
 			res=$(cost_measure "$pid" "$flags") || { echo "ab-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
-			read -r gbit k c _ <<<"$res"
+			read -r gbit k c u s fin fout <<<"$res"
 			cost_check_rate "$gbit" "round $r $v $dir"
-			line=$(printf '%s %s %s %s %s %s %s' "$r" "$v" "$rev" "$dir" "$gbit" "$k" "$c")
+			# up: data to the peer (kbt-nic sends it); down: from the peer.
+			data=$fout; [ $dir = down ] && data=$fin
+			ns=$(((u + s) / data))
+			line=$(printf '%s %s %s %s %s %s %s %s' "$r" "$v" "$rev" "$dir" "$gbit" "$k" "$c" "$ns")
 			echo "$line" >>"$out"
-			printf 'round %d %s (%s) %-4s %.2f Gbit/s, kbridge %s%% of a core, CPU 0 %s%% busy\n' \
-				"$r" "$v" "$rev" "$dir" "$gbit" "$k" "$c"
+			printf 'round %d %s (%s) %-4s %.2f Gbit/s, kbridge %s%% of a core (%s ns a frame), CPU 0 %s%% busy\n' \
+				"$r" "$v" "$rev" "$dir" "$gbit" "$k" "$ns" "$c"
+			[ "${EVENTS:-}" != 1 ] || events_print "$t" kbridge "$data"
 		done
 		make -C "$t" testbed-down >/dev/null 2>&1
 		tree=
+		cost_unlock
 	done
 done
 
@@ -49,14 +61,14 @@ python3 - "$out" <<'EOF'
 import sys, collections
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    r, v, rev, d, g, k, c = line.split()
-    rows[(v, rev, d)].append((float(g), float(k), float(c)))
-print("| build | direction | Gbit/s | kbridge, % of a core | kbridge per Gbit/s | CPU 0 busy, % | CPU 0 per Gbit/s |")
-print("|---|---|---:|---:|---:|---:|---:|")
+    r, v, rev, d, g, k, c, ns = line.split()
+    rows[(v, rev, d)].append((float(g), float(k), float(c), int(ns)))
+print("| build | direction | Gbit/s | kbridge, % of a core | kbridge per Gbit/s | kbridge, ns a frame | CPU 0 busy, % | CPU 0 per Gbit/s |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
 rng = lambda xs, f: "%s-%s" % (f % min(xs), f % max(xs))
 for (v, rev, d), m in sorted(rows.items(), key=lambda x: (x[0][2], x[0][0])):
     g = [x[0] for x in m]; k = [x[1] for x in m]; c = [x[2] for x in m]
-    print("| %s (%s) | %s | %s | %s | %s | %s | %s |" % (v, rev, "to the peer" if d == "up" else "from the peer",
-        rng(g, "%.2f"), rng(k, "%.1f"), rng([a / b for a, b in zip(k, g)], "%.1f"),
+    print("| %s (%s) | %s | %s | %s | %s | %s | %s | %s |" % (v, rev, "to the peer" if d == "up" else "from the peer",
+        rng(g, "%.2f"), rng(k, "%.1f"), rng([a / b for a, b in zip(k, g)], "%.1f"), rng([x[3] for x in m], "%d"),
         rng(c, "%.0f"), rng([a / b for a, b in zip(c, g)], "%.1f")))
 EOF

@@ -83,3 +83,48 @@ cost_check_rate() {
 		"$(numfmt --from=si "$RATE")e-9" ||
 		echo "cost: $2: $1 Gbit/s, below the fixed rate $RATE: not the same traffic" >&2
 }
+
+# cost_lock, cost_unlock: COST_LOCK=FILE: flock FILE around each
+# measurement, so that others can use the bed between them.
+cost_lock() { [ -z "${COST_LOCK:-}" ] || { exec 9>"$COST_LOCK"; flock 9; }; }
+cost_unlock() { [ -z "${COST_LOCK:-}" ] || flock -u 9; }
+
+# EVENTS=1: what the forwarder did during a measurement, per data frame, with
+# perf stat's software events and tracepoints (no hardware counters needed):
+# syscalls by kind (reads that found nothing apart: one per empty poll),
+# signals delivered (Go's preemption signals, SIGURG), context switches; and
+# kbridge's own counters (parks, wakeups, writes). The tracing taxes the CPU
+# figures: run it apart from them.
+# events_start TREE FORWARDER: perf stat on pid for SECS, and kbridge's
+# counters (TREE's bin/kbridge asks for them).
+EV=(-e syscalls:sys_enter_read -e syscalls:sys_exit_read --filter 'ret < 0' -e syscalls:sys_enter_writev
+	-e syscalls:sys_enter_write -e syscalls:sys_enter_epoll_wait -e syscalls:sys_enter_epoll_pwait
+	-e syscalls:sys_enter_epoll_pwait2 -e syscalls:sys_enter_futex -e syscalls:sys_enter_nanosleep
+	-e syscalls:sys_enter_sched_yield -e signal:signal_deliver -e context-switches -e cpu-migrations)
+events_start() {
+	[ "$2" != kbridge ] || "$1/bin/kbridge" stats --socket "$RUN/kbridge.sock" >"$out.stats0"
+	perf stat -x, -o "$out.perf" "${EV[@]}" -p "$pid" -- sleep "$SECS" &
+	perfpid=$!
+}
+# events_print TREE FORWARDER FRAMES: the counts per data frame.
+events_print() {
+	wait "$perfpid" || true
+	[ "$2" != kbridge ] || "$1/bin/kbridge" stats --socket "$RUN/kbridge.sock" >"$out.stats1"
+	python3 - "$out.perf" "$3" "$out.stats0" "$out.stats1" "$2" <<'PY'
+import sys, json
+perf, n, s0, s1, fwd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+c = {}
+for line in open(perf):
+    f = line.strip().split(",")
+    if len(f) > 2 and f[0].replace(".", "").isdigit():
+        name = f[2].replace("syscalls:sys_enter_", "").replace("syscalls:sys_exit_read", "read_failed")
+        c[name] = c.get(name, 0) + float(f[0])
+out = " ".join("%s=%.3f" % (k, v / n) for k, v in c.items())
+if fwd == "kbridge":
+    a, b = (json.load(open(p))["queues"][0] for p in (s0, s1))
+    d = lambda k, o=None: ((b[o] if o else b)[k] - (a[o] if o else a)[k]) / n
+    out += " | parks=%.3f wakeups=%.3f timeouts=%.3f coalesce_writes=%.3f merged_writes=%.3f" % (
+        d("parks"), d("wakeups"), d("timeouts"), d("coalesce_writes", "offload"), d("merged_writes", "offload"))
+print("  events a data frame:", out)
+PY
+}

@@ -17,13 +17,8 @@
 # split then /proc's). Per frame means per data
 # frame of the direction measured (1500-byte frames; the ACKs the other way
 # are work too, counted in acks/frame). COST_LOCK=FILE: flock FILE around
-# each measurement, so that others can use the bed between them. EVENTS=1
-# counts, per data frame, what the forwarder did meanwhile, with perf
-# stat's software events and tracepoints (no hardware counters needed):
-# syscalls by kind (reads that found nothing apart: one per empty poll),
-# signals delivered (Go's preemption signals, SIGURG), context switches;
-# and kbridge's own counters (parks, wakeups, writes); run it apart from
-# the CPU figures, which the tracing would tax.
+# each measurement; EVENTS=1: what the forwarder did meanwhile, per data
+# frame (both in cost-lib.sh).
 # Root; run it under nothing else (tests/README.md). Progress on stderr; one
 # line per measurement, then a min-max table, on stdout.
 set -euo pipefail
@@ -34,16 +29,6 @@ TREE=$(cd "$(dirname "$0")/../.." && pwd)
 cost_start floor-cost.sh KBT_PORTS KBT_KBRIDGE KBRIDGE_CONFIG
 make -C "$TREE" build >/dev/null
 
-# events_start FORWARDER: perf stat on pid for SECS, and kbridge's counters.
-EV=(-e syscalls:sys_enter_read -e syscalls:sys_exit_read --filter 'ret < 0' -e syscalls:sys_enter_writev
-	-e syscalls:sys_enter_write -e syscalls:sys_enter_epoll_wait -e syscalls:sys_enter_epoll_pwait
-	-e syscalls:sys_enter_epoll_pwait2 -e syscalls:sys_enter_futex -e syscalls:sys_enter_nanosleep
-	-e syscalls:sys_enter_sched_yield -e signal:signal_deliver -e context-switches -e cpu-migrations)
-events_start() {
-	[ "$1" != kbridge ] || "$TREE/bin/kbridge" stats --socket "$RUN/kbridge.sock" >"$out.stats0"
-	perf stat -x, -o "$out.perf" "${EV[@]}" -p "$pid" -- sleep "$SECS" &
-	perfpid=$!
-}
 # split_start, then wait for splitpid and split_share: the share of the
 # forwarder's cpu-clock samples in user space over SECS.
 split_start() {
@@ -54,40 +39,17 @@ split_share() {
 	perf report -i "$out.data" --no-children --sort dso --stdio -g none 2>/dev/null |
 		awk '/%/ { sub("%", "", $1); if ($2 == "[kernel.kallsyms]") k += $1; else u += $1 } END { printf "%.4f\n", u / (u + k) }'
 }
-# events_print FORWARDER FRAMES: the counts per data frame.
-events_print() {
-	wait "$perfpid" || true
-	[ "$1" != kbridge ] || "$TREE/bin/kbridge" stats --socket "$RUN/kbridge.sock" >"$out.stats1"
-	python3 - "$out.perf" "$2" "$out.stats0" "$out.stats1" "$1" <<'PY'
-import sys, json
-perf, n, s0, s1, fwd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-c = {}
-for line in open(perf):
-    f = line.strip().split(",")
-    if len(f) > 2 and f[0].replace(".", "").isdigit():
-        name = f[2].replace("syscalls:sys_enter_", "").replace("syscalls:sys_exit_read", "read_failed")
-        c[name] = c.get(name, 0) + float(f[0])
-out = " ".join("%s=%.3f" % (k, v / n) for k, v in c.items())
-if fwd == "kbridge":
-    a, b = (json.load(open(p))["queues"][0] for p in (s0, s1))
-    d = lambda k, o=None: ((b[o] if o else b)[k] - (a[o] if o else a)[k]) / n
-    out += " | parks=%.3f wakeups=%.3f timeouts=%.3f coalesce_writes=%.3f merged_writes=%.3f" % (
-        d("parks"), d("wakeups"), d("timeouts"), d("coalesce_writes", "offload"), d("merged_writes", "offload"))
-print("  events a data frame:", out)
-PY
-}
-
 rev=$(git -C "$TREE" describe --always --dirty)
 for ((r = 1; r <= ROUNDS; r++)); do
 	order="kbridge floor"; [ $((r % 2)) -eq 0 ] && order="floor kbridge"
 	for v in $order; do
-		[ -z "${COST_LOCK:-}" ] || { exec 9>"$COST_LOCK"; flock 9; }
+		cost_lock
 		env=(); [ $v = floor ] && env=(KBT_KBRIDGE="$TREE/bin/kbridge-floor")
 		tree=$TREE
 		cost_bed_up "$TREE" "round $r: $v ($rev)" "${env[@]}" || exit 1
 		for dir in up down; do
 			flags=; [ $dir = down ] && flags=-R
-			[ "${EVENTS:-}" != 1 ] || events_start "$v"
+			[ "${EVENTS:-}" != 1 ] || events_start "$TREE" "$v"
 			[ "${SPLIT:-1}" = 0 ] || split_start
 			res=$(cost_measure "$pid" "$flags") || { echo "floor-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
 			read -r gbit k c u s fin fout <<<"$res"
@@ -104,11 +66,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			python3 -c 'import sys; r, v, d, g, k, u, s, n, a = sys.argv[1:]; n = int(n)
 print("round %s %-7s %-4s %.2f Gbit/s, %s%% of a core: user %.0f ns, system %.0f ns a frame (%d frames, %.2f acks a frame)" % (
     r, v, d, float(g), k, int(u) / n, int(s) / n, n, int(a) / n))' "$r" "$v" "$dir" "$gbit" "$k" "$u" "$s" "$data" "$acks"
-			[ "${EVENTS:-}" != 1 ] || events_print "$v" "$data"
+			[ "${EVENTS:-}" != 1 ] || events_print "$TREE" "$v" "$data"
 		done
 		make -C "$TREE" testbed-down >/dev/null 2>&1
 		tree=
-		[ -z "${COST_LOCK:-}" ] || flock -u 9
+		cost_unlock
 	done
 done
 

@@ -1,0 +1,204 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pipeWaiter returns a waiter on a pipe's read end, and the write end.
+func pipeWaiter(tb testing.TB) (*Waiter, int) {
+	r, w, err := pipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { closeAll([]int{r, w}) })
+	wt, err := NewWaiter(r)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { wt.Close() })
+	return wt, w
+}
+
+// prepareThread prepares the test's thread as a worker's, until the test
+// ends, and GOMAXPROCS goes back to what it was.
+func prepareThread(tb testing.TB) {
+	procs := runtime.GOMAXPROCS(0)
+	tb.Cleanup(func() { runtime.GOMAXPROCS(procs) })
+	if err := PrepareThread(-1); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(ReleaseThread)
+}
+
+// signalWhile sends SIGURG (the runtime's preemption signal, which it
+// ignores when it did not ask) to thread tid every 100 us until stop is
+// closed, and returns how many it sent once it has stopped.
+func signalWhile(tid int, stop <-chan struct{}) <-chan int {
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				sent <- n
+				return
+			default:
+			}
+			if unix.Tgkill(unix.Getpid(), tid, unix.SIGURG) == nil {
+				n++
+			}
+			time.Sleep(100 * us)
+		}
+	}()
+	return sent
+}
+
+// A park is a raw syscall: a signal ends it with EINTR, and Park goes on
+// parking for the rest of its timeout instead of reporting a wakeup.
+func TestSignalsDoNotEndAParkEarly(t *testing.T) {
+	wt, w := pipeWaiter(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	stop := make(chan struct{})
+	sent := signalWhile(unix.Gettid(), stop)
+	woken, err := wt.Park(20 * time.Millisecond)
+	close(stop)
+	if n := <-sent; n == 0 {
+		t.Skip("no signal was sent during the park")
+	}
+	if err != nil || woken {
+		t.Fatalf("Park under signals with nothing to do: woken=%v err=%v, want its timeout", woken, err)
+	}
+
+	stop = make(chan struct{})
+	sent = signalWhile(unix.Gettid(), stop)
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		_, _ = writeByte(w)
+	}()
+	woken, err = wt.Park(time.Minute)
+	close(stop)
+	<-sent
+	if err != nil || !woken {
+		t.Fatalf("Park under signals, then a readable fd: woken=%v err=%v, want woken", woken, err)
+	}
+}
+
+// The runtime does not see a park, so it cannot take the parked thread's P
+// for a stop-the-world: it signals the thread, and Park yields. A
+// collection in another goroutine finishes while the park lasts (its kick,
+// sent only after the collections, is what ends the park).
+func TestAStopTheWorldGetsThroughAPark(t *testing.T) {
+	wt, _ := pipeWaiter(t)
+	prepareThread(t)
+	go func() {
+		for range 20 {
+			runtime.GC()
+		}
+		wt.Kick()
+	}()
+	if woken, err := wt.Park(time.Hour); err != nil || !woken {
+		t.Fatalf("Park: woken=%v err=%v, want the kick after the collections", woken, err)
+	}
+}
+
+// A prepared thread keeps its P while it parks: PrepareThread raises
+// GOMAXPROCS so that the rest of the program keeps one, even in a process
+// pinned to one CPU (GOMAXPROCS 1), and ReleaseThread gives the count back.
+func TestPrepareThreadLeavesTheProgramAP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	prepared.Lock()
+	base := prepared.n
+	prepared.Unlock()
+	const threads = 3
+	var ready, release sync.WaitGroup
+	ready.Add(threads)
+	release.Add(1)
+	errs := make(chan error, threads)
+	for range threads {
+		go func() {
+			defer ReleaseThread()
+			errs <- PrepareThread(-1)
+			ready.Done()
+			release.Wait()
+		}()
+	}
+	ready.Wait()
+	for range threads {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	prepared.Lock()
+	n := prepared.n
+	prepared.Unlock()
+	if got := runtime.GOMAXPROCS(0); n != base+threads || got <= n {
+		t.Errorf("%d threads prepared: count %d, GOMAXPROCS %d, want the count %d and GOMAXPROCS above it", threads, n, got, base+threads)
+	}
+	release.Done()
+	for {
+		prepared.Lock()
+		n = prepared.n
+		prepared.Unlock()
+		if n == base {
+			break
+		}
+		runtime.Gosched()
+	}
+}
+
+// threadSwitches sums the context switches of the process's threads, as
+// /proc counts them.
+func threadSwitches(b *testing.B) int {
+	paths, err := filepath.Glob("/proc/self/task/*/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue // a thread that exited
+		}
+		for line := range strings.Lines(string(data)) {
+			f := strings.Fields(line)
+			if len(f) == 2 && strings.HasSuffix(f[0], "ctxt_switches:") {
+				v, _ := strconv.Atoi(f[1])
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// What the runtime adds to a worker's parks: a prepared thread parks for
+// 100 us (a timeout: nothing wakes it), then works for 20 us (a spin), over
+// and over; the metric is the context switches of all of the process's
+// threads per park. The park itself is one. Run it pinned to one CPU, as
+// the bed runs kbridge (taskset -c 0 go test -run '^$' -bench
+// ParkContextSwitches ./policy).
+func BenchmarkParkContextSwitches(b *testing.B) {
+	wt, _ := pipeWaiter(b)
+	prepareThread(b)
+	before := threadSwitches(b)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := wt.Park(100 * us); err != nil {
+			b.Fatal(err)
+		}
+		for start := time.Now(); time.Since(start) < 20*us; {
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(threadSwitches(b)-before)/float64(b.N), "switches/park")
+}
