@@ -105,6 +105,51 @@ func TestAFloodIsPolicedWhileControlFramesAllPass(t *testing.T) {
 	waitUntil(t, "the pool to be whole", func() bool { w.ToKernel(); return b.Pool.InUse() == base })
 }
 
+// A SYN flood to port 22 is policed by the management_syn class's bucket in
+// the burst core, while the segments of port 22's established sessions
+// among it (ACK set) all pass as management: a flood to a served port no
+// longer takes its sessions' class.
+func TestASYNFloodToAManagementPortIsPolicedWhileItsSessionsPass(t *testing.T) {
+	b := newBed(t, bedOpts{noStart: true, ringSize: 1024})
+	c := copp.DefaultConfig()
+	c.ManagementSYN = copp.Rate{PPS: 1, Burst: 50}
+	w, peer := coppWorker(t, b, c)
+	base := b.Pool.InUse()
+
+	const flood, each = 600, 20
+	var frames [][]byte
+	for i := range flood {
+		frames = append(frames, copptest.SSH(0x02))
+		if i%(flood/each) == 0 {
+			frames = append(frames, copptest.SSH(0x18)) // PSH+ACK: a session's data
+		}
+	}
+	for rest := frames; len(rest) > 0; {
+		chunk := rest[:min(256, len(rest))]
+		if n, err := b.Port.Inject(0, chunk, ringtestOpts(0, 0)); err != nil || n != len(chunk) {
+			t.Fatalf("injected %d of %d: %v", n, len(chunk), err)
+		}
+		rest = rest[len(chunk):]
+	}
+	for w.ToKernel() > 0 {
+	}
+	got := drain(peer, make([]byte, 1<<16))
+	var s copp.Snapshot
+	if !w.CoPP(&s) {
+		t.Fatal("no CoPP counters")
+	}
+	if s.Passed[copp.Management] != each || s.Policed[copp.Management] != 0 {
+		t.Errorf("management passed %d, policed %d; want all %d sessions' segments passed", s.Passed[copp.Management], s.Policed[copp.Management], each)
+	}
+	if p := s.Passed[copp.ManagementSYN]; p < 50 || p > 52 || s.Policed[copp.ManagementSYN] != flood-p {
+		t.Errorf("management_syn passed %d and policed %d of %d, want the burst of 50 (and at most a token or two) through", p, s.Policed[copp.ManagementSYN], flood)
+	}
+	if want := int(s.Passed[copp.Management] + s.Passed[copp.ManagementSYN]); got != want {
+		t.Errorf("the kernel side got %d frames, the policers passed %d", got, want)
+	}
+	waitUntil(t, "the pool to be whole", func() bool { w.ToKernel(); return b.Pool.InUse() == base })
+}
+
 // The drain rate of the to-kernel path, logged: bursts of 32 small UDP
 // frames dequeued and written (copp off, or on with the default class
 // unlimited) against dequeued and freed by the default policer. The ring's
