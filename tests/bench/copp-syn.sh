@@ -27,7 +27,9 @@
 #
 # Variables: KBT_SYN_ROUNDS (2), KBT_SYN_SECONDS (SECONDS, 15),
 # KBT_SYN_QUIET (QUIET, 10), KBT_SYN_RATES ("0 50000 20000 5000 1000"),
-# KBT_SYN_KEEP=1 leaves the bed up. Needs hping3, sockperf, jq, python3.
+# KBT_SYN_INTERVAL=N: the UDP flood is one hping3 sending every N us
+# instead of two at --flood (which saturate the CPU kbridge shares with
+# them); KBT_SYN_KEEP=1 leaves the bed up. Needs hping3, sockperf, jq, python3.
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 KBT_DIR=$TOP/tests/testbed
@@ -39,6 +41,7 @@ WHAT=${1:-}
 ROUNDS=${KBT_SYN_ROUNDS:-2}
 SECS=${KBT_SYN_SECONDS:-15}
 QUIET=${KBT_SYN_QUIET:-10}
+INTERVAL=${KBT_SYN_INTERVAL:-}
 read -r -a RATES <<<"${KBT_SYN_RATES:-0 50000 20000 5000 1000}"
 kbt_cpus
 for tool in hping3 sockperf jq python3; do command -v "$tool" >/dev/null || die "missing tool: $tool"; done
@@ -101,6 +104,11 @@ sleep 1
 start_flood() {
 	case $1 in
 	udp)
+		if [ -n "$INTERVAL" ]; then
+			"${PEER[@]}" hping3 -i "u$INTERVAL" --udp -p 9 "$KBT_DUT_IP" >/dev/null 2>&1 &
+			floods+=($!)
+			return
+		fi
 		"${PEER[@]}" hping3 --flood --udp -p 9 "$KBT_DUT_IP" >/dev/null 2>&1 &
 		floods+=($!)
 		"${PEER[@]}" hping3 --flood --udp -p 11112 "$KBT_DUT_IP" >/dev/null 2>&1 &
@@ -134,7 +142,7 @@ settle() {
 }
 
 # rates S0 S1 SECONDS C0 C1 T0 T1: "offered written policed app-dropped
-# cpu% us/written" over the interval.
+# wakeups (k/s) cpu% us/written" over the interval.
 rates() {
 	local hz
 	hz=$(getconf CLK_TCK)
@@ -144,8 +152,9 @@ rates() {
 		((q($b).to_kernel_packets - q($a).to_kernel_packets) / $s) as $w |
 		((((q($b).copp.policed // [0]) | add) - ((q($a).copp.policed // [0]) | add)) / $s) as $p |
 		((q($b).app.to_kernel_dropped - q($a).app.to_kernel_dropped) / $s) as $d |
+		((q($b).wakeups - q($a).wakeups) / $s) as $k |
 		(($c | tonumber) / ($hz | tonumber) / $s) as $cpu |
-		"\(($t | tonumber) / $s / 1000 | . * 10 | round / 10) \($w / 1000 | . * 10 | round / 10) \($p / 1000 | . * 10 | round / 10) \($d / 1000 | . * 10 | round / 10) \($cpu * 1000 | round / 10) \(if $w > 0 then $cpu / $w * 1e6 * 100 | round / 100 else "-" end)"'
+		"\(($t | tonumber) / $s / 1000 | . * 10 | round / 10) \($w / 1000 | . * 10 | round / 10) \($p / 1000 | . * 10 | round / 10) \($d / 1000 | . * 10 | round / 10) \($k / 1000 | . * 10 | round / 10) \($cpu * 1000 | round / 10) \(if $w > 0 then $cpu / $w * 1e6 * 100 | round / 100 else "-" end)"'
 }
 
 cpu_variant() { # rate round ("-" rate: no flood)
@@ -158,7 +167,7 @@ cpu_variant() { # rate round ("-" rate: no flood)
 	s1=$(stats) c1=$(cpu_ticks) t1=$(peer_tx) x1=$(now)
 	stop_floods
 	el=$(echo "$x1 - $x0" | bc)
-	echo "cpu round $2 default.pps ${r}: offered/written/policed/app-dropped kframes/s, kbridge CPU %, us CPU per frame written: $(rates "$s0" "$s1" "$el" "$c0" "$c1" "$t0" "$t1")"
+	echo "cpu round $2 default.pps ${r}: offered/written/policed/app-dropped kframes/s, wakeups k/s, kbridge CPU %, us CPU per frame written: $(rates "$s0" "$s1" "$el" "$c0" "$c1" "$t0" "$t1")"
 	sleep 3
 }
 
@@ -181,7 +190,7 @@ ssh_variant() { # variant round
 	stop_floods
 	el=$(echo "$x1 - $x0" | bc)
 	out=$(cat "$work/pp.out")
-	echo "ssh round $2 $v: waited ${waited}s to settle; rtt us quiet p50/p99/max, flood p50/p99/max, replies: $out; offered/written/policed/app-dropped kframes/s, CPU %, us/written: $(rates "$s0" "$s1" "$el" "$c0" "$c1" "$t0" "$t1"); policed by class: $(jq -c --argjson a "$s0" '[.queues[0].copp.policed, $a.queues[0].copp.policed] | transpose | map(.[0] - .[1])' <<<"$s1"); after: $(lingers)"
+	echo "ssh round $2 $v: waited ${waited}s to settle; rtt us quiet p50/p99/max, flood p50/p99/max, replies: $out; offered/written/policed/app-dropped kframes/s, wakeups k/s, CPU %, us/written: $(rates "$s0" "$s1" "$el" "$c0" "$c1" "$t0" "$t1"); policed by class: $(jq -c --argjson a "$s0" '[.queues[0].copp.policed, $a.queues[0].copp.policed] | transpose | map(.[0] - .[1])' <<<"$s1"); after: $(lingers)"
 }
 
 say "copp-syn $WHAT: kbridge $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%FT%TZ)"
