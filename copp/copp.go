@@ -106,9 +106,10 @@ type Config struct {
 // they carry the host's bulk TCP (NFS, iperf3, scp), whose ACK streams are
 // small frames at rates no flood bound below them would spare. Priority,
 // not a rate, is what keeps control frames ahead of a flood there. The
-// management ports' connection openings are policed at 100 per second:
-// ten times what sshd's MaxStartups (10 unauthenticated) takes at once, and
-// a SYN flood to port 22 is then freed in the burst core, not written.
+// management ports' connection openings are policed at 100 per second,
+// more than sshd serves (MaxStartups lets 10 wait for authentication at
+// once), so that a SYN flood to port 22 is freed in the burst core, not
+// written, while the sessions already open keep their unlimited class.
 func DefaultConfig() Config {
 	return Config{
 		Enabled:       true,
