@@ -102,6 +102,7 @@ func TestBadInputNamesKeyAndValue(t *testing.T) {
 		{"interface: [1, 2\n", "not valid YAML"},
 		{"copp:\n  control: {pps: -1}\n", "copp.control.pps: -1"},
 		{"copp:\n  default: {pps: 10, burst: 0}\n", "copp.default.burst: 0"},
+		{"copp:\n  management_syn: {pps: -5}\n", "copp.management_syn.pps: -5"},
 		{"copp:\n  neighbor: {bytes: 1000, burst_bytes: 1500}\n", "copp.neighbor.burst_bytes: 1500"},
 		{"copp:\n  management: {ports: [0]}\n", "copp.management.ports[0]: 0"},
 		{"copp:\n  management: {ethertypes: [0x0800, 20]}\n", "copp.management.ethertypes[1]: 20"},

@@ -24,6 +24,7 @@ copp:
     protocols: [47]
     sources: [198.18.0.0/24, "2001:db8::/32"]
   default: {pps: 1000, burst: 2000}
+  management_syn: {pps: 50, burst: 20}
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -39,12 +40,13 @@ copp:
 			Protocols:  []int{47},
 			Sources:    []string{"198.18.0.0/24", "2001:db8::/32"},
 		},
-		Default: copp.Rate{PPS: 1000, Burst: 2000},
+		Default:       copp.Rate{PPS: 1000, Burst: 2000},
+		ManagementSYN: copp.Rate{PPS: 50, Burst: 20},
 	}
 	if !reflect.DeepEqual(c.CoPP, want) {
 		t.Errorf("copp = %+v\nwant %+v", c.CoPP, want)
 	}
-	for _, k := range []string{"copp.enabled", "copp.control.pps", "copp.management.burst_bytes", "copp.management.sources", "copp.default.bytes"} {
+	for _, k := range []string{"copp.enabled", "copp.control.pps", "copp.management.burst_bytes", "copp.management.sources", "copp.default.bytes", "copp.management_syn.pps"} {
 		if !strings.Contains(strings.Join(Keys(), " "), k) {
 			t.Errorf("Keys() lacks %s", k)
 		}
@@ -53,18 +55,20 @@ copp:
 
 // Out of the box the section is on and polices only what a host's bulk
 // traffic never is: control and neighbour frames at SONiC's rates, SSH as
-// management, management and default unlimited; mode xdp, which does not
-// use it, takes the same defaults.
-func TestCoPPIsOnByDefaultPolicingOnlyControlAndNeighbour(t *testing.T) {
+// management, the management ports' connection openings at 100 a second,
+// management and default unlimited; mode xdp, which does not use it, takes
+// the same defaults.
+func TestCoPPIsOnByDefaultPolicingOnlyWhatBulkTrafficNeverIs(t *testing.T) {
 	c, err := load(t, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := copp.Config{
-		Enabled:    true,
-		Control:    copp.Rate{PPS: 6000, Burst: 6000},
-		Neighbor:   copp.Rate{PPS: 600, Burst: 600},
-		Management: copp.ManagementClass{Ports: []int{22}},
+		Enabled:       true,
+		Control:       copp.Rate{PPS: 6000, Burst: 6000},
+		Neighbor:      copp.Rate{PPS: 600, Burst: 600},
+		Management:    copp.ManagementClass{Ports: []int{22}},
+		ManagementSYN: copp.Rate{PPS: 100, Burst: 100},
 	}
 	if !reflect.DeepEqual(c.CoPP, want) {
 		t.Errorf("copp = %+v\nwant %+v", c.CoPP, want)

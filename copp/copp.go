@@ -17,17 +17,22 @@ import (
 	"github.com/kbridge/kbridge/internal/conferr"
 )
 
-// The classes, in priority order (the order of ring/kbridge_classify.h).
+// The classes (the order of ring/kbridge_classify.h).
 const (
 	Control    = iota // BGP, BFD, OSPF, IS-IS, VRRP, LACP, LLDP, STP, DHCPv4/v6
 	Neighbor          // ARP, IPv6 neighbour and router discovery
 	Management        // what Config.Management lists
 	Default           // everything else
+	// ManagementSYN is a TCP connection opening (SYN without ACK) that
+	// Management.Ports would make management: policed apart, so that a
+	// SYN flood to a served port cannot take its established sessions'
+	// class.
+	ManagementSYN
 	NumClasses
 )
 
 // ClassNames are the classes' names in counters and metrics.
-var ClassNames = [NumClasses]string{"control", "neighbor", "management", "default"}
+var ClassNames = [NumClasses]string{"control", "neighbor", "management", "default", "management_syn"}
 
 // Why a frame's headers could not be read to their end: it is classed
 // default and counted by reason.
@@ -90,6 +95,8 @@ type Config struct {
 	Neighbor   Rate            `mapstructure:"neighbor" json:"neighbor"`
 	Management ManagementClass `mapstructure:"management" json:"management"`
 	Default    Rate            `mapstructure:"default" json:"default"`
+	// ManagementSYN polices the management ports' connection openings.
+	ManagementSYN Rate `mapstructure:"management_syn" json:"management_syn"`
 }
 
 // DefaultConfig returns the defaults: on, the control and neighbour
@@ -98,19 +105,24 @@ type Config struct {
 // packets), SSH as management; management and default unlimited, because
 // they carry the host's bulk TCP (NFS, iperf3, scp), whose ACK streams are
 // small frames at rates no flood bound below them would spare. Priority,
-// not a rate, is what keeps control frames ahead of a flood there.
+// not a rate, is what keeps control frames ahead of a flood there. The
+// management ports' connection openings are policed at 100 per second,
+// more than sshd serves (MaxStartups lets 10 wait for authentication at
+// once), so that a SYN flood to port 22 is freed in the burst core, not
+// written, while the sessions already open keep their unlimited class.
 func DefaultConfig() Config {
 	return Config{
-		Enabled:    true,
-		Control:    Rate{PPS: 6000, Burst: 6000},
-		Neighbor:   Rate{PPS: 600, Burst: 600},
-		Management: ManagementClass{Ports: []int{22}},
+		Enabled:       true,
+		Control:       Rate{PPS: 6000, Burst: 6000},
+		Neighbor:      Rate{PPS: 600, Burst: 600},
+		Management:    ManagementClass{Ports: []int{22}},
+		ManagementSYN: Rate{PPS: 100, Burst: 100},
 	}
 }
 
 // Rates returns the classes' rates in class order.
 func (c Config) Rates() [NumClasses]Rate {
-	return [NumClasses]Rate{c.Control, c.Neighbor, c.Management.Rate, c.Default}
+	return [NumClasses]Rate{c.Control, c.Neighbor, c.Management.Rate, c.Default, c.ManagementSYN}
 }
 
 // Prefixes parses Management.Sources; Validate has checked them.

@@ -14,6 +14,7 @@ var (
 	ipv4     = copptest.IPv4
 	ipv6     = copptest.IPv6
 	ports    = copptest.Ports
+	tcp      = copptest.TCP
 	src4     = copptest.Src4
 	src6     = copptest.Src6
 	hopByHop = copptest.HopByHop
@@ -47,6 +48,13 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		{"VRRP", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(112, src4, 0, make([]byte, 8))) }, copp.Control},
 		{"DHCPv4", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(67, 68))) }, copp.Control},
 		{"SSH", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, ports(50000, 22))) }, copp.Management},
+		{"an SSH opening (SYN)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x02))) }, copp.ManagementSYN},
+		{"an SSH opening with ECN bits", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0xc2))) }, copp.ManagementSYN},
+		{"SSH's SYN-ACK", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(22, 50000, 0x12))) }, copp.Management},
+		{"an SSH ACK", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x10))) }, copp.Management},
+		{"an SSH RST", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x04))) }, copp.Management},
+		{"a SYN to a port no class lists", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 80, 0x02))) }, copp.Default},
+		{"a BGP opening", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 179, 0x02))) }, copp.Control},
 		{"a listed port", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(830, 50000))) }, copp.Management},
 		{"a listed protocol", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(47, src4, 0, make([]byte, 8))) }, copp.Management},
 		{"a listed source", func(tg []uint16) []byte {
@@ -76,6 +84,11 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		{"DHCPv6", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(17, src6, nil, ports(546, 547))) }, copp.Control},
 		{"OSPFv3", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(89, src6, nil, make([]byte, 16))) }, copp.Control},
 		{"IPv6 SSH", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(6, src6, nil, ports(22, 50000))) }, copp.Management},
+		{"an IPv6 SSH opening", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(6, src6, nil, tcp(50000, 22, 0x02))) }, copp.ManagementSYN},
+		{"an IPv6 SSH opening after hop-by-hop", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, ipv6(6, src6, [][]byte{hopByHop}, tcp(50000, 22, 0x02)))
+		}, copp.ManagementSYN},
+		{"IPv6 SSH's SYN-ACK", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(6, src6, nil, tcp(22, 50000, 0x12))) }, copp.Management},
 		{"IPv6 from a listed source", func(tg []uint16) []byte {
 			s := [16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0xff, 0x12, 15: 9}
 			return frame(nil, tg, 0x86dd, ipv6(17, s, nil, ports(1, 2)))
@@ -107,6 +120,8 @@ func TestTheClassifierCountsCutFramesAsDefaultWithAReason(t *testing.T) {
 		frame(nil, []uint16{0x8100, 0x8100}, 0x0800, ipv4(6, src4, 0, ports(40000, 179))),
 		frame(nil, []uint16{0x8100}, 0x86dd, ipv6(6, src6, [][]byte{hopByHop, fragment(0)}, ports(40000, 179))),
 		frame(nil, nil, 0x86dd, ipv6(58, src6, nil, []byte{135, 0, 0, 0})),
+		frame(nil, []uint16{0x8100}, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x02))),
+		frame(nil, nil, 0x86dd, ipv6(6, src6, nil, tcp(22, 50000, 0x12))),
 	}
 	for _, f := range full {
 		want, _, _ := ring.Classify(f, cfg)
@@ -239,10 +254,12 @@ func BenchmarkClassifier(b *testing.B) {
 		frame(nil, nil, 0x0806, make([]byte, 28)),
 		frame(nil, nil, 0x86dd, ipv6(6, src6, [][]byte{hopByHop}, ports(50000, 443))),
 	}
+	syn := [][]byte{frame(nil, nil, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x02)))}
+	ack := [][]byte{frame(nil, nil, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x10)))}
 	for _, set := range []struct {
 		name   string
 		frames [][]byte
-	}{{"udp flood", mix[:1]}, {"mixed", mix}} {
+	}{{"udp flood", mix[:1]}, {"mixed", mix}, {"ssh syn flood", syn}, {"ssh established", ack}} {
 		b.Run(set.name, func(b *testing.B) {
 			const n, stride = 32, 128
 			buf := make([]byte, n*stride)

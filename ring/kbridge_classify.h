@@ -20,14 +20,19 @@
 extern "C" {
 #endif
 
-/* The classes, in priority order. */
+/* The classes. Control and neighbour frames may take a queue's reserve
+ * (kbridge_class_reserved). */
 #define KBRIDGE_CLASS_CONTROL 0    /* routing and link protocols: BGP, BFD,
 				    * OSPF, IS-IS, VRRP, LACP, LLDP, STP,
 				    * DHCPv4/v6 */
 #define KBRIDGE_CLASS_NEIGHBOR 1   /* ARP, IPv6 NS/NA/RS/RA/redirect */
 #define KBRIDGE_CLASS_MANAGEMENT 2 /* what the operator lists (kbridge_class_match) */
 #define KBRIDGE_CLASS_DEFAULT 3
-#define KBRIDGE_CLASSES 4
+/* A TCP connection opening (SYN without ACK) that the port list would make
+ * management: policed apart, so that a SYN flood to a served port cannot
+ * take the established sessions' class. */
+#define KBRIDGE_CLASS_MANAGEMENT_SYN 4
+#define KBRIDGE_CLASSES 5
 
 /* Why a frame's headers could not be read to the end (0: they could). */
 #define KBRIDGE_HDR_PARSED 0
@@ -139,8 +144,17 @@ kbridge_classify_l4_(const uint8_t *p, uint32_t len, uint32_t l4, uint8_t proto,
 		}
 	}
 	if (ports && (kbridge_has16_(mg->ports, mg->nports, sport) ||
-		      kbridge_has16_(mg->ports, mg->nports, dport)))
-		return KBRIDGE_CLASS_MANAGEMENT;
+		      kbridge_has16_(mg->ports, mg->nports, dport))) {
+		if (proto != 6)
+			return KBRIDGE_CLASS_MANAGEMENT;
+		/* TCP flags are at byte 13: SYN 0x02, ACK 0x10. */
+		if (len - l4 < 14) {
+			*why = KBRIDGE_HDR_TRUNCATED;
+			return KBRIDGE_CLASS_DEFAULT;
+		}
+		return (p[l4 + 13] & 0x12) == 0x02 ? KBRIDGE_CLASS_MANAGEMENT_SYN :
+						     KBRIDGE_CLASS_MANAGEMENT;
+	}
 	for (i = 0; i < mg->nprotos; i++)
 		if (mg->protos[i] == proto)
 			return KBRIDGE_CLASS_MANAGEMENT;

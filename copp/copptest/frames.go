@@ -74,6 +74,13 @@ func Ports(sport, dport uint16) []byte {
 	return b
 }
 
+// TCP is a 20-byte TCP header with flags (SYN 0x02, ACK 0x10, ...).
+func TCP(sport, dport uint16, flags byte) []byte {
+	b := Ports(sport, dport)
+	b[13] = flags
+	return b
+}
+
 // HopByHop is an 8-byte IPv6 hop-by-hop options header (padding only).
 var HopByHop = []byte{0, 0, 0, 1, 4, 0, 0, 0, 0}
 
@@ -92,3 +99,9 @@ func BGP() []byte { return Ethernet(nil, nil, 0x0800, IPv4(6, Src4, 0, Ports(400
 
 // UDP is a UDP datagram to a port no class lists, classed default.
 func UDP() []byte { return Ethernet(nil, nil, 0x0800, IPv4(17, Src4, 0, Ports(1234, 5678))) }
+
+// SSH is a TCP segment to port 22 with flags: SYN alone (0x02) is classed
+// management_syn, anything with ACK (0x10) management.
+func SSH(flags byte) []byte {
+	return Ethernet(nil, nil, 0x0800, IPv4(6, Src4, 0, TCP(50000, 22, flags)))
+}

@@ -83,14 +83,19 @@ apply() {
 	kbt_reload "$pid" || die "kbridge did not reload for '$1' (see $KBT_RUN/kbridge.log)"
 }
 
-dut() { ip netns exec "$KBT_NS_DUT" "${KBT_PIN_OTHER[@]}" "$@"; }
-peer() { ip netns exec "$KBT_NS_PEER" "${KBT_PIN_OTHER[@]}" "$@"; }
+# Background processes start as plain commands ("${PEER[@]}" cmd &), never
+# through dut or peer: `f &` forks a subshell, $! names it, and killing it
+# left the command running (the floods of every earlier variant went on).
+DUT=(ip netns exec "$KBT_NS_DUT" "${KBT_PIN_OTHER[@]}")
+PEER=(ip netns exec "$KBT_NS_PEER" "${KBT_PIN_OTHER[@]}")
+dut() { "${DUT[@]}" "$@"; }
+peer() { "${PEER[@]}" "$@"; }
 
 # The servers on kb0's address: TCP 22 for the ping-pong and the SYN flood,
 # UDP 11112 for the open-port flood.
-dut sockperf server --tcp -i "$KBT_DUT_IP" -p 22 >"$work/pp-server.log" 2>&1 &
+"${DUT[@]}" sockperf server --tcp -i "$KBT_DUT_IP" -p 22 >"$work/pp-server.log" 2>&1 &
 pids+=($!)
-dut sockperf server -i "$KBT_DUT_IP" -p 11112 >"$work/udp-server.log" 2>&1 &
+"${DUT[@]}" sockperf server -i "$KBT_DUT_IP" -p 11112 >"$work/udp-server.log" 2>&1 &
 pids+=($!)
 sleep 1
 
@@ -141,11 +146,11 @@ measure() { # variant round
 	s0=$(stats)
 	since0=$(bgp_since)
 	c0=$(cpu_ticks) t0=$(peer_tx)
-	peer hping3 --flood --udp -p 9 "$KBT_DUT_IP" >/dev/null 2>&1 &
+	"${PEER[@]}" hping3 --flood --udp -p 9 "$KBT_DUT_IP" >/dev/null 2>&1 &
 	hp+=($!)
-	peer hping3 --flood --udp -p 11112 "$KBT_DUT_IP" >/dev/null 2>&1 &
+	"${PEER[@]}" hping3 --flood --udp -p 11112 "$KBT_DUT_IP" >/dev/null 2>&1 &
 	hp+=($!)
-	peer hping3 --flood -S -p 22 "$KBT_DUT_IP" >/dev/null 2>&1 &
+	"${PEER[@]}" hping3 --flood -S -p 22 "$KBT_DUT_IP" >/dev/null 2>&1 &
 	hp+=($!)
 	arp_watch "$FLOOD" >"$work/arp" &
 	local aw=$!

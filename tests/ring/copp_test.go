@@ -29,6 +29,39 @@ func coppWorker(t *testing.T, b *bed, c copp.Config) (w *bridge.Worker, peer int
 	return w, peer
 }
 
+// floodThrough injects n copies of flood with the among frames after every
+// n/each of them, has w move them all and returns how many frames the
+// kernel side got.
+func floodThrough(t *testing.T, b *bed, w *bridge.Worker, peer int, flood []byte, n, each int, among ...[]byte) int {
+	t.Helper()
+	var frames [][]byte
+	for i := range n {
+		frames = append(frames, flood)
+		if i%(n/each) == 0 {
+			frames = append(frames, among...)
+		}
+	}
+	for rest := frames; len(rest) > 0; { // ringtest injects up to 512 at a time
+		chunk := rest[:min(256, len(rest))]
+		if k, err := b.Port.Inject(0, chunk, ringtestOpts(0, 0)); err != nil || k != len(chunk) {
+			t.Fatalf("injected %d of %d: %v", k, len(chunk), err)
+		}
+		rest = rest[len(chunk):]
+	}
+	moved := 0
+	for {
+		k := w.ToKernel()
+		if k == 0 {
+			break
+		}
+		moved += k
+	}
+	if moved != len(frames) {
+		t.Errorf("ToKernel reported %d frames of work, want %d (the policed ones too)", moved, len(frames))
+	}
+	return drain(peer, make([]byte, 1<<16))
+}
+
 // A flood of default frames beyond the default policer's burst is freed in
 // the burst core, while ARP and BGP frames among it all reach the kernel:
 // the policers run before any TAP write, per class.
@@ -41,32 +74,7 @@ func TestAFloodIsPolicedWhileControlFramesAllPass(t *testing.T) {
 	base := b.Pool.InUse()
 
 	const flood, each = 600, 20
-	var frames [][]byte
-	for i := range flood {
-		frames = append(frames, copptest.UDP())
-		if i%(flood/each) == 0 {
-			frames = append(frames, copptest.ARP(), copptest.BGP())
-		}
-	}
-	for rest := frames; len(rest) > 0; { // ringtest injects up to 512 at a time
-		chunk := rest[:min(256, len(rest))]
-		if n, err := b.Port.Inject(0, chunk, ringtestOpts(0, 0)); err != nil || n != len(chunk) {
-			t.Fatalf("injected %d of %d: %v", n, len(chunk), err)
-		}
-		rest = rest[len(chunk):]
-	}
-	moved := 0
-	for {
-		n := w.ToKernel()
-		if n == 0 {
-			break
-		}
-		moved += n
-	}
-	if moved != len(frames) {
-		t.Errorf("ToKernel reported %d frames of work, want %d (the policed ones too)", moved, len(frames))
-	}
-	got := drain(peer, make([]byte, 1<<16))
+	got := floodThrough(t, b, w, peer, copptest.UDP(), flood, each, copptest.ARP(), copptest.BGP())
 	var s copp.Snapshot
 	if !w.CoPP(&s) {
 		t.Fatal("no CoPP counters")
@@ -102,6 +110,35 @@ func TestAFloodIsPolicedWhileControlFramesAllPass(t *testing.T) {
 		t.Errorf("%.2f allocations per policed burst, want 0", allocs)
 	}
 	// Nothing leaks: every mbuf, policed or written, went back to the pool.
+	waitUntil(t, "the pool to be whole", func() bool { w.ToKernel(); return b.Pool.InUse() == base })
+}
+
+// A SYN flood to port 22 is policed by the management_syn class's bucket in
+// the burst core, while the segments of port 22's established sessions
+// among it (ACK set) all pass as management: a flood to a served port no
+// longer takes its sessions' class.
+func TestASYNFloodToAManagementPortIsPolicedWhileItsSessionsPass(t *testing.T) {
+	b := newBed(t, bedOpts{noStart: true, ringSize: 1024})
+	c := copp.DefaultConfig()
+	c.ManagementSYN = copp.Rate{PPS: 1, Burst: 50}
+	w, peer := coppWorker(t, b, c)
+	base := b.Pool.InUse()
+
+	const flood, each = 600, 20
+	got := floodThrough(t, b, w, peer, copptest.SSH(0x02), flood, each, copptest.SSH(0x18)) // PSH+ACK: a session's data
+	var s copp.Snapshot
+	if !w.CoPP(&s) {
+		t.Fatal("no CoPP counters")
+	}
+	if s.Passed[copp.Management] != each || s.Policed[copp.Management] != 0 {
+		t.Errorf("management passed %d, policed %d; want all %d sessions' segments passed", s.Passed[copp.Management], s.Policed[copp.Management], each)
+	}
+	if p := s.Passed[copp.ManagementSYN]; p < 50 || p > 52 || s.Policed[copp.ManagementSYN] != flood-p {
+		t.Errorf("management_syn passed %d and policed %d of %d, want the burst of 50 (and at most a token or two) through", p, s.Policed[copp.ManagementSYN], flood)
+	}
+	if want := int(s.Passed[copp.Management] + s.Passed[copp.ManagementSYN]); got != want {
+		t.Errorf("the kernel side got %d frames, the policers passed %d", got, want)
+	}
 	waitUntil(t, "the pool to be whole", func() bool { w.ToKernel(); return b.Pool.InUse() == base })
 }
 

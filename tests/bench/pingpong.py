@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""pingpong.py: a TCP ping-pong whose one connection spans a quiet window and
+a flood window, for copp-syn.sh: the session is established before the flood
+starts, as an operator's SSH session is.
+
+  pingpong.py server ADDR PORT
+  pingpong.py client ADDR PORT RATE QUIET FLOOD MARK
+
+The server echoes every connection. The client connects, sends a 64-byte
+message RATE times a second and waits for its echo; after QUIET seconds it
+creates the file MARK (the caller starts the flood on seeing it) and goes on
+for FLOOD seconds. It prints one line: round-trip p50, p99 and max in us for
+the quiet window, the same for the flood window, and the replies counted in
+each ("- - -" for a window without one).
+"""
+import os
+import socket
+import sys
+import threading
+import time
+
+
+def serve(addr, port):
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((addr, port))
+    ls.listen(128)
+
+    def echo(c):
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with c:
+            while True:
+                b = c.recv(4096)
+                if not b:
+                    return
+                c.sendall(b)
+
+    while True:
+        c, _ = ls.accept()
+        threading.Thread(target=echo, args=(c,), daemon=True).start()
+
+
+def summary(rtts):
+    if not rtts:
+        return "- - -"
+    s = sorted(rtts)
+
+    def q(p):
+        return s[min(len(s) - 1, int(p * len(s)))]
+
+    return "%.1f %.1f %.1f" % (q(0.5) * 1e6, q(0.99) * 1e6, s[-1] * 1e6)
+
+
+def client(addr, port, rate, quiet, flood, mark):
+    c = socket.create_connection((addr, port), timeout=30)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    msg = b"x" * 64
+    gap = 1.0 / rate
+    windows = [[], []]
+    start = time.monotonic()
+    marked = False
+    nxt = start
+    while True:
+        now = time.monotonic()
+        if now - start >= quiet + flood:
+            break
+        if not marked and now - start >= quiet:
+            open(mark, "w").close()
+            marked = True
+        if nxt > now:
+            time.sleep(nxt - now)
+        nxt += gap
+        t0 = time.monotonic()
+        c.sendall(msg)
+        got = 0
+        while got < len(msg):
+            b = c.recv(len(msg) - got)
+            if not b:
+                raise SystemExit("pingpong: the server closed the connection")
+            got += len(b)
+        windows[1 if marked else 0].append(time.monotonic() - t0)
+    print(summary(windows[0]), summary(windows[1]), len(windows[0]), len(windows[1]))
+
+
+def main():
+    a = sys.argv[1:]
+    if len(a) == 3 and a[0] == "server":
+        serve(a[1], int(a[2]))
+    elif len(a) == 7 and a[0] == "client":
+        client(a[1], int(a[2]), float(a[3]), float(a[4]), float(a[5]), a[6])
+    else:
+        sys.exit(__doc__)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
