@@ -206,8 +206,12 @@ func (w *Worker) Run() error {
 			w.counters.SpinNanos.Add(uint64(now - last))
 		}
 		if w.policedFlood(step.Kind, cur) {
+			// A park without need-wakeup: the app does not kick, the
+			// kernel's frames (a session's replies) end it at once.
 			w.counters.Sleeps.Add(1)
-			w.waiter.Sleep(cur.PolicedSleep)
+			if _, err := w.waiter.Park(cur.PolicedSleep); err != nil {
+				return err
+			}
 			step.Kind = policy.Poll
 		}
 		switch step.Kind {
@@ -239,9 +243,9 @@ func (w *Worker) Run() error {
 
 // policedFlood reports, before a wait of kind k, whether the frames moved
 // since the last wait were mostly ones the policers freed: a flood being
-// policed. Then the worker sleeps p.PolicedSleep unkicked instead of
-// spinning or parking, so that the flood's frames batch into one burst a
-// sleep and the app stops kicking; a kicked park would wake it every few
+// policed. Then the worker waits p.PolicedSleep unkicked (only the
+// kernel's frames end it) instead of spinning or parking, so that the
+// flood's frames batch into one burst a wait and the app stops kicking; a kicked park would wake it every few
 // frames, each wakeup costing microseconds where a policed frame costs
 // tens of nanoseconds. Waits with fewer policed frames, and fixed mode's
 // sleeps, are left as they are.
