@@ -208,9 +208,16 @@ func (w *Worker) Run() error {
 		if w.policedFlood(step.Kind, cur) {
 			// A park without need-wakeup: the app does not kick, the
 			// kernel's frames (a session's replies) end it at once.
+			// Unpark after a wakeup drains what a waker's own watched
+			// fd may hold (vhost's kick), which would otherwise end
+			// every such park at once.
 			w.counters.Sleeps.Add(1)
-			if _, err := w.waiter.Park(cur.PolicedSleep); err != nil {
+			woken, err := w.waiter.Park(cur.PolicedSleep)
+			if err != nil {
 				return err
+			}
+			if woken {
+				w.waker.Unpark()
 			}
 			step.Kind = policy.Poll
 		}
@@ -245,10 +252,10 @@ func (w *Worker) Run() error {
 // since the last wait were mostly ones the policers freed: a flood being
 // policed. Then the worker waits p.PolicedSleep unkicked (only the
 // kernel's frames end it) instead of spinning or parking, so that the
-// flood's frames batch into one burst a wait and the app stops kicking; a kicked park would wake it every few
-// frames, each wakeup costing microseconds where a policed frame costs
-// tens of nanoseconds. Waits with fewer policed frames, and fixed mode's
-// sleeps, are left as they are.
+// flood's frames batch into one burst a wait and the app stops kicking: a
+// kicked park would wake it every few frames, each wakeup costing
+// microseconds where a policed frame costs tens of nanoseconds. Waits with
+// fewer policed frames, and fixed mode's sleeps, are left as they are.
 func (w *Worker) policedFlood(k policy.StepKind, p *policy.Policy) bool {
 	if k == policy.Poll {
 		return false

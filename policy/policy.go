@@ -66,8 +66,9 @@ type Policy struct {
 	ParkTimeout time.Duration `mapstructure:"park_timeout" json:"park_timeout"`
 	// PolicedSleep is how long a worker whose polls since its last wait
 	// moved mostly frames the policers freed waits, unkicked by the app
-	// (the kernel's frames still end it), instead of spinning or parking: a policed flood then costs a wakeup per
-	// PolicedSleep, not one per few frames. 0 turns it off.
+	// (the kernel's frames still end it), instead of spinning or parking:
+	// a policed flood then costs a wakeup per PolicedSleep, not one per
+	// few frames. 0 turns it off.
 	PolicedSleep time.Duration `mapstructure:"policed_sleep" json:"policed_sleep"`
 }
 
