@@ -34,7 +34,7 @@ type Counters struct {
 	Parks             atomic.Uint64 // times the worker blocked in epoll
 	Wakeups           atomic.Uint64 // parks ended by the app's kick or the TAP
 	Timeouts          atomic.Uint64 // parks ended by the park timeout
-	Sleeps            atomic.Uint64 // precise sleeps (adaptive backoff, fixed)
+	Sleeps            atomic.Uint64 // precise sleeps (adaptive backoff, fixed, policed_sleep)
 	SpinNanos         atomic.Uint64 // time spent polling with nothing to do
 	Offload           OffloadCounters
 }

@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"bytes"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/bridge/bridgetest"
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/policy"
 )
 
@@ -462,5 +464,78 @@ func TestNewWorkerRejectsBadInput(t *testing.T) {
 	p.Mode = "sleepy"
 	if _, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, out, in, wk, k); err == nil {
 		t.Error("mode sleepy accepted")
+	}
+}
+
+// policingOut is an app side whose policers free every frame while police
+// is set: Next hands none of them over and Policed counts them.
+type policingOut struct {
+	*bridgetest.Out
+	police atomic.Bool
+	last   int
+}
+
+func (o *policingOut) Next() int {
+	n := o.Out.Next()
+	o.last = 0
+	if o.police.Load() {
+		o.last = n
+		return 0
+	}
+	return n
+}
+func (o *policingOut) Policed() int                 { return o.last }
+func (o *policingOut) SetCoPP(copp.Config) error    { return nil }
+func (o *policingOut) CoPP(dst *copp.Snapshot) bool { return true }
+func (o *policingOut) Pending() int                 { return o.Out.Pending() }
+
+// A flood the policers free wakes an interrupt-mode worker once per
+// policy.policed_sleep, unkicked, instead of a kicked park every few frames;
+// frames it writes, or policed_sleep 0, leave the parks as they were, and
+// once the flood ends the worker parks again.
+func TestAWorkerWhoseFramesAreMostlyPolicedSleepsInsteadOfParking(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		police       bool
+		policedSleep time.Duration
+		sleeps       bool
+	}{
+		{"policed", true, 200 * time.Microsecond, true},
+		{"written", false, 200 * time.Microsecond, false},
+		{"policed, policed_sleep 0", true, 0, false},
+	} {
+		p := policy.Default()
+		p.Mode = policy.Interrupt
+		p.ParkTimeout = time.Minute
+		p.PolicedSleep = c.policedSleep
+		k, err := bridgetest.NewKernel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(k.Close)
+		out := &policingOut{Out: bridgetest.NewOut(32, 4)}
+		out.police.Store(c.police)
+		r := &rig{out: out.Out, in: bridgetest.NewIn(32, 2048), k: k}
+		r.waker = &bridgetest.Waker{Out: out.Out}
+		if r.w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, out, r.in, r.waker, k); err != nil {
+			t.Fatal(err)
+		}
+		stop := run(t, r)
+		waitFor(t, "the worker to park", r.waker.Parked)
+		for i := range 50 {
+			out.Enqueue(bridgetest.Frame(frame(64, byte(i))))
+			r.waker.Kick()
+			time.Sleep(50 * time.Microsecond)
+		}
+		waitFor(t, "the frames taken", func() bool { return out.Pending() == 0 })
+		waitFor(t, "the worker to park again", r.waker.Parked)
+		stop()
+		s := r.w.Counters().Snapshot()
+		if got := s.Sleeps > 0; got != c.sleeps {
+			t.Errorf("%s: %d sleeps, %d parks, %d wakeups: want sleeps %v", c.name, s.Sleeps, s.Parks, s.Wakeups, c.sleeps)
+		}
+		if !c.police && s.ToKernelPackets != 50 {
+			t.Errorf("%s: %d frames written, want 50", c.name, s.ToKernelPackets)
+		}
 	}
 }

@@ -59,6 +59,7 @@ policy:
   backoff: {min: 5us, max: 80us}
   interval: 1ms
   park_timeout: 50ms
+  policed_sleep: 20us
 stats:
   socket: /run/kb7.sock
   metrics: ""
@@ -68,7 +69,7 @@ stats:
 	}
 	want := policy.Policy{Mode: policy.Fixed, Spin: 20 * time.Microsecond,
 		Backoff:  policy.Backoff{Min: 5 * time.Microsecond, Max: 80 * time.Microsecond},
-		Interval: time.Millisecond, ParkTimeout: 50 * time.Millisecond}
+		Interval: time.Millisecond, ParkTimeout: 50 * time.Millisecond, PolicedSleep: 20 * time.Microsecond}
 	if c.Policy != want {
 		t.Errorf("policy = %+v, want %+v", c.Policy, want)
 	}

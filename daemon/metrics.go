@@ -50,7 +50,7 @@ func newCollector(d snapshotter) *collector {
 		parks:      desc("parks_total", "Times the worker blocked in epoll."),
 		wakeups:    desc("wakeups_total", "Parks ended by the app's kick or kernel data."),
 		timeouts:   desc("park_timeouts_total", "Parks ended by their timeout."),
-		sleeps:     desc("sleeps_total", "Precise sleeps (adaptive backoff, fixed interval)."),
+		sleeps:     desc("sleeps_total", "Precise sleeps (adaptive backoff, fixed interval, policed_sleep)."),
 		spin:       desc("spin_seconds_total", "Time the worker polled with nothing to move."),
 		residence:  desc("residence_seconds", "Time from the app's enqueue to the TAP write."),
 		mode:       desc("policy_mode", "The polling policy in force (1 for the active mode).", "mode"),

@@ -3,13 +3,15 @@
 // timer against the polling policy, hugepages, hugetlbfs and the DPDK
 // runtime directory, worker CPUs against the app's lcores and CPU isolation,
 // what waking a parked worker costs on this host and why (idle states,
-// guest halt polling, steal), NIC IRQ affinity, and attached XDP programs. Run returns one Result per
+// guest halt polling, steal), NIC IRQ affinity, attached XDP programs, and
+// which CoPP class a running kbridge is policing now. Run returns one Result per
 // check (its status, the evidence it read and a one-line fix), Render prints
 // them as text or JSON, and ExitCode turns them into the command's exit
 // status. Only PlanIRQ and FixIRQ (kbridge doctor --fix) write anything.
 //
 // Every check reads files under Options.Root only (XDP goes through an
-// XDPInspector, the wakeup measurement through a WakeupProber), so each one is tested against fixture trees and the same
+// XDPInspector, the wakeup measurement through a WakeupProber, the copp
+// check through a CoPPReader), so each one is tested against fixture trees and the same
 // code runs against the live host with Root "/". See docs/DOCTOR.md.
 package doctor
 
@@ -20,6 +22,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/kbridge/kbridge/copp"
 )
 
 // Options say where to look and what the configuration expects.
@@ -59,6 +63,13 @@ type Options struct {
 	// XDP reads XDP attachment state. Nil means netlink when Root is
 	// "/", and the XDP check is skipped for any other root.
 	XDP XDPInspector
+	// CoPP reads the running kbridge's policed counters; nil skips the
+	// copp check. CoPPRates are the classes' rates from the
+	// configuration, named in its evidence; CoPPWindow is the time
+	// between its two readings (zero: DefaultCoPPWindow).
+	CoPP       CoPPReader
+	CoPPRates  [copp.NumClasses]copp.Rate
+	CoPPWindow time.Duration
 }
 
 // Status is the verdict of one check.
@@ -127,6 +138,7 @@ const (
 	CheckWakeup       = "wakeup"
 	CheckIRQAffinity  = "irq-affinity"
 	CheckXDP          = "xdp"
+	CheckCoPP         = "copp"
 )
 
 // DefaultMaxHeaderBytes is the worst-case header kbridge assumes when the
@@ -153,6 +165,7 @@ var checks = []check{
 	{CheckWakeup, checkWakeup},
 	{CheckIRQAffinity, checkIRQAffinity},
 	{CheckXDP, checkXDP},
+	{CheckCoPP, checkCoPP},
 }
 
 // Run runs every check and returns the findings in a fixed order. It

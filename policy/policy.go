@@ -64,6 +64,12 @@ type Policy struct {
 	// ParkTimeout bounds one park. It only matters when a wakeup is lost;
 	// when the app cannot kick at all, parks are bounded by Backoff.Max.
 	ParkTimeout time.Duration `mapstructure:"park_timeout" json:"park_timeout"`
+	// PolicedSleep is how long a worker whose polls since its last wait
+	// moved mostly frames the policers freed waits, unkicked by the app
+	// (the kernel's frames still end it), instead of spinning or parking:
+	// a policed flood then costs a wakeup per PolicedSleep, not one per
+	// few frames. 0 turns it off.
+	PolicedSleep time.Duration `mapstructure:"policed_sleep" json:"policed_sleep"`
 }
 
 // Backoff is adaptive mode's sleep ladder.
@@ -87,6 +93,11 @@ func Default() Policy {
 		Backoff:     Backoff{},
 		Interval:    4 * time.Millisecond,
 		ParkTimeout: 100 * time.Millisecond,
+		// A policed flood's frames batch for this long (what a control
+		// frame among them may wait), so that kbridge's CPU follows the
+		// rate it writes, not the rate offered
+		// (docs/runs/2026-12-03-copp-cpu-bound.md).
+		PolicedSleep: 50 * time.Microsecond,
 	}
 }
 
@@ -109,6 +120,7 @@ func (p Policy) Validate(prefix string) error {
 		{"backoff.max", p.Backoff.Max, 0, time.Second},
 		{"interval", p.Interval, time.Microsecond, 10 * time.Second},
 		{"park_timeout", p.ParkTimeout, 10 * time.Microsecond, time.Minute},
+		{"policed_sleep", p.PolicedSleep, 0, time.Millisecond},
 	} {
 		if b.v < b.min || b.v > b.max {
 			errs.Addf(b.key, b.v, "must be between %v and %v", b.min, b.max)

@@ -111,6 +111,7 @@ func TestValidateNamesKeyAndValue(t *testing.T) {
 		{func(p *Policy) { p.Interval = 20 * time.Second }, "policy.interval: 20s"},
 		{func(p *Policy) { p.Spin = -1 }, "policy.spin: -1ns"},
 		{func(p *Policy) { p.ParkTimeout = time.Nanosecond }, "policy.park_timeout: 1ns"},
+		{func(p *Policy) { p.PolicedSleep = 2 * time.Millisecond }, "policy.policed_sleep: 2ms"},
 	} {
 		p := Default()
 		c.mut(&p)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,7 +10,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
+	"github.com/kbridge/kbridge/copp"
+	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/doctor"
 	"github.com/kbridge/kbridge/policy"
 )
@@ -23,6 +27,7 @@ func doctorCmd(args []string) error {
 	nic := fset.String("nic", "", "kernel `netdev` of the NIC, for IRQ and XDP checks")
 	lcores := fset.String("app-lcores", "", "the DPDK app's lcore `cpus` (default: read from the running app)")
 	probe := fset.Duration("probe-wakeup", doctor.DefaultWakeupProbe, "measure what waking a parked worker costs, spending at most this `duration` (0: skip)")
+	coppWindow := fset.Duration("copp-window", doctor.DefaultCoPPWindow, "read the running kbridge's policed counters this `duration` apart (0: skip)")
 	if err := fset.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -44,6 +49,11 @@ func doctorCmd(args []string) error {
 		PolicyMode:  string(cfg.Policy.Mode),
 		Learn:       cfg.Policy.Learn,
 		WakeupProbe: *probe,
+		CoPPRates:   cfg.CoPP.Rates(),
+		CoPPWindow:  *coppWindow,
+	}
+	if *coppWindow > 0 && *root == "/" {
+		opts.CoPP = socketCoPP(cfg.Stats.Socket)
 	}
 	if cfg.Policy.Mode == policy.Fixed {
 		opts.FixedInterval = cfg.Policy.Interval
@@ -77,4 +87,53 @@ func doctorCmd(args []string) error {
 		os.Exit(code)
 	}
 	return nil
+}
+
+// socketCoPP reads the policed counters from the status a kbridge serves on
+// its control socket.
+type socketCoPP string
+
+// Policed implements doctor.CoPPReader.
+func (s socketCoPP) Policed(ctx context.Context) ([copp.NumClasses]uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return [copp.NumClasses]uint64{}, err
+	}
+	raw, err := daemon.ReadStatusRaw(string(s))
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+		return [copp.NumClasses]uint64{}, fmt.Errorf("%w on %s", doctor.ErrNoInstance, string(s))
+	}
+	if err != nil {
+		return [copp.NumClasses]uint64{}, err
+	}
+	return policedInStatus(raw)
+}
+
+// policedInStatus sums a status document's policed counters over its
+// queues, whatever its mode; doctor.ErrCoPPOff when no queue has any.
+func policedInStatus(raw []byte) ([copp.NumClasses]uint64, error) {
+	var sum [copp.NumClasses]uint64
+	var st struct {
+		Queues []struct {
+			CoPP *struct {
+				Policed [copp.NumClasses]uint64 `json:"policed"`
+			} `json:"copp"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return sum, fmt.Errorf("status: %w", err)
+	}
+	on := false
+	for _, q := range st.Queues {
+		if q.CoPP == nil {
+			continue
+		}
+		on = true
+		for c, n := range q.CoPP.Policed {
+			sum[c] += n
+		}
+	}
+	if !on {
+		return sum, doctor.ErrCoPPOff
+	}
+	return sum, nil
 }

@@ -31,7 +31,7 @@ usage:
                                     show the running daemon's counters
   kbridge doctor  [--config FILE] [--instance NAME] [--root DIR] [--json] [--fix] [--nic IF]
                                     check the host: ENA write-combining, HZ, hugepages,
-                                    CPUs, IRQ affinity, XDP
+                                    CPUs, IRQ affinity, XDP, the CoPP class policed now
   kbridge cleanup [--config FILE] [--instance NAME]
                                     remove what a crashed daemon left behind
                                     (refused while a daemon answers on the socket)

@@ -1,13 +1,14 @@
 // Package doctortest provides fakes for testing code built on doctor
 // without a live host: FakeXDP answers doctor.XDPInspector from a map of
 // interface names to XDP states, FakeWakeup doctor.WakeupProber with a
-// fixed report.
+// fixed report, FakeCoPP doctor.CoPPReader with readings in turn.
 package doctortest
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/doctor"
 )
 
@@ -46,4 +47,25 @@ func (f FakeWakeup) ProbeWakeup(ctx context.Context, p doctor.WakeupPlan) (docto
 	r := f.Report
 	r.Plan = p
 	return r, f.Err
+}
+
+// FakeCoPP answers doctor.CoPPReader with Readings in turn (the last one
+// again once they run out), or Err.
+type FakeCoPP struct {
+	Readings [][copp.NumClasses]uint64
+	Err      error
+	n        int
+}
+
+// Policed implements doctor.CoPPReader.
+func (f *FakeCoPP) Policed(ctx context.Context) ([copp.NumClasses]uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return [copp.NumClasses]uint64{}, err
+	}
+	if f.Err != nil || len(f.Readings) == 0 {
+		return [copp.NumClasses]uint64{}, f.Err
+	}
+	r := f.Readings[min(f.n, len(f.Readings)-1)]
+	f.n++
+	return r, nil
 }

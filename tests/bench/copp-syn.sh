@@ -142,7 +142,7 @@ settle() {
 }
 
 # rates S0 S1 SECONDS C0 C1 T0 T1: "offered written policed app-dropped
-# wakeups (k/s) cpu% us/written" over the interval.
+# wakeups sleeps (k/s) cpu% us/written" over the interval.
 rates() {
 	local hz
 	hz=$(getconf CLK_TCK)
@@ -153,8 +153,9 @@ rates() {
 		((((q($b).copp.policed // [0]) | add) - ((q($a).copp.policed // [0]) | add)) / $s) as $p |
 		((q($b).app.to_kernel_dropped - q($a).app.to_kernel_dropped) / $s) as $d |
 		((q($b).wakeups - q($a).wakeups) / $s) as $k |
+		((q($b).sleeps - q($a).sleeps) / $s) as $z |
 		(($c | tonumber) / ($hz | tonumber) / $s) as $cpu |
-		"\(($t | tonumber) / $s / 1000 | . * 10 | round / 10) \($w / 1000 | . * 10 | round / 10) \($p / 1000 | . * 10 | round / 10) \($d / 1000 | . * 10 | round / 10) \($k / 1000 | . * 10 | round / 10) \($cpu * 1000 | round / 10) \(if $w > 0 then $cpu / $w * 1e6 * 100 | round / 100 else "-" end)"'
+		"\(($t | tonumber) / $s / 1000 | . * 10 | round / 10) \($w / 1000 | . * 10 | round / 10) \($p / 1000 | . * 10 | round / 10) \($d / 1000 | . * 10 | round / 10) \($k / 1000 | . * 10 | round / 10) \($z / 1000 | . * 10 | round / 10) \($cpu * 1000 | round / 10) \(if $w > 0 then $cpu / $w * 1e6 * 100 | round / 100 else "-" end)"'
 }
 
 cpu_variant() { # rate round ("-" rate: no flood)
@@ -167,7 +168,7 @@ cpu_variant() { # rate round ("-" rate: no flood)
 	s1=$(stats) c1=$(cpu_ticks) t1=$(peer_tx) x1=$(now)
 	stop_floods
 	el=$(echo "$x1 - $x0" | bc)
-	echo "cpu round $2 default.pps ${r}: offered/written/policed/app-dropped kframes/s, wakeups k/s, kbridge CPU %, us CPU per frame written: $(rates "$s0" "$s1" "$el" "$c0" "$c1" "$t0" "$t1")"
+	echo "cpu round $2 default.pps ${r}: offered/written/policed/app-dropped kframes/s, wakeups/sleeps k/s, kbridge CPU %, us CPU per frame written: $(rates "$s0" "$s1" "$el" "$c0" "$c1" "$t0" "$t1")"
 	sleep 3
 }
 
@@ -190,7 +191,7 @@ ssh_variant() { # variant round
 	stop_floods
 	el=$(echo "$x1 - $x0" | bc)
 	out=$(cat "$work/pp.out")
-	echo "ssh round $2 $v: waited ${waited}s to settle; rtt us quiet p50/p99/max, flood p50/p99/max, replies: $out; offered/written/policed/app-dropped kframes/s, wakeups k/s, CPU %, us/written: $(rates "$s0" "$s1" "$el" "$c0" "$c1" "$t0" "$t1"); policed by class: $(jq -c --argjson a "$s0" '[.queues[0].copp.policed, $a.queues[0].copp.policed] | transpose | map(.[0] - .[1])' <<<"$s1"); after: $(lingers)"
+	echo "ssh round $2 $v: waited ${waited}s to settle; rtt us quiet p50/p99/max, flood p50/p99/max, replies: $out; offered/written/policed/app-dropped kframes/s, wakeups/sleeps k/s, CPU %, us/written: $(rates "$s0" "$s1" "$el" "$c0" "$c1" "$t0" "$t1"); policed by class: $(jq -c --argjson a "$s0" '[.queues[0].copp.policed, $a.queues[0].copp.policed] | transpose | map(.[0] - .[1])' <<<"$s1"); after: $(lingers)"
 }
 
 say "copp-syn $WHAT: kbridge $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo '?'), $(date -u +%FT%TZ)"
