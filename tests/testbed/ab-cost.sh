@@ -13,7 +13,9 @@
 # kbridge's CPU time per data frame of the direction (utime+stime over the
 # frames the app's NIC counted). COST_LOCK=FILE: flock FILE around each
 # measurement; EVENTS=1: what kbridge did meanwhile, per data frame (both in
-# cost-lib.sh).
+# cost-lib.sh). B_ENV="VAR=VALUE ...": B's bed brought up with these on top,
+# e.g. B_ENV=KBT_SW_OFFLOAD=1 with A and B the same tree: the offload bed
+# against the plain one.
 # Root; run it under nothing else (tests/README.md). Progress on stderr; one
 # line per measurement, then a min-max summary, on stdout.
 # Example: git worktree add /work/wt/before <rev> && make -C /work/wt/before build &&
@@ -33,7 +35,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		rev=$(git -C "$t" describe --always --dirty)
 		cost_lock
 		tree=$t # only now: the exit trap takes down tree's bed
-		cost_bed_up "$t" "round $r: $v ($rev)" || exit 1
+		env=(); [ "$v" = B ] && read -ra env <<<"${B_ENV:-}"
+		cost_bed_up "$t" "round $r: $v ($rev)" "${env[@]}" || exit 1
 		for dir in up down; do
 			flags=; [ $dir = down ] && flags=-R
 			[ "${EVENTS:-}" != 1 ] || events_start "$t" kbridge
