@@ -128,3 +128,42 @@ if fwd == "kbridge":
 print("  events a data frame:", out)
 PY
 }
+
+# COUNTERS=1: what kbridge and the app did during a measurement, from their
+# own counters (one control-socket request and one SIGUSR1 each side of it,
+# outside the CPU window): bytes a packet each way, the writes and reads
+# behind them, the app's merging (--sw-offload's gro counters, else none).
+# counters_snap TREE N: kbridge's stats and the app's stats line, as snapshot N.
+counters_snap() {
+	local n0 i
+	"$1/bin/kbridge" stats --socket "$RUN/kbridge.sock" >"$out.k$2"
+	n0=$(grep -c '^kbridge-refapp: stats' "$RUN/refapp.log" || true)
+	kill -USR1 "$(cat "$RUN/refapp.pid")"
+	for ((i = 0; i < 40; i++)); do
+		[ "$(grep -c '^kbridge-refapp: stats' "$RUN/refapp.log" || true)" -gt "$n0" ] && break
+		sleep 0.05
+	done
+	grep '^kbridge-refapp: stats' "$RUN/refapp.log" | tail -n1 >"$out.a$2"
+}
+# counters_print: the differences between snapshots 0 and 1.
+counters_print() {
+	python3 - "$out.k0" "$out.k1" "$out.a0" "$out.a1" <<'PY'
+import sys, json
+a, b = (json.load(open(p))["queues"][0] for p in sys.argv[1:3])
+app = [dict(kv.split("=", 1) for kv in open(p).read().split() if "=" in kv) for p in sys.argv[3:5]]
+d = lambda k, o=None: (b[o] if o else b)[k] - (a[o] if o else a)[k]
+o = lambda k: d(k, "offload")
+ap = lambda k: int(app[1].get(k, 0)) - int(app[0].get(k, 0))
+div = lambda x, y: x / y if y else 0
+tkp, tkb, fkp, fkb = d("to_kernel_packets"), d("to_kernel_bytes"), d("from_kernel_packets"), d("from_kernel_bytes")
+reads = fkp - o("split_frames") + o("split_reads")
+print("  to the kernel: %d packets, %.0f bytes a packet; %.2f packets and %.0f bytes a write (coalesce %d/%d), lro_writes %d, merged %d packets in %d writes"
+      % (tkp, div(tkb, tkp), div(o("coalesce_packets"), o("coalesce_writes")), div(tkb, o("coalesce_writes")), o("coalesce_packets"), o("coalesce_writes"),
+         o("lro_writes"), o("merged_packets"), o("merged_writes")))
+print("  from the kernel: %d packets to the app, %.0f bytes a packet; %d reads, %.0f bytes a read; tso_to_app %d, split_reads %d into %d frames"
+      % (fkp, div(fkb, fkp), reads, div(fkb, reads), o("tso_to_app"), o("split_reads"), o("split_frames")))
+print("  the app: rx %d frames, to_kernel %d packets; gro %d packets of %d frames (%.1f a packet, %.0f%% of rx); gso %d into %d"
+      % (ap("rx"), ap("to_kernel"), ap("gro"), ap("gro_segments"), div(ap("gro_segments"), ap("gro")),
+         100 * div(ap("gro_segments"), ap("rx")), ap("gso"), ap("gso_segments")))
+PY
+}
