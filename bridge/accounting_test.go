@@ -108,7 +108,7 @@ func BenchmarkStepLoopBookkeeping(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		beats++
 		now := time.Since(start)
-		step := l.Next(i&1 == 0, now)
+		step := l.Next(1-i&1, 0, now)
 		if step.Kind == policy.Park {
 			spin += uint64(time.Since(start) - now)
 		}

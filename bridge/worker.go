@@ -54,10 +54,6 @@ type Worker struct {
 	closed   bool
 	waiter   *policy.Waiter
 	start    time.Time
-
-	// What the polls since the worker last waited moved, and how many of
-	// those frames the policers freed: see policedFlood.
-	sinceWait struct{ moved, policed int }
 }
 
 // NewWorker returns a worker that moves packets between the app's queue (out,
@@ -194,32 +190,15 @@ func (w *Worker) Run() error {
 	for !w.stop.Load() {
 		w.beats.Add(1)
 		moved := w.FromKernel() + w.ToKernel()
-		w.sinceWait.moved += moved
-		w.sinceWait.policed += w.policed()
+		policed := w.policed()
 		now := w.now()
 		if p := w.policy.Load(); p != cur {
 			cur = p
 			ladder.Reset(*p, now)
 		}
-		step := ladder.Next(moved > 0, now)
+		step := ladder.Next(moved, policed, now)
 		if moved == 0 && cur.Mode != policy.Fixed {
 			w.counters.SpinNanos.Add(uint64(now - last))
-		}
-		if w.policedFlood(step.Kind, cur) {
-			// A park without need-wakeup: the app does not kick, the
-			// kernel's frames (a session's replies) end it at once.
-			// Unpark after a wakeup drains what a waker's own watched
-			// fd may hold (vhost's kick), which would otherwise end
-			// every such park at once.
-			w.counters.Sleeps.Add(1)
-			woken, err := w.waiter.Park(cur.PolicedSleep)
-			if err != nil {
-				return err
-			}
-			if woken {
-				w.waker.Unpark()
-			}
-			step.Kind = policy.Poll
 		}
 		switch step.Kind {
 		case policy.Yield:
@@ -242,27 +221,23 @@ func (w *Worker) Run() error {
 			if err := w.park(step.D, cur); err != nil {
 				return err
 			}
+		case policy.PolicedSleep:
+			// A park without need-wakeup, counted as a sleep. Unpark
+			// after a wakeup drains what a waker's own watched fd may
+			// hold (vhost's kick), which would otherwise end every such
+			// park at once.
+			w.counters.Sleeps.Add(1)
+			woken, err := w.waiter.Park(step.D)
+			if err != nil {
+				return err
+			}
+			if woken {
+				w.waker.Unpark()
+			}
 		}
 		last = w.now()
 	}
 	return nil
-}
-
-// policedFlood reports, before a wait of kind k, whether the frames moved
-// since the last wait were mostly ones the policers freed: a flood being
-// policed. Then the worker waits p.PolicedSleep unkicked (only the
-// kernel's frames end it) instead of spinning or parking, so that the
-// flood's frames batch into one burst a wait and the app stops kicking: a
-// kicked park would wake it every few frames, each wakeup costing
-// microseconds where a policed frame costs tens of nanoseconds. Waits with
-// fewer policed frames, and fixed mode's sleeps, are left as they are.
-func (w *Worker) policedFlood(k policy.StepKind, p *policy.Policy) bool {
-	if k == policy.Poll {
-		return false
-	}
-	flood := (k == policy.Yield || k == policy.Park) && p.PolicedSleep > 0 && 2*w.sinceWait.policed > w.sinceWait.moved
-	w.sinceWait.moved, w.sinceWait.policed = 0, 0
-	return flood
 }
 
 // park publishes need-wakeup, re-checks the ring (the app may have enqueued

@@ -2,8 +2,9 @@
 // move, and carries that wait out precisely.
 //
 // Ladder is a pure state machine that turns a mode (busy, adaptive,
-// interrupt, fixed) into steps: given whether the last poll moved packets,
-// and when, it returns the next Step (Poll, Yield, Sleep or Park).
+// interrupt, fixed) into steps: given what the last poll moved (and how
+// much of it the policers freed), and when, it returns the next Step (Poll,
+// Yield, Sleep, Park or PolicedSleep).
 // It has no clock of its own, so tests drive it with a fake one. Waiter
 // carries a Step out: a park waits in epoll_pwait2, with a nanosecond
 // timeout, on the kernel side's fd, an eventfd the app kicks and any
@@ -150,10 +151,16 @@ const (
 	// CPU it shares with the workload lets a woken client or server run at
 	// once instead of holding the CPU until the scheduler preempts it.
 	Yield
+	// PolicedSleep means wait Step.D in epoll without publishing
+	// need-wakeup: the app does not kick, the kernel's frames (a
+	// session's replies) end it at once. The ladder gives it instead of a
+	// Yield or a Park when the frames moved since the last wait were
+	// mostly ones the policers freed (see Policy.PolicedSleep).
+	PolicedSleep
 )
 
 func (k StepKind) String() string {
-	return [...]string{"poll", "sleep", "park", "yield"}[k]
+	return [...]string{"poll", "sleep", "park", "yield", "policed-sleep"}[k]
 }
 
 // Step is the ladder's decision.
@@ -162,15 +169,18 @@ type Step struct {
 	D    time.Duration
 }
 
-// Ladder is the pure state machine of a policy: given whether the last poll
-// moved packets and the time, it says whether to poll, sleep or park. It has
-// no clock of its own, so tests drive it with a fake one.
+// Ladder is the pure state machine of a policy: given what the last poll
+// moved and the time, it says whether to poll, sleep or park. It has no
+// clock of its own, so tests drive it with a fake one.
 type Ladder struct {
 	p        Policy
 	lastWork time.Duration
 	backoff  time.Duration
 	idle     bool  // the last poll moved nothing
 	score    uint8 // Learn: a saturating count of idle gaps that ended within hitFactor*Spin
+	// What the polls since the last wait (any step but Poll) moved, and
+	// how many of those frames the policers freed.
+	moved, policed int
 }
 
 // Learn's score: a 2-bit saturating counter, as a branch predictor keeps
@@ -196,16 +206,43 @@ func NewLadder(p Policy, now time.Duration) *Ladder {
 func (l *Ladder) Policy() Policy { return l.p }
 
 // Reset switches to policy p; the ladder starts over as if it just worked.
+// What it moved since the last wait carries over: no wait came between.
 func (l *Ladder) Reset(p Policy, now time.Duration) {
-	*l = Ladder{p: p, lastWork: now, score: maxScore}
+	*l = Ladder{p: p, lastWork: now, score: maxScore, moved: l.moved, policed: l.policed}
 }
 
 // Spinning reports whether adaptive would spin after the next idle poll
 // (always, unless Learn has seen idle gaps outlast twice Spin).
 func (l *Ladder) Spinning() bool { return !l.p.Learn || l.score >= spinScore }
 
-// Next returns what to do after a poll that moved packets (worked) or not.
-func (l *Ladder) Next(worked bool, now time.Duration) Step {
+// Next returns what to do after a poll that moved moved frames, policed of
+// them freed by the policers.
+//
+// When the frames moved since the last wait were mostly policed ones (a
+// flood being policed) and Policy.PolicedSleep is set, a Yield or a Park
+// becomes a PolicedSleep: the flood's frames then batch into one burst a
+// wait and the app stops kicking, where a kicked park would wake the worker
+// every few frames, each wakeup costing microseconds where a policed frame
+// costs tens of nanoseconds. Sleeps (adaptive's backoff, fixed mode's
+// interval) are left as they are.
+func (l *Ladder) Next(moved, policed int, now time.Duration) Step {
+	l.moved += moved
+	l.policed += policed
+	s := l.next(moved > 0, now)
+	if s.Kind == Poll {
+		return s
+	}
+	flood := (s.Kind == Yield || s.Kind == Park) && l.p.PolicedSleep > 0 && 2*l.policed > l.moved
+	l.moved, l.policed = 0, 0
+	if flood {
+		return Step{Kind: PolicedSleep, D: l.p.PolicedSleep}
+	}
+	return s
+}
+
+// next is the ladder proper: what to do after a poll that moved packets
+// (worked) or not.
+func (l *Ladder) next(worked bool, now time.Duration) Step {
 	if worked {
 		if l.idle {
 			l.learn(now - l.lastWork)

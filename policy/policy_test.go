@@ -12,6 +12,14 @@ import (
 
 const us = time.Microsecond
 
+// frames is what a poll moved: one frame when it worked.
+func frames(worked bool) int {
+	if worked {
+		return 1
+	}
+	return 0
+}
+
 func TestLadderTransitions(t *testing.T) {
 	p := Default()
 	p.Spin = 50 * us
@@ -57,7 +65,7 @@ func TestLadderTransitions(t *testing.T) {
 		p.Mode = mode
 		l := NewLadder(p, 0)
 		for i, c := range calls {
-			if got := l.Next(c.worked, c.at); got != c.want {
+			if got := l.Next(frames(c.worked), 0, c.at); got != c.want {
 				t.Errorf("%s step %d (worked=%v at %v): got %v %v, want %v %v",
 					mode, i, c.worked, c.at, got.Kind, got.D, c.want.Kind, c.want.D)
 			}
@@ -73,10 +81,10 @@ func TestAdaptiveWithoutBackoffParksAfterSpinning(t *testing.T) {
 		t.Fatalf("backoff off is valid: %v", err)
 	}
 	l := NewLadder(p, 0)
-	if s := l.Next(false, 49*us); s.Kind != Yield {
+	if s := l.Next(0, 0, 49*us); s.Kind != Yield {
 		t.Fatalf("within spin: %v", s.Kind)
 	}
-	if s := l.Next(false, 50*us); s.Kind != Park || s.D != p.ParkTimeout {
+	if s := l.Next(0, 0, 50*us); s.Kind != Park || s.D != p.ParkTimeout {
 		t.Fatalf("after spin: %v %v, want a park", s.Kind, s.D)
 	}
 }
@@ -85,14 +93,14 @@ func TestLadderResetSwitchesMode(t *testing.T) {
 	p := Default()
 	l := NewLadder(p, 0)
 	for i := 0; i < 100; i++ {
-		l.Next(false, time.Duration(i)*time.Millisecond)
+		l.Next(0, 0, time.Duration(i)*time.Millisecond)
 	}
-	if s := l.Next(false, time.Second); s.Kind != Park {
+	if s := l.Next(0, 0, time.Second); s.Kind != Park {
 		t.Fatalf("idle adaptive ladder: %v, want park", s.Kind)
 	}
 	p.Mode = Busy
 	l.Reset(p, time.Second)
-	if s := l.Next(false, 2*time.Second); s.Kind != Poll {
+	if s := l.Next(0, 0, 2*time.Second); s.Kind != Poll {
 		t.Fatalf("after switching to busy: %v, want poll", s.Kind)
 	}
 	if l.Policy().Mode != Busy {
@@ -191,8 +199,8 @@ func TestLearnedSpin(t *testing.T) {
 	// gap: the worker works at `at`, then polls idle 1 us later, and the
 	// next packet comes gap after the work. It returns the idle step.
 	gap := func(g time.Duration) StepKind {
-		l.Next(true, at)
-		s := l.Next(false, at+us)
+		l.Next(1, 0, at)
+		s := l.Next(0, 0, at+us)
 		at += g
 		return s.Kind
 	}
@@ -220,5 +228,91 @@ func TestLearnedSpin(t *testing.T) {
 		if k := gap(time.Millisecond); k != Yield {
 			t.Fatalf("without Learn: %v, want yield every time", k)
 		}
+	}
+}
+
+// A flood being policed: when most frames the polls moved since the last
+// wait were freed by the policers, a Yield or a Park becomes a PolicedSleep
+// of Policy.PolicedSleep; sleeps stay sleeps, and every wait starts the
+// count over.
+func TestALadderWhoseFramesAreMostlyPolicedSleepsInsteadOfYieldingOrParking(t *testing.T) {
+	type poll struct {
+		moved, policed int
+		at             time.Duration
+		want           Step
+	}
+	base := Default()
+	base.Spin = 50 * us
+	base.ParkTimeout = time.Second
+	base.PolicedSleep = 30 * us
+	poll0 := Step{Kind: Poll}
+	yield := Step{Kind: Yield}
+	park := Step{Kind: Park, D: time.Second}
+	policed := Step{Kind: PolicedSleep, D: 30 * us}
+	for _, c := range []struct {
+		name  string
+		mut   func(*Policy)
+		polls []poll
+	}{
+		{"interrupt: a policed flood, then a wait starts the count over", func(p *Policy) { p.Mode = Interrupt }, []poll{
+			{10, 9, 0, poll0}, {0, 0, us, policed}, {0, 0, 2 * us, park},
+		}},
+		{"interrupt: counted over every poll since the last wait", func(p *Policy) { p.Mode = Interrupt }, []poll{
+			{8, 0, 0, poll0}, {8, 9, us, poll0}, {0, 0, 2 * us, policed},
+		}},
+		{"interrupt: half policed is not a flood", func(p *Policy) { p.Mode = Interrupt }, []poll{
+			{8, 0, 0, poll0}, {8, 8, us, poll0}, {0, 0, 2 * us, park},
+		}},
+		{"interrupt: policed_sleep 0 turns it off", func(p *Policy) { p.Mode = Interrupt; p.PolicedSleep = 0 }, []poll{
+			{10, 10, 0, poll0}, {0, 0, us, park},
+		}},
+		{"adaptive: a yield within the spin becomes one", func(p *Policy) {}, []poll{
+			{10, 10, 0, poll0}, {0, 0, us, policed}, {0, 0, 2 * us, yield}, {0, 0, 60 * us, park},
+		}},
+		{"adaptive: a backoff sleep stays one and starts the count over", func(p *Policy) { p.Backoff = Backoff{Min: 10 * us, Max: 10 * us} }, []poll{
+			{10, 10, 0, poll0}, {0, 0, 60 * us, Step{Kind: Sleep, D: 10 * us}}, {0, 0, 80 * us, park},
+		}},
+		{"fixed: the interval stays a sleep", func(p *Policy) { p.Mode = Fixed }, []poll{
+			{10, 10, 0, Step{Kind: Sleep, D: base.Interval}},
+		}},
+		{"busy: never waits", func(p *Policy) { p.Mode = Busy }, []poll{
+			{10, 10, 0, poll0}, {0, 0, time.Hour, poll0},
+		}},
+	} {
+		p := base
+		c.mut(&p)
+		l := NewLadder(p, 0)
+		for i, s := range c.polls {
+			if got := l.Next(s.moved, s.policed, s.at); got != s.want {
+				t.Errorf("%s: poll %d (%d moved, %d policed at %v): got %v %v, want %v %v",
+					c.name, i, s.moved, s.policed, s.at, got.Kind, got.D, s.want.Kind, s.want.D)
+			}
+		}
+	}
+}
+
+// Switching policies is not a wait: what the polls moved before the switch
+// still counts.
+func TestALadderKeepsItsPolicedCountAcrossAPolicySwitch(t *testing.T) {
+	p := Default()
+	p.Mode = Interrupt
+	l := NewLadder(p, 0)
+	l.Next(10, 10, 0)
+	l.Reset(p, us)
+	if s := l.Next(0, 0, 2*us); s.Kind != PolicedSleep || s.D != p.PolicedSleep {
+		t.Errorf("after a switch: %v %v, want a policed sleep of %v", s.Kind, s.D, p.PolicedSleep)
+	}
+}
+
+func TestTheLadderDoesNotAllocate(t *testing.T) {
+	p := Default()
+	p.Mode = Interrupt
+	l := NewLadder(p, 0)
+	at := time.Duration(0)
+	if allocs := testing.AllocsPerRun(1000, func() {
+		at += us
+		l.Next(int(at/us)&1, 1, at)
+	}); allocs != 0 {
+		t.Errorf("%.2f allocations per step, want 0", allocs)
 	}
 }
