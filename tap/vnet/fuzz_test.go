@@ -109,7 +109,7 @@ func FuzzCoalesce(f *testing.F) {
 	f.Add([]byte{0, 0x10, 125, 0, 0, 0x10, 125, 0, 0, 0x14, 125, 0x10, 7})
 	f.Add([]byte{3, 0x85, 15, 0, 0, 0x45, 0, 0, 0x28, 0, 0, 0, 0, 0, 0, 0, 0, 0x06})
 	f.Add([]byte{0, 0x60, 32, 2, 0, 0x60, 32, 2, 0, 0, 32, 0, 0})             // LRO, LRO, a frame: one write
-	f.Add([]byte{1, 0x60, 160, 2, 0x80, 0x60, 160, 2, 0x80, 0x60, 160, 2, 0}) // LRO chains, v6
+	f.Add([]byte{1, 0x60, 167, 2, 0x87, 0x60, 167, 2, 0x87, 0x60, 167, 2, 0}) // LRO chains, v6
 	c := NewCoalescer(16, 0)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pkts := burstFromBytes(data)
