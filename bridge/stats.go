@@ -43,7 +43,8 @@ type Counters struct {
 type OffloadCounters struct {
 	MergedWrites  atomic.Uint64 // GSO writes made of several app packets (GRO)
 	MergedPackets atomic.Uint64 // app packets that went down inside them
-	LROWrites     atomic.Uint64 // app LRO (mode vhost: TSO) packets written as one GSO write
+	LROWrites     atomic.Uint64 // app LRO (mode vhost: TSO) packets written in GSO writes, alone or merged
+	LROMerged     atomic.Uint64 // those of them merged with other packets (in MergedPackets too)
 	SplitReads    atomic.Uint64 // kernel super-frames split into MTU frames
 	SplitFrames   atomic.Uint64 // frames those splits made
 	TSOToApp      atomic.Uint64 // super-frames handed whole to an app that declared TSO
@@ -77,6 +78,7 @@ type OffloadSnapshot struct {
 	MergedWrites     uint64 `json:"merged_writes"`
 	MergedPackets    uint64 `json:"merged_packets"`
 	LROWrites        uint64 `json:"lro_writes"`
+	LROMerged        uint64 `json:"lro_merged"`
 	SplitReads       uint64 `json:"split_reads"`
 	SplitFrames      uint64 `json:"split_frames"`
 	TSOToApp         uint64 `json:"tso_to_app"`
@@ -97,6 +99,7 @@ func (c *OffloadCounters) Snapshot() OffloadSnapshot {
 		MergedWrites:     c.MergedWrites.Load(),
 		MergedPackets:    c.MergedPackets.Load(),
 		LROWrites:        c.LROWrites.Load(),
+		LROMerged:        c.LROMerged.Load(),
 		SplitReads:       c.SplitReads.Load(),
 		SplitFrames:      c.SplitFrames.Load(),
 		TSOToApp:         c.TSOToApp.Load(),
@@ -117,6 +120,7 @@ func (c *OffloadCounters) add(o *OffloadSnapshot) {
 	addIf(&c.MergedWrites, o.MergedWrites)
 	addIf(&c.MergedPackets, o.MergedPackets)
 	addIf(&c.LROWrites, o.LROWrites)
+	addIf(&c.LROMerged, o.LROMerged)
 	addIf(&c.SplitReads, o.SplitReads)
 	addIf(&c.SplitFrames, o.SplitFrames)
 	addIf(&c.TSOToApp, o.TSOToApp)
@@ -139,9 +143,9 @@ func addIf(c *atomic.Uint64, v uint64) {
 
 // Events names the offload events with their values, in a fixed order, for
 // metrics and display.
-func (o OffloadSnapshot) Events() [15]Event {
+func (o OffloadSnapshot) Events() [16]Event {
 	return [...]Event{
-		{"merged_writes", o.MergedWrites}, {"merged_packets", o.MergedPackets}, {"lro_writes", o.LROWrites},
+		{"merged_writes", o.MergedWrites}, {"merged_packets", o.MergedPackets}, {"lro_writes", o.LROWrites}, {"lro_merged", o.LROMerged},
 		{"split_reads", o.SplitReads}, {"split_frames", o.SplitFrames}, {"tso_to_app", o.TSOToApp},
 		{"csum_completed_from_kernel", o.CsumFromKernel}, {"csum_completed_to_kernel", o.CsumToKernel},
 		{"fallbacks", o.Fallbacks}, {"split_writes", o.SplitWrites}, {"split_write_frames", o.SplitWriteFrames},

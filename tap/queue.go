@@ -233,7 +233,7 @@ func (q *Queue) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
 	r.Offload.BadCsum += after.BadCsum - before.BadCsum
 	r.Offload.CsumTrusted += after.CsumTrusted - before.CsumTrusted
 	for _, w := range ws {
-		if !w.Merged && !w.LRO && q.pkts[w.First].LROSize != 0 {
+		if !w.Merged && w.LRO == 0 && q.pkts[w.First].LROSize != 0 {
 			// Not a TCP super-frame the kernel segments: the MTU
 			// rule holds for it as for any frame.
 			if q.writePlain(w.First, r) {
@@ -245,11 +245,11 @@ func (q *Queue) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
 		switch {
 		case errno == 0:
 			done(w.Pkts...)
+			r.Offload.LROWrites += uint64(w.LRO)
 			if w.Merged {
 				r.Offload.MergedWrites++
 				r.Offload.MergedPackets += uint64(len(w.Pkts))
-			} else if q.pkts[w.First].LROSize != 0 {
-				r.Offload.LROWrites++
+				r.Offload.LROMerged += uint64(w.LRO)
 			}
 		case errno == unix.EINVAL && (w.Merged || q.pkts[w.First].LROSize != 0):
 			// Some kernels refuse a GSO write (a short last

@@ -155,6 +155,51 @@ func chain(f []byte, cuts ...int) Packet {
 	return p
 }
 
+// lro returns what a NIC's LRO (librte_gro) makes of consecutive segments
+// of one flow: an mbuf chain of the first frame and then each further
+// segment's payload, the IP length updated, the checksums left the first
+// frame's (stale), LROSize the largest payload, CsumOK set.
+func lro(specs []spec) Packet {
+	head := build(specs[0])
+	th, _, _ := parseTCP(head)
+	p := Packet{Segs: [][]byte{head}, Len: len(head), CsumOK: true, LROSize: uint16(len(specs[0].payload))}
+	for _, s := range specs[1:] {
+		p.Segs = append(p.Segs, s.payload)
+		p.Len += len(s.payload)
+		p.LROSize = max(p.LROSize, uint16(len(s.payload)))
+	}
+	ip := head[th.l2:]
+	if th.v6 {
+		binary.BigEndian.PutUint16(ip[4:], uint16(p.Len-th.l2-th.l3))
+	} else {
+		binary.BigEndian.PutUint16(ip[2:], uint16(p.Len-th.l2))
+	}
+	return p
+}
+
+// origFrames returns the frames packet p stands for: p itself, or for an
+// LRO packet the kernel segments, the frames its GSO write alone splits
+// into (the IPv4 IDs counting up from its own).
+func origFrames(t testing.TB, p Packet, mtu int) [][]byte {
+	t.Helper()
+	var f []byte
+	for _, s := range p.Segs {
+		f = append(f, s...)
+	}
+	if p.LROSize == 0 {
+		return [][]byte{f}
+	}
+	ws := NewCoalescer(1, 0).Coalesce([]Packet{p})
+	if Decode(ws[0].Iov[0]).GSOType == GSONone {
+		return [][]byte{f}
+	}
+	segs, err := split(t, flatten(ws[0]), mtu)
+	if err != nil {
+		t.Fatalf("LRO packet alone: split: %v", err)
+	}
+	return segs
+}
+
 func flatten(w Write) []byte {
 	var b []byte
 	for _, v := range w.Iov {
@@ -206,7 +251,7 @@ func checkFrame(t testing.TB, f []byte) {
 // checkWrites checks the invariants every Coalesce result has: each packet
 // in exactly one write, writes ordered by first packet, alone writes with the
 // packet whole behind a plain header, merged writes that split back into the
-// original frames.
+// original frames (an LRO packet's being the frames it holds).
 func checkWrites(t testing.TB, pkts []Packet, ws []Write, mtu int, exact bool) {
 	t.Helper()
 	seen := make([]bool, len(pkts))
@@ -229,11 +274,7 @@ func checkWrites(t testing.TB, pkts []Packet, ws []Write, mtu int, exact bool) {
 		h := Decode(wire)
 		var orig [][]byte
 		for _, i := range w.Pkts {
-			var f []byte
-			for _, s := range pkts[i].Segs {
-				f = append(f, s...)
-			}
-			orig = append(orig, f)
+			orig = append(orig, origFrames(t, pkts[i], mtu)...)
 		}
 		if len(w.Pkts) == 1 && h.GSOType == GSONone {
 			want := Hdr{}

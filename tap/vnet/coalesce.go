@@ -12,7 +12,7 @@ type Packet struct {
 	Segs    [][]byte
 	Len     int    // sum of segment lengths
 	CsumOK  bool   // the app's NIC verified the L4 checksum (RTE_MBUF_F_RX_L4_CKSUM_GOOD): skip validation
-	LROSize uint16 // non-zero: the app's NIC merged this (RTE_MBUF_F_RX_LRO); write as one GSO frame with gso_size = LROSize
+	LROSize uint16 // non-zero: the app's NIC merged this (RTE_MBUF_F_RX_LRO); written in a GSO frame with gso_size = LROSize
 }
 
 // Write is one writev the caller makes: Iov[0] is a buffer the Coalescer owns
@@ -25,13 +25,14 @@ type Write struct {
 	First int   // index of the first input packet in it
 	Pkts  []int // indices of the input packets it carries, in order (len 1 = alone)
 	// Merged is set when the write carries several packets behind a header
-	// copy. An LRO packet written as a GSO frame carries one packet and
-	// has Merged false although Iov[0] holds a header copy.
+	// copy. An LRO packet written alone as a GSO frame carries one packet
+	// and has Merged false although Iov[0] holds a header copy.
 	Merged bool
-	// LRO is set when the write is an LRO packet written as one GSO frame.
-	// An LRO packet written alone (not TCP, or no more payload than its
-	// segment size) is whatever size it is: the caller holds it to the MTU.
-	LRO bool
+	// LRO counts the LRO packets the write carries inside its GSO frame.
+	// An LRO packet written without GSO (not TCP, or no more payload than
+	// its segment size) counts 0 and is whatever size it is: the caller
+	// holds it to the MTU.
+	LRO int
 }
 
 // CoalesceStats are cumulative counters of a Coalescer.
@@ -40,7 +41,8 @@ type CoalesceStats struct {
 	Writes        uint64 // writes returned
 	MergedWrites  uint64 // writes carrying more than one packet
 	MergedPackets uint64 // packets carried by merged writes
-	LROWrites     uint64 // LRO packets written as GSO frames
+	LROWrites     uint64 // LRO packets written in GSO frames, alone or merged
+	LROMerged     uint64 // those of them merged with other packets (in MergedPackets too)
 	BadCsum       uint64 // packets whose IPv4 or TCP checksum was wrong (written alone, zero header)
 	CsumTrusted   uint64 // packets that came verified (CsumOK): none of them is checked again
 }
@@ -48,9 +50,9 @@ type CoalesceStats struct {
 // IOVMax is the writev limit (UIO_MAXIOV) a merged write stays within.
 const IOVMax = 1024
 
-// DefaultMaxSegs is the number of packets merged into one write when
-// NewCoalescer is given 0: the kernel's limit for UDP GSO and a comfortable
-// writev size.
+// DefaultMaxSegs is the number of segments (frames, an LRO packet counting
+// as the frames it holds) merged into one write when NewCoalescer is given
+// 0: the kernel's limit for UDP GSO and a comfortable writev size.
 const DefaultMaxSegs = 64
 
 // maxPayload caps a merged write's TCP payload at 64 KiB; the IP length
@@ -63,7 +65,7 @@ const (
 	kindAlone writeKind = iota // zero header (or DATA_VALID if CsumOK)
 	kindBad                    // bad checksum: zero header, whatever CsumOK says
 	kindMerge                  // a merge item; written alone if it ends with one packet
-	kindLRO                    // GSO write of a NIC-merged packet
+	kindLRO                    // a merge item headed by a NIC-merged packet: always a GSO write
 )
 
 // pktState is the per-packet scratch of one Coalesce call.
@@ -82,7 +84,9 @@ type wstate struct {
 	kind    writeKind
 	head    int // first packet: its headers are the template of a merge
 	tail    int
-	n       int
+	n       int // packets
+	segs    int // segments the kernel cuts it into (n unless LRO packets are in it)
+	lro     int // LRO packets in it
 	gsoSize int
 	payload int // total TCP payload
 	iovs    int // iovec entries after Iov[0]
@@ -107,7 +111,8 @@ type Coalescer struct {
 const hdrSlot = HdrLen + maxHdr
 
 // NewCoalescer returns a Coalescer preallocated for bursts of up to maxPkts
-// packets; maxSegs is the most packets merged into one write (0: 64). Larger
+// packets; maxSegs is the most segments merged into one write (0: 64): the
+// frames, an LRO packet counting as the frames it holds. Larger
 // bursts, or bursts with more mbuf segments than 4 per packet, grow the
 // buffers once and are then allocation-free as well.
 func NewCoalescer(maxPkts, maxSegs int) *Coalescer {
@@ -158,10 +163,19 @@ func (c *Coalescer) Stats() CoalesceStats { return c.stats }
 // segmentation copies from the first packet to every segment is equal: ack
 // number, data offset, options, window, TOS/traffic class with ECN, IPv6
 // flow label, TTL/hop limit, DF. Its payload must not exceed the first's
-// (gso_size); a shorter one, a PSH, maxSegs packets, 64 KiB of payload, the
+// (gso_size); a shorter one, a PSH, maxSegs segments, 64 KiB of payload, the
 // 65535-byte IP length or IOVMax iovecs end the item. The IPv4 IDs after the
 // first are not compared: the kernel renumbers the segments first+k, which is
 // what a sender with per-packet IDs produced anyway.
+//
+// An LRO packet (more payload than LROSize) is written as a GSO frame with
+// gso_size LROSize, and it merges as the frames it holds would: with
+// CsumOK (its checksums are the first frame's, stale, and cannot be
+// checked) and a payload of whole LROSize segments, it starts an item, or
+// joins one whose gso_size is its LROSize and whose payload so far is whole
+// segments, so that the kernel cuts the write at every original segment
+// boundary. The header copy takes its lengths from the summed payload, never
+// from the LRO packet's IP length, which the NIC may have left stale.
 //
 // Checksums (IPv4 header and TCP, over the whole mbuf chain) are checked
 // before a packet is merged unless CsumOK, because the kernel treats a
@@ -198,19 +212,22 @@ func (c *Coalescer) Coalesce(pkts []Packet) []Write {
 			continue
 		}
 		fi := c.findOpen(pkts, i)
+		kind := kindMerge
 		if p.LROSize != 0 {
-			c.closeOpen(fi)
-			t := &ps.hdr
-			if ps.payload > int(p.LROSize) && fitsIPLen(t, ps.payload) {
-				nw = c.newWrite(nw, i, kindLRO, p)
-			} else {
+			if ps.payload <= int(p.LROSize) || !fitsIPLen(&ps.hdr, ps.payload) {
+				// Not a super-frame the kernel segments.
+				c.closeOpen(fi)
 				nw = c.newWrite(nw, i, kindAlone, p)
+				continue
 			}
-			continue
+			kind = kindLRO
 		}
 		if !mergeable(p, ps) {
 			c.closeOpen(fi)
-			nw = c.newWrite(nw, i, kindAlone, p)
+			if kind == kindMerge {
+				kind = kindAlone
+			}
+			nw = c.newWrite(nw, i, kind, p)
 			continue
 		}
 		if fi >= 0 {
@@ -235,14 +252,16 @@ func (c *Coalescer) Coalesce(pkts []Packet) []Write {
 		}
 		if ps.psh {
 			// A PSH packet closes an item, so it cannot start one.
-			nw = c.newWrite(nw, i, kindAlone, p)
+			if kind == kindMerge {
+				kind = kindAlone
+			}
+			nw = c.newWrite(nw, i, kind, p)
 			continue
 		}
-		nw = c.newWrite(nw, i, kindMerge, p)
-		w := &c.ws[nw-1]
-		w.gsoSize = ps.payload
-		w.payload = ps.payload
-		w.nextSeq = ps.seq + uint32(ps.payload)
+		nw = c.newWrite(nw, i, kind, p)
+		if w := &c.ws[nw-1]; kind == kindLRO && (!p.CsumOK || ps.payload%w.gsoSize != 0 || w.segs >= c.maxSegs) {
+			continue // an LRO packet nothing may follow: written alone
+		}
 		c.open = append(c.open, nw-1)
 	}
 	for w := range nw {
@@ -352,10 +371,18 @@ func (c *Coalescer) canAppend(pkts []Packet, w *wstate, i int) bool {
 	if hs.hdr.l3 != t.l3 || hs.hdr.l4 != t.l4 {
 		return false
 	}
-	if ps.seq != w.nextSeq || ps.payload > w.gsoSize || w.n >= c.maxSegs {
+	segs := 1
+	if p := &pkts[i]; p.LROSize != 0 {
+		// Whole segments of the item's size after whole segments, or
+		// the kernel would cut the write elsewhere than the NIC merged.
+		if !p.CsumOK || int(p.LROSize) != w.gsoSize || ps.payload%w.gsoSize != 0 || w.payload%w.gsoSize != 0 {
+			return false
+		}
+		segs = ps.payload / w.gsoSize
+	} else if ps.payload > w.gsoSize || c.noShort && ps.payload < w.gsoSize {
 		return false
 	}
-	if c.noShort && ps.payload < w.gsoSize {
+	if ps.seq != w.nextSeq || w.segs+segs > c.maxSegs {
 		return false
 	}
 	payload := w.payload + ps.payload
@@ -421,24 +448,37 @@ func (c *Coalescer) closeOpen(oi int) {
 
 // newWrite starts write nw with packet i and returns nw+1.
 func (c *Coalescer) newWrite(nw, i int, kind writeKind, p *Packet) int {
-	c.ws[nw] = wstate{kind: kind, head: i, tail: i, n: 1, iovs: len(p.Segs)}
+	ps := &c.pkts[i]
+	w := wstate{kind: kind, head: i, tail: i, n: 1, segs: 1, iovs: len(p.Segs),
+		gsoSize: ps.payload, payload: ps.payload, nextSeq: ps.seq + uint32(ps.payload)}
+	if kind == kindLRO {
+		w.gsoSize = int(p.LROSize)
+		w.segs = (ps.payload + w.gsoSize - 1) / w.gsoSize
+		w.lro = 1
+	}
+	c.ws[nw] = w
 	return nw + 1
 }
 
 // appendTo adds packet i to the open item c.open[oi] and closes the item
 // when it cannot grow any further: after a PSH, after a packet shorter than
 // gso_size (only the last segment of a GSO frame may be short), or at
-// maxSegs.
+// maxSegs segments.
 func (c *Coalescer) appendTo(pkts []Packet, oi, i int) {
 	w := &c.ws[c.open[oi]]
 	ps := &c.pkts[i]
 	c.pkts[w.tail].next = i
 	w.tail = i
 	w.n++
+	w.segs++
+	if pkts[i].LROSize != 0 {
+		w.segs += ps.payload/w.gsoSize - 1
+		w.lro++
+	}
 	w.payload += ps.payload
 	w.nextSeq += uint32(ps.payload)
 	w.iovs += len(pkts[i].Segs)
-	if ps.psh || ps.payload < w.gsoSize || w.n >= c.maxSegs {
+	if ps.psh || ps.payload < w.gsoSize || w.segs >= c.maxSegs {
 		c.closeOpen(oi)
 	}
 }
@@ -471,13 +511,7 @@ func (c *Coalescer) finish(pkts []Packet, nw int) []Write {
 			iv++
 			iv += copy(c.iov[iv:], head.Segs)
 		case kindMerge, kindLRO:
-			hs := &c.pkts[ws.head]
-			gsoSize := ws.gsoSize
-			if kind == kindLRO {
-				gsoSize = int(head.LROSize)
-				ws.payload = hs.payload
-			}
-			hl := c.header(hb, head, hs, &pkts[ws.tail], gsoSize, ws.payload)
+			hl := c.header(hb, head, &c.pkts[ws.head], &pkts[ws.tail], ws.gsoSize, ws.payload)
 			c.iov[iv] = hb[:HdrLen+hl]
 			iv++
 			for j := ws.head; j >= 0; j = c.pkts[j].next {
@@ -494,21 +528,24 @@ func (c *Coalescer) finish(pkts []Packet, nw int) []Write {
 				}
 			}
 		}
-		merged := kind == kindMerge
+		merged := ws.n > 1 // only merge items grow
+		lro := 0
+		if kind == kindMerge || kind == kindLRO {
+			lro = ws.lro
+		}
 		c.writes[w] = Write{
 			Iov:    c.iov[iovStart:iv:iv],
 			First:  ws.head,
 			Pkts:   c.pktIdx[pStart:pi:pi],
 			Merged: merged,
-			LRO:    kind == kindLRO,
+			LRO:    lro,
 		}
 		c.stats.Writes++
-		switch {
-		case merged:
+		c.stats.LROWrites += uint64(lro)
+		if merged {
 			c.stats.MergedWrites++
 			c.stats.MergedPackets += uint64(ws.n)
-		case kind == kindLRO:
-			c.stats.LROWrites++
+			c.stats.LROMerged += uint64(lro)
 		}
 	}
 	c.stats.Packets += uint64(len(pkts))

@@ -394,8 +394,13 @@ func TestCoalesceAllocs(t *testing.T) {
 	specs = append(specs, stream(func() spec { s := base(); s.sport = 3; s.badCsum = true; return s }(), 10, 10)...)
 	pkts := packets(frames(specs))
 	pkts[1] = chain(build(bb[0]), 100, 200)
+	// LRO packets merged with each other and a frame.
+	l := stream(func() spec { s := base(); s.sport = 5; return s }(), repeat(1000, 5)...)
+	pkts = append(pkts, lro(l[0:2]), lro(l[2:4]), Packet{Segs: [][]byte{build(l[4])}, Len: len(build(l[4])), CsumOK: true})
 	c := NewCoalescer(len(pkts), 0)
-	c.Coalesce(pkts)
+	if ws := c.Coalesce(pkts); ws[len(ws)-1].LRO != 2 {
+		t.Fatalf("the LRO packets were not merged: %v", groups(ws))
+	}
 	if n := testing.AllocsPerRun(100, func() { c.Coalesce(pkts) }); n != 0 {
 		t.Fatalf("Coalesce allocates %v times per call", n)
 	}

@@ -80,6 +80,11 @@ func burstFromBytes(data []byte) []Packet {
 			f = build(p)
 			s.seq += uint32(len(p.payload))
 			s.id++
+			if lro != 0 && len(p.payload) > int(lro) {
+				// The IDs of the frames the NIC merged, as a
+				// sender numbering its segments would have.
+				s.id += uint16((len(p.payload) - 1) / int(lro))
+			}
 		}
 		var pkt Packet
 		if cut&0x80 != 0 && len(f) > 0 {
@@ -103,6 +108,8 @@ func FuzzCoalesce(f *testing.F) {
 	f.Add([]byte{7, 0x40, 125, 2, 9, 0x40, 100, 3, 9, 0x01, 3, 0xff, 0x85})
 	f.Add([]byte{0, 0x10, 125, 0, 0, 0x10, 125, 0, 0, 0x14, 125, 0x10, 7})
 	f.Add([]byte{3, 0x85, 15, 0, 0, 0x45, 0, 0, 0x28, 0, 0, 0, 0, 0, 0, 0, 0, 0x06})
+	f.Add([]byte{0, 0x60, 32, 2, 0, 0x60, 32, 2, 0, 0, 32, 0, 0})             // LRO, LRO, a frame: one write
+	f.Add([]byte{1, 0x60, 167, 2, 0x87, 0x60, 167, 2, 0x87, 0x60, 167, 2, 0}) // LRO chains, v6
 	c := NewCoalescer(16, 0)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pkts := burstFromBytes(data)

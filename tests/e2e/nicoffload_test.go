@@ -17,7 +17,8 @@ import (
 // nicOffloadChecks, on the bed whose app port does LRO and TSO in software
 // (up.sh KBT_SW_OFFLOAD=1), after the shared checks (ping, iperf3 both
 // ways, the NFS listing and the big file's hash) crossed it: the app merged
-// what it received and kbridge wrote those as GSO frames; kbridge handed
+// what it received and kbridge wrote those as GSO frames, consecutive ones
+// of a flow merged into one write (the data intact: the hash); kbridge handed
 // super-frames to the app, which cut them. Then the clean stop of the ring
 // bed, the pool whole.
 func nicOffloadChecks(t *testing.T, r *testbed.Run) {
@@ -27,8 +28,9 @@ func nicOffloadChecks(t *testing.T, r *testbed.Run) {
 			t.Fatal(err)
 		}
 		o := st.Queues[0].Offload
-		if o.LROWrites == 0 || o.TSOToApp == 0 {
-			t.Errorf("kbridge wrote %d LRO packets as GSO frames and handed %d super-frames to the app; want both above 0", o.LROWrites, o.TSOToApp)
+		if o.LROWrites == 0 || o.LROMerged == 0 || o.TSOToApp == 0 {
+			t.Errorf("kbridge wrote %d LRO packets in GSO frames (%d merged with others) and handed %d super-frames to the app; want all above 0",
+				o.LROWrites, o.LROMerged, o.TSOToApp)
 		}
 		// The app's port verifies receive checksums as a NIC does:
 		// kbridge trusts those and checks none of them again.
@@ -39,7 +41,8 @@ func nicOffloadChecks(t *testing.T, r *testbed.Run) {
 		if c["gro"] == 0 || c["gso"] == 0 || c["gso_refused"] != 0 || c["rx_csum_bad"] != 0 {
 			t.Errorf("the app's counters: %v; want gro and gso above 0, gso_refused and rx_csum_bad 0", c)
 		}
-		t.Logf("kbridge: lro_writes %d, tso_to_app %d, coalesce_csum_trusted %d; the app: %v", o.LROWrites, o.TSOToApp, o.CsumTrusted, c)
+		t.Logf("kbridge: lro_writes %d, lro_merged %d, merged_writes %d, coalesce %d packets in %d writes, tso_to_app %d, coalesce_csum_trusted %d; the app: %v",
+			o.LROWrites, o.LROMerged, o.MergedWrites, o.CoalescePackets, o.CoalesceWrites, o.TSOToApp, o.CsumTrusted, c)
 	})
 	t.Run("stats and clean stop", func(t *testing.T) { ringStop(t, r.Root) })
 }

@@ -15,7 +15,8 @@
 # measurement; EVENTS=1: what kbridge did meanwhile, per data frame (both in
 # cost-lib.sh). B_ENV="VAR=VALUE ...": B's bed brought up with these on top,
 # e.g. B_ENV=KBT_SW_OFFLOAD=1 with A and B the same tree: the offload bed
-# against the plain one. RATE may list rates, each measured in turn on every
+# against the plain one; both beds inherit the caller's environment
+# (KBT_SW_OFFLOAD=1 ab-cost.sh A B: two trees on the offload bed). RATE may list rates, each measured in turn on every
 # bed ("1500M 0"; 0: unpaced, iperf3 -b 0). COUNTERS=1: per measurement, the
 # bytes a packet kbridge moved each way, its offload counters and the app's
 # merging (cost-lib.sh's counters_*), cheap enough to leave the CPU figures be.

@@ -151,15 +151,15 @@ counters_print() {
 import sys, json
 a, b = (json.load(open(p))["queues"][0] for p in sys.argv[1:3])
 app = [dict(kv.split("=", 1) for kv in open(p).read().split() if "=" in kv) for p in sys.argv[3:5]]
-d = lambda k, o=None: (b[o] if o else b)[k] - (a[o] if o else a)[k]
+d = lambda k, o=None: (b[o] if o else b).get(k, 0) - (a[o] if o else a).get(k, 0)
 o = lambda k: d(k, "offload")
 ap = lambda k: int(app[1].get(k, 0)) - int(app[0].get(k, 0))
 div = lambda x, y: x / y if y else 0
 tkp, tkb, fkp, fkb = d("to_kernel_packets"), d("to_kernel_bytes"), d("from_kernel_packets"), d("from_kernel_bytes")
 reads = fkp - o("split_frames") + o("split_reads")
-print("  to the kernel: %d packets, %.0f bytes a packet; %.2f packets and %.0f bytes a write (coalesce %d/%d), lro_writes %d, merged %d packets in %d writes"
+print("  to the kernel: %d packets, %.0f bytes a packet; %.2f packets and %.0f bytes a write (coalesce %d/%d), lro_writes %d (lro_merged %d), merged %d packets in %d writes"
       % (tkp, div(tkb, tkp), div(o("coalesce_packets"), o("coalesce_writes")), div(tkb, o("coalesce_writes")), o("coalesce_packets"), o("coalesce_writes"),
-         o("lro_writes"), o("merged_packets"), o("merged_writes")))
+         o("lro_writes"), o("lro_merged"), o("merged_packets"), o("merged_writes")))
 print("  from the kernel: %d packets to the app, %.0f bytes a packet; %d reads, %.0f bytes a read; tso_to_app %d, split_reads %d into %d frames"
       % (fkp, div(fkb, fkp), reads, div(fkb, reads), o("tso_to_app"), o("split_reads"), o("split_frames")))
 print("  the app: rx %d frames, to_kernel %d packets; gro %d packets of %d frames (%.1f a packet, %.0f%% of rx); gso %d into %d"
