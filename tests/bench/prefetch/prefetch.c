@@ -23,7 +23,8 @@
  *   first      each frame's header and first data line, up front;
  *   ahead1/2   every line of frame i+1 (i+2) before summing frame i.
  *
- * Build and run (needs CPUs 0 and 1):
+ * Build and run (needs CPUs 0 and 1, and keeps both busy for about a
+ * minute: not beside a measurement on the bed):
  *   cc -O2 -march=native -pthread -o /tmp/prefetch tests/bench/prefetch/prefetch.c
  *   /tmp/prefetch [ROUNDS] [BURSTS]
  * One line per pool size, lag and variant: ns a frame, min / median / max
