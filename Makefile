@@ -63,7 +63,7 @@ $(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
 
 # The floor kbridge is measured against (tests/floor): a plain C forwarder
 # on the same rings and TAP, run by the bed in kbridge's place.
-$(BIN)/kbridge-floor: tests/floor/floor.c $(KBRIDGE_HEADERS)
+$(BIN)/kbridge-floor: tests/floor/floor.c $(KBRIDGE_HEADERS) ring/prefetch.h
 	@mkdir -p $(BIN)
 	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 

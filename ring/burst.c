@@ -14,6 +14,7 @@
 #include <rte_udp.h>
 
 #include "burst.h"
+#include "prefetch.h"
 
 volatile int kb_test_hold;
 
@@ -325,6 +326,7 @@ kb_out_next(struct kb_out *b)
 		b->n = b->ops->dequeue(b->ctx, b->mbufs, b->cap);
 		kb_held_note(&b->held, b->mbufs, b->n);
 	}
+	kb_prefetch_burst(b->mbufs, b->n);
 	if (b->copp.on && b->n > 0)
 		b->n = kb_out_police(b);
 	for (i = 0; i < b->n; i++) {

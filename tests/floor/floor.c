@@ -50,6 +50,7 @@
 #include <rte_tcp.h>
 
 #include "kbridge.h"
+#include "prefetch.h"
 
 #define BURST 32
 #define MAX_MERGE 64 /* packets in one super-frame, as kbridge's coalescer */
@@ -446,6 +447,7 @@ to_kernel(void)
 	n = rte_ring_dequeue_burst(tk, (void **)ms, BURST, NULL);
 	if (n == 0)
 		return 0;
+	kb_prefetch_burst(ms, (uint16_t)n);
 	STEP(S_DEQ, t0);
 	for (i = 0; i < n; i++) {
 		struct seg *s = &segs[i];
