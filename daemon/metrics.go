@@ -59,7 +59,7 @@ func newCollector(d snapshotter) *collector {
 		canKick:    desc("wakeup_registered", "1 when the app holds the worker's eventfd."),
 		offload: desc("offload_total", "What the kernel side's offloads did, by event: merged_writes and merged_packets "+
 			"(TCP segments coalesced into one GSO write), lro_writes (an app's LRO packets, in mode vhost its TSO packets, "+
-			"written as one GSO frame), split_reads and split_frames (kernel super-frames "+
+			"written in GSO frames), lro_merged (those of them merged with other packets), split_reads and split_frames (kernel super-frames "+
 			"cut into MTU frames), tso_to_app (super-frames handed whole to an app that declared TSO), "+
 			"csum_completed_from_kernel (kernel frames whose partial checksum kbridge finished), "+
 			"csum_completed_to_kernel (app packets whose partial checksum kbridge finished, mode vhost), "+

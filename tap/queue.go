@@ -118,7 +118,7 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 		maxFrame: cfg.MTU + ethHeaderLen,
 		maxMTU:   cfg.MaxMTU,
 		log:      cfg.Log,
-		co:       vnet.NewCoalescer(cfg.Batch, 0), // up to 64 packets a write
+		co:       vnet.NewCoalescer(cfg.Batch, 0), // up to 64 segments a write
 		pkts:     make([]vnet.Packet, cfg.Batch),
 		segStore: make([][]byte, cfg.Batch*cfg.MaxSegs),
 		idx:      make([]int, cfg.Batch),
