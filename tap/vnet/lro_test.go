@@ -164,3 +164,49 @@ func TestAnLROPacketWithAStaleIPLengthMergesWithTheLengthOfItsFrame(t *testing.T
 	}
 	wantSegments(t, ws[0], orig)
 }
+
+// What keeps two frames apart (the kernel's GRO refuses them too) keeps an
+// LRO packet apart from its flow's frames and LRO packets, either way round.
+func TestAnLROPacketMergesOnlyWithHeadersAFrameWouldMergeWith(t *testing.T) {
+	v4, v6 := base(), base()
+	v6.v6 = true
+	for _, tc := range []struct {
+		name string
+		s    spec
+		edit func(*spec)
+	}{
+		{"TOS", v4, func(s *spec) { s.tos = 0x10 }},
+		{"ECN", v4, func(s *spec) { s.tos = 0x03 }},
+		{"TTL", v4, func(s *spec) { s.ttl-- }},
+		{"DF", v4, func(s *spec) { s.df = false }},
+		{"timestamps", v4, func(s *spec) { s.opts = []byte{1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 2} }},
+		{"option length", v4, func(s *spec) { s.opts = nil }},
+		{"VLAN tag", v4, func(s *spec) { s.vlan = 7 }},
+		{"IPv4 options", v4, func(s *spec) { s.ipOpts = []byte{1, 1, 1, 0} }},
+		{"CWR", v4, func(s *spec) { s.flags |= tcpCWR }},
+		{"ECE", v4, func(s *spec) { s.flags |= tcpECE }},
+		{"URG", v4, func(s *spec) { s.flags |= tcpURG }},
+		{"FIN", v4, func(s *spec) { s.flags |= tcpFIN }},
+		{"IPv6 traffic class", v6, func(s *spec) { s.tos = 0x10 }},
+		{"IPv6 flow label", v6, func(s *spec) { s.flow = 5 }},
+		{"IPv6 hop limit", v6, func(s *spec) { s.ttl-- }},
+	} {
+		for _, parts := range [][]int{{2, 2}, {2, 0}, {0, 2}} {
+			t.Run(fmt.Sprint(tc.name, parts), func(t *testing.T) {
+				specs := stream(tc.s, 1000, 1000, 1000, 1000)
+				pkts, _ := lroBurst(specs, parts...)
+				if got := groups(NewCoalescer(len(pkts), 0).Coalesce(pkts)); len(got) != 1 {
+					t.Fatalf("unchanged: groups %v, want one write", got)
+				}
+				second := max(parts[0], 1) // the second packet's first segment
+				tc.edit(&specs[second])
+				pkts, _ = lroBurst(specs, parts...)
+				ws := NewCoalescer(len(pkts), 0).Coalesce(pkts)
+				if got := groups(ws); !reflect.DeepEqual(got, [][]int{{0}, {1}}) {
+					t.Fatalf("groups %v, want each alone", got)
+				}
+				checkWrites(t, pkts, ws, testMTU, true)
+			})
+		}
+	}
+}
