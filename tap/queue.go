@@ -278,15 +278,19 @@ func (q *Queue) fallBack(errno unix.Errno) {
 // writePlain writes packet k of the burst without GSO: as it is if it fits
 // the MTU; an LRO packet over it split into MTU frames in software (the
 // kernel refuses GSO writes, or it is not a super-frame the kernel would
-// segment); anything else over it dropped. It reports whether the kernel
+// segment), and so is one whose IP length its NIC left short of the frame;
+// anything else over it dropped. It reports whether the kernel
 // took the packet, and counts it when not.
 func (q *Queue) writePlain(k int, r *bridge.Result) bool {
 	p := &q.pkts[k]
-	if p.Len > q.frameLimit(p.Segs[0]) {
-		if p.LROSize == 0 {
-			r.Drops[bridge.DropOversize]++
-			return false
-		}
+	over := p.Len > q.frameLimit(p.Segs[0])
+	if over && p.LROSize == 0 {
+		r.Drops[bridge.DropOversize]++
+		return false
+	}
+	if over || p.LROSize != 0 && vnet.StaleIPLen(p.Segs[0], p.Len) {
+		// Over the MTU, or an IP length the kernel would cut the
+		// frame to: ParseLRO takes the frame's length.
 		return q.writeSplit(k, r)
 	}
 	if q.writeAlone(k) != 0 {

@@ -608,6 +608,42 @@ func TestLROAfterRefusedGSOWriteIsSplit(t *testing.T) {
 	}
 }
 
+// An LRO packet whose IP length the NIC left at its first segment's goes
+// down with the length of its frame, merged or not, even when it holds no
+// more than its segment size: written as it is, the kernel would cut it to
+// the IP length and lose the rest.
+func TestAnLROPacketWithAStaleIPLengthLosesNothingWithinItsSegmentSize(t *testing.T) {
+	for _, merge := range []bool{true, false} {
+		q, peer := newTestQueue(t, merge)
+		out := bridgetest.NewOut(32, 4)
+		w := newTestWorker(t, q, out, bridgetest.NewIn(32, FrameLen(mtu)))
+		const seq = 1000
+		b := flow.Segment(seq, 7, 2*300, ack|psh) // two segments of 300 merged
+		ip := b[14:]
+		binary.BigEndian.PutUint16(ip[2:], 20+20+300)
+		binary.BigEndian.PutUint16(ip[10:], 0)
+		binary.BigEndian.PutUint16(ip[10:], vnet.Checksum(ip[:20], 0))
+		out.Enqueue(bridgetest.Packet{Segs: [][]byte{b}, LROSegSize: 1448, CsumGood: true})
+		w.ToKernel()
+		got := readAll(t, peer)
+		if len(got) != 1 || got[0].hdr.GSOType != vnet.GSONone {
+			t.Fatalf("merge %v: %d writes, want one plain frame", merge, len(got))
+		}
+		if l := int(binary.BigEndian.Uint16(got[0].frame[16:])); l != len(got[0].frame)-14 {
+			t.Fatalf("merge %v: IP length %d in a frame of %d bytes: the kernel keeps %d payload bytes of 600",
+				merge, l, len(got[0].frame), l-40)
+		}
+		f := got[0].frame
+		acc := vnet.PseudoHeaderSum(6, f[26:30], f[30:34], len(f)-34)
+		if vnet.Fold(vnet.Sum(f[34:], acc)) != 0xffff || vnet.Fold(vnet.Sum(f[14:34], 0)) != 0xffff {
+			t.Fatalf("merge %v: a bad checksum", merge)
+		}
+		if !bytes.Equal(f[54:], flow.Segment(seq, 7, 600, ack)[54:]) {
+			t.Fatalf("merge %v: the payload differs", merge)
+		}
+	}
+}
+
 // An LRO flag does not lift the MTU rule: a frame that is not a TCP
 // super-frame the kernel would segment (librte_vhost sets RX_LRO for any
 // gso_type a frontend claims) is dropped as oversize when it does not fit,

@@ -201,6 +201,22 @@ func (s *Super) TSO() (l2, l3, l4, mss int, v6, ok bool) {
 	return s.l2, s.l3, s.l4, s.mss, s.v6, true
 }
 
+// maxPadded is the longest frame that may carry Ethernet padding: the
+// 60-byte minimum, one VLAN tag added after the padding.
+const maxPadded = 60 + vlanLen
+
+// StaleIPLen reports whether a frame of n bytes whose headers lie in seg0 is
+// a TCP frame whose IP length falls short of n, the frame too long to be
+// padded: an LRO packet whose IP length the NIC did not update. Written as
+// it is, the kernel would cut it to that length; ParseLRO takes the frame's.
+func StaleIPLen(seg0 []byte, n int) bool {
+	if n <= maxPadded {
+		return false
+	}
+	t, _, ok := parseTCP(seg0)
+	return ok && t.l2+t.ipLen < n
+}
+
 // ParseLRO prepares the software segmentation of pkt, a TCP frame that the
 // app's NIC merged (RTE_MBUF_F_RX_LRO) or that a vhost-user frontend sent as
 // one TSO packet, from segments of mss bytes: it is Parse for the GSO header

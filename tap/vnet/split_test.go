@@ -272,3 +272,20 @@ func BenchmarkSplit(b *testing.B) {
 		}
 	}
 }
+
+func TestStaleIPLenTellsAnLROPacketsShortLengthFromPadding(t *testing.T) {
+	f := build(func() spec { s := base(); s.payload = payload(600, 1); return s }())
+	stale := append([]byte(nil), f...)
+	binary.BigEndian.PutUint16(stale[16:], binary.BigEndian.Uint16(stale[16:])-200) // the IPv4 total length
+	short := build(func() spec { s := base(); s.opts = nil; s.payload = payload(2, 1); return s }())
+	padded := append(short, make([]byte, 60-len(short))...)
+	check := func(name string, frame []byte, want bool) {
+		if got := StaleIPLen(frame, len(frame)); got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+	check("exact", f, false)
+	check("IP length short", stale, true)
+	check("padded to 60 bytes", padded, false)
+	check("not IP", make([]byte, 100), false)
+}
