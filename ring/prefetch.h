@@ -18,8 +18,10 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
-/* At most this many bytes of data a burst: beyond the L1 cache's size the
- * lines asked for first would be evicted before they are read. */
+/* At most this many bytes of data a burst, about an L1 data cache (32-48
+ * KiB on current x86 cores) plus the lines read before the last ones
+ * arrive: far beyond it the lines asked for first would be evicted before
+ * they are read. The default burst of 32 frames is 48 KiB. */
 #define KB_PREFETCH_MAX (64 * 1024)
 
 /* Prefetches the headers of m[0..n), then each first segment's data. */
