@@ -5,12 +5,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/tap/vnet"
+	"github.com/kbridge/kbridge/tap/vnet/vnettest"
 )
 
 // superSpec is a TCP super-frame as a TAP with TSO hands it over.
@@ -292,5 +296,43 @@ func TestTheReserveAdmitsPartOfACutSuperFrameAndCountsTheRest(t *testing.T) {
 		if !bytes.Equal(got[ringCap-reserve+k], bwant[k]) {
 			t.Errorf("reserved frame %d is not BGP segment %d", k, k)
 		}
+	}
+}
+
+// A super-frame from the kernel side reaches a ring-mode app without TSO as
+// MTU frames cut in C: one cgo call for the whole super-frame and no
+// allocation, counted as a split read with its frames.
+func TestASuperFrameCutInCCostsOneCgoCallAndNoAllocation(t *testing.T) {
+	b := newBed(t, bedOpts{noStart: true, ringSize: 1024})
+	w, peer := realWorker(t, b, true)
+	const segs = 45
+	super := vnettest.DefaultFlow().Super(1, 1, segs, 1448, vnettest.PSH)
+	c0 := runtime.NumCgoCall()
+	if _, err := unix.Write(peer, super); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.FromKernel(); n != segs {
+		t.Fatalf("FromKernel moved %d, want %d", n, segs)
+	}
+	if calls := runtime.NumCgoCall() - c0; calls != 1 {
+		t.Errorf("FromKernel made %d cgo calls for a super-frame of %d segments, want 1", calls, segs)
+	}
+	if got := b.Port.Drain(0); got != segs {
+		t.Fatalf("the app got %d frames, want %d", got, segs)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		_, _ = unix.Write(peer, super)
+		w.FromKernel()
+		b.Port.Drain(0)
+	})
+	if allocs != 0 {
+		t.Errorf("%.2f allocations per super-frame, want 0", allocs)
+	}
+	s := w.Counters().Snapshot()
+	if s.Offload.SplitReads != 202 || s.Offload.SplitFrames != 202*segs || s.FromKernelPackets != 202*segs ||
+		s.FromKernelBytes != 202*segs*(54+1448) {
+		t.Errorf("split reads %d, frames %d, from_kernel %d packets %d bytes; want %d, %d, %d, %d",
+			s.Offload.SplitReads, s.Offload.SplitFrames, s.FromKernelPackets, s.FromKernelBytes,
+			202, 202*segs, 202*segs, 202*segs*(54+1448))
 	}
 }
