@@ -198,22 +198,31 @@ func (k *superKernel) Read(slots [][]byte, frames []bridge.Frame, flags bridge.R
 	return 1
 }
 
-// A poll that handed only a super-frame to a TSO app moved something: it is
-// work for the ladder, counted by the worker; a super-frame the app refuses
-// is split in the same poll.
-func TestSuperFrameToATSOAppIsWork(t *testing.T) {
+// superWorker is a worker over a superKernel that reads super left times,
+// and the app side in.
+func superWorker(t *testing.T, super []byte, left int, in bridge.AppIn) (*bridge.Worker, *superKernel) {
+	t.Helper()
 	fk, err := bridgetest.NewKernel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fk.Close)
-	k := &superKernel{Kernel: fk, super: frame(3000, 5), left: 2}
-	out, in := bridgetest.NewOut(32, 4), bridgetest.NewIn(32, 2048)
-	in.TSO = true
+	k := &superKernel{Kernel: fk, super: super, left: left, flags: make([]bridge.ReadFlags, 0, 8)}
+	out := bridgetest.NewOut(32, 4)
 	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, &bridgetest.Waker{Out: out}, k)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w, k
+}
+
+// A poll that handed only a super-frame to a TSO app moved something: it is
+// work for the ladder, counted by the worker; a super-frame the app refuses
+// is split in the same poll.
+func TestSuperFrameToATSOAppIsWork(t *testing.T) {
+	in := bridgetest.NewIn(32, 2048)
+	in.TSO = true
+	w, k := superWorker(t, frame(3000, 5), 2, in)
 	if n := w.FromKernel(); n != 1 {
 		t.Fatalf("FromKernel moved %d, want 1: the super-frame", n)
 	}
@@ -248,19 +257,9 @@ func TestSuperFrameToATSOAppIsWork(t *testing.T) {
 // bytes. When it cannot cut one (a segment larger than its buffers), the
 // kernel side splits it into the slots in the same poll, as before.
 func TestASuperFrameGoesToAnAppSideThatCutsItAndToTheKernelSideWhenItRefuses(t *testing.T) {
-	fk, err := bridgetest.NewKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fk.Close)
 	// 54 bytes of headers and 250 of payload: segments of 100, 100, 50.
-	k := &superKernel{Kernel: fk, super: frame(304, 5), left: 3}
-	out := bridgetest.NewOut(32, 4)
 	in := &bridgetest.SplitIn{In: bridgetest.NewIn(32, 2048)}
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, &bridgetest.Waker{Out: out}, k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, k := superWorker(t, frame(304, 5), 3, in)
 	if n := w.FromKernel(); n != 3 {
 		t.Fatalf("FromKernel moved %d, want the 3 segments the app side cut", n)
 	}
@@ -301,21 +300,11 @@ func TestASuperFrameGoesToAnAppSideThatCutsItAndToTheKernelSideWhenItRefuses(t *
 
 // Cutting a super-frame on the app's side allocates nothing in the worker.
 func TestASuperFrameCutByTheAppSideDoesNotAllocate(t *testing.T) {
-	fk, err := bridgetest.NewKernel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fk.Close)
-	k := &superKernel{Kernel: fk, super: frame(304, 5), flags: make([]bridge.ReadFlags, 0, 4096)}
-	out := bridgetest.NewOut(32, 4)
 	in := &bridgetest.SplitIn{In: bridgetest.NewIn(32, 2048)}
 	in.Discard = true
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, &bridgetest.Waker{Out: out}, k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, k := superWorker(t, frame(304, 5), 0, in)
 	allocs := testing.AllocsPerRun(1000, func() {
-		k.left = 1
+		k.left, k.flags = 1, k.flags[:0]
 		w.FromKernel()
 	})
 	if allocs != 0 {

@@ -127,8 +127,8 @@ func (s superSpec) cut(t *testing.T) ([]byte, bridge.TSOFrame, [][]byte) {
 	return f, bridge.TSOFrame{L2: l2, L3: l3, L4: l4, MSS: mss, IPv6: v6}, want
 }
 
-// splitQueue opens queue 0 of a bed's port as kbridge would.
-func splitQueue(t *testing.T, b *bed) *ring.Queue {
+// queue0 opens queue 0 of a bed's port as kbridge would.
+func queue0(t *testing.T, b *bed) *ring.Queue {
 	t.Helper()
 	port, err := ring.OpenPort(b.Name)
 	if err != nil {
@@ -184,7 +184,7 @@ func TestRingModeCutsASuperFrameIntoTheFramesTheGoSplitMakes(t *testing.T) {
 		{"a segment larger than an mbuf", 32, superSpec{payload: 3 * 4000, gso: 4000, flags: ack, mtu: 9000, wantError: true}},
 	}
 	b := newBed(t, bedOpts{noStart: true, ringSize: 256})
-	q := splitQueue(t, b)
+	q := queue0(t, b)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := splitIn(t, q, tc.batch)
@@ -242,7 +242,7 @@ func TestTheReserveAdmitsPartOfACutSuperFrameAndCountsTheRest(t *testing.T) {
 	// A ring of 64: 63 slots, the last 63/8 = 7 kept for the control plane.
 	const ringCap, reserve = 63, 7
 	b := newBed(t, bedOpts{noStart: true, ringSize: 64})
-	in := splitIn(t, splitQueue(t, b), 32)
+	in := splitIn(t, queue0(t, b), 32)
 	fill := make([]int, 0, 32)
 	for i, n := range []int{32, 11} {
 		fill = fill[:0]
