@@ -3,7 +3,8 @@
 // waits through a policy.Waiter when both sides are idle. app.go has the
 // app's side as interfaces: AppOut (bursts toward the kernel, a Packet each),
 // AppIn (frame slots toward the app), AppTSO (super-frames handed whole to an
-// app that declared TSO) and Waker (the need-wakeup handshake: PrepareToPark,
+// app that declared TSO), AppSplit (super-frames the app's side cuts itself)
+// and Waker (the need-wakeup handshake: PrepareToPark,
 // Unpark, RegisterEventfd). kernel.go has the kernel's side, Kernel (Fd,
 // Write, Read), which takes and returns plain batches (Packet, Frame) and
 // reports what it did in a Result. worker.go has the Worker: it does every
@@ -117,6 +118,22 @@ type AppTSO interface {
 	// app's port takes: the caller then splits the frame itself.
 	PutTSO(frame []byte, t TSOFrame) (PutResult, error)
 }
+
+// AppSplit is an AppIn that cuts a TCP super-frame into MTU frames itself,
+// straight into the app's buffers (package ring's ring mode), instead of
+// the kernel side cutting it into the slots: one copy fewer.
+type AppSplit interface {
+	// PutSplit queues frame, an Ethernet frame holding one TCP packet
+	// larger than the MTU, as the frames of t.MSS payload bytes the
+	// kernel's TCP segmentation would make. It returns
+	// ErrSegmentTooLarge when a segment would not fit one of the app's
+	// buffers: the caller then has the kernel side split it.
+	PutSplit(frame []byte, t TSOFrame) (PutResult, error)
+}
+
+// ErrSegmentTooLarge means a segment of a super-frame does not fit one of
+// the app's buffers (AppSplit).
+var ErrSegmentTooLarge = errors.New("bridge: a segment does not fit one of the app's buffers")
 
 // TSOFrame describes a TCP super-frame: its header lengths and the segment
 // size the app's port cuts it into.

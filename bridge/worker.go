@@ -31,6 +31,7 @@ type Worker struct {
 	waker  Waker
 	kernel Kernel
 	tso    AppTSO     // in, when the app's side can take super-frames whole
+	split  AppSplit   // in, when the app's side cuts super-frames itself
 	pol    AppPolicer // out, when the app's side polices
 
 	// The hand-over's scratch, the worker's own: the app's packets for
@@ -79,6 +80,7 @@ func NewWorker(cfg WorkerConfig, out AppOut, in AppIn, waker Waker, kernel Kerne
 		start:  time.Now(),
 	}
 	w.tso, _ = in.(AppTSO)
+	w.split, _ = in.(AppSplit)
 	w.pol, _ = out.(AppPolicer)
 	for i := range w.slots {
 		w.slots[i] = in.Slot(i)
@@ -281,10 +283,16 @@ func (w *Worker) close() {
 
 // FromKernel moves up to one burst of frames from the kernel to the app. It
 // returns the number of frames the kernel side read, dropped ones and
-// super-frames handed whole included: all of it is work for the ladder.
+// super-frames handed whole included, and the frames of a super-frame cut
+// by either side: all of it is work for the ladder.
+//
+// A super-frame goes whole to an app that takes TSO; otherwise, or when
+// its port refuses it, to an app side that cuts it itself (AppSplit); the
+// kernel side splits it into the slots only when neither takes it.
 func (w *Worker) FromKernel() int {
 	var flags ReadFlags
-	if w.tso != nil && w.tso.TakesTSO() {
+	tso := w.tso != nil && w.tso.TakesTSO()
+	if tso || w.split != nil {
 		flags = ReadTSO
 	}
 	moved := 0
@@ -302,8 +310,14 @@ func (w *Worker) FromKernel() int {
 			}
 			w.queued(w.in.Put(w.lens[:plain]), w.lens[:plain])
 		}
-		if plain == n || w.putTSO(&w.frames[n-1]) {
+		if plain == n {
 			return moved
+		}
+		if tso && w.putTSO(&w.frames[n-1]) {
+			return moved
+		}
+		if k := w.putSplit(&w.frames[n-1]); k > 0 {
+			return moved + k - 1
 		}
 		// The app's port cannot take this one whole: the kernel side
 		// splits it into the slots, in this same poll.
@@ -326,6 +340,31 @@ func (w *Worker) putTSO(f *Frame) bool {
 	}
 	w.dropped(res)
 	return true
+}
+
+// putSplit has the app's side cut super-frame f (AppSplit) and counts it as
+// the kernel side counts a split, its segments as they were queued: the
+// first res.Queued of them. It returns the number of segments, or 0 when
+// the app's side does not cut it.
+func (w *Worker) putSplit(f *Frame) int {
+	if w.split == nil {
+		return 0
+	}
+	res, err := w.split.PutSplit(f.Super, f.TSO)
+	if err != nil {
+		return 0
+	}
+	hlen := f.TSO.L2 + f.TSO.L3 + f.TSO.L4
+	payload := len(f.Super) - hlen
+	segs := max(1, (payload+f.TSO.MSS-1)/f.TSO.MSS)
+	w.counters.Offload.SplitReads.Add(1)
+	w.counters.Offload.SplitFrames.Add(uint64(segs))
+	w.counters.FromKernelPackets.Add(uint64(res.Queued))
+	if res.Queued > 0 {
+		w.counters.FromKernelBytes.Add(uint64(res.Queued*hlen + min(payload, res.Queued*f.TSO.MSS)))
+	}
+	w.dropped(res)
+	return segs
 }
 
 // queued counts what became of the frames of lens given to AppIn.Put. The

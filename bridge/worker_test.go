@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -197,22 +198,31 @@ func (k *superKernel) Read(slots [][]byte, frames []bridge.Frame, flags bridge.R
 	return 1
 }
 
-// A poll that handed only a super-frame to a TSO app moved something: it is
-// work for the ladder, counted by the worker; a super-frame the app refuses
-// is split in the same poll.
-func TestSuperFrameToATSOAppIsWork(t *testing.T) {
+// superWorker is a worker over a superKernel that reads super left times,
+// and the app side in.
+func superWorker(t *testing.T, super []byte, left int, in bridge.AppIn) (*bridge.Worker, *superKernel) {
+	t.Helper()
 	fk, err := bridgetest.NewKernel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fk.Close)
-	k := &superKernel{Kernel: fk, super: frame(3000, 5), left: 2}
-	out, in := bridgetest.NewOut(32, 4), bridgetest.NewIn(32, 2048)
-	in.TSO = true
+	k := &superKernel{Kernel: fk, super: super, left: left, flags: make([]bridge.ReadFlags, 0, 8)}
+	out := bridgetest.NewOut(32, 4)
 	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, &bridgetest.Waker{Out: out}, k)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w, k
+}
+
+// A poll that handed only a super-frame to a TSO app moved something: it is
+// work for the ladder, counted by the worker; a super-frame the app refuses
+// is split in the same poll.
+func TestSuperFrameToATSOAppIsWork(t *testing.T) {
+	in := bridgetest.NewIn(32, 2048)
+	in.TSO = true
+	w, k := superWorker(t, frame(3000, 5), 2, in)
 	if n := w.FromKernel(); n != 1 {
 		t.Fatalf("FromKernel moved %d, want 1: the super-frame", n)
 	}
@@ -238,6 +248,70 @@ func TestSuperFrameToATSOAppIsWork(t *testing.T) {
 		if k.flags[i] != want[i] {
 			t.Errorf("read %d with flags %v, want %v", i, k.flags[i], want[i])
 		}
+	}
+}
+
+// An app side that cuts super-frames itself (ring mode) gets every
+// super-frame whole, counted as the kernel side counts a split: one split
+// read, its segments as frames and as packets from the kernel with their
+// bytes. When it cannot cut one (a segment larger than its buffers), the
+// kernel side splits it into the slots in the same poll, as before.
+func TestASuperFrameGoesToAnAppSideThatCutsItAndToTheKernelSideWhenItRefuses(t *testing.T) {
+	// 54 bytes of headers and 250 of payload: segments of 100, 100, 50.
+	in := &bridgetest.SplitIn{In: bridgetest.NewIn(32, 2048)}
+	w, k := superWorker(t, frame(304, 5), 3, in)
+	if n := w.FromKernel(); n != 3 {
+		t.Fatalf("FromKernel moved %d, want the 3 segments the app side cut", n)
+	}
+	s := w.Counters().Snapshot()
+	if len(in.Splits) != 1 || !bytes.Equal(in.Splits[0].Frame, k.super) || in.Splits[0].MSS != 100 {
+		t.Fatalf("the app side cut %d super-frames, want 1 whole with mss 100", len(in.Splits))
+	}
+	if s.Offload.SplitReads != 1 || s.Offload.SplitFrames != 3 || s.Offload.TSOToApp != 0 ||
+		s.FromKernelPackets != 3 || s.FromKernelBytes != 3*54+250 {
+		t.Errorf("split reads %d, frames %d, tso_to_app %d, from_kernel %d packets %d bytes; want 1, 3, 0, 3, %d",
+			s.Offload.SplitReads, s.Offload.SplitFrames, s.Offload.TSOToApp, s.FromKernelPackets, s.FromKernelBytes, 3*54+250)
+	}
+
+	// An app that takes TSO gets it whole; one whose port refuses it
+	// whole has it cut by the app side all the same.
+	in.TSO = true
+	w.FromKernel()
+	in.TSOMaxBytes = 100
+	w.FromKernel()
+	if len(in.Supers) != 1 || len(in.Splits) != 2 {
+		t.Fatalf("%d super-frames whole, %d cut; want 1 and 2", len(in.Supers), len(in.Splits))
+	}
+
+	in.Refuse, k.left = true, 1
+	if n := w.FromKernel(); n != 2 {
+		t.Fatalf("FromKernel moved %d after the app side refused, want the 2 frames the kernel side split", n)
+	}
+	s = w.Counters().Snapshot()
+	if len(in.Splits) != 2 || len(in.Received()) != 2 || s.Offload.SplitReads != 3 {
+		t.Errorf("after a refusal: %d cut, %d frames, split reads %d; want 2, 2, 3",
+			len(in.Splits), len(in.Received()), s.Offload.SplitReads)
+	}
+	want := []bridge.ReadFlags{bridge.ReadTSO, bridge.ReadTSO, bridge.ReadTSO, bridge.ReadTSO, bridge.ReadTSO | bridge.ReadSplit}
+	if !slices.Equal(k.flags, want) {
+		t.Errorf("reads with flags %v, want %v", k.flags, want)
+	}
+}
+
+// Cutting a super-frame on the app's side allocates nothing in the worker.
+func TestASuperFrameCutByTheAppSideDoesNotAllocate(t *testing.T) {
+	in := &bridgetest.SplitIn{In: bridgetest.NewIn(32, 2048)}
+	in.Discard = true
+	w, k := superWorker(t, frame(304, 5), 0, in)
+	allocs := testing.AllocsPerRun(1000, func() {
+		k.left, k.flags = 1, k.flags[:0]
+		w.FromKernel()
+	})
+	if allocs != 0 {
+		t.Errorf("%.2f allocations per super-frame, want 0", allocs)
+	}
+	if got := w.Counters().Snapshot().Offload.SplitFrames; got != 3*1001 {
+		t.Errorf("split frames %d, want %d", got, 3*1001)
 	}
 }
 

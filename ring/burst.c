@@ -28,16 +28,6 @@ kb_held_note(struct kb_held *rec, struct rte_mbuf *const *m, uint16_t n)
 	kb_held_set(rec, n);
 }
 
-/* Records one more mbuf, m, as the k-th held (k counts from 1). */
-static inline void
-kb_held_add(struct kb_held *rec, uint16_t k, struct rte_mbuf *m)
-{
-	if (rec->n == NULL)
-		return;
-	rec->m[k - 1] = m;
-	__atomic_store_n(rec->n, k, __ATOMIC_RELEASE);
-}
-
 /* Points iov[0..max_segs) at the segments of m and stores their number in
  * *nb. The walk is bounded by max_segs, so a cyclic chain ends as
  * TOO_MANY_SEGS instead of looping. */
@@ -398,10 +388,9 @@ kb_in_one_mbuf_each(const struct kb_in *b)
 	return 1;
 }
 
-/* Hands mbufs[0..k) (what the record names, in its order) to the app: the
- * mode's enqueue_held clears the record itself, around its ring operation;
- * otherwise it is cleared first. */
-static void
+/* The mode's enqueue_held clears the record itself, around its ring
+ * operation; otherwise it is cleared first. */
+void
 kb_in_hand_over(struct kb_in *b, uint16_t k)
 {
 	uint16_t sent;
@@ -440,6 +429,36 @@ kb_in_admits(struct kb_in *b, const uint8_t *data, uint32_t len, unsigned int *r
 	b->room_dropped[c]++;
 	b->ring_full++;
 	return 0;
+}
+
+unsigned int
+kb_in_admit_n(struct kb_in *b, const uint8_t *data, uint32_t len, unsigned int n)
+{
+	static const struct kbridge_class_match none;
+	unsigned int reserve = 0, room, k = 0, c;
+	uint8_t why;
+
+	if (!__atomic_load_n(&b->reserve_on, __ATOMIC_RELAXED) || b->ops->room == NULL)
+		return n;
+	room = b->ops->room(b->ctx, &reserve);
+	if (room >= reserve + n)
+		return n;
+	if (room > reserve) {
+		k = room - reserve;
+		room = reserve;
+	}
+	/* One class for all n: classified once, as kb_in_admits would have
+	 * classified each. */
+	c = kbridge_classify(data, len, &none, &why);
+	if (kbridge_class_reserved(c)) {
+		unsigned int r = RTE_MIN(n - k, room);
+
+		b->reserved += r;
+		k += r;
+	}
+	b->room_dropped[c] += n - k;
+	b->ring_full += (uint16_t)(n - k);
+	return k;
 }
 
 /* Cuts the burst to what the app's side has room for, keeping its reserve
@@ -525,12 +544,8 @@ kb_in_put_tso(struct kb_in *b, uint8_t *data, uint32_t len)
 	    (uint32_t)t->l2 + t->l3 + t->l4 > b->room ||
 	    (b->ops->takes_tso != NULL && !b->ops->takes_tso(b->ctx, t->ipv6)))
 		return -E2BIG;
-	if (__atomic_load_n(&b->reserve_on, __ATOMIC_RELAXED) && b->ops->room != NULL) {
-		unsigned int reserve = 0, room = b->ops->room(b->ctx, &reserve);
-
-		if (!kb_in_admits(b, data, len, &room, reserve))
-			return 0;
-	}
+	if (kb_in_admit_n(b, data, len, 1) == 0)
+		return 0;
 	/* The headers as DPDK's TSO wants them: IPv4 checksum left to the
 	 * port, TCP checksum field holding the pseudo-header sum without the
 	 * length (rte_ipv4_phdr_cksum leaves it out for TX_TCP_SEG). That is

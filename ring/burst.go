@@ -10,7 +10,9 @@ package ring
 // enqueue time of residence timing); the iovecs stay valid until the next
 // Next, which frees the burst. An inBuf copies frames the kernel side read
 // into fresh mbufs of the app's pool (chained when the data room is small)
-// and hands them over; PutTSO builds one TSO chain from a TCP super-frame.
+// and hands them over; PutTSO builds one TSO chain from a TCP super-frame,
+// putSplit cuts one into MTU frames straight into mbufs (ring mode's
+// PutSplit).
 // Every mbuf a buffer takes is freed or handed over exactly once.
 //
 // What a burst is dequeued from and enqueued to is the mode's: it passes a
@@ -23,6 +25,7 @@ package ring
 /*
 #include <errno.h>
 #include "burst.h"
+#include "split.h"
 */
 import "C"
 
@@ -301,6 +304,28 @@ func (in *inBuf) Put(lens []int) bridge.PutResult {
 // one cgo call. bridge.ErrTooManySegments when the app does not take it
 // (too many segments, or not this IP version): the caller splits it.
 func (in *inBuf) PutTSO(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
+	in.setTSO(t)
+	if rc := C.kb_in_put_tso(in.b, (*C.uint8_t)(unsafe.Pointer(&frame[0])), C.uint32_t(len(frame))); rc == -C.E2BIG {
+		return bridge.PutResult{}, bridge.ErrTooManySegments
+	}
+	return in.result(), nil
+}
+
+// putSplit cuts one TCP super-frame into MTU frames straight into mbufs
+// and hands them over (split.c): one cgo call, the payload copied once.
+// bridge.ErrSegmentTooLarge when a segment would not fit one mbuf: the
+// caller splits it.
+func (in *inBuf) putSplit(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
+	in.setTSO(t)
+	if rc := C.kb_in_put_split(in.b, (*C.uint8_t)(unsafe.Pointer(&frame[0])), C.uint32_t(len(frame))); rc == -C.E2BIG {
+		return bridge.PutResult{}, bridge.ErrSegmentTooLarge
+	}
+	return in.result(), nil
+}
+
+// setTSO describes the super-frame the next kb_in_put_tso or
+// kb_in_put_split takes.
+func (in *inBuf) setTSO(t bridge.TSOFrame) {
 	tso := &in.b.tso
 	tso.l2, tso.l3, tso.l4 = C.uint16_t(t.L2), C.uint16_t(t.L3), C.uint16_t(t.L4)
 	tso.mss = C.uint16_t(t.MSS)
@@ -308,10 +333,6 @@ func (in *inBuf) PutTSO(frame []byte, t bridge.TSOFrame) (bridge.PutResult, erro
 	if t.IPv6 {
 		tso.ipv6 = 1
 	}
-	if rc := C.kb_in_put_tso(in.b, (*C.uint8_t)(unsafe.Pointer(&frame[0])), C.uint32_t(len(frame))); rc == -C.E2BIG {
-		return bridge.PutResult{}, bridge.ErrTooManySegments
-	}
-	return in.result(), nil
 }
 
 func (in *inBuf) result() bridge.PutResult {

@@ -211,6 +211,15 @@ void kb_in_put(struct kb_in *b);
  * splits the frame. */
 int kb_in_put_tso(struct kb_in *b, uint8_t *data, uint32_t len);
 void kb_in_free(struct kb_in *b);
+/* How many of n frames, all of data[0..len)'s class, the app's side has room
+ * for under the control plane's reserve (all of them while it is off); the
+ * rest are counted as kb_in_put counts the frames the room refuses. */
+unsigned int kb_in_admit_n(struct kb_in *b, const uint8_t *data, uint32_t len,
+			   unsigned int n);
+/* Hands b->mbufs[0..k), which the held record names in that order, to the
+ * app: b->queued is set to how many it took, the rest counted in
+ * b->ring_full. */
+void kb_in_hand_over(struct kb_in *b, uint16_t k);
 
 /* Test hook (KBRIDGE_TEST_HOLD): the next non-empty burst of a direction
  * whose bit is set, in a buffer with a held record (KB_TEST_HOLD_OUT: after
@@ -230,6 +239,16 @@ kb_held_set(struct kb_held *rec, uint16_t n)
 	__atomic_store_n(rec->n, n, __ATOMIC_RELEASE);
 	if (unlikely(kb_test_hold & KB_TEST_HOLD_OUT))
 		kb_test_hold_now(KB_TEST_HOLD_OUT, n);
+}
+
+/* Records one more mbuf, m, as the k-th held (k counts from 1). */
+static inline void
+kb_held_add(struct kb_held *rec, uint16_t k, struct rte_mbuf *m)
+{
+	if (rec->n == NULL)
+		return;
+	rec->m[k - 1] = m;
+	__atomic_store_n(rec->n, k, __ATOMIC_RELEASE);
 }
 
 /* Forgets the record before its mbufs are freed or handed over. */

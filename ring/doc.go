@@ -14,7 +14,8 @@
 // claims the port (OpenPort checks the control block's magic, version and
 // length; a version-2 port has an owner and a record of the mbufs kbridge
 // holds, which the next kbridge frees after a crash); and gives each Queue
-// its app side: Out (bridge.AppOut) and In (bridge.AppIn, bridge.AppTSO)
+// its app side: Out (bridge.AppOut) and In (bridge.AppIn, bridge.AppTSO,
+// and bridge.AppSplit: split.c cuts TCP super-frames straight into mbufs)
 // over the app's rings, and the worker's half of the need-wakeup handshake
 // (bridge.Waker: flag, full fence and ring re-check in one C call; the
 // eventfd handed over by DPDK's multi-process IPC).

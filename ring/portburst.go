@@ -64,15 +64,16 @@ func (o *Out) Residence(dst []uint64) { o.residence(dst) }
 
 // In moves frames read from the kernel into mbufs on a from_kernel ring:
 // the burst core's in buffer over kb_ring_burst_ops. It implements
-// bridge.AppIn and bridge.AppTSO.
+// bridge.AppIn, bridge.AppTSO and bridge.AppSplit.
 type In struct {
 	inBuf
 	takes bool // the app declared TSO
 }
 
 var (
-	_ bridge.AppIn  = (*In)(nil)
-	_ bridge.AppTSO = (*In)(nil)
+	_ bridge.AppIn    = (*In)(nil)
+	_ bridge.AppTSO   = (*In)(nil)
+	_ bridge.AppSplit = (*In)(nil)
 )
 
 // In returns a burst writer for this queue's from_kernel ring with batch
@@ -100,3 +101,11 @@ func (q *Queue) In(batch, stride int) (*In, error) {
 
 // TakesTSO reports whether the app declared KBRIDGE_APP_TSO.
 func (in *In) TakesTSO() bool { return in.takes }
+
+// PutSplit cuts a TCP super-frame into MTU frames straight into mbufs and
+// hands them over: one cgo call, the payload copied once.
+// bridge.ErrSegmentTooLarge when a segment would not fit one mbuf: the
+// caller then has the kernel side split it.
+func (in *In) PutSplit(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
+	return in.putSplit(frame, t)
+}

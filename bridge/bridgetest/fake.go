@@ -2,7 +2,8 @@
 // testing package bridge (and tap's Kernel) without DPDK or root: Out is an
 // AppOut fed with Packet values (chains, wrong claimed lengths, NIC offload
 // hints), In is an AppIn and AppTSO that records what the kernel side put
-// (Received, and Super for TSO super-frames), Waker plays the need-wakeup
+// (Received, and Super for TSO super-frames), SplitIn an In that cuts
+// super-frames itself (AppSplit), Waker plays the need-wakeup
 // handshake, counting parks, kicks and eventfds, or refusing the eventfd
 // like an app without IPC, and Kernel is a plain kernel side over a
 // SOCK_SEQPACKET pair, which keeps frame boundaries like a TAP fd.
@@ -168,6 +169,33 @@ func (in *In) PutTSO(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) 
 	in.Supers = append(in.Supers, Super{append([]byte(nil), frame...), t})
 	in.Count++
 	return bridge.PutResult{Queued: 1}, nil
+}
+
+// SplitIn is a fake from_kernel ring whose side cuts super-frames itself
+// (bridge.AppSplit), as ring mode's does: it keeps what PutSplit received
+// (unless Discard) and queues every segment, or refuses all while Refuse
+// is set.
+type SplitIn struct {
+	*In
+	Refuse bool
+	Splits []Super // what PutSplit took
+}
+
+var _ bridge.AppSplit = (*SplitIn)(nil)
+
+// PutSplit keeps a copy of the super-frame and queues its segments.
+func (in *SplitIn) PutSplit(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.Refuse {
+		return bridge.PutResult{}, bridge.ErrSegmentTooLarge
+	}
+	if !in.Discard {
+		in.Splits = append(in.Splits, Super{append([]byte(nil), frame...), t})
+	}
+	segs := max(1, (len(frame)-t.L2-t.L3-t.L4+t.MSS-1)/t.MSS)
+	in.Count += segs
+	return bridge.PutResult{Queued: segs}, nil
 }
 
 // NewIn returns a fake with batch slots of stride bytes and no limits.

@@ -24,14 +24,7 @@ import (
 // like a TAP fd: the test plays the kernel through peer.
 func realWorker(t *testing.T, b *bed, merge bool) (w *bridge.Worker, peer int) {
 	t.Helper()
-	port, err := ring.OpenPort(b.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := port.Queue(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := queue0(t, b)
 	out, err := q.Out(32, 16)
 	if err != nil {
 		t.Fatal(err)
