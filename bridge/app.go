@@ -44,6 +44,10 @@ type Packet struct {
 	// L4CsumGood: the app's NIC verified the TCP/UDP checksum
 	// (RTE_MBUF_F_RX_L4_CKSUM_GOOD), so the kernel side need not.
 	L4CsumGood bool
+	// CsumChecked: the app side checked the packet's IPv4 header and TCP
+	// checksums in software and both are right, so the kernel side need
+	// not check them again. Unlike L4CsumGood it is not the NIC's word.
+	CsumChecked bool
 	// LROSegSize is non-zero for a packet the app's NIC coalesced
 	// (RTE_MBUF_F_RX_LRO): the size of the segments it was made of.
 	LROSegSize uint16

@@ -14,6 +14,7 @@
 #include <rte_udp.h>
 
 #include "burst.h"
+#include "csum.h"
 #include "prefetch.h"
 
 volatile int kb_test_hold;
@@ -231,6 +232,13 @@ kb_out_describe(struct kb_out *b, struct rte_mbuf *m, struct kb_pkt *p,
 		p->offload |= KB_PKT_L4_CSUM_GOOD;
 	p->verdict = kb_mbuf_iov(m, &b->iov[seg], b->max_segs,
 				 b->flags & KB_BURST_EXTBUF, &p->nb_iov);
+	/* The coalescer checks a TCP frame's checksums before it merges it;
+	 * here, on bytes just prefetched and in C, the check costs less than
+	 * half of what it does in Go. A chained or LRO packet, or one whose
+	 * check fails, is left to the coalescer as before. */
+	if (p->verdict == KB_PKT_OK && p->nb_iov == 1 && p->offload == 0 &&
+	    kb_tcp_csum_good(b->iov[seg].iov_base, (uint32_t)b->iov[seg].iov_len))
+		p->offload |= KB_PKT_CSUM_CHECKED;
 }
 
 static uint64_t

@@ -164,9 +164,10 @@ func (o *outBuf) Packet(i int) (bridge.Packet, error) {
 	p := &o.pkts[i]
 	first := int(p.first_seg)
 	pkt := bridge.Packet{
-		Len:        int(p.pkt_len),
-		Segs:       o.iov[first : first+int(p.nb_iov)],
-		L4CsumGood: p.offload&C.KB_PKT_L4_CSUM_GOOD != 0,
+		Len:         int(p.pkt_len),
+		Segs:        o.iov[first : first+int(p.nb_iov)],
+		L4CsumGood:  p.offload&C.KB_PKT_L4_CSUM_GOOD != 0,
+		CsumChecked: p.offload&C.KB_PKT_CSUM_CHECKED != 0,
 	}
 	if p.offload&C.KB_PKT_LRO != 0 {
 		pkt.LROSegSize = uint16(p.tso_segsz)

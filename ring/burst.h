@@ -83,6 +83,8 @@ enum kb_pkt_verdict {
 /* What the app's NIC (or the core) did for a packet (struct kb_pkt.offload). */
 #define KB_PKT_L4_CSUM_GOOD 0x1 /* RTE_MBUF_F_RX_L4_CKSUM_GOOD, or completed */
 #define KB_PKT_LRO 0x2          /* RTE_MBUF_F_RX_LRO: tso_segsz is valid */
+#define KB_PKT_CSUM_CHECKED 0x4 /* the core checked its IPv4 header and TCP
+				 * checksums (kb_tcp_csum_good): both right */
 
 /* One packet of an out burst. Its segments are
  * iov[first_seg .. first_seg+nb_iov). */
@@ -92,7 +94,7 @@ struct kb_pkt {
 	uint16_t first_seg;
 	uint8_t verdict;
 	uint8_t written; /* set by Go: counts toward residence time */
-	uint8_t offload; /* KB_PKT_L4_CSUM_GOOD, KB_PKT_LRO */
+	uint8_t offload; /* KB_PKT_L4_CSUM_GOOD, KB_PKT_LRO, KB_PKT_CSUM_CHECKED */
 	uint8_t pad;
 	uint16_t tso_segsz;
 	uint16_t pad2;

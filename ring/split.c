@@ -7,106 +7,13 @@
 #include <rte_common.h>
 #include <rte_mbuf.h>
 
+#include "csum.h"
 #include "split.h"
 
 /* The TCP flags a segment keeps only at one end of the super-frame. */
 #define KB_TCP_FIN 0x01
 #define KB_TCP_PSH 0x08
 #define KB_TCP_CWR 0x80
-
-/* The ones-complement sum is independent of byte order (RFC 1071 2(B)): the
- * sums below add native words and the folded result is stored as it is.
- * Eight bytes add as their two 32-bit halves into 64 bits, which cannot
- * overflow for any frame, and fold at the end. */
-
-/* Adds p[0..n) to acc; p starts at an even offset of the summed data. Four
- * sums, 32 bytes a step. */
-static inline uint64_t
-kb_sum(const uint8_t *p, uint32_t n, uint64_t acc)
-{
-	uint64_t w0, w1, w2, w3, a = 0, b = 0, c = 0, d = 0;
-	uint32_t w4;
-	uint16_t h = 0;
-
-	/* Scalars, not an array: an array is copied through the stack, and
-	 * a store waits behind the copy's stores to a cold mbuf. */
-	for (; n >= 32; p += 32, n -= 32) {
-		memcpy(&w0, p, 8);
-		memcpy(&w1, p + 8, 8);
-		memcpy(&w2, p + 16, 8);
-		memcpy(&w3, p + 24, 8);
-		a += (w0 & 0xffffffff) + (w0 >> 32);
-		b += (w1 & 0xffffffff) + (w1 >> 32);
-		c += (w2 & 0xffffffff) + (w2 >> 32);
-		d += (w3 & 0xffffffff) + (w3 >> 32);
-	}
-	acc += a + b + c + d;
-	for (; n >= 8; p += 8, n -= 8) {
-		memcpy(&w0, p, 8);
-		acc += (w0 & 0xffffffff) + (w0 >> 32);
-	}
-	if (n >= 4) {
-		memcpy(&w4, p, 4);
-		acc += w4;
-		p += 4;
-		n -= 4;
-	}
-	if (n >= 2) {
-		memcpy(&h, p, 2);
-		acc += h;
-		p += 2;
-		n -= 2;
-	}
-	if (n == 1) {
-		/* The odd byte is the high byte of a word padded with zero. */
-		h = 0;
-		memcpy(&h, p, 1);
-		acc += h;
-	}
-	return acc;
-}
-
-static inline uint16_t
-kb_fold(uint64_t acc)
-{
-	while (acc >> 16)
-		acc = (acc & 0xffff) + (acc >> 16);
-	return (uint16_t)acc;
-}
-
-static inline uint16_t
-kb_get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return rte_be_to_cpu_16(v);
-}
-
-/* The 16-bit word at p, as kb_sum adds it. */
-static inline uint64_t
-kb_word(const uint8_t *p)
-{
-	uint16_t w;
-
-	memcpy(&w, p, 2);
-	return w;
-}
-
-/* The ones-complement negation of the word at p: adding it takes the word
- * out of a sum. */
-static inline uint64_t
-kb_unword(const uint8_t *p)
-{
-	return (uint16_t)~kb_word(p);
-}
-
-/* A 16-bit value as the word the header holds, for a sum. */
-static inline uint64_t
-kb_be16(uint16_t v)
-{
-	return rte_cpu_to_be_16(v);
-}
 
 /* One super-frame being cut: its lengths and, summed once from the frame,
  * what every segment's checksums start from: the pseudo-header's addresses,

@@ -208,6 +208,7 @@ func (q *Queue) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {
 		}
 		vp.Len = p.Len
 		vp.CsumOK = p.L4CsumGood
+		vp.Checked = p.CsumChecked
 		vp.LROSize = p.LROSegSize
 		q.idx[k] = i
 		k++
@@ -343,7 +344,7 @@ func (q *Queue) writeSplit(k int, r *bridge.Result) bool {
 // writeAlone writes packet k of the burst as it is.
 func (q *Queue) writeAlone(k int) unix.Errno {
 	hdr := q.plain[:]
-	if q.pkts[k].CsumOK {
+	if q.pkts[k].CsumOK || q.pkts[k].Checked {
 		hdr = q.valid[:]
 	}
 	iov := append(q.iov[:0], iovec(hdr))

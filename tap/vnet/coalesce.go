@@ -12,6 +12,7 @@ type Packet struct {
 	Segs    [][]byte
 	Len     int    // sum of segment lengths
 	CsumOK  bool   // the app's NIC verified the L4 checksum (RTE_MBUF_F_RX_L4_CKSUM_GOOD): skip validation
+	Checked bool   // the caller checked the IPv4 header and TCP checksums and both are right: not checked again, not counted as trusted
 	LROSize uint16 // non-zero: the app's NIC merged this (RTE_MBUF_F_RX_LRO); written in a GSO frame with gso_size = LROSize
 }
 
@@ -178,8 +179,8 @@ func (c *Coalescer) Stats() CoalesceStats { return c.stats }
 // from the LRO packet's IP length, which the NIC may have left stale.
 //
 // Checksums (IPv4 header and TCP, over the whole mbuf chain) are checked
-// before a packet is merged unless CsumOK, because the kernel treats a
-// NEEDS_CSUM write as verified. A packet that fails is written alone with an
+// before a packet is merged unless CsumOK or Checked, because the kernel
+// treats a NEEDS_CSUM write as verified. A packet that fails is written alone with an
 // all-zero header, so that the kernel counts it in InCsumErrors, and closes
 // its flow's item.
 //
@@ -195,7 +196,7 @@ func (c *Coalescer) Coalesce(pkts []Packet) []Write {
 	for i := range pkts {
 		p := &pkts[i]
 		ps := &c.pkts[i]
-		*ps = pktState{next: -1}
+		*ps = pktState{next: -1, checked: p.Checked}
 		c.classify(p, ps)
 		if p.CsumOK {
 			c.stats.CsumTrusted++
@@ -503,7 +504,7 @@ func (c *Coalescer) finish(pkts []Packet, nw int) []Write {
 		switch kind {
 		case kindAlone, kindBad:
 			var h Hdr
-			if kind == kindAlone && head.CsumOK {
+			if kind == kindAlone && (head.CsumOK || head.Checked) {
 				h.Flags = FlagDataValid
 			}
 			h.Encode(hb)
