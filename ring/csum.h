@@ -2,8 +2,8 @@
  *
  * csum.h: Internet checksums in software, for the burst core. The sums the
  * C cut (split.c) builds each segment's checksums from, and the check of a
- * TCP frame from the app (kb_tcp_csum_good), which kb_out_next makes while
- * it describes a burst, on bytes it has just prefetched: in C it is about
+ * TCP frame from the app (kb_tcp_csum_good), which kb_out_describe makes
+ * as kb_out_next describes a burst, on bytes it has just prefetched: in C it is about
  * 2.5 times as fast as tap/vnet's Go sum, which then has nothing to check.
  */
 #ifndef KB_CSUM_H

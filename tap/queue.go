@@ -82,7 +82,7 @@ type Queue struct {
 	plain    [vnet.HdrLen]byte // all zero: a frame as it is
 	lbuf     []byte            // an LRO packet made contiguous, to split it
 	sbuf     []byte            // one segment of it, at up to maxMTU
-	valid    [vnet.HdrLen]byte // DATA_VALID: the app's NIC checked it
+	valid    [vnet.HdrLen]byte // DATA_VALID: the app's NIC or the burst core checked it
 
 	rbuf []byte
 	rlen int

@@ -63,7 +63,7 @@ const maxPayload = 64 << 10
 type writeKind uint8
 
 const (
-	kindAlone writeKind = iota // zero header (or DATA_VALID if CsumOK)
+	kindAlone writeKind = iota // zero header (or DATA_VALID if CsumOK or Checked)
 	kindBad                    // bad checksum: zero header, whatever CsumOK says
 	kindMerge                  // a merge item; written alone if it ends with one packet
 	kindLRO                    // a merge item headed by a NIC-merged packet: always a GSO write
@@ -75,7 +75,7 @@ type pktState struct {
 	flow    bool // a TCP flow was identified (headers in Segs[0])
 	payload int
 	seq     uint32
-	checked bool // checksums validated (or CsumOK)
+	checked bool // checksums validated (or Checked; CsumOK skips them too)
 	psh     bool // TCP PSH set
 	next    int  // next packet in the same write, -1 at the end
 }
