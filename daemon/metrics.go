@@ -76,12 +76,14 @@ func newCollector(d snapshotter) *collector {
 			"to_kernel ring, mode ring; from_kernel: the from_kernel ring or the app's RX vring) and class: what = reserved "+
 			"(control and neighbor frames taken into it) or dropped (frames freed for want of room).", "direction", "class", "what"),
 		coppPolicing: desc("copp_policing", "1 while the class's policer refused a frame within the last second.", "class"),
-		poolInUse:    prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use.", nil, nil),
+		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use (absent for an app of "+
+			"kbridge.h version 7, whose pool kbridge never calls).", nil, nil),
 		recovery: prometheus.NewDesc("kbridge_takeover_recovered_total", "What this kbridge put right of a killed predecessor "+
 			"when it started, by what: held_to_kernel_freed and held_from_kernel_freed (mbufs its held record named), "+
 			"to_kernel_reclaimed (entries it had claimed and not released, dequeued again), to_kernel_freed (mbufs it had "+
 			"dequeued and not recorded), from_kernel_discarded (slots it had reserved and not published), from_kernel_freed "+
-			"(mbufs of that enqueue) (ring mode).", []string{"what"}, nil),
+			"(mbufs of that enqueue); for an app of kbridge.h version 7 fresh_reclaimed, fresh_freed, spent_discarded and "+
+			"spent_freed, the same of its fresh and spent rings, and what is freed goes to its spent ring (ring mode).", []string{"what"}, nil),
 		adopted: prometheus.NewDesc("kbridge_interface_adopted", "1 when this kbridge adopted its interface rather than "+
 			"made it, by how (handed over, kept in systemd's fd store, left persistent) and the pid that served it before.",
 			[]string{"how", "from_pid"}, nil),
@@ -100,7 +102,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.d.Snapshot()
-	ch <- prometheus.MustNewConstMetric(c.poolInUse, prometheus.GaugeValue, float64(st.PoolInUse))
+	if st.PoolInUse >= 0 { // -1: not read (kbridge.h version 7)
+		ch <- prometheus.MustNewConstMetric(c.poolInUse, prometheus.GaugeValue, float64(st.PoolInUse))
+	}
 	if a := st.Adopted; a != nil {
 		ch <- prometheus.MustNewConstMetric(c.adopted, prometheus.GaugeValue, 1, a.How, strconv.Itoa(a.From))
 		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.CounterValue, float64(a.Backlog))
@@ -113,6 +117,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			{"held_to_kernel_freed", r.HeldToKernel}, {"held_from_kernel_freed", r.HeldFromKernel},
 			{"to_kernel_reclaimed", r.Rings.ToKernelReclaimed}, {"to_kernel_freed", r.Rings.ToKernelFreed},
 			{"from_kernel_discarded", r.Rings.FromKernelDiscarded}, {"from_kernel_freed", r.Rings.FromKernelFreed},
+			{"fresh_reclaimed", r.Rings.FreshReclaimed}, {"fresh_freed", r.Rings.FreshFreed},
+			{"spent_discarded", r.Rings.SpentDiscarded}, {"spent_freed", r.Rings.SpentFreed},
 		} {
 			ch <- prometheus.MustNewConstMetric(c.recovery, prometheus.CounterValue, float64(v.n), v.what)
 		}

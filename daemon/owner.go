@@ -17,7 +17,8 @@ type Recovery struct {
 	// TakenOverFrom is the pid of the gone owner taken over, 0 for none.
 	TakenOverFrom int `json:"taken_over_from"`
 	// HeldToKernel and HeldFromKernel are the mbufs the held record named
-	// (a burst dequeued, mbufs allocated for the app): freed.
+	// (a burst dequeued, mbufs allocated for the app): freed (kbridge.h
+	// version 7: put on the app's spent ring for it to free).
 	HeldToKernel   int `json:"held_to_kernel_freed"`
 	HeldFromKernel int `json:"held_from_kernel_freed"`
 	// Rings is what the dead kbridge's ring operations left (Reconcile).
@@ -66,6 +67,8 @@ func claimPort(port *ring.Port, reqTimeout time.Duration, log *slog.Logger) (Rec
 			"to_kernel_reclaimed", rr.ToKernelReclaimed, "to_kernel_freed", rr.ToKernelFreed,
 			"from_kernel_discarded", rr.FromKernelDiscarded, "from_kernel_freed", rr.FromKernelFreed,
 			"from_kernel_published", rr.FromKernelPublished,
+			"fresh_reclaimed", rr.FreshReclaimed, "fresh_freed", rr.FreshFreed,
+			"spent_discarded", rr.SpentDiscarded, "spent_freed", rr.SpentFreed, "spent_published", rr.SpentPublished,
 			"inconsistent", rr.Inconsistent)
 	}
 	r.HeldToKernel, r.HeldFromKernel = port.FreeHeld()

@@ -153,9 +153,18 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	d.watchApp()
 	d.keepInterface()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
-		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mode", cfg.Policy.Mode,
+		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mbufs", mbufModel(port),
+		"pool_handler", port.PoolHandler(), "mode", cfg.Policy.Mode,
 		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", p.dev.Queue(0).Merging())
 	return d, nil
+}
+
+// mbufModel says who allocates and frees the app's mbufs, for the log.
+func mbufModel(port *ring.Port) string {
+	if port.AppAllocates() {
+		return "the app's, on its fresh and spent rings"
+	}
+	return "kbridge, through its handler of the app's pool (kbridge.h version 6 or older)"
 }
 
 // asAccepted is the interface as the app's port now is: what the port

@@ -19,16 +19,6 @@
 
 volatile int kb_test_hold;
 
-/* Records that the buffer holds m[0..n): pointers first, then n. */
-static inline void
-kb_held_note(struct kb_held *rec, struct rte_mbuf *const *m, uint16_t n)
-{
-	if (rec->n == NULL || n == 0)
-		return;
-	memcpy(rec->m, m, (size_t)n * sizeof(*m));
-	kb_held_set(rec, n);
-}
-
 /* Points iov[0..max_segs) at the segments of m and stores their number in
  * *nb. The walk is bounded by max_segs, so a cyclic chain ends as
  * TOO_MANY_SEGS instead of looping. */
@@ -61,47 +51,6 @@ kb_mbuf_iov(struct rte_mbuf *m, struct iovec *iov, uint16_t max_segs,
 	return verdict;
 }
 
-/* Copies one frame into a fresh mbuf chain from pool; NULL when the pool
- * runs dry (what was taken is freed). */
-static struct rte_mbuf *
-kb_mbuf_copy(struct rte_mempool *pool, const uint8_t *data, uint32_t len)
-{
-	struct rte_mbuf *head = NULL, *tail = NULL;
-	uint32_t off = 0;
-
-	do {
-		struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
-		uint32_t room, chunk;
-
-		if (m == NULL) {
-			rte_pktmbuf_free(head);
-			return NULL;
-		}
-		room = rte_pktmbuf_tailroom(m);
-		if (room == 0) {
-			/* An mbuf with no room (the pool's data room is all
-			 * headroom: refused at attach) would loop until the
-			 * pool is empty. */
-			rte_pktmbuf_free(m);
-			rte_pktmbuf_free(head);
-			return NULL;
-		}
-		chunk = len - off < room ? len - off : room;
-		memcpy(rte_pktmbuf_mtod(m, void *), data + off, chunk);
-		m->data_len = (uint16_t)chunk;
-		off += chunk;
-		if (head == NULL) {
-			head = m;
-		} else {
-			tail->next = m;
-			head->nb_segs++;
-		}
-		tail = m;
-	} while (off < len);
-	head->pkt_len = len;
-	return head;
-}
-
 struct kb_out *
 kb_out_new(const struct kb_out *cfg)
 {
@@ -117,6 +66,9 @@ kb_out_new(const struct kb_out *cfg)
 	memset(&b->copp, 0, sizeof(b->copp));
 	memset(&b->copp_stats, 0, sizeof(b->copp_stats));
 	b->last_policed = 0;
+	/* What a record names already (a takeover's leftovers the spent ring
+	 * had no room for) goes there before the first burst. */
+	b->pending = b->src.pool == NULL && b->held.n != NULL && *b->held.n > 0;
 	b->mbufs = calloc(b->cap, sizeof(*b->mbufs));
 	b->policed = calloc(b->cap, sizeof(*b->policed));
 	b->pkts = calloc(b->cap, sizeof(*b->pkts));
@@ -141,17 +93,19 @@ kb_hist_bucket(uint64_t ns)
 	return i;
 }
 
+/* Releases the burst: its residence times, then every mbuf back to the
+ * source. A pool frees the burst (the policed ones went already); the rings
+ * take everything the record names, written or policed, or nothing, and
+ * then the buffer holds it still (pending) and tries again next time. */
 static void
 kb_out_release(struct kb_out *b)
 {
-	uint16_t i;
+	uint16_t i, n = b->n;
 
-	if (b->n == 0)
-		return;
-	if (b->tsc_offset >= 0 && b->tsc_hz != 0) {
+	if (n > 0 && b->tsc_offset >= 0 && b->tsc_hz != 0) {
 		uint64_t now = rte_rdtsc();
 
-		for (i = 0; i < b->n; i++) {
+		for (i = 0; i < n; i++) {
 			uint64_t d;
 
 			if (!b->pkts[i].written)
@@ -161,9 +115,8 @@ kb_out_release(struct kb_out *b)
 			b->hist[kb_hist_bucket(d * 1000 / (b->tsc_hz / 1000000))]++;
 		}
 	}
-	kb_held_clear(&b->held);
-	rte_pktmbuf_free_bulk(b->mbufs, b->n);
 	b->n = 0;
+	b->pending = !kb_src_give_held(&b->src, &b->held, b->mbufs, n);
 }
 
 /* Completes the L4 checksum of a packet sent with a partial checksum
@@ -302,11 +255,15 @@ kb_out_police(struct kb_out *b)
 	b->last_policed = d;
 	if (d == 0)
 		return k;
+	/* The rings: the record keeps naming the whole burst, and the policed
+	 * go to the spent ring with the rest when it is released. */
+	if (b->src.pool == NULL)
+		return k;
 	if (b->held.n != NULL) {
 		__atomic_store_n(b->held.n, 0, __ATOMIC_RELEASE);
 		kb_held_note(&b->held, b->mbufs, k);
 	}
-	rte_pktmbuf_free_bulk(b->policed, d);
+	kb_src_give(&b->src, b->policed, d);
 	return k;
 }
 
@@ -316,6 +273,8 @@ kb_out_next(struct kb_out *b)
 	uint16_t i, seg = 0;
 
 	kb_out_release(b);
+	if (b->pending)
+		return 0; /* the spent ring first: nothing more is taken */
 	kb_out_take_copp(b);
 	b->last_policed = 0;
 	if (b->held.n != NULL && b->ops->dequeue_held != NULL) {
@@ -372,16 +331,60 @@ kb_in_new(const struct kb_in *cfg)
 	b->n = b->queued = b->no_mbuf = b->ring_full = 0;
 	b->reserved = 0;
 	memset(b->room_dropped, 0, sizeof(b->room_dropped));
-	b->room = rte_pktmbuf_data_room_size(b->pool);
-	b->room = b->room > RTE_PKTMBUF_HEADROOM ? b->room - RTE_PKTMBUF_HEADROOM : 0;
+	b->pending = b->src.pool == NULL && b->held.n != NULL && *b->held.n > 0;
+	b->max_chain = b->room > 0 ? (b->stride + b->room - 1) / b->room : 0;
 	b->buf = aligned_alloc(64, (size_t)b->cap * b->stride);
 	b->lens = calloc(b->cap, sizeof(*b->lens));
 	b->mbufs = calloc(b->cap, sizeof(*b->mbufs));
-	if (b->buf == NULL || b->lens == NULL || b->mbufs == NULL) {
+	b->segs = calloc(b->max_chain + 1, sizeof(*b->segs));
+	if (b->buf == NULL || b->lens == NULL || b->mbufs == NULL || b->segs == NULL) {
 		kb_in_free(b);
 		return NULL;
 	}
 	return b;
+}
+
+int
+kb_in_flush(struct kb_in *b)
+{
+	if (likely(!b->pending))
+		return 1;
+	b->pending = !kb_src_give_held(&b->src, &b->held, NULL, 0);
+	return !b->pending;
+}
+
+/* Copies one frame into a chain of mbufs taken from the source, each
+ * holding room bytes; NULL when the source has not that many (a pool's
+ * partial take is given back). Not on the record: the caller records the
+ * head (a kbridge killed in between leaks one chain, never frees twice). */
+static struct rte_mbuf *
+kb_in_chain(struct kb_in *b, const uint8_t *data, uint32_t len)
+{
+	struct kb_held none = { NULL, NULL, NULL, 0 };
+	uint32_t need = len == 0 ? 1 : (len + b->room - 1) / b->room, off = 0, i;
+	struct rte_mbuf *head;
+
+	if (b->room == 0 || need > b->max_chain || kb_src_avail(&b->src) < need)
+		return NULL;
+	i = kb_src_take(&b->src, &none, b->segs, (uint16_t)need);
+	if (i < need) {
+		kb_src_give(&b->src, b->segs, (uint16_t)i);
+		return NULL;
+	}
+	head = b->segs[0];
+	for (i = 0; i < need; i++) {
+		struct rte_mbuf *m = b->segs[i];
+		uint32_t chunk = RTE_MIN(len - off, b->room);
+
+		memcpy(rte_pktmbuf_mtod(m, void *), data + off, chunk);
+		m->data_len = (uint16_t)chunk;
+		off += chunk;
+		if (i > 0)
+			b->segs[i - 1]->next = m;
+	}
+	head->nb_segs = (uint16_t)need;
+	head->pkt_len = len;
+	return head;
 }
 
 /* Whether every frame of the burst fits one mbuf. */
@@ -397,7 +400,9 @@ kb_in_one_mbuf_each(const struct kb_in *b)
 }
 
 /* The mode's enqueue_held clears the record itself, around its ring
- * operation; otherwise it is cleared first. */
+ * operation; otherwise it is cleared first. What the app's side did not
+ * take (every one, when its enqueue copies) goes back to the source; with
+ * the rings that is nothing, the burst having been cut to the room. */
 void
 kb_in_hand_over(struct kb_in *b, uint16_t k)
 {
@@ -409,6 +414,10 @@ kb_in_hand_over(struct kb_in *b, uint16_t k)
 		kb_held_clear(&b->held);
 		sent = b->ops->enqueue(b->ctx, b->mbufs, k);
 	}
+	if (b->ops->copies)
+		kb_src_give(&b->src, b->mbufs, k);
+	else if (sent < k)
+		kb_src_give(&b->src, b->mbufs + sent, (uint16_t)(k - sent));
 	b->queued = sent;
 	b->ring_full += (uint16_t)(k - sent);
 }
@@ -444,11 +453,14 @@ kb_in_admit_n(struct kb_in *b, const uint8_t *data, uint32_t len, unsigned int n
 {
 	static const struct kbridge_class_match none;
 	unsigned int reserve = 0, room, k = 0, c;
+	int on = __atomic_load_n(&b->reserve_on, __ATOMIC_RELAXED);
 	uint8_t why;
 
-	if (!__atomic_load_n(&b->reserve_on, __ATOMIC_RELAXED) || b->ops->room == NULL)
+	if ((!on && b->src.pool != NULL) || b->ops->room == NULL)
 		return n;
 	room = b->ops->room(b->ctx, &reserve);
+	if (!on)
+		reserve = 0;
 	if (room >= reserve + n)
 		return n;
 	if (room > reserve) {
@@ -471,17 +483,23 @@ kb_in_admit_n(struct kb_in *b, const uint8_t *data, uint32_t len, unsigned int n
 
 /* Cuts the burst to what the app's side has room for, keeping its reserve
  * for control and neighbour frames, the kept frames moved up in order.
- * Classifies nothing while the burst fits above the reserve. */
+ * Classifies nothing while the burst fits above the reserve. With the
+ * rings as the source it cuts even without a reserve: kbridge alone fills
+ * the ring, so what it admits the enqueue takes, and no mbuf of the app's
+ * is left over. */
 static void
 kb_in_admit(struct kb_in *b)
 {
 	unsigned int reserve = 0, room;
+	int on = __atomic_load_n(&b->reserve_on, __ATOMIC_RELAXED);
 	uint16_t i, k = 0;
 
 	b->kept = b->n;
-	if (!__atomic_load_n(&b->reserve_on, __ATOMIC_RELAXED) || b->ops->room == NULL || b->n == 0)
+	if ((!on && b->src.pool != NULL) || b->ops->room == NULL || b->n == 0)
 		return;
 	room = b->ops->room(b->ctx, &reserve);
+	if (!on)
+		reserve = 0;
 	if (room >= reserve + b->n)
 		return;
 	for (i = 0; i < b->n; i++) {
@@ -504,26 +522,30 @@ kb_in_put(struct kb_in *b)
 	uint16_t i, k = 0;
 
 	b->queued = b->no_mbuf = b->ring_full = 0;
+	b->kept = b->n;
+	if (!kb_in_flush(b)) {
+		b->no_mbuf = b->n;
+		b->n = 0;
+		return;
+	}
 	kb_in_admit(b);
-	if (b->n > 0 && kb_in_one_mbuf_each(b) &&
-	    rte_pktmbuf_alloc_bulk(b->pool, b->mbufs, b->n) == 0) {
+	if (b->n > 0 && kb_in_one_mbuf_each(b)) {
 		/* The common case, MTU frames: one mbuf each, taken from the
-		 * pool in one go rather than one rte_pktmbuf_alloc apiece. */
-		for (i = 0; i < b->n; i++) {
+		 * source in one go (and so recorded) rather than one apiece. */
+		k = kb_src_take(&b->src, &b->held, b->mbufs, b->n);
+		for (i = 0; i < k; i++) {
 			struct rte_mbuf *m = b->mbufs[i];
 
-			kb_held_add(&b->held, i + 1, m);
 			memcpy(rte_pktmbuf_mtod(m, void *), b->buf + (size_t)i * b->stride,
 			       b->lens[i]);
 			m->data_len = (uint16_t)b->lens[i];
 			m->pkt_len = b->lens[i];
 		}
-		k = b->n;
+		b->no_mbuf = (uint16_t)(b->n - k);
 	} else {
 		for (i = 0; i < b->n; i++) {
-			struct rte_mbuf *m = kb_mbuf_copy(b->pool,
-							b->buf + (size_t)i * b->stride,
-							b->lens[i]);
+			struct rte_mbuf *m = kb_in_chain(b, b->buf + (size_t)i * b->stride, b->lens[i]);
+
 			if (m == NULL) {
 				b->no_mbuf++;
 				continue;
@@ -552,6 +574,10 @@ kb_in_put_tso(struct kb_in *b, uint8_t *data, uint32_t len)
 	    (uint32_t)t->l2 + t->l3 + t->l4 > b->room ||
 	    (b->ops->takes_tso != NULL && !b->ops->takes_tso(b->ctx, t->ipv6)))
 		return -E2BIG;
+	if (!kb_in_flush(b)) {
+		b->no_mbuf = 1;
+		return 0;
+	}
 	if (kb_in_admit_n(b, data, len, 1) == 0)
 		return 0;
 	/* The headers as DPDK's TSO wants them: IPv4 checksum left to the
@@ -572,7 +598,7 @@ kb_in_put_tso(struct kb_in *b, uint8_t *data, uint32_t len)
 		ip->hdr_checksum = 0;
 		tcp->cksum = rte_ipv4_phdr_cksum(ip, ol);
 	}
-	m = kb_mbuf_copy(b->pool, data, len);
+	m = kb_in_chain(b, data, len);
 	if (m == NULL) {
 		b->no_mbuf = 1;
 		return 0;
@@ -597,6 +623,7 @@ kb_in_free(struct kb_in *b)
 	free(b->buf);
 	free(b->lens);
 	free(b->mbufs);
+	free(b->segs);
 	free(b);
 }
 

@@ -8,12 +8,16 @@ package ring
 // An outBuf describes a dequeued burst of mbuf chains as iovecs into mbuf
 // memory with per-packet metadata (a verdict, the NIC's offload hints, the
 // enqueue time of residence timing); the iovecs stay valid until the next
-// Next, which frees the burst. An inBuf copies frames the kernel side read
-// into fresh mbufs of the app's pool (chained when the data room is small)
-// and hands them over; PutTSO builds one TSO chain from a TCP super-frame,
-// putSplit cuts one into MTU frames straight into mbufs (ring mode's
-// PutSplit).
-// Every mbuf a buffer takes is freed or handed over exactly once.
+// Next, which gives the burst back. An inBuf copies frames the kernel side
+// read into fresh mbufs (chained when the data room is small) and hands
+// them over; PutTSO builds one TSO chain from a TCP super-frame, putSplit
+// cuts one into MTU frames straight into mbufs (ring mode's PutSplit).
+// Every mbuf a buffer takes is given back or handed over exactly once.
+//
+// Where mbufs come from and go back to is the buffer's source (srcConfig,
+// burst.h's struct kb_src): a mempool (mode vhost's own; ring mode with an
+// app of kbridge.h version 6 or older), or the app's fresh and spent rings
+// (ring mode, version 7), through which kbridge never calls the app's pool.
 //
 // What a burst is dequeued from and enqueued to is the mode's: it passes a
 // struct kb_burst_ops of its own C functions (burst.h) when it makes a
@@ -52,8 +56,9 @@ func HistBound(i int) uint64 { return 1 << (i + C.KB_HIST_SHIFT) }
 var (
 	// ErrNoMemory means C memory for a burst buffer could not be had.
 	ErrNoMemory = errors.New("out of memory for a burst buffer")
-	// ErrNoPool means an In was asked for before its mbuf pool existed.
-	ErrNoPool = errors.New("no mbuf pool for a burst buffer")
+	// ErrNoPool means a buffer was asked for before its mbuf source (a
+	// pool, or the app's fresh and spent rings) existed.
+	ErrNoPool = errors.New("no mbuf source for a burst buffer")
 	// ErrHeldTooSmall means a burst could hold more mbufs than the held
 	// record names.
 	ErrHeldTooSmall = errors.New("burst is larger than the held-mbuf record")
@@ -62,11 +67,13 @@ var (
 // heldRec names a record of held mbufs in memory the app shares (kbridge.h's
 // struct kbridge_held_q): N points at its count, M at its first of Max
 // mbuf pointers, Pend (optional) at its word for a ring operation under
-// way, which the mode's dequeue_held and enqueue_held keep. The zero heldRec
-// is no record.
+// way, which the mode's dequeue_held and enqueue_held keep. In says it is
+// the kernel -> app direction's (the test hook's KBRIDGE_TEST_HOLD). The
+// zero heldRec is no record.
 type heldRec struct {
 	N, M, Pend unsafe.Pointer
 	Max        int
+	In         bool
 }
 
 // check refuses a record with less room than a burst of batch.
@@ -78,7 +85,41 @@ func (h heldRec) check(batch int) error {
 }
 
 func (h heldRec) c() C.struct_kb_held {
-	return C.struct_kb_held{n: (*C.uint32_t)(h.N), m: (**C.struct_rte_mbuf)(h.M), pend: (*C.uint32_t)(h.Pend)}
+	dir := C.int(C.KB_TEST_HOLD_OUT)
+	if h.In {
+		dir = C.KB_TEST_HOLD_IN
+	}
+	return C.struct_kb_held{n: (*C.uint32_t)(h.N), m: (**C.struct_rte_mbuf)(h.M), pend: (*C.uint32_t)(h.Pend), dir: dir}
+}
+
+// ErrSourceUnrecorded means a buffer over the app's fresh and spent rings
+// was asked for without a held record: what the spent ring has no room for
+// must stay on one.
+var ErrSourceUnrecorded = errors.New("the app's fresh and spent rings need a held record")
+
+// srcConfig is a buffer's mbuf source: Pool (a struct rte_mempool), or,
+// Pool nil, the app's Fresh and Spent rings (struct rte_ring) with
+// SpentWaits, the control block's counter of the times Spent had no room.
+type srcConfig struct {
+	Pool, Fresh, Spent, SpentWaits unsafe.Pointer
+}
+
+func (s srcConfig) c() C.struct_kb_src {
+	return C.struct_kb_src{pool: (*C.struct_rte_mempool)(s.Pool), fresh: (*C.struct_rte_ring)(s.Fresh),
+		spent: (*C.struct_rte_ring)(s.Spent), spent_waits: (*C.uint64_t)(s.SpentWaits)}
+}
+
+// check refuses a source that cannot be one, or rings without a record.
+func (s srcConfig) check(h heldRec) error {
+	switch {
+	case s.Pool != nil:
+		return nil
+	case s.Fresh == nil || s.Spent == nil:
+		return ErrNoPool
+	case h.N == nil:
+		return ErrSourceUnrecorded
+	}
+	return nil
 }
 
 // outConfig says how to make an outBuf.
@@ -102,6 +143,8 @@ type outConfig struct {
 	TSCHz     uint64
 	// Held, if set, records the burst held between dequeue and free.
 	Held heldRec
+	// Src takes the burst back once it is written.
+	Src srcConfig
 }
 
 // outBuf is a burst buffer in the app -> kernel direction. Next, Packet and
@@ -133,6 +176,9 @@ func (o *outBuf) open(cfg outConfig) error {
 	if err := cfg.Held.check(cfg.Batch); err != nil {
 		return err
 	}
+	if err := cfg.Src.check(cfg.Held); err != nil {
+		return err
+	}
 	b := C.kb_out_new(&C.struct_kb_out{
 		ops:        (*C.struct_kb_burst_ops)(cfg.Ops),
 		ctx:        cfg.Ctx,
@@ -142,6 +188,7 @@ func (o *outBuf) open(cfg outConfig) error {
 		tsc_offset: C.int32_t(tscOffset),
 		tsc_hz:     C.uint64_t(cfg.TSCHz),
 		held:       cfg.Held.c(),
+		src:        cfg.Src.c(),
 	})
 	if b == nil {
 		return ErrNoMemory
@@ -224,8 +271,10 @@ type inConfig struct {
 	// Ops points at the mode's struct kb_burst_ops (its enqueue and,
 	// optionally, takes_tso); Ctx is what they get.
 	Ops, Ctx unsafe.Pointer
-	// Pool is the struct rte_mempool mbufs are taken from.
-	Pool unsafe.Pointer
+	// Src is where mbufs are taken from (and given back to when the app's
+	// side does not take them), with Room bytes each after the headroom.
+	Src  srcConfig
+	Room int
 	// Batch slots of Stride bytes each (the largest frame).
 	Batch, Stride int
 	// TSOMaxSegs is the most segments a TSO chain may have; 0: no limit.
@@ -249,16 +298,20 @@ func (in *inBuf) open(cfg inConfig) error {
 	if cfg.Batch <= 0 || cfg.Batch > limits.MaxBatch || cfg.Stride < 64 || cfg.Stride > limits.FrameBuffer {
 		return fmt.Errorf("burst of %d frames x %d bytes out of range", cfg.Batch, cfg.Stride)
 	}
-	if cfg.Pool == nil {
-		return ErrNoPool
+	if err := cfg.Src.check(cfg.Held); err != nil {
+		return err
 	}
 	if err := cfg.Held.check(cfg.Batch); err != nil {
 		return err
 	}
+	if cfg.Room <= 0 {
+		return fmt.Errorf("mbufs of %d bytes after the headroom: %w", cfg.Room, ErrNoPool)
+	}
 	b := C.kb_in_new(&C.struct_kb_in{
 		ops:      (*C.struct_kb_burst_ops)(cfg.Ops),
 		ctx:      cfg.Ctx,
-		pool:     (*C.struct_rte_mempool)(cfg.Pool),
+		src:      cfg.Src.c(),
+		room:     C.uint32_t(cfg.Room),
 		cap:      C.uint16_t(cfg.Batch),
 		stride:   C.uint32_t(cfg.Stride),
 		max_segs: C.uint16_t(min(cfg.TSOMaxSegs, 0xffff)),

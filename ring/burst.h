@@ -6,7 +6,8 @@
  * lifecycle, the describe loop (an mbuf chain into iovecs and per-packet
  * metadata), copy-in (kernel frames into fresh mbuf chains) and the TSO
  * chain builder. What differs between the modes is what a burst is dequeued
- * from and enqueued to (struct kb_burst_ops, written by each mode's C), the
+ * from and enqueued to (struct kb_burst_ops, written by each mode's C),
+ * where the mbufs come from and go back to (struct kb_src, mbufsrc.c), the
  * held record of ring mode's crash recovery and residence timing (set when
  * a buffer is made), and the KB_BURST_* flags.
  */
@@ -14,10 +15,12 @@
 #define KB_BURST_H
 
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_ring.h>
 
 #include "kbridge_classify.h"
 #include "policer.h"
@@ -26,19 +29,38 @@
  * two ring operations (kbridge.h's struct kbridge_held_q): m[0..*n), room for
  * at least cap. A record never names an mbuf that was freed or handed over:
  * n is cleared first. n == NULL: no record. pend, when set, is the record's
- * word for the ring operation under way (dequeue_held, enqueue_held). */
+ * word for the ring operation under way (dequeue_held, enqueue_held, the
+ * fresh and spent rings' kb_fresh_take_held and kb_spent_put_held). dir is
+ * the direction the test hook holds it in (KB_TEST_HOLD_OUT or _IN). */
 struct kb_held {
 	volatile uint32_t *n;
 	struct rte_mbuf **m;
 	volatile uint32_t *pend;
+	int dir;
+};
+
+/* Where a buffer's mbufs come from and where those it is done with go
+ * (mbufsrc.c): the burst core takes and gives them back only here.
+ * pool set: allocated from and freed to that mempool through this
+ * process's handlers (mode vhost's own pool; ring mode with an app of
+ * kbridge.h version 6 or older, whose pool's handler attach checked).
+ * pool NULL: the app's fresh and spent rings (ring mode, version 7): taken
+ * off fresh, which the app fills; put on spent, which the app frees; no
+ * handler of the app's pool is ever called. */
+struct kb_src {
+	struct rte_mempool *pool;
+	struct rte_ring *fresh, *spent;
+	/* The control block's count of the times spent had no room for what a
+	 * buffer was done with (kbridge_queue_mbufs.spent_waits), or NULL. */
+	volatile uint64_t *spent_waits;
 };
 
 /* Where bursts go, for one mode; ctx is the buffer's (a ring, a queue). */
 struct kb_burst_ops {
 	/* Takes up to n mbufs the app sent into m; returns how many. */
 	uint16_t (*dequeue)(void *ctx, struct rte_mbuf **m, uint16_t n);
-	/* Hands m[0..n) to the app and owns every one of them from then on
-	 * (frees what it does not pass on); returns how many reached the app. */
+	/* Hands m[0..n) to the app; returns how many reached it. The rest,
+	 * m[sent..n), stay the caller's (all of them with copies set). */
 	uint16_t (*enqueue)(void *ctx, struct rte_mbuf **m, uint16_t n);
 	/* Whether the app takes a TCP super-frame of that IP version now;
 	 * NULL: as far as the buffer's max_segs allows. */
@@ -48,7 +70,8 @@ struct kb_burst_ops {
 	 * so that a takeover can tell what a process killed inside it had
 	 * claimed or published (rec->pend). dequeue_held records what it
 	 * took (kb_held_set); enqueue_held hands over exactly what rec names,
-	 * m[0..n) being those mbufs in that order, and clears the record. */
+	 * m[0..n) being those mbufs in that order, and clears the record; what
+	 * it could not hand over, m[sent..n), stays the caller's. */
 	uint16_t (*dequeue_held)(void *ctx, struct kb_held *rec, struct rte_mbuf **m,
 				 uint16_t n);
 	uint16_t (*enqueue_held)(void *ctx, struct kb_held *rec, struct rte_mbuf **m,
@@ -57,6 +80,9 @@ struct kb_burst_ops {
 	 * buffers) and, in *reserve, how much of it is kept for control and
 	 * neighbour frames (KBRIDGE_RESERVE of its size). NULL: no reserve. */
 	unsigned int (*room)(void *ctx, unsigned int *reserve);
+	/* The enqueue copies the mbufs (into a guest's buffers): every one
+	 * stays the caller's, sent or not. */
+	int copies;
 };
 
 /* Flags of an out buffer. */
@@ -143,6 +169,10 @@ struct kb_out {
 	struct kb_copp_stats copp_stats;
 	struct rte_mbuf **policed;
 	uint16_t last_policed;
+	struct kb_src src;
+	/* The held record names mbufs the spent ring had no room for: they
+	 * go before the next burst is taken (ring mode, version 7). */
+	uint8_t pending;
 };
 
 /* A TCP super-frame: header lengths, segment size, IP version. */
@@ -157,11 +187,11 @@ struct kb_tso {
 struct kb_in {
 	const struct kb_burst_ops *ops;
 	void *ctx;
-	struct rte_mempool *pool;
+	struct kb_src src;
 	uint8_t *buf;
 	uint32_t *lens;
 	uint32_t stride;
-	uint32_t room; /* data room of one of the pool's mbufs */
+	uint32_t room; /* data room of one mbuf, after its headroom */
 	uint16_t cap;
 	uint16_t n;
 	uint16_t max_segs; /* the most segments of a TSO chain; 0: no limit */
@@ -183,10 +213,18 @@ struct kb_in {
 			* the front (lens[] too) */
 	uint64_t reserved;
 	uint64_t room_dropped[KBRIDGE_CLASSES];
+	/* Scratch: one chain's segments, as many as a frame of stride bytes
+	 * takes of room-byte mbufs. */
+	struct rte_mbuf **segs;
+	uint32_t max_chain;
+	/* As kb_out's: the held record names mbufs for the spent ring. */
+	uint8_t pending;
 };
 
 /* A buffer made as cfg says (ops, ctx, cap, max_segs, flags, tsc_offset,
- * tsc_hz, held), or NULL when out of memory. */
+ * tsc_hz, held, src), or NULL when out of memory. A rings source needs a
+ * held record; what it names already (a takeover's leftovers) goes to the
+ * spent ring first. */
 struct kb_out *kb_out_new(const struct kb_out *cfg);
 /* Releases the previous burst (recording residence times of the packets Go
  * wrote) and dequeues and describes the next one. Returns its size. */
@@ -198,11 +236,11 @@ void kb_out_free(struct kb_out *b);
  * runs. -ENOMEM: nothing changed. */
 int kb_out_set_copp(struct kb_out *b, const struct kb_copp *c);
 
-/* A buffer made as cfg says (ops, ctx, pool, cap, stride, max_segs, held),
- * or NULL when out of memory. */
+/* A buffer made as cfg says (ops, ctx, src, room, cap, stride, max_segs,
+ * held), or NULL when out of memory; as kb_out_new for a rings source. */
 struct kb_in *kb_in_new(const struct kb_in *cfg);
 /* Copies b->n frames into mbufs (chained when larger than one mbuf) and
- * enqueues them; what cannot be queued is freed and counted. */
+ * enqueues them; what cannot be queued is given back and counted. */
 void kb_in_put(struct kb_in *b);
 /* Copies one TCP super-frame of len bytes, described by b->tso, into one
  * mbuf chain marked for TSO (RTE_MBUF_F_TX_TCP_SEG, lengths, tso_segsz, the
@@ -218,6 +256,10 @@ void kb_in_free(struct kb_in *b);
  * rest are counted as kb_in_put counts the frames the room refuses. */
 unsigned int kb_in_admit_n(struct kb_in *b, const uint8_t *data, uint32_t len,
 			   unsigned int n);
+/* Puts what the record names, a takeover's leftovers, on the spent ring
+ * before the record takes anything else: 1 once it did (or had nothing),
+ * 0 while the ring has no room. */
+int kb_in_flush(struct kb_in *b);
 /* Hands b->mbufs[0..k), which the held record names in that order, to the
  * app: b->queued is set to how many it took, the rest counted in
  * b->ring_full. */
@@ -239,8 +281,18 @@ kb_held_set(struct kb_held *rec, uint16_t n)
 	if (rec->n == NULL || n == 0)
 		return;
 	__atomic_store_n(rec->n, n, __ATOMIC_RELEASE);
-	if (unlikely(kb_test_hold & KB_TEST_HOLD_OUT))
+	if (unlikely(kb_test_hold & KB_TEST_HOLD_OUT & rec->dir))
 		kb_test_hold_now(KB_TEST_HOLD_OUT, n);
+}
+
+/* Records that the buffer holds m[0..n): pointers first, then n. */
+static inline void
+kb_held_note(struct kb_held *rec, struct rte_mbuf *const *m, uint16_t n)
+{
+	if (rec->n == NULL || n == 0)
+		return;
+	memcpy(rec->m, m, (size_t)n * sizeof(*m));
+	kb_held_set(rec, n);
 }
 
 /* Records one more mbuf, m, as the k-th held (k counts from 1). */
@@ -259,9 +311,48 @@ kb_held_clear(struct kb_held *rec)
 {
 	if (rec->n == NULL)
 		return;
-	if (unlikely(kb_test_hold & KB_TEST_HOLD_IN) && *rec->n > 0)
+	if (unlikely(kb_test_hold & KB_TEST_HOLD_IN & rec->dir) && *rec->n > 0)
 		kb_test_hold_now(KB_TEST_HOLD_IN, *rec->n);
 	__atomic_store_n(rec->n, 0, __ATOMIC_RELEASE);
 }
+
+/* ---- The mbuf source (mbufsrc.c) ---- */
+
+/* The bytes one mbuf of a pktmbuf pool holds after its headroom (its
+ * private data: no handler is called). */
+unsigned int kb_pool_data_room(struct rte_mempool *mp);
+
+/* How many mbufs kb_src_take gives now at the least: the fresh ring's
+ * count (kbridge alone takes from it, so it only grows until kbridge
+ * does), or UINT_MAX for a pool, whose allocation decides. */
+unsigned int kb_src_avail(const struct kb_src *s);
+/* Takes up to n mbufs, reset as an alloc leaves them, into m and, when rec
+ * is a record, records them there (m[0..got) named in that order); returns
+ * got. A pool: n in bulk, else one at a time while it gives. Rings:
+ * min(n, the fresh ring's count). */
+uint16_t kb_src_take(const struct kb_src *s, struct kb_held *rec, struct rte_mbuf **m,
+		     uint16_t n);
+/* Gives back a burst the record names: a pool frees m[0..n), the same
+ * mbufs, once the record is cleared; rings put what the record names on
+ * the spent ring, all of them or, when it has not the room, none (counted
+ * in spent_waits; the record unchanged). Returns 1 when given back, 0 when
+ * the caller still holds them and must try again. */
+int kb_src_give_held(const struct kb_src *s, struct kb_held *rec, struct rte_mbuf **m,
+		     uint16_t n);
+/* Gives back m[0..n), on no record: freed, or put on the spent ring; what
+ * the spent ring has no room for is lost (never freed twice). Only for
+ * what a ring could not take, which the core keeps from happening with
+ * the rings (kb_in cuts a burst to the room the app's ring has). Returns
+ * how many were lost. */
+unsigned int kb_src_give(const struct kb_src *s, struct rte_mbuf **m, uint16_t n);
+
+/* Ring mode's fresh and spent rings under a held record (reconcile.c): the
+ * take and the put of kb_src, bracketed by the record's pend word as the
+ * burst rings' dequeue_held and enqueue_held are. kb_fresh_take_held takes
+ * n (the ring has them) into rec->m and m; kb_spent_put_held puts what rec
+ * names, all or none (1 or 0), and clears rec when it does. */
+uint16_t kb_fresh_take_held(struct rte_ring *fresh, struct kb_held *rec, struct rte_mbuf **m,
+			    uint16_t n);
+int kb_spent_put_held(struct rte_ring *spent, struct kb_held *rec);
 
 #endif

@@ -135,15 +135,21 @@ kbridge_port_owner_pid(const struct kbridge_port *p)
  * What kbridge holds (version 2). kbridge records, per queue, the mbufs its
  * worker holds between two ring operations, in memzone
  * "kbridge_<name>_held", which kbridge creates: the burst it dequeued from
- * to_kernel and has not freed yet, and the mbufs it allocated for
+ * to_kernel and has not freed (version 7: not yet put on the spent ring),
+ * and the mbufs it allocated (version 7: took off the fresh ring) for
  * from_kernel and has not enqueued yet. A kbridge that takes over from a
- * killed one frees them; kbridge_port_free() frees them when no live kbridge
- * holds the port, then frees the memzone. A record never names an mbuf that
- * was freed or handed over: n is cleared before its mbufs are freed or
- * enqueued, and set only after they were dequeued or allocated.
+ * killed one frees them (version 7: puts them on the spent ring);
+ * kbridge_port_free() frees them when no live kbridge holds the port, then
+ * frees the memzone. A record never names an mbuf that was freed or handed
+ * over: n is cleared before its mbufs are freed or enqueued, and set only
+ * after they were dequeued or allocated.
+ *
+ * The record's layout is versioned (struct kbridge_held.version, 0 before
+ * kbridge.h version 7): an app frees only what a layout it knows names.
  */
 #define KBRIDGE_HELD_SUFFIX "_held"
 #define KBRIDGE_HELD_MAGIC 0x4b42484cu /* "KBHL" */
+#define KBRIDGE_HELD_VERSION 1u        /* the layout below */
 #define KBRIDGE_HELD_MAX 1024          /* the largest burst kbridge takes */
 /* How long one kbridge_port_free() waits for a live kbridge to let go. */
 #define KBRIDGE_FREE_WAIT_MS 2000
@@ -159,7 +165,7 @@ struct kbridge_held_q {
 
 struct kbridge_held {
 	uint32_t magic;
-	uint32_t pad;
+	uint32_t version; /* KBRIDGE_HELD_VERSION (it was padding: 0 before) */
 	struct kbridge_held_q out[KBRIDGE_MAX_QUEUES]; /* dequeued from to_kernel */
 	struct kbridge_held_q in[KBRIDGE_MAX_QUEUES];  /* allocated for from_kernel */
 };
@@ -216,7 +222,12 @@ kbridge_held_free_(struct kbridge_port *p)
 	if (mz == NULL)
 		return;
 	h = (struct kbridge_held *)mz->addr;
-	if (mz->len >= sizeof(*h) && h->magic == KBRIDGE_HELD_MAGIC) {
+	if (mz->len >= sizeof(*h) && h->magic == KBRIDGE_HELD_MAGIC &&
+	    h->version > KBRIDGE_HELD_VERSION)
+		/* A later kbridge's layout: better a leak than a misread. */
+		fprintf(stderr, "kbridge.h: port %s: the record of what kbridge held has layout %u, this header knows %u: its mbufs are not freed\n",
+			p->ctl->name, h->version, KBRIDGE_HELD_VERSION);
+	else if (mz->len >= sizeof(*h) && h->magic == KBRIDGE_HELD_MAGIC) {
 		for (q = 0; q < KBRIDGE_MAX_QUEUES; q++) {
 			uint32_t n = h->out[q].n;
 

@@ -55,8 +55,9 @@ kbridge_drain_ring_(struct rte_ring *r)
  * (kbridge_ctl.closing) and given KBRIDGE_FREE_WAIT_MS to let go: it stops
  * touching the rings, frees what it holds, clears owner and exits, saying
  * why. Then what a dead kbridge held is freed, the rings are drained (their
- * mbufs freed), and the rings, the memzones, the eventfds and the handle
- * are freed. Better: stop kbridge first.
+ * mbufs freed: the fresh and spent rings' too), and the rings, the
+ * memzones, the eventfds and the handle are freed. Better: stop kbridge
+ * first.
  *
  * Returns 0 once the port is freed (also for NULL).
  *
@@ -94,8 +95,12 @@ kbridge_port_free(struct kbridge_port *p)
 	for (i = 0; i < KBRIDGE_MAX_QUEUES; i++) {
 		kbridge_drain_ring_(p->to_kernel[i]);
 		kbridge_drain_ring_(p->from_kernel[i]);
+		kbridge_drain_ring_(p->fresh[i]);
+		kbridge_drain_ring_(p->spent[i]);
 		rte_ring_free(p->to_kernel[i]);
 		rte_ring_free(p->from_kernel[i]);
+		rte_ring_free(p->fresh[i]);
+		rte_ring_free(p->spent[i]);
 		if (p->eventfd[i] >= 0)
 			close(p->eventfd[i]);
 	}
@@ -105,13 +110,29 @@ kbridge_port_free(struct kbridge_port *p)
 	return 0;
 }
 
+/* The spent ring's slots for to_kernel and fresh rings of ring_size slots.
+ * Every mbuf kbridge puts on it after the app last found it empty (both
+ * burst calls free it until they do) was then in the to_kernel or the fresh
+ * ring, or held by kbridge's worker, or was put on one of the two by the
+ * one app call under way (the next call frees the spent ring first): at
+ * most two rings' worth of each and two records' worth of held mbufs, so
+ * it never fills while the app calls kbridge_to_kernel() or
+ * kbridge_from_kernel(). When it does (an app that stopped calling them),
+ * kbridge keeps what it is done with and puts it later: it never frees an
+ * app's mbuf, nor loses one. */
+#define KBRIDGE_SPENT_SLOTS(ring_size) \
+	rte_align32pow2(4 * (ring_size) + 2 * KBRIDGE_HELD_MAX)
+
 /*
  * Create exception port `name` with `nb_queues` queue pairs of `ring_size`
- * entries (a power of two), whose kernel-to-app mbufs kbridge allocates from
- * `mp`: a pktmbuf pool (rte_pktmbuf_pool_create) whose mbufs hold at least
- * 128 bytes after RTE_PKTMBUF_HEADROOM, else kbridge refuses to attach
- * (frames longer than one mbuf arrive as chains). Returns NULL and sets
- * rte_errno on failure.
+ * entries (a power of two), whose kernel-to-app mbufs come from `mp`: a
+ * pktmbuf pool (rte_pktmbuf_pool_create) whose mbufs hold at least 128
+ * bytes after RTE_PKTMBUF_HEADROOM, else kbridge refuses to attach (frames
+ * longer than one mbuf arrive as chains). The app allocates them itself,
+ * here and in kbridge_from_kernel(), and keeps up to
+ * min(ring_size - 1, KBRIDGE_FRESH_TARGET) per queue on the fresh ring
+ * (kbridge_port_set_fresh_target()): the pool must spare that many per
+ * queue. Returns NULL and sets rte_errno on failure.
  */
 static inline struct kbridge_port *
 kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size,
@@ -170,6 +191,11 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 	c->tsc_hz = rte_get_tsc_hz();
 	rte_strlcpy(c->dpdk_version, rte_version(), sizeof(c->dpdk_version));
 	c->dpdk_version_num = RTE_VERSION;
+	kbridge_layout_fill_(&c->layout);
+	rte_strlcpy(c->layout.mempool_ops, rte_mempool_get_ops(mp->ops_index)->name,
+		    sizeof(c->layout.mempool_ops));
+	c->fresh_target = RTE_MIN(ring_size - 1, KBRIDGE_FRESH_TARGET);
+	p->mp = mp;
 
 	for (q = 0; q < nb_queues; q++) {
 		if (kbridge_ring_name(rname, sizeof(rname), name, "tk", q) != 0)
@@ -184,6 +210,21 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 						    RING_F_SP_ENQ | RING_F_SC_DEQ);
 		if (p->from_kernel[q] == NULL)
 			goto fail;
+		/* fresh: any app call puts, kbridge's worker alone takes; spent:
+		 * the other way round. kbridge's side of every ring is single,
+		 * which its crash recovery needs (ring/reconcile.c). */
+		if (kbridge_ring_name(rname, sizeof(rname), name, "al", q) != 0)
+			goto toolong;
+		p->fresh[q] = rte_ring_create(rname, ring_size, socket_id, RING_F_SC_DEQ);
+		if (p->fresh[q] == NULL)
+			goto fail;
+		if (kbridge_ring_name(rname, sizeof(rname), name, "sp", q) != 0)
+			goto toolong;
+		p->spent[q] = rte_ring_create(rname, KBRIDGE_SPENT_SLOTS(ring_size), socket_id,
+					      RING_F_SP_ENQ);
+		if (p->spent[q] == NULL)
+			goto fail;
+		kbridge_refill_(p, q);
 	}
 
 	if (rte_mp_action_register(KBRIDGE_MP_WAKEUP, kbridge_mp_wakeup_) < 0 &&

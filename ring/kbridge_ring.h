@@ -14,6 +14,19 @@
  *  - Every mbuf handed to kbridge_to_kernel() is owned by kbridge from then on:
  *    what does not fit in the ring is freed and counted here. Every mbuf
  *    returned by kbridge_from_kernel() is owned by the caller.
+ *  - The app's mbufs are allocated and freed by the app only (version 7), as
+ *    KNI's kernel never touched the pool: per queue two more rings,
+ *    "kb_<name>_al<q>" (fresh: mbufs the app allocated for kbridge to fill
+ *    with the kernel's frames; any app call may put, kbridge's worker alone
+ *    takes) and "kb_<name>_sp<q>" (spent: every mbuf kbridge is done with,
+ *    for the app to free; kbridge's worker alone puts, any app call may
+ *    take). kbridge_from_kernel() tops the fresh ring up and both burst
+ *    calls free what waits on the spent ring, with the app's own mempool
+ *    handlers and lcore cache. kbridge, a DPDK secondary whose table of
+ *    mempool handlers may be ordered otherwise (a statically linked app's
+ *    is), never calls the pool's handlers. What the two processes must
+ *    agree on instead, the mbuf's and the ring's layout, the app records
+ *    (struct kbridge_layout) and kbridge checks when it attaches.
  *  - Wakeups: a parked kbridge worker sets need_wakeup, issues a full fence and
  *    re-checks its ring before it sleeps. kbridge_to_kernel() enqueues, fences
  *    and writes the worker's eventfd only when need_wakeup was set, so a busy
@@ -34,6 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -42,6 +56,7 @@
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
+#include <rte_mempool.h>
 #include <rte_memzone.h>
 #include <rte_ring.h>
 
@@ -53,9 +68,10 @@ extern "C" {
 
 #define KBRIDGE_MAGIC 0x4b425247u /* "KBRG" */
 /* Versions 2 to 5 append fields to the control block (see struct
- * kbridge_ctl), version 6 to the per-queue block's padding; kbridge still
- * serves apps of older versions, which lack them. */
-#define KBRIDGE_VERSION 6u
+ * kbridge_ctl), version 6 to the per-queue block's padding, version 7 the
+ * fresh and spent rings and what describes them; kbridge still serves apps
+ * of older versions, which lack them. */
+#define KBRIDGE_VERSION 7u
 #define KBRIDGE_VERSION_MIN 1u
 #define KBRIDGE_MAX_QUEUES 16
 /* Port names fit an interface name (IFNAMSIZ - 1) and keep ring names short. */
@@ -63,6 +79,12 @@ extern "C" {
 #define KBRIDGE_MZ_PREFIX "kbridge_"
 /* Dynamic mbuf field with the TSC at enqueue: residence-time statistics. */
 #define KBRIDGE_DYNFIELD_TSC "kbridge_enqueue_tsc"
+/* Version 7: the mbufs kbridge_from_kernel() keeps on a fresh ring unless
+ * the port says otherwise (kbridge_port_set_fresh_target()), at most the
+ * ring's capacity. KNI's alloc FIFO held up to 1024 per KNI. */
+#define KBRIDGE_FRESH_TARGET 512u
+/* How many mbufs one refill allocates at a time, and one reap frees. */
+#define KBRIDGE_MBUF_BURST 32u
 
 /* What the app's port can take from kbridge (kbridge_ctl.app_offloads). */
 /* TCP super-frames as one mbuf chain with RTE_MBUF_F_TX_TCP_SEG, l2/l3/l4
@@ -98,6 +120,60 @@ struct kbridge_queue_ctl {
 	volatile uint64_t to_kernel_dropped_control;
 	volatile uint64_t to_kernel_dropped_neighbor;
 } __rte_cache_aligned;
+
+/* Per-queue counters of the fresh and spent rings (version 7). Each field
+ * has one writer, named in its comment. */
+struct kbridge_queue_mbufs {
+	/* Written by the lcore that calls kbridge_from_kernel() for the queue. */
+	volatile uint64_t fresh_put;      /* mbufs it put on the fresh ring */
+	volatile uint64_t fresh_short;    /* refills the pool could not complete */
+	volatile uint64_t spent_freed_rx; /* mbufs it freed off the spent ring */
+	/* Written by the lcore that calls kbridge_to_kernel() for the queue. */
+	volatile uint64_t spent_freed_tx; /* mbufs it freed off the spent ring */
+	/* Written by kbridge's worker: how often the spent ring had no room for
+	 * what it was done with, which it then kept and put later. */
+	volatile uint64_t spent_waits;
+	uint64_t reserved[3];
+} __rte_cache_aligned;
+
+/* What the app and kbridge must agree on to share mbufs and rings without
+ * sharing code (version 7), in this order: each item is the expression it
+ * names, as the app's build evaluates it. A DPDK built with other options
+ * (enable_iova_as_pa=false moves `next`) differs here, not in its version. */
+#define KBRIDGE_LAYOUT_ITEMS_(X)                              \
+	X(mbuf_size, sizeof(struct rte_mbuf))                 \
+	X(headroom, RTE_PKTMBUF_HEADROOM)                     \
+	X(cache_line, RTE_CACHE_LINE_SIZE)                    \
+	X(ring_size, sizeof(struct rte_ring))                 \
+	X(ring_prod, offsetof(struct rte_ring, prod))         \
+	X(ring_cons, offsetof(struct rte_ring, cons))         \
+	X(buf_addr, offsetof(struct rte_mbuf, buf_addr))      \
+	X(data_off, offsetof(struct rte_mbuf, data_off))      \
+	X(refcnt, offsetof(struct rte_mbuf, refcnt))          \
+	X(nb_segs, offsetof(struct rte_mbuf, nb_segs))        \
+	X(port, offsetof(struct rte_mbuf, port))              \
+	X(ol_flags, offsetof(struct rte_mbuf, ol_flags))      \
+	X(packet_type, offsetof(struct rte_mbuf, packet_type)) \
+	X(pkt_len, offsetof(struct rte_mbuf, pkt_len))        \
+	X(data_len, offsetof(struct rte_mbuf, data_len))      \
+	X(vlan_tci, offsetof(struct rte_mbuf, vlan_tci))      \
+	X(buf_len, offsetof(struct rte_mbuf, buf_len))        \
+	X(pool, offsetof(struct rte_mbuf, pool))              \
+	X(next, offsetof(struct rte_mbuf, next))              \
+	X(tx_offload, offsetof(struct rte_mbuf, tx_offload))  \
+	X(dynfield1, offsetof(struct rte_mbuf, dynfield1))
+#define KBRIDGE_LAYOUT_ENUM_(name, expr) KBRIDGE_LAYOUT_##name,
+enum kbridge_layout_item { KBRIDGE_LAYOUT_ITEMS_(KBRIDGE_LAYOUT_ENUM_) KBRIDGE_LAYOUT_N };
+#define KBRIDGE_LAYOUT_MAX 32 /* room for items a later version appends */
+
+struct kbridge_layout {
+	uint32_t n;                      /* items recorded: KBRIDGE_LAYOUT_N */
+	uint32_t v[KBRIDGE_LAYOUT_MAX];  /* their values, in KBRIDGE_LAYOUT_ITEMS_ order */
+	/* The name of the pool's mempool handler in the app's own table:
+	 * informational, kbridge logs it (it never calls it). */
+	char mempool_ops[32];
+	uint32_t reserved;
+};
 
 /* The control block at the start of memzone "kbridge_<name>". */
 struct kbridge_ctl {
@@ -184,6 +260,14 @@ struct kbridge_ctl {
 	 * other. */
 	volatile uint64_t undo;
 	uint64_t reserved8[2];
+	/* ---- version 7: the app's mbufs are allocated and freed by the app ---- */
+	/* Written by the app before it publishes the block. */
+	struct kbridge_layout layout;
+	/* The mbufs kbridge_from_kernel() keeps on each fresh ring: it refills
+	 * a ring that fell under half of it (kbridge_port_set_fresh_target()). */
+	volatile uint32_t fresh_target;
+	uint32_t reserved9;
+	struct kbridge_queue_mbufs qm[KBRIDGE_MAX_QUEUES];
 } __rte_cache_aligned;
 
 /* The layout both sides agree on: each version appends fields and moves
@@ -214,9 +298,30 @@ KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, accepted) ==
 		       offsetof(struct kbridge_ctl, app_offloads) + 184);
 KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, reserved8) ==
 		       offsetof(struct kbridge_ctl, app_offloads) + 200);
-KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_ctl) ==
-		       RTE_ALIGN_CEIL(offsetof(struct kbridge_ctl, app_offloads) + 216,
+KBRIDGE_LAYOUT_ASSERT_(KBRIDGE_LAYOUT_N <= KBRIDGE_LAYOUT_MAX);
+KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_queue_mbufs) == RTE_CACHE_LINE_SIZE);
+KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_layout) == 168);
+/* Version 7 starts where version 6's fields end. */
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, layout) ==
+		       offsetof(struct kbridge_ctl, app_offloads) + 216);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, fresh_target) ==
+		       offsetof(struct kbridge_ctl, layout) + 168);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, qm) ==
+		       RTE_ALIGN_CEIL(offsetof(struct kbridge_ctl, fresh_target) + 8,
 				      RTE_CACHE_LINE_SIZE));
+KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_ctl) ==
+		       offsetof(struct kbridge_ctl, qm) +
+		       KBRIDGE_MAX_QUEUES * RTE_CACHE_LINE_SIZE);
+
+/* What the app's build says of the mbuf and the ring (version 7). */
+#define KBRIDGE_LAYOUT_VALUE_(name, expr) l->v[KBRIDGE_LAYOUT_##name] = (uint32_t)(expr);
+static inline void
+kbridge_layout_fill_(struct kbridge_layout *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->n = KBRIDGE_LAYOUT_N;
+	KBRIDGE_LAYOUT_ITEMS_(KBRIDGE_LAYOUT_VALUE_)
+}
 
 /* The app's process-local handle of a port. */
 struct kbridge_port {
@@ -229,6 +334,11 @@ struct kbridge_port {
 	/* Per queue, the to_kernel ring's free room after the app's last
 	 * enqueue: a floor of its room now, since only the app fills it. */
 	unsigned int to_kernel_room[KBRIDGE_MAX_QUEUES];
+	/* Version 7: the pool kbridge_from_kernel() refills the fresh rings
+	 * from, and per queue the fresh and spent rings. */
+	struct rte_mempool *mp;
+	struct rte_ring *fresh[KBRIDGE_MAX_QUEUES];
+	struct rte_ring *spent[KBRIDGE_MAX_QUEUES];
 };
 
 static inline int
@@ -255,6 +365,59 @@ kbridge_kick_(struct kbridge_port *p, uint16_t q)
 		return;
 	if (write(fd, &one, sizeof(one)) == (ssize_t)sizeof(one))
 		qc->kicks++;
+}
+
+/* Frees what kbridge put on queue q's spent ring (version 7), a burst at a
+ * time until one comes back short: the ring is found empty, so that it
+ * never fills while the app calls either burst call (kbridge_port_create()
+ * sizes it so). Costs two loads and no atomic when the ring is empty. */
+static inline void
+kbridge_reap_(struct kbridge_port *p, uint16_t q, volatile uint64_t *freed)
+{
+	void *m[KBRIDGE_MBUF_BURST];
+	unsigned int n, total = 0;
+
+	do {
+		n = rte_ring_dequeue_burst(p->spent[q], m, KBRIDGE_MBUF_BURST, NULL);
+		if (n == 0)
+			break;
+		rte_pktmbuf_free_bulk((struct rte_mbuf **)m, n);
+		total += n;
+	} while (n == KBRIDGE_MBUF_BURST);
+	if (total > 0)
+		*freed += total;
+}
+
+/* Tops queue q's fresh ring up to the port's target once it fell under half
+ * of it (version 7): mbufs allocated here, by the app, in bulk, through its
+ * own handlers and lcore cache, for kbridge to fill. A pool that cannot
+ * give a whole chunk ends the refill (fresh_short counts it); the next
+ * call tries again. What the ring has no room for (another producer filled
+ * it meanwhile) is freed. */
+static inline void
+kbridge_refill_(struct kbridge_port *p, uint16_t q)
+{
+	struct kbridge_queue_mbufs *qm = &p->ctl->qm[q];
+	struct rte_mbuf *m[KBRIDGE_MBUF_BURST];
+	struct rte_ring *r = p->fresh[q];
+	unsigned int target = p->ctl->fresh_target, have = rte_ring_count(r), n, put;
+
+	if (2 * have >= target)
+		return;
+	while (have < target) {
+		n = RTE_MIN(target - have, KBRIDGE_MBUF_BURST);
+		if (rte_pktmbuf_alloc_bulk(p->mp, m, n) != 0) {
+			qm->fresh_short++;
+			return;
+		}
+		put = rte_ring_enqueue_burst(r, (void **)m, n, NULL);
+		qm->fresh_put += put;
+		if (put < n) {
+			rte_pktmbuf_free_bulk(m + put, n - put);
+			return;
+		}
+		have += n;
+	}
 }
 
 /* The burst pkts[0..n) cut to what a ring with `room` free slots, `reserve`
@@ -316,6 +479,7 @@ kbridge_to_kernel(struct kbridge_port *p, uint16_t q, struct rte_mbuf **pkts,
 	unsigned int reserve = KBRIDGE_RESERVE(rte_ring_get_capacity(r));
 	uint16_t i;
 
+	kbridge_reap_(p, q, &p->ctl->qm[q].spent_freed_tx);
 	if (n == 0)
 		return 0;
 	if (off >= 0) {
@@ -361,13 +525,33 @@ kbridge_port_set_offloads(struct kbridge_port *p, uint32_t offloads,
 	__atomic_store_n(&p->ctl->app_offloads, offloads, __ATOMIC_RELEASE);
 }
 
-/* Take up to `n` packets the kernel sent, from queue `q`. The caller owns them. */
+/*
+ * Set how many mbufs kbridge_from_kernel() keeps on each of the port's
+ * fresh rings for kbridge to fill (version 7; KBRIDGE_FRESH_TARGET by
+ * default, at most the ring size less one). They are taken from the port's
+ * pool: it must spare that many per queue, beside what the app's own
+ * queues and the port's rings hold. Any time; it applies at the next
+ * refill.
+ */
+static inline void
+kbridge_port_set_fresh_target(struct kbridge_port *p, unsigned int target)
+{
+	unsigned int cap = rte_ring_get_capacity(p->fresh[0]);
+
+	__atomic_store_n(&p->ctl->fresh_target, target < cap ? target : cap, __ATOMIC_RELAXED);
+}
+
+/* Take up to `n` packets the kernel sent, from queue `q`. The caller owns
+ * them. It also frees what kbridge is done with and tops the fresh ring up
+ * (version 7), so an app that calls it keeps kbridge supplied. */
 static inline uint16_t
 kbridge_from_kernel(struct kbridge_port *p, uint16_t q, struct rte_mbuf **pkts,
 		    uint16_t n)
 {
 	unsigned int got;
 
+	kbridge_reap_(p, q, &p->ctl->qm[q].spent_freed_rx);
+	kbridge_refill_(p, q);
 	got = rte_ring_dequeue_burst(p->from_kernel[q], (void **)pkts, n, NULL);
 	p->ctl->q[q].from_kernel_pkts += got;
 	return (uint16_t)got;

@@ -156,7 +156,10 @@ func (p *Port) Claim() (Claim, error) {
 // FreeHeld frees what the record says the workers hold and clears it, and
 // returns how many mbufs it freed in each direction: after Claim and before
 // any worker starts, what a killed kbridge held; after the workers stopped,
-// nothing. Calling it while a worker runs frees what the worker uses.
+// nothing. Calling it while a worker runs frees what the worker uses. For
+// an app of kbridge.h version 7 "frees" is "puts on the spent ring", for
+// the app to free: what the ring has no room for stays on the record, and
+// the workers put it there before they take anything (held).
 func (p *Port) FreeHeld() (toKernel, fromKernel int) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -164,10 +167,23 @@ func (p *Port) FreeHeld() (toKernel, fromKernel int) {
 		return 0, 0
 	}
 	for q := 0; q < C.KBRIDGE_MAX_QUEUES; q++ {
-		toKernel += int(C.kb_held_free(&p.held.out[q]))
-		fromKernel += int(C.kb_held_free(&p.held.in[q]))
+		toKernel += p.giveHeld(&p.held.out[q], q)
+		fromKernel += p.giveHeld(&p.held.in[q], q)
 	}
 	return toKernel, fromKernel
+}
+
+// giveHeld frees what rec, a record of queue q, names (version 7: puts it
+// on q's spent ring, or leaves it when it has no room), and returns how
+// many mbufs that was.
+func (p *Port) giveHeld(rec *C.struct_kbridge_held_q, q int) int {
+	if p.info.version >= 7 {
+		if q >= p.NumQueues() {
+			return 0 // no ring: a record no worker of this port uses
+		}
+		return int(C.kb_held_give(rec, p.info.spent[q]))
+	}
+	return int(C.kb_held_free(rec))
 }
 
 // Closing reports whether the app is freeing the port (kbridge_port_free):
@@ -182,10 +198,13 @@ func (p *Port) Closing() bool {
 }
 
 // Release gives the port up, once no worker runs: it frees what the record
-// still names (nothing after a clean stop) and clears the owner, which is
-// also the acknowledgement a closing app waits for. From then on the app
-// may free its shared memory, and Port reads none of it (PoolInUse and the
-// app counters read as 0). It may be called more than once.
+// still names (nothing after a clean stop; version 7: what the spent ring
+// had no room for, which stays on the record for the app's
+// kbridge_port_free() or the next kbridge when it still has none) and
+// clears the owner, which is also the acknowledgement a closing app waits
+// for. From then on the app may free its shared memory, and Port reads
+// none of it (PoolInUse and the app counters read as 0). It may be called
+// more than once.
 func (p *Port) Release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -194,8 +213,8 @@ func (p *Port) Release() {
 	}
 	if p.held != nil {
 		for q := 0; q < C.KBRIDGE_MAX_QUEUES; q++ {
-			C.kb_held_free(&p.held.out[q])
-			C.kb_held_free(&p.held.in[q])
+			p.giveHeld(&p.held.out[q], q)
+			p.giveHeld(&p.held.in[q], q)
 		}
 	}
 	if p.owner != 0 {

@@ -96,6 +96,123 @@ kb_pool_check(struct rte_mempool *mp, struct kb_port_info *info)
 	return 0;
 }
 
+/* ---- What the two processes must agree on ---- */
+
+#define KB_LAYOUT_NAME_(name, expr) #expr,
+static const char *const kb_layout_names[] = { KBRIDGE_LAYOUT_ITEMS_(KB_LAYOUT_NAME_) };
+
+const char *
+kb_layout_name(unsigned int i)
+{
+	return i < RTE_DIM(kb_layout_names) ? kb_layout_names[i] : "?";
+}
+
+void
+kb_layout_mine(struct kbridge_layout *l)
+{
+	kbridge_layout_fill_(l);
+}
+
+int
+kb_layout_check(const struct kbridge_layout *l, char *why, size_t len)
+{
+	struct kbridge_layout mine;
+	unsigned int i;
+
+	kb_layout_mine(&mine);
+	if (l->n != mine.n) {
+		snprintf(why, len, "the app's build records %u items of the mbuf's and the ring's layout, kbridge's %u",
+			 l->n, mine.n);
+		return -1;
+	}
+	for (i = 0; i < mine.n; i++)
+		if (l->v[i] != mine.v[i]) {
+			snprintf(why, len, "%s is %u in the app's build, %u in kbridge's",
+				 kb_layout_name(i), l->v[i], mine.v[i]);
+			return -1;
+		}
+	return 0;
+}
+
+/* The ring handlers of DPDK's mempool_ring driver and the sync modes of
+ * the ring each makes (drivers/mempool/ring/rte_mempool_ring.c). */
+static const struct {
+	const char *name;
+	enum rte_ring_sync_type prod, cons;
+} kb_ring_handlers[] = {
+	{ "ring_mp_mc", RTE_RING_SYNC_MT, RTE_RING_SYNC_MT },
+	{ "ring_sp_sc", RTE_RING_SYNC_ST, RTE_RING_SYNC_ST },
+	{ "ring_mp_sc", RTE_RING_SYNC_MT, RTE_RING_SYNC_ST },
+	{ "ring_sp_mc", RTE_RING_SYNC_ST, RTE_RING_SYNC_MT },
+	{ "ring_mt_rts", RTE_RING_SYNC_MT_RTS, RTE_RING_SYNC_MT_RTS },
+	{ "ring_mt_hts", RTE_RING_SYNC_MT_HTS, RTE_RING_SYNC_MT_HTS },
+};
+
+static const char *
+kb_sync_name(enum rte_ring_sync_type t)
+{
+	switch (t) {
+	case RTE_RING_SYNC_MT:
+		return "multi";
+	case RTE_RING_SYNC_ST:
+		return "single";
+	case RTE_RING_SYNC_MT_RTS:
+		return "RTS";
+	case RTE_RING_SYNC_MT_HTS:
+		return "HTS";
+	}
+	return "unknown";
+}
+
+/* Before version 7 kbridge allocates and frees the app's mbufs through the
+ * pool's handler index (mp->ops_index), which names a handler in each
+ * process's own table, ordered by link and constructor order: in a
+ * statically linked app ring_mp_mc is not where a shared kbridge has it,
+ * and the wrong handler corrupts the pool. kb_pool_handler_check refuses
+ * unless kbridge's handler at that index is a ring handler made for the
+ * sync modes the pool's ring (pool_data, the ring "MP_<pool>") has. What
+ * to do about it the caller says. */
+static int
+kb_pool_handler_check(struct rte_mempool *mp, struct kb_port_info *info)
+{
+	char rname[RTE_RING_NAMESIZE];
+	enum rte_ring_sync_type prod, cons;
+	const char *fits = NULL;
+	struct rte_ring *r;
+	unsigned int i;
+	int idx = mp->ops_index;
+
+	if (idx < 0 || (unsigned int)idx >= rte_mempool_ops_table.num_ops) {
+		snprintf(info->why, sizeof(info->why),
+			 "mempool %s uses mempool handler %d, and kbridge has handlers 0 to %u only",
+			 mp->name, idx, rte_mempool_ops_table.num_ops - 1);
+		return -1;
+	}
+	rte_strlcpy(info->my_ops, rte_mempool_ops_table.ops[idx].name, sizeof(info->my_ops));
+	snprintf(rname, sizeof(rname), RTE_MEMPOOL_MZ_FORMAT, mp->name);
+	r = rte_ring_lookup(rname);
+	if (r == NULL || (void *)r != mp->pool_data) {
+		snprintf(info->why, sizeof(info->why),
+			 "mempool %s uses mempool handler %d, %s in kbridge, and keeps its mbufs in no ring %s: kbridge can check ring handlers only",
+			 mp->name, idx, info->my_ops, rname);
+		return -1;
+	}
+	prod = rte_ring_get_prod_sync_type(r);
+	cons = rte_ring_get_cons_sync_type(r);
+	for (i = 0; i < RTE_DIM(kb_ring_handlers); i++) {
+		if (kb_ring_handlers[i].prod != prod || kb_ring_handlers[i].cons != cons)
+			continue;
+		if (strcmp(kb_ring_handlers[i].name, info->my_ops) == 0)
+			return 0;
+		fits = kb_ring_handlers[i].name;
+	}
+	snprintf(info->why, sizeof(info->why),
+		 "mempool %s uses mempool handler %d, which is %s in kbridge, but its ring %s is %s-producer, %s-consumer (%s's): the app's handler %d is another",
+		 mp->name, idx, info->my_ops, rname, kb_sync_name(prod), kb_sync_name(cons),
+		 fits != NULL ? fits : "no ring handler", idx);
+	return -1;
+}
+
 int
 kb_port_open(const char *name, struct kb_port_info *info)
 {
@@ -119,7 +236,8 @@ kb_port_open(const char *name, struct kb_port_info *info)
 		return -EPROTONOSUPPORT;
 	/* A version-1 block ends before the version-2 fields, a version-2
 	 * block before the version-3 ones, and so on. */
-	if (mz->len < (c->version >= 5 ? sizeof(*c) :
+	if (mz->len < (c->version >= 7 ? sizeof(*c) :
+		       c->version >= 5 ? offsetof(struct kbridge_ctl, layout) :
 		       c->version == 4 ? offsetof(struct kbridge_ctl, app_mac) :
 		       c->version == 3 ? offsetof(struct kbridge_ctl, link) :
 		       c->version == 2 ? offsetof(struct kbridge_ctl, dpdk_version) :
@@ -143,6 +261,14 @@ kb_port_open(const char *name, struct kb_port_info *info)
 		return -ESRCH;
 	if (kb_pool_check(info->pool, info) < 0)
 		return -ENOBUFS;
+	if (c->version >= 7) {
+		memcpy(info->app_ops, c->layout.mempool_ops, sizeof(info->app_ops));
+		info->app_ops[sizeof(info->app_ops) - 1] = '\0';
+		if (kb_layout_check(&c->layout, info->why, sizeof(info->why)) < 0)
+			return -ENOEXEC;
+	} else if (kb_pool_handler_check(info->pool, info) < 0) {
+		return -ELIBBAD;
+	}
 	for (q = 0; q < c->nb_queues && q < KBRIDGE_MAX_QUEUES; q++) {
 		kbridge_ring_name(rname, sizeof(rname), name, "tk", q);
 		info->to_kernel[q] = rte_ring_lookup(rname);
@@ -156,6 +282,22 @@ kb_port_open(const char *name, struct kb_port_info *info)
 				 "queue %u's rings have %u and %u slots, the control block says %u",
 				 q, rte_ring_get_size(info->to_kernel[q]),
 				 rte_ring_get_size(info->from_kernel[q]), c->ring_size);
+			return -EINVAL;
+		}
+		if (c->version < 7)
+			continue;
+		kbridge_ring_name(rname, sizeof(rname), name, "al", q);
+		info->fresh[q] = rte_ring_lookup(rname);
+		kbridge_ring_name(rname, sizeof(rname), name, "sp", q);
+		info->spent[q] = rte_ring_lookup(rname);
+		if (info->fresh[q] == NULL || info->spent[q] == NULL)
+			return -ENXIO;
+		if (rte_ring_get_size(info->fresh[q]) != c->ring_size ||
+		    rte_ring_get_size(info->spent[q]) != KBRIDGE_SPENT_SLOTS(c->ring_size)) {
+			snprintf(info->why, sizeof(info->why),
+				 "queue %u's fresh and spent rings have %u and %u slots, the control block's ring size %u says %u and %u",
+				 q, rte_ring_get_size(info->fresh[q]), rte_ring_get_size(info->spent[q]),
+				 c->ring_size, c->ring_size, KBRIDGE_SPENT_SLOTS(c->ring_size));
 			return -EINVAL;
 		}
 	}
@@ -204,14 +346,6 @@ kb_pool_size(const struct rte_mempool *mp)
 }
 
 unsigned int
-kb_pool_data_room(struct rte_mempool *mp)
-{
-	unsigned int room = rte_pktmbuf_data_room_size(mp);
-
-	return room > RTE_PKTMBUF_HEADROOM ? room - RTE_PKTMBUF_HEADROOM : 0;
-}
-
-unsigned int
 kb_prepare_to_park(struct kbridge_queue_ctl *qc, const struct rte_ring *r)
 {
 	/* Store, full fence, load: paired with kbridge_to_kernel()'s enqueue,
@@ -240,15 +374,11 @@ kb_ring_dequeue(void *ring, struct rte_mbuf **m, uint16_t n)
 	return (uint16_t)rte_ring_dequeue_burst(ring, (void **)m, n, NULL);
 }
 
-/* What the ring has no room for is freed here: the app never saw it. */
+/* What the ring has no room for stays the burst core's. */
 static uint16_t
 kb_ring_enqueue(void *ring, struct rte_mbuf **m, uint16_t n)
 {
-	unsigned int sent = rte_ring_enqueue_burst(ring, (void **)m, n, NULL);
-
-	if (sent < n)
-		rte_pktmbuf_free_bulk(m + sent, n - sent);
-	return (uint16_t)sent;
+	return (uint16_t)rte_ring_enqueue_burst(ring, (void **)m, n, NULL);
 }
 
 static unsigned int
@@ -440,10 +570,17 @@ kb_held_open(const char *name, int *created)
 	snprintf(mzname, sizeof(mzname), KBRIDGE_MZ_PREFIX "%s" KBRIDGE_HELD_SUFFIX, name);
 	mz = rte_memzone_lookup(mzname);
 	if (mz != NULL && mz->len >= sizeof(*h) &&
-	    ((struct kbridge_held *)mz->addr)->magic == KBRIDGE_HELD_MAGIC)
-		return mz->addr;
+	    ((struct kbridge_held *)mz->addr)->magic == KBRIDGE_HELD_MAGIC &&
+	    ((struct kbridge_held *)mz->addr)->version <= KBRIDGE_HELD_VERSION) {
+		/* An earlier kbridge's record (version 0) has this layout. */
+		h = mz->addr;
+		if (h->version < KBRIDGE_HELD_VERSION)
+			__atomic_store_n(&h->version, KBRIDGE_HELD_VERSION, __ATOMIC_RELEASE);
+		return h;
+	}
 	if (mz != NULL) {
-		/* Not ours to trust: start it afresh. */
+		/* Not ours to trust (no record, or a later kbridge's layout):
+		 * start it afresh; a leak rather than a misread. */
 		memset(mz->addr, 0, sizeof(*h) <= mz->len ? sizeof(*h) : mz->len);
 		if (mz->len < sizeof(*h))
 			return NULL;
@@ -455,8 +592,23 @@ kb_held_open(const char *name, int *created)
 		*created = 1;
 	}
 	h = mz->addr;
+	h->version = KBRIDGE_HELD_VERSION;
 	__atomic_store_n(&h->magic, KBRIDGE_HELD_MAGIC, __ATOMIC_RELEASE);
 	return h;
+}
+
+unsigned int
+kb_held_give(struct kbridge_held_q *rec, struct rte_ring *spent)
+{
+	struct kb_held h = { &rec->n, rec->m, &rec->pend, 0 };
+	uint32_t n = __atomic_load_n(&rec->n, __ATOMIC_ACQUIRE);
+
+	if (n > KBRIDGE_HELD_MAX) {
+		/* torn or foreign: naming nothing is the safe reading */
+		__atomic_store_n(&rec->n, 0, __ATOMIC_RELEASE);
+		return 0;
+	}
+	return kb_spent_put_held(spent, &h) ? n : 0;
 }
 
 unsigned int

@@ -25,6 +25,15 @@ var ErrNoPort = errors.New("ring: no kbridge port")
 // mbufs hold too little after their headroom for kbridge to fill them.
 var ErrPoolUnfit = errors.New("ring: the app's mempool cannot take kbridge's frames")
 
+// ErrPoolHandler means the app (kbridge.h version 6 or older, whose mbufs
+// kbridge allocates and frees itself) has a pool whose mempool handler is
+// another in kbridge's table than in the app's: kbridge would corrupt it.
+var ErrPoolHandler = errors.New("ring: the app's mempool handler is not kbridge's")
+
+// ErrLayoutMismatch means the app (kbridge.h version 7) was built with
+// another mbuf or ring layout than kbridge: they cannot share them.
+var ErrLayoutMismatch = errors.New("ring: the app's mbuf and ring layout is not kbridge's")
+
 // Port is an exception port created by the app with kbridge_port_create().
 type Port struct {
 	name string
@@ -75,6 +84,13 @@ func OpenPort(name string) (*Port, error) {
 		return nil, fmt.Errorf("%w: port %q: %s", ErrPoolUnfit, name, C.GoString(&p.info.why[0]))
 	case -C.ESRCH:
 		return nil, fmt.Errorf("ring: port %q: mempool %q not found", name, C.GoString(&p.info.ctl.mempool[0]))
+	case -C.ELIBBAD:
+		return nil, fmt.Errorf("%w: port %q: %s: kbridge would corrupt the pool; rebuild the app with kbridge.h version 7, "+
+			"whose mbufs the app allocates and frees itself (the usual cause: an app that links DPDK statically, whose handlers are ordered otherwise)",
+			ErrPoolHandler, name, C.GoString(&p.info.why[0]))
+	case -C.ENOEXEC:
+		return nil, fmt.Errorf("%w: port %q: %s: build kbridge and the app against the same DPDK, built with the same options",
+			ErrLayoutMismatch, name, C.GoString(&p.info.why[0]))
 	default:
 		return nil, fmt.Errorf("ring: open port %q: %w", name, unix.Errno(-rc))
 	}
@@ -91,14 +107,34 @@ func (p *Port) NumQueues() int { return int(p.info.nb_queues) }
 func (p *Port) Warning() string { return C.GoString(&p.info.warn[0]) }
 
 // PoolInUse returns how many mbufs of the app's mempool are allocated; 0
-// once the port is released (the app may have freed the pool).
+// once the port is released (the app may have freed the pool), and -1 for
+// an app of kbridge.h version 7: counting asks the pool's handler, which
+// kbridge never calls for it.
 func (p *Port) PoolInUse() int {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.released {
 		return 0
 	}
+	if p.AppAllocates() {
+		return -1
+	}
 	return int(C.kb_pool_in_use(p.info.pool))
+}
+
+// AppAllocates reports whether the app allocates and frees every mbuf of
+// the port itself, on its fresh and spent rings (kbridge.h version 7):
+// kbridge then never calls its pool's handlers.
+func (p *Port) AppAllocates() bool { return p.info.version >= 7 }
+
+// PoolHandler names the app pool's mempool handler: the app's name for it
+// (kbridge.h version 7, which records it), else kbridge's, by the pool's
+// index in kbridge's table, which OpenPort checked is the pool's.
+func (p *Port) PoolHandler() string {
+	if p.AppAllocates() {
+		return C.GoString(&p.info.app_ops[0])
+	}
+	return C.GoString(&p.info.my_ops[0])
 }
 
 // PoolSize returns the number of mbufs in the app's mempool.
@@ -191,6 +227,15 @@ type AppCounters struct {
 	ToKernelReserved        uint64 `json:"to_kernel_reserved"`
 	ToKernelDroppedControl  uint64 `json:"to_kernel_dropped_control"`
 	ToKernelDroppedNeighbor uint64 `json:"to_kernel_dropped_neighbor"`
+	// The fresh and spent rings (kbridge.h version 7; 0 before): mbufs the
+	// app put on the fresh ring for kbridge, refills its pool could not
+	// complete, mbufs it freed off the spent ring, and how often kbridge
+	// found the spent ring without room for what it was done with (it
+	// kept them and put them later).
+	FreshPut   uint64 `json:"fresh_put"`
+	FreshShort uint64 `json:"fresh_short"`
+	SpentFreed uint64 `json:"spent_freed"`
+	SpentWaits uint64 `json:"spent_waits"`
 }
 
 // AppCounters reads the app's counters for this queue.
@@ -211,6 +256,12 @@ func (q *Queue) AppCounters() AppCounters {
 		c.ToKernelReserved = ld(&q.qc.to_kernel_reserved)
 		c.ToKernelDroppedControl = ld(&q.qc.to_kernel_dropped_control)
 		c.ToKernelDroppedNeighbor = ld(&q.qc.to_kernel_dropped_neighbor)
+	}
+	if q.port.info.version >= 7 {
+		qm := &q.port.info.ctl.qm[q.id]
+		c.FreshPut, c.FreshShort = ld(&qm.fresh_put), ld(&qm.fresh_short)
+		c.SpentFreed = ld(&qm.spent_freed_rx) + ld(&qm.spent_freed_tx)
+		c.SpentWaits = ld(&qm.spent_waits)
 	}
 	return c
 }

@@ -19,6 +19,11 @@ struct kb_port_info {
 	struct rte_mempool *pool;
 	struct rte_ring *to_kernel[KBRIDGE_MAX_QUEUES];
 	struct rte_ring *from_kernel[KBRIDGE_MAX_QUEUES];
+	/* Version 7: the fresh and spent rings (NULL before): kbridge takes
+	 * the app's mbufs off the one and puts them on the other, and never
+	 * calls the pool's handlers. */
+	struct rte_ring *fresh[KBRIDGE_MAX_QUEUES];
+	struct rte_ring *spent[KBRIDGE_MAX_QUEUES];
 	uint32_t version;      /* of the app's kbridge.h */
 	uint32_t app_offloads; /* KBRIDGE_APP_*; 0 for a version-1 app */
 	uint16_t app_max_segs;
@@ -30,8 +35,12 @@ struct kb_port_info {
 	int32_t tsc_offset;    /* ctl->tsc_offset when sane, else -1 */
 	uint16_t nb_queues;    /* ctl->nb_queues, checked */
 	uint16_t pad;
-	char why[192];         /* what is wrong, when kb_port_open fails */
+	char why[320];         /* what is wrong, when kb_port_open fails */
 	char warn[192];        /* what was turned off, when it succeeds */
+	/* The pool's mempool handler: the app's name for it (version 7) and
+	 * kbridge's, by its index in kbridge's table (before version 7). */
+	char app_ops[32];
+	char my_ops[32];
 };
 
 /* Ownership (kbridge_ctl.owner, version-2 apps). */
@@ -77,6 +86,16 @@ void kb_port_set_accepted(struct kbridge_ctl *c, uint32_t version, uint64_t v);
 struct kbridge_held *kb_held_open(const char *name, int *created);
 /* Frees what rec names and clears it; returns the number of mbufs. */
 unsigned int kb_held_free(struct kbridge_held_q *rec);
+/* Version 7: puts what rec names on the spent ring, all of it once the
+ * ring has the room, and clears rec; returns how many, 0 when it stays. */
+unsigned int kb_held_give(struct kbridge_held_q *rec, struct rte_ring *spent);
+/* Version 7: the first item of the app's layout (kbridge.h's struct
+ * kbridge_layout) that differs from kbridge's, said in why; -1 if none. */
+int kb_layout_check(const struct kbridge_layout *l, char *why, size_t len);
+/* kbridge's own layout, as kbridge_port_create() records the app's. */
+void kb_layout_mine(struct kbridge_layout *l);
+/* The name of item i of struct kbridge_layout (the expression it holds). */
+const char *kb_layout_name(unsigned int i);
 
 /* This kbridge's DPDK: RTE_VERSION of the headers it was built with. */
 uint32_t kb_rte_version(void);
@@ -84,7 +103,6 @@ int kb_port_open(const char *name, struct kb_port_info *info);
 int kb_send_eventfd(const char *name, uint16_t queue, int fd);
 unsigned int kb_pool_in_use(const struct rte_mempool *mp);
 unsigned int kb_pool_size(const struct rte_mempool *mp);
-unsigned int kb_pool_data_room(struct rte_mempool *mp);
 /* Sets the queue's need-wakeup flag, issues a full fence and returns how
  * many packets wait in r: the worker's half of the handshake, in one call. */
 unsigned int kb_prepare_to_park(struct kbridge_queue_ctl *qc, const struct rte_ring *r);
@@ -92,7 +110,8 @@ void kb_unpark(struct kbridge_queue_ctl *qc);
 unsigned int kb_ring_count(const struct rte_ring *r);
 
 /* The burst core's ops over the app's rings: a buffer's ctx is its
- * struct rte_ring (to_kernel for an out buffer, from_kernel for an in). */
+ * struct rte_ring (to_kernel for an out buffer, from_kernel for an in).
+ * What a ring has no room for stays the burst core's. */
 extern const struct kb_burst_ops kb_ring_burst_ops;
 
 /* reconcile.c: the ops' dequeue and enqueue with a held record, which keep
@@ -108,18 +127,29 @@ struct kb_reconcile {
 	uint32_t from_kernel_freed;     /* mbufs of its enqueue it had not published: freed */
 	uint32_t from_kernel_published; /* mbufs of its enqueue it had published: the app's */
 	uint32_t inconsistent;          /* pend words that named more than possible: left */
+	/* Version 7 (what is "freed" goes to the spent ring, for the app). */
+	uint32_t fresh_reclaimed; /* fresh entries claimed, not released: taken again */
+	uint32_t fresh_freed;     /* taken off fresh, never on record */
+	uint32_t spent_discarded; /* spent slots reserved, not published */
+	uint32_t spent_freed;     /* mbufs of a spent put not published: put again */
+	uint32_t spent_published; /* mbufs of it published: the app's */
 };
-/* Puts kbridge's side of both rings of a queue back on its tail and frees
+/* Puts kbridge's side of every ring of a queue back on its tail and frees
  * what a killed kbridge's ring operation had taken off the record (out, in:
- * the queue's held records). Only before any worker runs. -ENOTSUP: a ring
- * that is not single-producer/single-consumer on kbridge's side. */
-int kb_ring_reconcile(struct rte_ring *tk, struct rte_ring *fk, struct kbridge_held_q *out,
-		      struct kbridge_held_q *in, struct kb_reconcile *res);
+ * the queue's held records); for version 7 (fresh and spent set) gives it
+ * to the app on the spent ring instead, or leaves it on the record. Only
+ * before any worker runs. -ENOTSUP: a ring that is not single on kbridge's
+ * side. */
+int kb_ring_reconcile(struct rte_ring *tk, struct rte_ring *fk, struct rte_ring *fresh,
+		      struct rte_ring *spent, struct kbridge_held_q *out, struct kbridge_held_q *in,
+		      struct kb_reconcile *res);
 
 /* The test hook (ring/testhook.go, built with the kbridge_testhook tag):
  * park the worker once inside a ring operation. */
 #define KB_RING_PARK_TO_KERNEL 0x1
 #define KB_RING_PARK_FROM_KERNEL 0x2
+#define KB_RING_PARK_FRESH 0x4
+#define KB_RING_PARK_SPENT 0x8
 #ifdef KB_RING_TESTHOOK
 extern volatile int kb_ring_test_park;
 #endif

@@ -13,8 +13,10 @@ import (
 )
 
 // Out moves bursts from a to_kernel ring into Go's view: the burst core's
-// out buffer over kb_ring_burst_ops. It implements bridge.AppOut, with the
-// residence-time histogram of the app's enqueue time stamps.
+// out buffer over kb_ring_burst_ops, giving each burst back to the app's
+// spent ring (kbridge.h version 7) or its pool. It implements
+// bridge.AppOut, with the residence-time histogram of the app's enqueue
+// time stamps.
 type Out struct{ outBuf }
 
 var (
@@ -35,6 +37,7 @@ func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
 		TSCOffset: int32(info.tsc_offset),
 		TSCHz:     uint64(info.tsc_hz),
 		Held:      q.held(false),
+		Src:       q.src(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ring: %w", err)
@@ -55,7 +58,19 @@ func (q *Queue) held(in bool) heldRec {
 		rec = &h.in[q.id]
 	}
 	return heldRec{N: unsafe.Pointer(&rec.n), M: unsafe.Pointer(&rec.m[0]), Pend: unsafe.Pointer(&rec.pend),
-		Max: C.KBRIDGE_HELD_MAX}
+		Max: C.KBRIDGE_HELD_MAX, In: in}
+}
+
+// src is where this queue's buffers take mbufs from and give them back
+// to: the app's fresh and spent rings (kbridge.h version 7), else the
+// app's pool, through kbridge's handlers, which OpenPort checked.
+func (q *Queue) src() srcConfig {
+	info := &q.port.info
+	if info.fresh[q.id] == nil {
+		return srcConfig{Pool: unsafe.Pointer(info.pool)}
+	}
+	return srcConfig{Fresh: unsafe.Pointer(info.fresh[q.id]), Spent: unsafe.Pointer(info.spent[q.id]),
+		SpentWaits: unsafe.Pointer(&info.ctl.qm[q.id].spent_waits)}
 }
 
 // Residence copies the residence-time histogram into dst. After Close it
@@ -63,8 +78,9 @@ func (q *Queue) held(in bool) heldRec {
 func (o *Out) Residence(dst []uint64) { o.residence(dst) }
 
 // In moves frames read from the kernel into mbufs on a from_kernel ring:
-// the burst core's in buffer over kb_ring_burst_ops. It implements
-// bridge.AppIn, bridge.AppTSO and bridge.AppSplit.
+// the burst core's in buffer over kb_ring_burst_ops, the mbufs taken off
+// the app's fresh ring (kbridge.h version 7) or from its pool. It
+// implements bridge.AppIn, bridge.AppTSO and bridge.AppSplit.
 type In struct {
 	inBuf
 	takes bool // the app declared TSO
@@ -83,7 +99,8 @@ func (q *Queue) In(batch, stride int) (*In, error) {
 	cfg := inConfig{
 		Ops:    unsafe.Pointer(&C.kb_ring_burst_ops),
 		Ctx:    unsafe.Pointer(info.from_kernel[q.id]),
-		Pool:   unsafe.Pointer(info.pool),
+		Src:    q.src(),
+		Room:   int(C.kb_pool_data_room(info.pool)),
 		Batch:  batch,
 		Stride: stride,
 	}

@@ -37,6 +37,15 @@ type Recovered struct {
 	// Inconsistent records whose pend word named more than an operation
 	// could move: left alone (a leak at worst, never a double free).
 	Inconsistent int `json:"inconsistent"`
+	// An app of kbridge.h version 7: its fresh and spent rings, as
+	// to_kernel and from_kernel. What is "freed" of an app's mbufs goes to
+	// its spent ring, for the app to free (kbridge never calls its pool):
+	// here, and in ToKernelFreed and FromKernelFreed.
+	FreshReclaimed int `json:"fresh_reclaimed"`
+	FreshFreed     int `json:"fresh_freed"`
+	SpentDiscarded int `json:"spent_discarded"`
+	SpentFreed     int `json:"spent_freed"`
+	SpentPublished int `json:"spent_published"`
 }
 
 // Any reports whether anything was found.
@@ -44,12 +53,14 @@ func (r Recovered) Any() bool { return r != Recovered{} }
 
 // Reconcile puts kbridge's side of every ring of the port back in step
 // with itself before any worker runs: after Claim, before FreeHeld (it
-// leaves what the held records name to FreeHeld). On to_kernel, where
-// kbridge consumes, cons.head goes back to cons.tail; on from_kernel, where
-// it produces, prod.head goes back to prod.tail; the mbufs a killed
-// kbridge's ring operation had taken off its record are freed. The app's
-// side of each ring is never written, so the app may run meanwhile. A
-// version-1 app keeps no record and no owner: nothing is done.
+// leaves what the held records name to FreeHeld). On to_kernel (and an
+// app of version 7's fresh ring), where kbridge consumes, cons.head goes
+// back to cons.tail; on from_kernel (and spent), where it produces,
+// prod.head goes back to prod.tail; the mbufs a killed kbridge's ring
+// operation had taken off its record are freed (version 7: put on the
+// spent ring, or on the record when it has no room). The app's side of
+// each ring is never written, so the app may run meanwhile. A version-1
+// app keeps no record and no owner: nothing is done.
 func (p *Port) Reconcile() (Recovered, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -58,7 +69,8 @@ func (p *Port) Reconcile() (Recovered, error) {
 		return Recovered{}, nil
 	}
 	for q := 0; q < p.NumQueues(); q++ {
-		rc := C.kb_ring_reconcile(p.info.to_kernel[q], p.info.from_kernel[q], &p.held.out[q], &p.held.in[q], &res)
+		rc := C.kb_ring_reconcile(p.info.to_kernel[q], p.info.from_kernel[q], p.info.fresh[q], p.info.spent[q],
+			&p.held.out[q], &p.held.in[q], &res)
 		if rc == -C.ENOTSUP {
 			return Recovered{}, fmt.Errorf("%w: port %s queue %d", ErrNotSingle, p.name, q)
 		}
@@ -70,5 +82,10 @@ func (p *Port) Reconcile() (Recovered, error) {
 		FromKernelFreed:     int(res.from_kernel_freed),
 		FromKernelPublished: int(res.from_kernel_published),
 		Inconsistent:        int(res.inconsistent),
+		FreshReclaimed:      int(res.fresh_reclaimed),
+		FreshFreed:          int(res.fresh_freed),
+		SpentDiscarded:      int(res.spent_discarded),
+		SpentFreed:          int(res.spent_freed),
+		SpentPublished:      int(res.spent_published),
 	}, nil
 }

@@ -99,23 +99,6 @@ kb_cut_segment(const struct kb_tso *t, const struct kb_cut *c, uint32_t k, uint8
 	return c->hlen + plen;
 }
 
-/* Takes up to want mbufs into b->mbufs, in bulk when the pool has them all;
- * returns how many it took. */
-static inline uint16_t
-kb_cut_alloc(struct kb_in *b, uint16_t want)
-{
-	uint16_t got;
-
-	if (rte_pktmbuf_alloc_bulk(b->pool, b->mbufs, want) == 0)
-		return want;
-	for (got = 0; got < want; got++) {
-		b->mbufs[got] = rte_pktmbuf_alloc(b->pool);
-		if (b->mbufs[got] == NULL)
-			break;
-	}
-	return got;
-}
-
 int
 kb_in_put_split(struct kb_in *b, uint8_t *data, uint32_t len)
 {
@@ -132,16 +115,20 @@ kb_in_put_split(struct kb_in *b, uint8_t *data, uint32_t len)
 	if (c.hlen + RTE_MIN((uint32_t)t->mss, c.payload) > b->room || c.n > UINT16_MAX)
 		return -E2BIG;
 	kb_cut_start(t, &c);
+	if (!kb_in_flush(b)) {
+		b->no_mbuf = (uint16_t)c.n;
+		return 0;
+	}
 	admitted = kb_in_admit_n(b, data, len, c.n);
 	while (k < admitted) {
 		uint16_t want = (uint16_t)RTE_MIN(admitted - k, (uint32_t)b->cap);
-		uint16_t got = kb_cut_alloc(b, want), i;
+		/* Taken from the source, and so recorded, in one go. */
+		uint16_t got = kb_src_take(&b->src, &b->held, b->mbufs, want), i;
 
 		for (i = 0; i < got; i++) {
 			struct rte_mbuf *m = b->mbufs[i];
 			uint32_t n;
 
-			kb_held_add(&b->held, i + 1, m);
 			n = kb_cut_segment(t, &c, k + i, rte_pktmbuf_mtod(m, uint8_t *));
 			m->data_len = (uint16_t)n;
 			m->pkt_len = n;
@@ -151,8 +138,8 @@ kb_in_put_split(struct kb_in *b, uint8_t *data, uint32_t len)
 			queued += b->queued;
 		}
 		k += got;
-		/* What is queued stays a prefix of the segments: a dry pool or
-		 * a full ring ends the cut. */
+		/* What is queued stays a prefix of the segments: a dry source
+		 * or a full ring ends the cut. */
 		if (got < want) {
 			b->no_mbuf += (uint16_t)(admitted - k);
 			break;

@@ -17,7 +17,7 @@
  * size already cut to the MTU), into segments of one mbuf each and hands
  * them over in chunks of at most b->cap, each on the held record until its
  * enqueue. The reserve admits a prefix of the segments (one class for all);
- * a pool that runs dry or a full ring ends the cut, the rest counted in
+ * a source that runs dry or a full ring ends the cut, the rest counted in
  * b->no_mbuf or b->ring_full: what is queued is always the first
  * b->queued segments. Returns b->queued, or -E2BIG when a segment would not
  * fit one mbuf (or the frame is not one Super.Segment cuts): the caller

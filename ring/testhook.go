@@ -18,9 +18,10 @@ const TestHook = true
 
 // In a kbridge built with -tags kbridge_testhook (tests only; see
 // tests/restart/reconcile_test.go), KBRIDGE_TEST_PARK ("to_kernel",
-// "from_kernel" or both, comma-separated) parks the worker once inside its
-// first non-empty ring operation of that direction: between to_kernel's
-// cons.head and cons.tail, between from_kernel's prod.head and its copy.
+// "from_kernel", "fresh", "spent", comma-separated) parks the worker once
+// inside its first non-empty operation on that ring: between to_kernel's
+// or fresh's cons.head and cons.tail, between from_kernel's or spent's
+// prod.head and its copy.
 // A product build has neither the variable nor the branch (reconcile.c).
 func init() {
 	var bits C.int
@@ -30,6 +31,10 @@ func init() {
 			bits |= C.KB_RING_PARK_TO_KERNEL
 		case "from_kernel":
 			bits |= C.KB_RING_PARK_FROM_KERNEL
+		case "fresh":
+			bits |= C.KB_RING_PARK_FRESH
+		case "spent":
+			bits |= C.KB_RING_PARK_SPENT
 		}
 	}
 	C.kb_ring_test_park = bits

@@ -959,7 +959,8 @@ kb_vh_dequeue(void *ctx, struct rte_mbuf **m, uint16_t n)
 }
 
 /* The burst core's enqueue: the app's RX vring. librte_vhost copies the
- * mbufs into the guest's buffers: every one is freed here, sent or not. */
+ * mbufs into the guest's buffers: every one stays the core's, sent or not
+ * (kb_vh_burst_ops.copies), which gives it back to kbridge's pool. */
 static uint16_t
 kb_vh_enqueue(void *ctx, struct rte_mbuf **m, uint16_t n)
 {
@@ -970,7 +971,6 @@ kb_vh_enqueue(void *ctx, struct rte_mbuf **m, uint16_t n)
 		sent = rte_vhost_enqueue_burst(q->vid, 2 * q->id, m, n);
 		kb_vq_leave(q);
 	}
-	rte_pktmbuf_free_bulk(m, n);
 	return sent;
 }
 
@@ -1010,6 +1010,7 @@ const struct kb_burst_ops kb_vh_burst_ops = {
 	.enqueue = kb_vh_enqueue,
 	.takes_tso = kb_vh_takes_tso_v,
 	.room = kb_vh_room,
+	.copies = 1,
 };
 
 int

@@ -42,7 +42,8 @@ var (
 )
 
 // NewVhostQueue returns queue pair q's app side, with bursts of batch
-// packets of up to maxSegs segments each.
+// packets of up to maxSegs segments each. kbridge's pool must exist
+// (CreateVhostPool): what the frontend sent goes back to it.
 func NewVhostQueue(q, batch, maxSegs int) (*VhostQueue, error) {
 	if q < 0 || q >= VhostMaxQueues {
 		return nil, fmt.Errorf("vhost: queue %d out of range", q)
@@ -59,6 +60,7 @@ func NewVhostQueue(q, batch, maxSegs int) (*VhostQueue, error) {
 		ExtBuf:       true,
 		CompleteCsum: true,
 		TSCOffset:    -1,
+		Src:          srcConfig{Pool: unsafe.Pointer(C.kb_vh.pool)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vhost: %w", err)
@@ -167,7 +169,8 @@ func NewVhostIn(q, batch, stride int) (*VhostIn, error) {
 	err := in.open(inConfig{
 		Ops:    unsafe.Pointer(&C.kb_vh_burst_ops),
 		Ctx:    unsafe.Pointer(&C.kb_vh.q[q]),
-		Pool:   unsafe.Pointer(C.kb_vh.pool),
+		Src:    srcConfig{Pool: unsafe.Pointer(C.kb_vh.pool)},
+		Room:   int(C.kb_pool_data_room(C.kb_vh.pool)),
 		Batch:  batch,
 		Stride: stride,
 	})

@@ -44,7 +44,7 @@ kbt_port(const char *name, uint16_t queues, unsigned int ring_size, struct rte_m
  * with pkt_len off by len_delta, and hands the burst to kbridge_to_kernel(). */
 int
 kbt_inject(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, const uint8_t *buf,
-	   const uint32_t *lens, uint16_t n, uint16_t seg_size, int32_t len_delta)
+	   const uint32_t *lens, uint16_t n, uint16_t seg_size, int32_t len_delta, int raw)
 {
 	struct rte_mbuf *pkts[512];
 	uint32_t off = 0;
@@ -83,6 +83,13 @@ kbt_inject(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, const uin
 		head->pkt_len = (uint32_t)((int32_t)len + len_delta);
 		pkts[i] = head;
 		off += len;
+	}
+	if (raw) {
+		/* An app that frees nothing off the spent ring. */
+		unsigned int sent = rte_ring_enqueue_burst(p->to_kernel[q], (void **)pkts, n, NULL);
+
+		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+		return (int)sent;
 	}
 	return kbridge_to_kernel(p, q, pkts, n);
 }
@@ -257,7 +264,7 @@ kbt_inject_preloaded(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp,
 		lens[i] = kbt_pre_len;
 		memcpy(buf + (size_t)i * kbt_pre_len, kbt_pre, kbt_pre_len);
 	}
-	return kbt_inject(p, q, mp, buf, lens, n, 0, 0);
+	return kbt_inject(p, q, mp, buf, lens, n, 0, 0, 0);
 }
 
 /* Frees what the kernel sent without copying it out; returns the count. */
@@ -323,18 +330,33 @@ kbt_owner(struct kbridge_port *p)
 	return __atomic_load_n(&p->ctl->owner, __ATOMIC_SEQ_CST);
 }
 
-unsigned int
-kbt_ring_count(struct kbridge_port *p, uint16_t q, int to_kernel)
+/* Queue q's ring `which`: KBT_FROM_KERNEL, KBT_TO_KERNEL, KBT_FRESH, KBT_SPENT. */
+static struct rte_ring *
+kbt_ring(struct kbridge_port *p, uint16_t q, int which)
 {
-	return rte_ring_count(to_kernel ? p->to_kernel[q] : p->from_kernel[q]);
+	switch (which) {
+	case KBT_TO_KERNEL:
+		return p->to_kernel[q];
+	case KBT_FRESH:
+		return p->fresh[q];
+	case KBT_SPENT:
+		return p->spent[q];
+	}
+	return p->from_kernel[q];
+}
+
+unsigned int
+kbt_ring_count(struct kbridge_port *p, uint16_t q, int which)
+{
+	return rte_ring_count(kbt_ring(p, q, which));
 }
 
 /* A ring's producer and consumer heads and tails, as this DPDK's rte_ring
  * lays them out: prod.head, prod.tail, cons.head, cons.tail. */
 void
-kbt_ring_state(struct kbridge_port *p, uint16_t q, int to_kernel, uint32_t out[4])
+kbt_ring_state(struct kbridge_port *p, uint16_t q, int which, uint32_t out[4])
 {
-	const struct rte_ring *r = to_kernel ? p->to_kernel[q] : p->from_kernel[q];
+	const struct rte_ring *r = kbt_ring(p, q, which);
 
 	out[0] = __atomic_load_n(&r->prod.head, __ATOMIC_ACQUIRE);
 	out[1] = __atomic_load_n(&r->prod.tail, __ATOMIC_ACQUIRE);
@@ -443,4 +465,136 @@ void
 kbt_mailbox_withdraw(struct kbridge_port *p)
 {
 	kbridge_req_withdraw_(p->ctl);
+}
+
+/* ---- kbridge.h version 7: the fresh and spent rings ---- */
+
+unsigned int
+kbt_port_parked(struct kbridge_port *p)
+{
+	unsigned int n = 0;
+	uint16_t q;
+
+	for (q = 0; q < p->ctl->nb_queues; q++)
+		n += rte_ring_count(p->fresh[q]) + rte_ring_count(p->spent[q]);
+	return n;
+}
+
+/* Takes up to max mbufs off queue q's fresh ring into held, as kbridge
+ * would: no kbridge may run (the ring has one consumer). */
+unsigned int
+kbt_fresh_take(struct kbridge_port *p, uint16_t q, struct rte_mbuf **held, unsigned int max)
+{
+	return rte_ring_dequeue_burst(p->fresh[q], (void **)held, max, NULL);
+}
+
+/* Puts mbufs of mp on queue q's spent ring until leave slots are left, as
+ * kbridge would: no kbridge may run (the ring has one producer). */
+unsigned int
+kbt_spent_fill(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, unsigned int leave)
+{
+	struct rte_ring *r = p->spent[q];
+	unsigned int n = 0;
+	struct rte_mbuf *m;
+
+	while (rte_ring_free_count(r) > leave && (m = rte_pktmbuf_alloc(mp)) != NULL) {
+		rte_ring_enqueue(r, m);
+		n++;
+	}
+	return n;
+}
+
+/* Frees what waits on queue q's spent ring, as the burst calls do. */
+unsigned int
+kbt_reap(struct kbridge_port *p, uint16_t q)
+{
+	uint64_t before = p->ctl->qm[q].spent_freed_rx;
+
+	kbridge_reap_(p, q, &p->ctl->qm[q].spent_freed_rx);
+	return (unsigned int)(p->ctl->qm[q].spent_freed_rx - before);
+}
+
+void
+kbt_mbuf_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5])
+{
+	const struct kbridge_queue_mbufs *c = &p->ctl->qm[q];
+
+	out[0] = c->fresh_put;
+	out[1] = c->fresh_short;
+	out[2] = c->spent_freed_rx + c->spent_freed_tx;
+	out[3] = c->spent_waits;
+	out[4] = p->ctl->fresh_target;
+}
+
+void
+kbt_set_fresh_target(struct kbridge_port *p, unsigned int target)
+{
+	kbridge_port_set_fresh_target(p, target);
+}
+
+/* Overwrites item i of the layout the app recorded. */
+void
+kbt_set_layout(struct kbridge_port *p, unsigned int i, uint32_t v)
+{
+	p->ctl->layout.v[i] = v;
+}
+
+uint32_t
+kbt_layout(struct kbridge_port *p, unsigned int i)
+{
+	return p->ctl->layout.v[i];
+}
+
+int
+kbt_layout_next(void)
+{
+	return KBRIDGE_LAYOUT_next;
+}
+
+/* The index of mempool handler name in this process's table, -1 if none. */
+int
+kbt_ops_index(const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < rte_mempool_ops_table.num_ops; i++)
+		if (strcmp(rte_mempool_ops_table.ops[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Sets mp's handler index (a primary whose index kbridge reads otherwise,
+ * as a statically linked app's); returns the old one. */
+int
+kbt_set_ops_index(struct rte_mempool *mp, int idx)
+{
+	int old = mp->ops_index;
+
+	mp->ops_index = idx;
+	return old;
+}
+
+/* A handler of this process only, registered after EAL started: ring_mp_mc's
+ * functions under another name, at an index a secondary's table does not
+ * have. A secondary that called it through the pool's index would call
+ * nothing (a crash), or another handler. */
+struct rte_mempool *
+kbt_foreign_pool(const char *name, unsigned int n)
+{
+	static struct rte_mempool_ops ops;
+	static int registered = -1;
+	int i;
+
+	if (registered < 0) {
+		i = kbt_ops_index("ring_mp_mc");
+		if (i < 0)
+			return NULL;
+		ops = rte_mempool_ops_table.ops[i];
+		snprintf(ops.name, sizeof(ops.name), "kbt_primary_only");
+		registered = rte_mempool_register_ops(&ops);
+		if (registered < 0)
+			return NULL;
+	}
+	return rte_pktmbuf_pool_create_by_ops(name, n, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY,
+					      "kbt_primary_only");
 }

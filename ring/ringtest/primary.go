@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -49,7 +51,12 @@ func InitPrimary(prefix string, memMB int) error {
 }
 
 // Pool is an mbuf pool of the test primary.
-type Pool struct{ mp *C.struct_rte_mempool }
+type Pool struct {
+	mp    *C.struct_rte_mempool
+	name  string
+	mu    sync.Mutex
+	ports []*Port // live ports whose fresh and spent rings InUse leaves out
+}
 
 // NewPool creates a pool of n mbufs of DPDK's default size, with no cache.
 func NewPool(name string, n int) (*Pool, error) {
@@ -70,6 +77,28 @@ func NewPlainPool(name string, n int) (*Pool, error) {
 	return newPool(name, func(c *C.char) *C.struct_rte_mempool { return C.kbt_plain_pool(c, C.uint(n)) })
 }
 
+// NewForeignPool creates a pool of n mbufs of DPDK's default size, with no
+// cache, whose mempool handler exists in this process only: ring_mp_mc's
+// functions registered under another name after EAL started, at an index
+// a secondary's handler table does not have. A kbridge that called the
+// pool's handlers would call nothing there.
+func NewForeignPool(name string, n int) (*Pool, error) {
+	return newPool(name, func(c *C.char) *C.struct_rte_mempool { return C.kbt_foreign_pool(c, C.uint(n)) })
+}
+
+// OpsIndex is the index of mempool handler name in this process's table,
+// -1 when it has none.
+func OpsIndex(name string) int {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return int(C.kbt_ops_index(cname))
+}
+
+// SetOpsIndex gives the pool handler index i, as a primary whose handler
+// table is ordered otherwise (a statically linked app) would have it, and
+// returns the old one. The pool must not be used until it is set back.
+func (p *Pool) SetOpsIndex(i int) int { return int(C.kbt_set_ops_index(p.mp, C.int(i))) }
+
 // newPool creates a pool called name with create.
 func newPool(name string, create func(*C.char) *C.struct_rte_mempool) (*Pool, error) {
 	cname := C.CString(name)
@@ -78,11 +107,39 @@ func newPool(name string, create func(*C.char) *C.struct_rte_mempool) (*Pool, er
 	if mp == nil {
 		return nil, fmt.Errorf("ringtest: mempool %q: %w", name, unix.Errno(C.rte_errno_get()))
 	}
-	return &Pool{mp: mp}, nil
+	return &Pool{mp: mp, name: name}, nil
 }
 
-// InUse returns how many mbufs are allocated.
-func (p *Pool) InUse() int { return int(C.kbt_in_use(p.mp)) }
+// Name returns the pool's name.
+func (p *Pool) Name() string { return p.name }
+
+// InUse returns how many mbufs are allocated and in use: held by the test,
+// in a port's to_kernel or from_kernel ring, or held by kbridge. Those the
+// app keeps on its live ports' fresh rings for kbridge, and those kbridge
+// put on their spent rings for the app to free (kbridge.h version 7), are
+// the app's spares: not counted.
+func (p *Pool) InUse() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	parked := func() (n int) {
+		for _, port := range p.ports {
+			n += int(C.kbt_port_parked(port.p))
+		}
+		return n
+	}
+	// kbridge moves mbufs between the rings meanwhile: read until a
+	// count of the rings' holds on both sides of the pool's.
+	for i := 0; ; i++ {
+		before := parked()
+		used := int(C.kbt_in_use(p.mp))
+		if parked() == before || i == 1000 {
+			return used - before
+		}
+	}
+}
+
+// RawInUse is the pool's own count of mbufs in use, spares included.
+func (p *Pool) RawInUse() int { return int(C.kbt_in_use(p.mp)) }
 
 // Hold allocates every free mbuf and returns a function that frees them.
 func (p *Pool) Hold() (n int, release func()) {
@@ -111,13 +168,20 @@ func NewPort(name string, queues, ringSize int, pool *Pool) (*Port, error) {
 	if p == nil {
 		return nil, fmt.Errorf("ringtest: kbridge_port_create(%q): %w", name, unix.Errno(C.rte_errno_get()))
 	}
-	return &Port{p: p, pool: pool, name: name}, nil
+	port := &Port{p: p, pool: pool, name: name}
+	pool.mu.Lock()
+	pool.ports = append(pool.ports, port)
+	pool.mu.Unlock()
+	return port, nil
 }
 
 // InjectOpts shape the mbufs Inject builds.
 type InjectOpts struct {
 	SegSize  int // bytes per segment; 0: one segment per frame
 	LenDelta int // added to pkt_len: a non-zero value makes the mbuf malformed
+	// Raw enqueues on to_kernel without kbridge_to_kernel(), which frees
+	// what the spent ring holds: an app that never frees it.
+	Raw bool
 }
 
 // Inject hands frames to kbridge_to_kernel() on queue q and returns how many
@@ -133,7 +197,7 @@ func (p *Port) Inject(q int, frames [][]byte, o InjectOpts) (int, error) {
 		lens[i] = C.uint32_t(len(f))
 	}
 	rc := C.kbt_inject(p.p, C.uint16_t(q), p.pool.mp, (*C.uint8_t)(unsafe.Pointer(&buf[0])),
-		&lens[0], C.uint16_t(len(frames)), C.uint16_t(o.SegSize), C.int32_t(o.LenDelta))
+		&lens[0], C.uint16_t(len(frames)), C.uint16_t(o.SegSize), C.int32_t(o.LenDelta), cbool(o.Raw))
 	if rc < 0 {
 		return 0, fmt.Errorf("ringtest: inject: %w", unix.Errno(-rc))
 	}
@@ -248,10 +312,13 @@ func (p *Port) ToKernelCost(q int, frame []byte, n, rounds, room int) (header, b
 // after the header's wait it frees nothing and returns an error matching
 // unix.EBUSY; the port stays usable and Free may be called again.
 func (p *Port) Free() error {
+	p.pool.mu.Lock()
+	defer p.pool.mu.Unlock()
 	if rc := C.kbt_port_free(p.p); rc < 0 {
 		return fmt.Errorf("ringtest: kbridge_port_free(%s): %w", p.name, unix.Errno(-rc))
 	}
 	p.p = nil
+	p.pool.ports = slices.DeleteFunc(p.pool.ports, func(o *Port) bool { return o == p })
 	return nil
 }
 
@@ -303,9 +370,28 @@ func (p *Pool) Audit() { C.kbt_audit(p.mp) }
 // port (kbridge_ctl.owner), 0 when none.
 func (p *Port) OwnerPID() int { return int(uint32(C.kbt_owner(p.p))) }
 
-// InRings returns how many mbufs wait in queue q's two rings.
+// InRings returns how many mbufs wait in queue q's to_kernel and
+// from_kernel rings.
 func (p *Port) InRings(q int) int {
-	return int(C.kbt_ring_count(p.p, C.uint16_t(q), 1) + C.kbt_ring_count(p.p, C.uint16_t(q), 0))
+	return p.RingCount(q, ToKernel) + p.RingCount(q, FromKernel)
+}
+
+// Ring names one of a queue's rings.
+type Ring int
+
+// A queue's rings: kbridge.h's to_kernel and from_kernel, and (version 7)
+// fresh, which the app fills for kbridge, and spent, which kbridge fills
+// for the app to free.
+const (
+	FromKernel Ring = C.KBT_FROM_KERNEL
+	ToKernel   Ring = C.KBT_TO_KERNEL
+	Fresh      Ring = C.KBT_FRESH
+	Spent      Ring = C.KBT_SPENT
+)
+
+// RingCount returns how many mbufs wait in queue q's ring r.
+func (p *Port) RingCount(q int, r Ring) int {
+	return int(C.kbt_ring_count(p.p, C.uint16_t(q), C.int(r)))
 }
 
 // RingState is one ring's heads and tails (free-running positions).
@@ -316,14 +402,73 @@ type RingState struct {
 // RingState reads queue q's to_kernel ring (toKernel) or its from_kernel
 // ring as this DPDK's struct rte_ring lays it out.
 func (p *Port) RingState(q int, toKernel bool) RingState {
-	var v [4]C.uint32_t
-	tk := C.int(0)
 	if toKernel {
-		tk = 1
+		return p.RingStateOf(q, ToKernel)
 	}
-	C.kbt_ring_state(p.p, C.uint16_t(q), tk, &v[0])
+	return p.RingStateOf(q, FromKernel)
+}
+
+// RingStateOf reads queue q's ring r as this DPDK's struct rte_ring lays it
+// out.
+func (p *Port) RingStateOf(q int, r Ring) RingState {
+	var v [4]C.uint32_t
+	C.kbt_ring_state(p.p, C.uint16_t(q), C.int(r), &v[0])
 	return RingState{uint32(v[0]), uint32(v[1]), uint32(v[2]), uint32(v[3])}
 }
+
+// HoldFresh takes every mbuf off queue q's fresh ring, as kbridge would,
+// and returns how many and a function that frees them: with the pool held
+// (Pool.Hold), kbridge finds no mbuf. No kbridge may serve the port (the
+// ring has one consumer).
+func (p *Port) HoldFresh(q int) (n int, release func()) {
+	const max = 1 << 14
+	held := (**C.struct_rte_mbuf)(C.malloc(max * C.size_t(unsafe.Sizeof((*C.struct_rte_mbuf)(nil)))))
+	got := C.kbt_fresh_take(p.p, C.uint16_t(q), held, max)
+	return int(got), func() {
+		C.kbt_release(held, got)
+		C.free(unsafe.Pointer(held))
+	}
+}
+
+// FillSpent puts mbufs of the port's pool on queue q's spent ring, as
+// kbridge would, until leave slots are left, and returns how many. No
+// kbridge may serve the port (the ring has one producer).
+func (p *Port) FillSpent(q, leave int) int {
+	return int(C.kbt_spent_fill(p.p, C.uint16_t(q), p.pool.mp, C.uint(leave)))
+}
+
+// Reap frees what waits on queue q's spent ring, as kbridge_to_kernel()
+// and kbridge_from_kernel() do, and returns how many.
+func (p *Port) Reap(q int) int { return int(C.kbt_reap(p.p, C.uint16_t(q))) }
+
+// MbufCounters are the counters of queue q's fresh and spent rings
+// (kbridge.h version 7), and the port's fresh target.
+type MbufCounters struct {
+	FreshPut, FreshShort, SpentFreed, SpentWaits uint64
+	FreshTarget                                  int
+}
+
+// MbufCounters reads queue q's counters of its fresh and spent rings.
+func (p *Port) MbufCounters(q int) MbufCounters {
+	var c [5]C.uint64_t
+	C.kbt_mbuf_counters(p.p, C.uint16_t(q), &c[0])
+	return MbufCounters{FreshPut: uint64(c[0]), FreshShort: uint64(c[1]), SpentFreed: uint64(c[2]),
+		SpentWaits: uint64(c[3]), FreshTarget: int(c[4])}
+}
+
+// SetFreshTarget is kbridge_port_set_fresh_target().
+func (p *Port) SetFreshTarget(n int) { C.kbt_set_fresh_target(p.p, C.uint(n)) }
+
+// LayoutNext is the item of the control block's layout (kbridge.h's struct
+// kbridge_layout) that holds offsetof(struct rte_mbuf, next).
+var LayoutNext = int(C.kbt_layout_next())
+
+// SetLayout overwrites item i of the layout the app recorded, as an app
+// built against a DPDK of other options would have it; Layout reads it.
+func (p *Port) SetLayout(i int, v uint32) { C.kbt_set_layout(p.p, C.uint(i), C.uint32_t(v)) }
+
+// Layout reads item i of the layout the app recorded.
+func (p *Port) Layout(i int) uint32 { return uint32(C.kbt_layout(p.p, C.uint(i))) }
 
 // SetCtl overwrites control block fields to play an older or a broken app;
 // a negative value leaves the field as it is.

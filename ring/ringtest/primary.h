@@ -19,8 +19,10 @@ struct rte_mempool *kbt_pool_room(const char *name, unsigned int n, uint16_t dat
 struct rte_mempool *kbt_plain_pool(const char *name, unsigned int n);
 struct kbridge_port *kbt_port(const char *name, uint16_t queues, unsigned int ring_size,
 			      struct rte_mempool *mp);
+/* raw: enqueued on to_kernel without kbridge_to_kernel() (which frees what
+ * the spent ring holds), as an app that never frees it. */
 int kbt_inject(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, const uint8_t *buf,
-	       const uint32_t *lens, uint16_t n, uint16_t seg_size, int32_t len_delta);
+	       const uint32_t *lens, uint16_t n, uint16_t seg_size, int32_t len_delta, int raw);
 int kbt_collect(struct kbridge_port *p, uint16_t q, uint8_t *out, uint32_t cap, uint32_t *lens,
 		uint16_t max);
 unsigned int kbt_in_use(const struct rte_mempool *mp);
@@ -53,12 +55,32 @@ int kbt_collect_one(struct kbridge_port *p, uint16_t q, uint8_t *out, uint32_t c
 void kbt_declare_tso(struct kbridge_port *p, uint16_t max_segs);
 void kbt_audit(struct rte_mempool *mp);
 uint64_t kbt_owner(struct kbridge_port *p);
-unsigned int kbt_ring_count(struct kbridge_port *p, uint16_t q, int to_kernel);
-void kbt_ring_state(struct kbridge_port *p, uint16_t q, int to_kernel, uint32_t out[4]);
+/* The rings of a queue, for kbt_ring_count and kbt_ring_state. */
+#define KBT_FROM_KERNEL 0
+#define KBT_TO_KERNEL 1
+#define KBT_FRESH 2
+#define KBT_SPENT 3
+unsigned int kbt_ring_count(struct kbridge_port *p, uint16_t q, int which);
+void kbt_ring_state(struct kbridge_port *p, uint16_t q, int which, uint32_t out[4]);
 void kbt_set_ctl(struct kbridge_port *p, int64_t version, int64_t tsc_hz, int64_t nb_queues);
 static inline int rte_errno_get(void) { return rte_errno; }
 int kbt_app_eventfd(struct kbridge_port *p, uint16_t q);
 void kbt_clear_have_eventfd(struct kbridge_port *p, uint16_t q);
+
+/* kbridge.h version 7: the fresh and spent rings (primary.c says which
+ * may run beside a kbridge). */
+unsigned int kbt_port_parked(struct kbridge_port *p);
+unsigned int kbt_fresh_take(struct kbridge_port *p, uint16_t q, struct rte_mbuf **held, unsigned int max);
+unsigned int kbt_spent_fill(struct kbridge_port *p, uint16_t q, struct rte_mempool *mp, unsigned int leave);
+unsigned int kbt_reap(struct kbridge_port *p, uint16_t q);
+void kbt_mbuf_counters(struct kbridge_port *p, uint16_t q, uint64_t out[5]);
+void kbt_set_fresh_target(struct kbridge_port *p, unsigned int target);
+void kbt_set_layout(struct kbridge_port *p, unsigned int i, uint32_t v);
+uint32_t kbt_layout(struct kbridge_port *p, unsigned int i);
+int kbt_layout_next(void); /* the item of offsetof(struct rte_mbuf, next) */
+int kbt_ops_index(const char *name);
+int kbt_set_ops_index(struct rte_mempool *mp, int idx);
+struct rte_mempool *kbt_foreign_pool(const char *name, unsigned int n);
 
 /* The request mailbox (kbridge.h version 5) on a control block of its own,
  * in plain memory: both sides of the protocol, no EAL needed. */

@@ -5,6 +5,9 @@
  * tests/testbed/floor-cost.sh).
  * Not part of kbridge: one port, one queue, IPv4 and IPv6 TCP on untagged
  * Ethernet, no policy, no counters beyond a line at exit, no crash recovery.
+ * Its mbufs come and go as kbridge's do: off the app's fresh ring and onto
+ * its spent ring (kbridge.h version 7), or from and to the app's pool for
+ * an older app.
  *
  * App to kernel: dequeue a burst of the app's mbufs; for each TCP segment
  * that could be merged, trust RTE_MBUF_F_RX_L4_CKSUM_GOOD or verify the IPv4
@@ -69,6 +72,7 @@ static struct {
 
 static struct kbridge_ctl *ctl;
 static struct rte_ring *tk, *fk;
+static struct rte_ring *fresh, *spent; /* version 7; else the pool */
 static struct rte_mempool *pool;
 static int tap, efd;
 static uint32_t room; /* data room of one mbuf */
@@ -222,6 +226,45 @@ open_port(void)
 	if (tk == NULL || fk == NULL || pool == NULL)
 		die("the port's rings and pool", ENOENT);
 	room = rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM;
+	if (ctl->version >= 7) {
+		kbridge_ring_name(name, sizeof(name), cfg.port, "al", 0);
+		fresh = rte_ring_lookup(name);
+		kbridge_ring_name(name, sizeof(name), cfg.port, "sp", 0);
+		spent = rte_ring_lookup(name);
+		if (fresh == NULL || spent == NULL)
+			die("the port's fresh and spent rings", ENOENT);
+	}
+}
+
+/* ---- mbufs: off the fresh ring, onto the spent ring ---- */
+
+static struct rte_mbuf *cache[BURST];
+static unsigned int cached;
+
+/* One fresh mbuf, NULL when there is none. */
+static struct rte_mbuf *
+take(void)
+{
+	if (fresh == NULL)
+		return rte_pktmbuf_alloc(pool);
+	if (cached == 0)
+		cached = rte_ring_dequeue_burst(fresh, (void **)cache, BURST, NULL);
+	return cached > 0 ? cache[--cached] : NULL;
+}
+
+/* Gives ms[0..n) back: onto the spent ring, which never fills while the app
+ * runs (kbridge.h), or to the pool. */
+static void
+give(struct rte_mbuf **ms, unsigned int n)
+{
+	unsigned int sent = 0;
+
+	if (spent == NULL) {
+		rte_pktmbuf_free_bulk(ms, n);
+		return;
+	}
+	while (sent < n && !stop)
+		sent += rte_ring_enqueue_burst(spent, (void **)ms + sent, n - sent, NULL);
 }
 
 static uint64_t
@@ -491,7 +534,7 @@ to_kernel(void)
 		write_merged(&ms[head], &segs[head], open, payload);
 		STEP(S_WRITEV, t0);
 	}
-	rte_pktmbuf_free_bulk(ms, n);
+	give(ms, n);
 	STEP(S_FREE, t0);
 	return n;
 }
@@ -535,7 +578,7 @@ split(uint8_t *f, int len, const struct virtio_net_hdr *vh, struct rte_mbuf **ms
 		return -1;
 	for (off = 0; off < payload; off += mss, k++) {
 		int plen = RTE_MIN(mss, payload - off);
-		struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
+		struct rte_mbuf *m = take();
 		uint8_t *d, *ip;
 		struct rte_tcp_hdr *dt;
 
@@ -603,7 +646,7 @@ from_kernel(void)
 			STEP(S_SPLIT, t0);
 			continue;
 		}
-		if ((uint32_t)len > room || (m = rte_pktmbuf_alloc(pool)) == NULL) {
+		if ((uint32_t)len > room || (m = take()) == NULL) {
 			st.dropped++;
 			continue;
 		}
@@ -619,7 +662,7 @@ from_kernel(void)
 		return 0;
 	sent = rte_ring_enqueue_burst(fk, (void **)ms, n, NULL);
 	if (sent < n) {
-		rte_pktmbuf_free_bulk(ms + sent, n - sent);
+		give(ms + sent, n - sent);
 		st.dropped += n - sent;
 	}
 	st.from_kernel += sent;
@@ -714,6 +757,8 @@ main(int argc, char **argv)
 		if (from_kernel() + to_kernel() == 0)
 			park(ep);
 
+	if (spent != NULL) /* what it took and did not use: the app frees it */
+		rte_ring_enqueue_burst(spent, (void **)cache, cached, NULL);
 	__atomic_compare_exchange_n(&ctl->owner, &me, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 	printf("kbridge-floor: to_kernel=%lu writes=%lu from_kernel=%lu reads=%lu parks=%lu wakeups=%lu dropped=%lu\n",
 	       st.to_kernel, st.writes, st.from_kernel, st.reads, st.parks, st.wakeups, st.dropped);

@@ -425,7 +425,10 @@ print_counters(struct kbridge_port *kp, struct rte_mempool *mp, const struct cou
 		tkd += kp->ctl->q[q].to_kernel_dropped;
 		fk += kp->ctl->q[q].from_kernel_pkts;
 		kicks += kp->ctl->q[q].kicks;
-		queued += rte_ring_count(kp->to_kernel[q]) + rte_ring_count(kp->from_kernel[q]);
+		/* With the mbufs the app keeps on the fresh ring for kbridge
+		 * and those kbridge put on the spent ring for it to free. */
+		queued += rte_ring_count(kp->to_kernel[q]) + rte_ring_count(kp->from_kernel[q]) +
+			  rte_ring_count(kp->fresh[q]) + rte_ring_count(kp->spent[q]);
 	}
 	printf("kbridge-refapp: stats rx=%" PRIu64 " own=%" PRIu64 " to_kernel=%" PRIu64
 	       " to_kernel_dropped=%" PRIu64 " from_kernel=%" PRIu64 " tx=%" PRIu64
