@@ -279,3 +279,114 @@ func rcAnySocket(t *testing.T) *dpdkbed.PacketSocket {
 	t.Cleanup(func() { unix.Close(fd) })
 	return &dpdkbed.PacketSocket{Fd: fd}
 }
+
+// kbridge killed between the fresh ring's cons.head move and its cons.tail
+// (kbridge.h version 7: it takes the app's mbufs off the fresh ring for
+// the kernel's frames): the next kbridge puts cons.head back on cons.tail,
+// so those mbufs are taken again, by it, and none is lost or handed out
+// twice; the app then gets what the kernel sends, the pool is whole.
+func TestKillInsideFreshTake(t *testing.T) {
+	b := env.NewBed(t, dpdkbed.Opts{RingSize: rcRing, NoStart: true})
+	hook := rcHookBin(t)
+	b.StartBin(hook, "KBRIDGE_TEST_PARK=fresh")
+	before := b.Port.RingStateOf(0, ringtest.Fresh)
+	ps := b.PacketSocket()
+	ps.Send(t, rcFrames(1000, 3))
+	n := rcPark(t, b)
+	st := b.Port.RingStateOf(0, ringtest.Fresh)
+	if n < 1 || st.ConsHead-st.ConsTail != uint32(n) || st.ConsTail != before.ConsTail {
+		t.Fatalf("parked with %d mbufs: fresh ring %+v (before %+v), want cons.head %d past an unmoved cons.tail", n, st, before, n)
+	}
+	pid := rcKill(t, b)
+	if u := b.Pool.InUse(); u != 0 {
+		t.Fatalf("%d mbufs in use after the kill, want none: the claimed ones are still the fresh ring's", u)
+	}
+
+	b.Start()
+	rec := rcRecovery(t, b)
+	t.Logf("after the kill inside the fresh ring's take of %d: %+v", n, rec)
+	if rec.TakenOverFrom != pid || rec.Rings.FreshReclaimed != n || rec.Rings.FreshFreed != 0 ||
+		rec.HeldFromKernel != 0 || rec.Rings.Inconsistent != 0 {
+		t.Errorf("recovery %+v, want taken over from %d and %d fresh entries taken again", rec, pid, n)
+	}
+	if st := b.Port.RingStateOf(0, ringtest.Fresh); st.ConsHead != st.ConsTail {
+		t.Errorf("fresh ring after the takeover: %+v, want cons.head back on cons.tail", st)
+	}
+	ps = b.PacketSocket()
+	ps.Send(t, rcFrames(2000, 40))
+	rcCollect(t, b, 2000, 40, 5*time.Second)
+	if u := b.Pool.InUse(); u != 0 {
+		t.Errorf("%d mbufs in use once the app took every frame, want 0", u)
+	}
+	b.Pool.Audit()
+}
+
+// kbridge killed between the spent ring's prod.head move and its copy
+// (kbridge.h version 7: it puts every mbuf it is done with on the spent
+// ring, for the app to free), the burst written to the kernel: the next
+// kbridge puts prod.head back on prod.tail and puts the burst there again,
+// so the app frees each mbuf once; without it the next put would publish
+// the reserved slots' stale pointers, which the app would free.
+func TestKillInsideSpentPut(t *testing.T) {
+	b := env.NewBed(t, dpdkbed.Opts{RingSize: rcRing, NoStart: true})
+	hook := rcHookBin(t)
+
+	// Lap 1, a product kbridge: slots of the spent ring get pointers to
+	// mbufs the app then frees.
+	b.Start()
+	all := rcAnySocket(t)
+	for seq := 0; seq < 256; seq += 32 {
+		if q, err := b.Port.Inject(0, rcFrames(seq, 32), ringtest.InjectOpts{}); err != nil || q != 32 {
+			t.Fatalf("inject: queued %d: %v", q, err)
+		}
+		if got := all.Receive(32, 5*time.Second); len(got) != 32 {
+			t.Fatalf("lap 1: %d of 32 frames reached the kernel", len(got))
+		}
+	}
+	b.Stop(true)
+	b.Port.Reap(0)
+	before := b.Port.RingStateOf(0, ringtest.Spent)
+
+	b.StartBin(hook, "KBRIDGE_TEST_PARK=spent")
+	const sent = 8
+	if q, err := b.Port.Inject(0, rcFrames(1000, sent), ringtest.InjectOpts{}); err != nil || q != sent {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	if got := all.Receive(sent, 5*time.Second); len(got) != sent {
+		t.Fatalf("%d of %d frames reached the kernel before the park", len(got), sent)
+	}
+	n := rcPark(t, b)
+	st := b.Port.RingStateOf(0, ringtest.Spent)
+	if n != sent || st.ProdHead-st.ProdTail != sent || st.ProdTail != before.ProdTail {
+		t.Fatalf("parked with %d mbufs: spent ring %+v (before %+v), want prod.head %d past an unmoved prod.tail", n, st, before, sent)
+	}
+	pid := rcKill(t, b)
+	if u := b.Pool.InUse(); u != sent {
+		t.Fatalf("%d mbufs in use after the kill, want the %d the dead worker was putting", u, sent)
+	}
+
+	b.Start()
+	rec := rcRecovery(t, b)
+	t.Logf("after the kill inside the spent ring's put of %d: %+v", n, rec)
+	if rec.TakenOverFrom != pid || rec.Rings.SpentDiscarded != sent || rec.Rings.SpentFreed != sent ||
+		rec.Rings.SpentPublished != 0 || rec.HeldToKernel != 0 || rec.Rings.Inconsistent != 0 {
+		t.Errorf("recovery %+v, want taken over from %d, %d slots discarded and %d mbufs put again", rec, pid, sent, sent)
+	}
+	if st := b.Port.RingStateOf(0, ringtest.Spent); st.ProdHead != st.ProdTail || st.ProdTail != before.ProdTail+sent {
+		t.Errorf("spent ring after the takeover: %+v, want prod.head on prod.tail, %d past %d", st, sent, before.ProdTail)
+	}
+	if freed := b.Port.Reap(0); freed != sent {
+		t.Errorf("the app freed %d off the spent ring, want the %d the dead worker was putting", freed, sent)
+	}
+
+	// Traffic flows, each frame once, and the app frees each mbuf once.
+	if q, err := b.Port.Inject(0, rcFrames(2000, 40), ringtest.InjectOpts{}); err != nil || q != 40 {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	got := all.Receive(41, 2*time.Second)
+	if len(got) != 40 {
+		t.Fatalf("%d frames reached the kernel, want 40", len(got))
+	}
+	harness.WaitUntil(t, "the pool to be whole", 5*time.Second, func() bool { b.Port.Reap(0); return b.Pool.InUse() == 0 })
+	b.Pool.Audit()
+}

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -159,20 +160,90 @@ func TestFromKernelRingFull(t *testing.T) {
 	waitUntil(t, "the pool to drain", func() bool { return b.Pool.InUse() == 0 })
 }
 
-// When the app's mempool is empty, frames from the kernel are dropped and
-// counted; once mbufs are free again traffic flows.
+// When the app's mempool is empty its fresh ring runs dry (kbridge.h
+// version 7: kbridge takes the app's mbufs off it, the app's
+// kbridge_from_kernel() tops it up from the pool): frames from the kernel
+// are dropped and counted as no_mbuf, the refills the pool cannot serve as
+// fresh_short. Once the pool has mbufs again the app's next call refills
+// the ring and frames flow.
 func TestMempoolEmpty(t *testing.T) {
-	b := newBed(t, bedOpts{})
-	ps := b.PacketSocket()
+	b := newBed(t, bedOpts{noStart: true})
 	held, release := b.Pool.Hold()
-	if held == 0 {
-		t.Fatal("could not take the pool's mbufs")
+	fresh, releaseFresh := b.Port.HoldFresh(0)
+	if held == 0 || fresh == 0 {
+		t.Fatalf("took %d of the pool's mbufs and %d of the fresh ring's", held, fresh)
 	}
+	b.Start()
+	ps := b.PacketSocket()
 	ps.Send(t, [][]byte{testFrame(100, 1), testFrame(100, 2)})
 	waitUntil(t, "2 no_mbuf drops", func() bool { return b.Status().Drops["no_mbuf"] >= 2 })
+	b.Port.Drain(0)
+	if c := b.Port.MbufCounters(0); c.FreshShort == 0 {
+		t.Errorf("the app's refill from an empty pool was not counted: %+v", c)
+	}
 	release()
+	releaseFresh()
+	b.Port.Drain(0) // the app's call refills the ring
+	if c := b.Port.MbufCounters(0); b.Port.RingCount(0, ringtest.Fresh) != c.FreshTarget {
+		t.Errorf("the fresh ring holds %d after the refill, want the target %d", b.Port.RingCount(0, ringtest.Fresh), c.FreshTarget)
+	}
 	ps.Send(t, [][]byte{testFrame(100, 3)})
 	waitUntil(t, "a frame once mbufs are back", func() bool { return len(onlyTest(b.Port.Collect(0, 16))) == 1 })
+}
+
+// An app that stops freeing what kbridge is done with (kbridge.h version
+// 7: it frees the spent ring in its burst calls) leaves kbridge a spent
+// ring without room: the worker keeps the burst it wrote, counts the wait
+// and takes nothing more, until the app frees the ring again. Nothing is
+// freed by kbridge, nothing is lost, every frame reaches the kernel once.
+func TestSpentRingFullKeepsTheBurst(t *testing.T) {
+	// Rings of 64: a spent ring of 4096 slots, which the pool can fill.
+	b := newBed(t, bedOpts{noStart: true, ringSize: 64, poolSize: 8191})
+	filled := b.Port.FillSpent(0, 8)
+	if b.Port.RingCount(0, ringtest.Spent) < 4000 {
+		t.Fatalf("filled the spent ring with %d mbufs only", filled)
+	}
+	b.Start()
+	ps := b.PacketSocket()
+	inject := func(seq0, n int) {
+		var frames [][]byte
+		for i := range n {
+			frames = append(frames, testFrame(100, uint32(seq0+i)))
+		}
+		if q, err := b.Port.Inject(0, frames, ringtest.InjectOpts{Raw: true}); err != nil || q != n {
+			t.Fatalf("inject: queued %d of %d: %v", q, n, err)
+		}
+	}
+	inject(0, 32)
+	if got := onlyTest(ps.Receive(32, 5*time.Second)); len(got) != 32 {
+		t.Fatalf("%d of 32 frames reached the kernel before the spent ring filled", len(got))
+	}
+	waitUntil(t, "the worker to wait for the spent ring", func() bool { return b.Port.MbufCounters(0).SpentWaits > 0 })
+	inject(32, 16)
+	time.Sleep(200 * time.Millisecond)
+	if n := b.Port.RingCount(0, ringtest.ToKernel); n != 16 {
+		t.Errorf("%d frames taken off to_kernel while the worker held a burst for the spent ring, want none (16 waiting)", 16-n)
+	}
+	if n := b.Pool.InUse(); n != 32+16 {
+		t.Errorf("%d mbufs in use, want the 32 the worker keeps and the 16 waiting", n)
+	}
+	freed := b.Port.Reap(0)
+	if freed < filled {
+		t.Errorf("the app freed %d off the spent ring, want at least the %d put there", freed, filled)
+	}
+	got := onlyTest(ps.Receive(16, 5*time.Second))
+	if len(got) != 16 {
+		t.Fatalf("%d of the 16 frames reached the kernel once the app freed the spent ring", len(got))
+	}
+	for i, f := range got {
+		if s := binary.BigEndian.Uint32(f[14:18]); s != uint32(32+i) {
+			t.Errorf("frame %d after the wait has seq %d, want %d", i, s, 32+i)
+		}
+	}
+	waitUntil(t, "the pool to be whole", func() bool { b.Port.Reap(0); return b.Pool.InUse() == 0 })
+	if c := b.Port.MbufCounters(0); c.SpentWaits == 0 || b.Status().Drops["no_mbuf"] != 0 {
+		t.Errorf("counters %+v, drops %v", c, b.Status().Drops)
+	}
 }
 
 // The app's side drops and frees what does not fit in the to_kernel ring
