@@ -18,6 +18,9 @@ PREFIX  ?= /usr/local
 # its own with PKG_CONFIG_PATH=<prefix>/lib/<triplet>/pkgconfig (docs/DPDK.md).
 DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk)
+# DPDK linked statically, as DPVS, F-Stack, dperf and Gatekeeper link it:
+# their mempool handler table is ordered otherwise than a shared kbridge's.
+DPDK_STATIC_LIBS = $(shell pkg-config --static --libs libdpdk)
 # cgo refuses compiler flags it does not know, and DPDK's pkg-config file
 # names machine flags (24.11: -mrtm) that are none of its business to judge:
 # let the -m<feature> kind through, for this build and the go builds the
@@ -51,7 +54,8 @@ all: build
 deps:
 	@bash deploy/deps.sh
 
-build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check
+build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check \
+	$(BIN)/kbridge-refapp-static $(BIN)/kbridge-kniapp-static
 
 $(BIN)/kbridge: $(GOSRC)
 	@mkdir -p $(BIN)
@@ -60,6 +64,16 @@ $(BIN)/kbridge: $(GOSRC)
 $(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
 	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+
+# The two apps again, linked with DPDK statically (pkg-config --static): the
+# test bed's KBT_APP for tests/e2e's static mode, and tests/kni's.
+$(BIN)/kbridge-refapp-static: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
+	@mkdir -p $(BIN)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_STATIC_LIBS)
+
+$(BIN)/kbridge-kniapp-static: tests/kniapp/kniapp.c $(APP_HEADERS)
+	@mkdir -p $(BIN)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_STATIC_LIBS)
 
 # The floor kbridge is measured against (tests/floor): a plain C forwarder
 # on the same rings and TAP, run by the bed in kbridge's place.

@@ -4,7 +4,9 @@
 # as root.
 set -euo pipefail
 
-pkgs=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev
+# libsystemd-dev: DPDK's static link line (pkg-config --static libdpdk, the
+# statically linked test apps) names -lsystemd.
+pkgs=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev libsystemd-dev
       nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3 wrk linux-perf hping3
       ethtool iproute2 iputils-ping procps psmisc curl git
       clang llvm libbpf-dev bpftool systemd-container meson ninja-build bird2)

@@ -12,7 +12,7 @@ KBR_MAX_AGE_DAYS=${KBR_MAX_AGE_DAYS:-14}
 # because go build stamps the VCS state.
 # Added to a cached root when missing; the root is made again only when
 # the suite or the mirror changes, or it grows old.
-KBR_PKGS=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev git ca-certificates
+KBR_PKGS=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev libsystemd-dev git ca-certificates
 	nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3
 	ethtool iproute2 iputils-ping procps psmisc kmod util-linux coreutils curl)
 # The repository inside the root; its bin/ there is the root's own.

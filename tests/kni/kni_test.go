@@ -12,6 +12,7 @@ package kni
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -80,12 +81,24 @@ func startApp(t *testing.T, root string, env []string, kb *harness.Proc, names [
 }
 
 // launch starts bin/kbridge-kniapp as startApp describes and returns at once.
+// KBT_KNIAPP, in env or else in the environment, names another build of it
+// (bin/kbridge-kniapp-static: linked with DPDK statically), relative to the
+// repository.
 func launch(t *testing.T, root string, env []string, args ...string) *harness.Proc {
 	t.Helper()
 	appCPU := runtime.NumCPU() - 1
 	lcores := fmt.Sprintf("0@0,1@%d,2@%d", appCPU, appCPU)
+	bin := cmp.Or(os.Getenv("KBT_KNIAPP"), "bin/kbridge-kniapp")
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "KBT_KNIAPP="); ok {
+			bin = v
+		}
+	}
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(root, bin)
+	}
 	return harness.StartSpec(t, "kniapp", harness.Spec{Env: append([]string{"KBRIDGE_BIN=" + filepath.Join(root, "bin/kbridge")}, env...)},
-		append([]string{"ip", "netns", "exec", "kbt-dut", filepath.Join(root, "bin/kbridge-kniapp"),
+		append([]string{"ip", "netns", "exec", "kbt-dut", bin,
 			"--lcores", lcores, "--file-prefix", "kbt-kni", "--proc-type", "primary", "--no-pci",
 			"--vdev", "net_af_packet0,iface=kbt-nic", "--"}, args...)...)
 }
@@ -242,7 +255,7 @@ func attr(t *testing.T, name, what string) string {
 func TestKNIApplication(t *testing.T) {
 	harness.NeedRoot(t, "the KNI application on the test bed needs root (namespaces, DPDK, TAP)")
 	root := harness.RepoRoot(t)
-	for _, bin := range []string{"bin/kbridge", "bin/kbridge-kniapp"} {
+	for _, bin := range []string{"bin/kbridge", "bin/kbridge-kniapp", "bin/kbridge-kniapp-static"} {
 		if _, err := os.Stat(filepath.Join(root, bin)); err != nil {
 			t.Fatalf("%s missing: run make build", bin)
 		}
@@ -305,6 +318,15 @@ func TestKNIApplication(t *testing.T) {
 			sh(t, "ip", "-n", "kbt-peer", "neigh", "flush", "dev", "kbt-wire")
 			harness.PingBothWays(t)
 		})
+		a.stop(t)
+	})
+
+	// DPVS, F-Stack, dperf and Gatekeeper link DPDK statically, which
+	// orders the mempool handlers otherwise than in kbridge: the app's
+	// mbufs are its own to allocate and free (kbridge.h version 7).
+	t.Run("linked with DPDK statically: traffic, and the pool whole", func(t *testing.T) {
+		a := startApp(t, root, []string{"KBT_KNIAPP=bin/kbridge-kniapp-static"}, nil, []string{"vEth0"}, "--loop", "one")
+		harness.BedTraffic(t)
 		a.stop(t)
 	})
 

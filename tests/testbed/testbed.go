@@ -82,7 +82,7 @@ type Run struct {
 
 // Names are the bed's modes (up.sh's KBT_MODE and its variants), in
 // whichever test package runs each.
-var Names = []string{"ring", "jumbo", "ports", "offload", "vhost", "xdp"}
+var Names = []string{"ring", "jumbo", "ports", "offload", "static", "vhost", "xdp"}
 
 // selected is modes, or those of them KBT_MODE names (one, or a
 // comma-separated list: the DPDK 24.11 root runs ring, jumbo, ports and

@@ -8,7 +8,8 @@
 #   KBRIDGE_CONFIG=FILE  kbridge configuration (default tests/testbed/kbridge.yaml)
 #   KBT_NO_BRIDGE=1      start neither the DPDK app nor kbridge (another forwarder,
 #                        e.g. tests/testbed/testpmd-forwarder.sh, takes their place)
-#   KBT_APP=PATH         reference DPDK app (default bin/kbridge-refapp)
+#   KBT_APP=PATH         reference DPDK app (default bin/kbridge-refapp; a relative
+#                        path is the repository's: bin/kbridge-refapp-static)
 #   KBT_KBRIDGE=PATH     kbridge binary (default bin/kbridge)
 #   KBT_VERIFY=1         also run check-nfs.sh from kbt-direct (full listing + hash)
 #   KBT_HUGEPAGES=N      2 MB hugepages to reserve (default 512)
@@ -87,6 +88,9 @@ else
 fi
 KBT_APP=${KBT_APP:-$KBT_ROOT/bin/kbridge-refapp}
 KBT_KBRIDGE=${KBT_KBRIDGE:-$KBT_ROOT/bin/kbridge}
+# A relative path names a file of the repository (bin/kbridge-refapp-static).
+case $KBT_APP in /*) ;; *) KBT_APP=$KBT_ROOT/$KBT_APP ;; esac
+case $KBT_KBRIDGE in /*) ;; *) KBT_KBRIDGE=$KBT_ROOT/$KBT_KBRIDGE ;; esac
 NO_BRIDGE=${KBT_NO_BRIDGE:-0}
 [ "$NO_BRIDGE" = 1 ] || NO_BRIDGE=0
 PORTS=${KBT_PORTS:-1}
