@@ -27,9 +27,13 @@
 # What goes in, and why:
 # - bin/kbridge and the shared libraries ldd lists for it.
 # - Every driver in DPDK's plugin directory and their libraries: EAL loads the
-#   whole directory at start, and a secondary must register the same mempool
-#   drivers in the same order as the app (the mempool's ops index is shared),
-#   so the app's container runs the same image (deploy/kubernetes/README.md).
+#   whole directory at start. For an app of kbridge.h version 7 kbridge never
+#   calls the app's mempool handlers (the app allocates and frees its mbufs
+#   itself), so the drivers need not match the app's. An older app's mbufs
+#   kbridge allocates through the pool's handler index, which each process
+#   resolves in its own table: such an app must register the same mempool
+#   drivers in the same order, so its container runs the same image
+#   (deploy/kubernetes/README.md); kbridge refuses it otherwise.
 # - /etc/kbridge/kbridge.yaml (deploy/kbridge.yaml), an ld.so cache, and
 #   /usr/share/kbridge/packages.txt: the Debian package and version of every
 #   file copied, for an image scanner.
