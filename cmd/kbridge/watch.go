@@ -46,8 +46,12 @@ func watch(sock string, interval time.Duration, out io.Writer) error {
 func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {
 	sec := dt.Seconds()
 	rate := func(a, b uint64) float64 { return float64(b-a) / sec }
-	fmt.Fprintf(w, "kbridge  port %s <-> %s   app pid %d   mempool %d/%d in use   (every %v, Ctrl-C quits)\n\n",
-		cur.Port, cur.Interface, cur.AppPID, cur.PoolInUse, cur.PoolSize, dt.Round(time.Millisecond))
+	pool := fmt.Sprintf("%d/%d in use", cur.PoolInUse, cur.PoolSize)
+	if cur.PoolInUse < 0 { // kbridge.h version 7: the app's pool, never called
+		pool = fmt.Sprintf("of %d, the app's", cur.PoolSize)
+	}
+	fmt.Fprintf(w, "kbridge  port %s <-> %s   app pid %d   mempool %s   (every %v, Ctrl-C quits)\n\n",
+		cur.Port, cur.Interface, cur.AppPID, pool, dt.Round(time.Millisecond))
 	fmt.Fprintf(w, "%-5s %-9s %11s %11s %10s %10s %9s %9s %9s %11s %11s\n",
 		"queue", "mode", "to_kern/s", "from_kern/s", "Mbit/s in", "Mbit/s out", "drops/s", "parks/s", "kicks/s", "resid p50", "resid p99")
 	for i, q := range cur.Queues {
