@@ -19,6 +19,24 @@
 
 volatile int kb_test_hold;
 
+/* Gives a buffer over the app's rings that got no held record one of its
+ * own, in C memory, so that what it holds is on a record (what the spent
+ * ring has no room for stays there); NULL when out of memory or a burst of
+ * cap would not fit. Only a buffer made without a claim (tests of the burst
+ * core) has none: a takeover cannot read this one. */
+static struct kbridge_held_q *
+kb_own_record(struct kb_held *rec, const struct kb_src *src, uint16_t cap, int dir)
+{
+	struct kbridge_held_q *own;
+
+	if (src->pool != NULL || rec->n != NULL || cap > KBRIDGE_HELD_MAX)
+		return NULL;
+	own = calloc(1, sizeof(*own));
+	if (own != NULL)
+		*rec = (struct kb_held){ &own->n, own->m, &own->pend, dir };
+	return own;
+}
+
 /* Points iov[0..max_segs) at the segments of m and stores their number in
  * *nb. The walk is bounded by max_segs, so a cyclic chain ends as
  * TOO_MANY_SEGS instead of looping. */
@@ -66,6 +84,7 @@ kb_out_new(const struct kb_out *cfg)
 	memset(&b->copp, 0, sizeof(b->copp));
 	memset(&b->copp_stats, 0, sizeof(b->copp_stats));
 	b->last_policed = 0;
+	b->own = kb_own_record(&b->held, &b->src, b->cap, KB_TEST_HOLD_OUT);
 	/* What a record names already (a takeover's leftovers the spent ring
 	 * had no room for) goes there before the first burst. */
 	b->pending = b->src.pool == NULL && b->held.n != NULL && *b->held.n > 0;
@@ -73,7 +92,8 @@ kb_out_new(const struct kb_out *cfg)
 	b->policed = calloc(b->cap, sizeof(*b->policed));
 	b->pkts = calloc(b->cap, sizeof(*b->pkts));
 	b->iov = calloc((size_t)b->cap * b->max_segs, sizeof(*b->iov));
-	if (b->mbufs == NULL || b->pkts == NULL || b->iov == NULL || b->policed == NULL) {
+	if (b->mbufs == NULL || b->pkts == NULL || b->iov == NULL || b->policed == NULL ||
+	    (b->src.pool == NULL && b->held.n == NULL)) {
 		kb_out_free(b);
 		return NULL;
 	}
@@ -300,6 +320,7 @@ kb_out_free(struct kb_out *b)
 		return;
 	if (b->mbufs != NULL)
 		kb_out_release(b);
+	free(b->own); /* what it names still is lost: only tests go without a claim */
 	free(b->copp_next);
 	free(b->policed);
 	free(b->mbufs);
@@ -331,13 +352,15 @@ kb_in_new(const struct kb_in *cfg)
 	b->n = b->queued = b->no_mbuf = b->ring_full = 0;
 	b->reserved = 0;
 	memset(b->room_dropped, 0, sizeof(b->room_dropped));
+	b->own = kb_own_record(&b->held, &b->src, b->cap, KB_TEST_HOLD_IN);
 	b->pending = b->src.pool == NULL && b->held.n != NULL && *b->held.n > 0;
 	b->max_chain = b->room > 0 ? (b->stride + b->room - 1) / b->room : 0;
 	b->buf = aligned_alloc(64, (size_t)b->cap * b->stride);
 	b->lens = calloc(b->cap, sizeof(*b->lens));
 	b->mbufs = calloc(b->cap, sizeof(*b->mbufs));
 	b->segs = calloc(b->max_chain + 1, sizeof(*b->segs));
-	if (b->buf == NULL || b->lens == NULL || b->mbufs == NULL || b->segs == NULL) {
+	if (b->buf == NULL || b->lens == NULL || b->mbufs == NULL || b->segs == NULL ||
+	    (b->src.pool == NULL && b->held.n == NULL)) {
 		kb_in_free(b);
 		return NULL;
 	}
@@ -624,6 +647,7 @@ kb_in_free(struct kb_in *b)
 	free(b->lens);
 	free(b->mbufs);
 	free(b->segs);
+	free(b->own);
 	free(b);
 }
 

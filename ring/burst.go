@@ -92,11 +92,6 @@ func (h heldRec) c() C.struct_kb_held {
 	return C.struct_kb_held{n: (*C.uint32_t)(h.N), m: (**C.struct_rte_mbuf)(h.M), pend: (*C.uint32_t)(h.Pend), dir: dir}
 }
 
-// ErrSourceUnrecorded means a buffer over the app's fresh and spent rings
-// was asked for without a held record: what the spent ring has no room for
-// must stay on one.
-var ErrSourceUnrecorded = errors.New("the app's fresh and spent rings need a held record")
-
 // srcConfig is a buffer's mbuf source: Pool (a struct rte_mempool), or,
 // Pool nil, the app's Fresh and Spent rings (struct rte_ring) with
 // SpentWaits, the control block's counter of the times Spent had no room.
@@ -109,15 +104,10 @@ func (s srcConfig) c() C.struct_kb_src {
 		spent: (*C.struct_rte_ring)(s.Spent), spent_waits: (*C.uint64_t)(s.SpentWaits)}
 }
 
-// check refuses a source that cannot be one, or rings without a record.
-func (s srcConfig) check(h heldRec) error {
-	switch {
-	case s.Pool != nil:
-		return nil
-	case s.Fresh == nil || s.Spent == nil:
+// check refuses a source that cannot be one.
+func (s srcConfig) check() error {
+	if s.Pool == nil && (s.Fresh == nil || s.Spent == nil) {
 		return ErrNoPool
-	case h.N == nil:
-		return ErrSourceUnrecorded
 	}
 	return nil
 }
@@ -176,7 +166,7 @@ func (o *outBuf) open(cfg outConfig) error {
 	if err := cfg.Held.check(cfg.Batch); err != nil {
 		return err
 	}
-	if err := cfg.Src.check(cfg.Held); err != nil {
+	if err := cfg.Src.check(); err != nil {
 		return err
 	}
 	b := C.kb_out_new(&C.struct_kb_out{
@@ -298,7 +288,7 @@ func (in *inBuf) open(cfg inConfig) error {
 	if cfg.Batch <= 0 || cfg.Batch > limits.MaxBatch || cfg.Stride < 64 || cfg.Stride > limits.FrameBuffer {
 		return fmt.Errorf("burst of %d frames x %d bytes out of range", cfg.Batch, cfg.Stride)
 	}
-	if err := cfg.Src.check(cfg.Held); err != nil {
+	if err := cfg.Src.check(); err != nil {
 		return err
 	}
 	if err := cfg.Held.check(cfg.Batch); err != nil {

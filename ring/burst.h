@@ -23,6 +23,7 @@
 #include <rte_ring.h>
 
 #include "kbridge_classify.h"
+#include "kbridge_owner.h"
 #include "policer.h"
 
 /* A record, in memory the app shares, of the mbufs a buffer holds between
@@ -173,6 +174,9 @@ struct kb_out {
 	/* The held record names mbufs the spent ring had no room for: they
 	 * go before the next burst is taken (ring mode, version 7). */
 	uint8_t pending;
+	/* A record of the buffer's own, for a rings source given none (no
+	 * claim, as tests run): what it holds, not what a takeover finds. */
+	struct kbridge_held_q *own;
 };
 
 /* A TCP super-frame: header lengths, segment size, IP version. */
@@ -217,14 +221,16 @@ struct kb_in {
 	 * takes of room-byte mbufs. */
 	struct rte_mbuf **segs;
 	uint32_t max_chain;
-	/* As kb_out's: the held record names mbufs for the spent ring. */
+	/* As kb_out's: the held record names mbufs for the spent ring, and
+	 * the buffer's own record. */
 	uint8_t pending;
+	struct kbridge_held_q *own;
 };
 
 /* A buffer made as cfg says (ops, ctx, cap, max_segs, flags, tsc_offset,
- * tsc_hz, held, src), or NULL when out of memory. A rings source needs a
- * held record; what it names already (a takeover's leftovers) goes to the
- * spent ring first. */
+ * tsc_hz, held, src), or NULL when out of memory. A rings source keeps
+ * what it holds on a record (its own, when given none): what the record
+ * names already (a takeover's leftovers) goes to the spent ring first. */
 struct kb_out *kb_out_new(const struct kb_out *cfg);
 /* Releases the previous burst (recording residence times of the packets Go
  * wrote) and dequeues and describes the next one. Returns its size. */

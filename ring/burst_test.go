@@ -10,16 +10,19 @@ import (
 	"github.com/kbridge/kbridge/internal/limits"
 )
 
-// fakePool is a pool pointer C never follows (buffers here take and give
-// back nothing), outside Go's heap, as cgo wants a pointer it keeps.
-func fakePool(t *testing.T) srcConfig {
+// fakeMem is memory C never follows (buffers here take and give back
+// nothing), outside Go's heap, as cgo wants a pointer it keeps.
+func fakeMem(t *testing.T) unsafe.Pointer {
 	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.Munmap(b) })
-	return srcConfig{Pool: unsafe.Pointer(&b[0])}
+	return unsafe.Pointer(&b[0])
 }
+
+// fakePool is a pool pointer C never follows.
+func fakePool(t *testing.T) srcConfig { return srcConfig{Pool: fakeMem(t)} }
 
 // Making and freeing buffers needs no EAL; the refusals come before any C.
 func TestAnOutBufferRefusesSizesPastTheLimits(t *testing.T) {
@@ -67,20 +70,37 @@ func TestAnInBufferRefusesSizesPastTheLimitsAndNoPool(t *testing.T) {
 	}
 }
 
-// The app's fresh and spent rings need a held record: what the spent ring
-// has no room for stays on it.
-func TestBuffersOverTheAppsRingsNeedARecord(t *testing.T) {
-	var r [2]uint64
-	rings := srcConfig{Fresh: unsafe.Pointer(&r[0]), Spent: unsafe.Pointer(&r[1])}
-	var o outBuf
-	if err := o.open(outConfig{Batch: 4, MaxSegs: 1, Src: rings}); !errors.Is(err, ErrSourceUnrecorded) {
-		t.Errorf("an out buffer over the rings without a record: %v, want ErrSourceUnrecorded", err)
-	}
+// A source is a pool, or the app's fresh and spent rings, both of them.
+func TestABufferOverHalfTheAppsRingsIsRefused(t *testing.T) {
 	var in inBuf
-	if err := in.open(inConfig{Batch: 4, Stride: 1518, Room: 2048, Src: rings}); !errors.Is(err, ErrSourceUnrecorded) {
-		t.Errorf("an in buffer over the rings without a record: %v, want ErrSourceUnrecorded", err)
-	}
-	if err := in.open(inConfig{Batch: 4, Stride: 1518, Room: 2048, Src: srcConfig{Fresh: rings.Fresh}}); !errors.Is(err, ErrNoPool) {
+	if err := in.open(inConfig{Batch: 4, Stride: 1518, Room: 2048, Src: srcConfig{Fresh: fakeMem(t)}}); !errors.Is(err, ErrNoPool) {
 		t.Errorf("an in buffer over a fresh ring alone: %v, want ErrNoPool", err)
 	}
+	var o outBuf
+	if err := o.open(outConfig{Batch: 4, MaxSegs: 1, Src: srcConfig{Spent: fakeMem(t)}}); !errors.Is(err, ErrNoPool) {
+		t.Errorf("an out buffer over a spent ring alone: %v, want ErrNoPool", err)
+	}
+}
+
+// A buffer over the app's rings given no held record (no claim: tests of
+// the burst core) keeps one of its own, so that what the spent ring has no
+// room for stays on a record; opening and closing it touches no ring.
+func TestABufferOverTheAppsRingsWithoutARecordKeepsItsOwn(t *testing.T) {
+	rings := srcConfig{Fresh: fakeMem(t), Spent: fakeMem(t)}
+	var o outBuf
+	if err := o.open(outConfig{Batch: limits.MaxBatch, MaxSegs: 1, Src: rings}); err != nil {
+		t.Fatalf("an out buffer over the rings without a record: %v", err)
+	}
+	if o.b.own == nil || o.b.held.n != &o.b.own.n {
+		t.Error("the out buffer keeps no record of its own")
+	}
+	o.Close()
+	var in inBuf
+	if err := in.open(inConfig{Batch: limits.MaxBatch, Stride: 1518, Room: 2048, Src: rings}); err != nil {
+		t.Fatalf("an in buffer over the rings without a record: %v", err)
+	}
+	if in.b.own == nil || in.b.held.n != &in.b.own.n {
+		t.Error("the in buffer keeps no record of its own")
+	}
+	in.Close()
 }

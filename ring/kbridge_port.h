@@ -194,7 +194,10 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 	kbridge_layout_fill_(&c->layout);
 	rte_strlcpy(c->layout.mempool_ops, rte_mempool_get_ops(mp->ops_index)->name,
 		    sizeof(c->layout.mempool_ops));
-	c->fresh_target = RTE_MIN(ring_size - 1, KBRIDGE_FRESH_TARGET);
+	/* A pool that is no pktmbuf pool holds no mbufs to put there:
+	 * kbridge refuses it when it attaches. */
+	c->fresh_target = mp->private_data_size < sizeof(struct rte_pktmbuf_pool_private) ? 0 :
+			  RTE_MIN(ring_size - 1, KBRIDGE_FRESH_TARGET);
 	p->mp = mp;
 
 	for (q = 0; q < nb_queues; q++) {

@@ -78,8 +78,9 @@ kb_src_give_held(const struct kb_src *s, struct kb_held *rec, struct rte_mbuf **
 			rte_pktmbuf_free_bulk(m, n);
 		return 1;
 	}
-	if (rec->n == NULL ? n == 0 || rte_ring_enqueue_bulk(s->spent, (void **)m, n, NULL) == n :
-			     kb_spent_put_held(s->spent, rec))
+	/* A buffer over the rings always has a record (kb_out_new, kb_in_new):
+	 * what the spent ring has no room for stays on it. */
+	if (kb_spent_put_held(s->spent, rec))
 		return 1;
 	if (s->spent_waits != NULL)
 		(*s->spent_waits)++;
