@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 
 	"github.com/kbridge/kbridge/config"
 )
@@ -12,6 +13,7 @@ import (
 // kbridge@NAME.service runs it; --config still names another file.
 type configSource struct {
 	path, instance *string
+	metrics        string // kbridge run --metrics: stats.metrics over the file's
 }
 
 func addConfigSource(fs *flag.FlagSet, what string) configSource {
@@ -32,14 +34,29 @@ func (s configSource) file() string {
 // given reports whether --config or --instance was given.
 func (s configSource) given() bool { return *s.path != "" || *s.instance != "" }
 
+// withMetrics returns s with stats.metrics set to addr over every file it
+// loads ("": the file's).
+func (s configSource) withMetrics(addr string) configSource {
+	s.metrics = addr
+	return s
+}
+
 // load reads the file over the instance's defaults.
 func (s configSource) load() (config.Config, error) {
-	return config.LoadFor(s.file(), *s.instance)
+	return s.loadFile(s.file())
 }
 
 // loadFile reads another file over the same defaults: a reload's.
 func (s configSource) loadFile(path string) (config.Config, error) {
-	return config.LoadFor(path, *s.instance)
+	c, err := config.LoadFor(path, *s.instance)
+	if err != nil || s.metrics == "" {
+		return c, err
+	}
+	c.Stats.Metrics = s.metrics
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("--metrics %s: %w", s.metrics, err)
+	}
+	return c, nil
 }
 
 // defaults returns what an empty file gives.

@@ -74,3 +74,30 @@ func TestStatsRefusesSocketWithInstance(t *testing.T) {
 		t.Errorf("run --instance bad/name: %v", err)
 	}
 }
+
+// kbridge run --metrics (a pod's address, known only at start) stands over
+// the file's stats.metrics at start and at every reload, and a bad one is
+// refused naming it.
+func TestMetricsFlagStandsOverTheFileAtStartAndReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kbridge.yaml")
+	if err := os.WriteFile(path, []byte("stats:\n  metrics: 0.0.0.0:9478\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	src := addConfigSource(fs, "configuration")
+	if err := fs.Parse([]string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	src = src.withMetrics("10.1.2.3:9478")
+	for _, load := range []func() (string, error){
+		func() (string, error) { c, err := src.load(); return c.Stats.Metrics, err },
+		func() (string, error) { c, err := src.loadFile(path); return c.Stats.Metrics, err },
+	} {
+		if m, err := load(); err != nil || m != "10.1.2.3:9478" {
+			t.Errorf("stats.metrics %q (%v), want --metrics' 10.1.2.3:9478", m, err)
+		}
+	}
+	if _, err := src.withMetrics("10.1.2.3").load(); err == nil || !strings.Contains(err.Error(), "stats.metrics") {
+		t.Errorf("--metrics without a port: %v, want stats.metrics refused", err)
+	}
+}

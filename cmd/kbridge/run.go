@@ -39,9 +39,11 @@ func runCmd(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	src := addConfigSource(fs, "configuration")
 	takeover := fs.Bool("takeover", false, "take the port and the interface over from the kbridge serving on the control socket (modes ring and vhost)")
+	metrics := fs.String("metrics", "", "the Prometheus listen `host:port`, over the file's stats.metrics at start and at every reload: an address known only at start (a pod's: deploy/kubernetes passes $(POD_IP):9478)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
+	src = src.withMetrics(*metrics)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if lerr != nil {
 		log.Warn("ignoring the fds systemd passed", "err", lerr)
