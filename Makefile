@@ -3,14 +3,16 @@
 SHELL   := /bin/bash
 # The newest Go 1.21+ on PATH, in /usr/local/go or Debian's /usr/lib/go-1.N
 # (deploy/go.sh; make deps installs one); it fetches the toolchain go.mod
-# names by itself. Debian's Go says GOTOOLCHAIN=local in its go.env: auto
-# here, unless the caller chose. Looked up once, when a recipe first needs
-# it: after deps, which may have just installed it (make demo on a fresh
-# machine).
+# names by itself. Looked up once, when a recipe first needs it: after deps,
+# which may have just installed it (make demo on a fresh machine).
 ifeq ($(origin GO),undefined)
 GO       = $(eval GO := $(shell bash deploy/go.sh))$(GO)
 endif
-export GOTOOLCHAIN ?= auto
+# The toolchain go.mod names (its toolchain line, the one home of the
+# version): a Go's go.env may say GOTOOLCHAIN=local (Debian's and the
+# upstream tarball's do), and a machine's Go then ignores the line. Every go
+# command the recipes and the tests run gets it, unless the caller chose.
+export GOTOOLCHAIN ?= $(shell sed -n 's/^toolchain //p' go.mod)
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN     := bin
 PREFIX  ?= /usr/local
@@ -23,7 +25,7 @@ DPDK_LIBS   = $(shell pkg-config --libs libdpdk)
 # let the -m<feature> kind through, for this build and the go builds the
 # tests run. A plain go build needs the same (README, "DPDK versions").
 export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
-# Go 1.26 puts its heap at a random address in the lower 64 TiB (the
+# Go 1.26 and later put the heap at a random address in the lower 64 TiB (the
 # randomizedheapbase64 experiment, on by default). A DPDK secondary must map
 # the app's hugepage memory at the primary's addresses, from 4 GiB up, and
 # about one start in a thousand found its own Go heap there (EAL: "Cannot get
@@ -44,7 +46,7 @@ KBRIDGE_HEADERS := $(addprefix ring/,kbridge.h kbridge_ring.h kbridge_classify.h
 APP_HEADERS := $(KBRIDGE_HEADERS) ring/kbridge_child.h ring/rte_kni.h ring/rte_kni_common.h ring/rte_kni_compat.h
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h) go.mod go.sum
 
-.PHONY: all deps deb image build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
+.PHONY: all deps deb image build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet vulncheck clean
 
 all: build
 
@@ -81,6 +83,21 @@ $(BIN)/.header-check: $(APP_HEADERS) tests/header-check.sh README.md
 	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
 	@touch $@
 
+# govulncheck over the daemon's module, offline: the Go vulnerability
+# database is golang.org/x/vulndb's OSV files, a module the Go module proxy
+# serves, at the snapshot named here (move it on to see newer reports).
+# Fails (exit 3) on a vulnerability kbridge's code can reach, in the standard
+# library of the toolchain or in a module it requires. tests/bench and
+# deploy/kubernetes are left out: tools of the tests, never shipped.
+VULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
+VULNDB    := golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
+.PHONY: vulncheck
+vulncheck:
+	@db=$$(cd / && $(GO) mod download -json $(VULNDB) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
+		test -d "$$db/data/osv" || { echo "vulncheck: cannot download $(VULNDB)"; exit 1; }; \
+		echo "vulncheck: $(VULNCHECK) on $$($(GO) env GOVERSION), database $(VULNDB)"; \
+		$(GO) run $(VULNCHECK) -db "file://$$db/data/osv" ./...
+
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
@@ -94,7 +111,7 @@ test: test-host
 	@$(MAKE) --no-print-directory test-dpdk24
 
 .PHONY: test-host
-test-host: deps build vet bench-test fuzz
+test-host: deps build vet vulncheck bench-test fuzz
 	$(GO) test -p 1 -count=1 -timeout 40m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
 
 # The DPDK tests again on Debian 13's DPDK 24.11, in a root that

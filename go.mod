@@ -1,8 +1,8 @@
 module github.com/kbridge/kbridge
 
-go 1.26.0
+go 1.27.0
 
-toolchain go1.26.8
+toolchain go1.27.3
 
 require (
 	github.com/cilium/ebpf v0.22.0

@@ -626,3 +626,26 @@ func TestCitedTestsExist(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeNamesTheToolchainOfGoMod keeps README.md's GOTOOLCHAIN, the one
+// a go command run by hand needs, the toolchain line of go.mod (its home).
+func TestReadmeNamesTheToolchainOfGoMod(t *testing.T) {
+	var want string
+	for _, l := range strings.Split(readDoc(t, "go.mod"), "\n") {
+		if v, ok := strings.CutPrefix(l, "toolchain "); ok {
+			want = strings.TrimSpace(v)
+		}
+	}
+	if want == "" {
+		t.Fatal("go.mod has no toolchain line")
+	}
+	named := regexp.MustCompile(`GOTOOLCHAIN=(go[0-9.]+)`).FindAllStringSubmatch(readDoc(t, "README.md"), -1)
+	if len(named) == 0 {
+		t.Fatal("README.md names no GOTOOLCHAIN=go1.N.M for a go command run by hand")
+	}
+	for _, m := range named {
+		if m[1] != want {
+			t.Errorf("README.md says GOTOOLCHAIN=%s, go.mod's toolchain is %s", m[1], want)
+		}
+	}
+}

@@ -27,10 +27,11 @@ done
 [ "$(id -u)" = 0 ] || kbr_die "must run as root"
 [ -f "$KBR_ROOT/.kbridge-root" ] || kbr_die "no root at $KBR_ROOT: run tests/dpdk24/root.sh"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-# The Go the root builds with: the Makefile's GO (the toolchain go.mod
-# names, deploy/go.sh), else the go on PATH.
-goroot=$(dirname "$(dirname "$(readlink -f "${GO:-$(command -v go || echo /usr/local/go/bin/go)}")")")
-modcache=$("${GO:-go}" env GOMODCACHE 2>/dev/null || echo /root/go/pkg/mod)
+# The Go the root builds with (bound at its /usr/local/go, GOTOOLCHAIN=local
+# there): the Makefile's GO, else deploy/go.sh's; both are the toolchain
+# go.mod names, its own binary.
+goroot=$(dirname "$(dirname "$(readlink -f "${GO:-$(bash "$repo/deploy/go.sh")}")")")
+modcache=$("$goroot/bin/go" env GOMODCACHE 2>/dev/null || echo /root/go/pkg/mod)
 mkdir -p "$repo/bin" "$KBR_ROOT/var/lib/kbridge-bin" /var/lib/kbt "$modcache"
 
 export KBR_ROOT KBR_SRC KBR_HOST=$host
