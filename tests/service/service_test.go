@@ -4,7 +4,8 @@
 // dpkg -i of a newer version (kb0 kept), stop and BindsTo, with
 // the real kbridge beside the reference DPDK app, then purges the package
 // and finds nothing of it left; the template kbridge@.service likewise
-// with two instances beside an app with two ports. TestGoStepOnFreshDebian runs make deps'
+// with two instances beside an app with two ports; a KNI app's own unit
+// beside the kbridges it starts. TestGoStepOnFreshDebian runs make deps'
 // Go step on fresh Debian 12 and 13 roots.
 package service
 
@@ -166,6 +167,30 @@ func TestInstancesUnderRealSystemd(t *testing.T) {
 	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
 	runChecks(t, cmd, 25, "nspawn-check-instances")
 	noHugepageFiles(t, "kbns")
+}
+
+// TestKNIAppUnitUnderRealSystemd runs the KNI test app (tests/kniapp) as a
+// unit of its own, Type=notify with NotifyAccess=all, which says READY=1
+// and its STATUS= itself and allocates and releases KNIs: every kbridge
+// that rte_kni_alloc starts runs in the app's cgroup, and none may speak
+// for the app's unit (deploy/nspawn-check-kni.sh). The unit stays active
+// through the releases and keeps the app's status.
+func TestKNIAppUnitUnderRealSystemd(t *testing.T) {
+	harness.NeedRoot(t, "booting systemd in a container needs root")
+	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
+		t.Skip("systemd-nspawn missing: make deps installs systemd-container")
+	}
+	root := harness.RepoRoot(t)
+	bin := filepath.Join(root, "bin")
+	for _, b := range []string{"kbridge", "kbridge-kniapp"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Fatalf("bin/%s missing: run make build (make test does)", b)
+		}
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-kni.sh"),
+		filepath.Join(bin, "kbridge"), filepath.Join(bin, "kbridge-kniapp"))
+	runChecks(t, cmd, 7, "nspawn-check-kni")
+	noHugepageFiles(t, "kbkni")
 }
 
 // TestXDPUnitUnderRealSystemd runs deploy/kbridge.service with mode: xdp
