@@ -34,6 +34,18 @@ export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
 # set, if anything.
 comma := ,
 export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT)),$(GOEXPERIMENT),$(if $(GOEXPERIMENT),$(GOEXPERIMENT)$(comma))norandomizedheapbase64)
+# DPDK_SRC: the source tree of the DPDK pkg-config finds (its VERSION and
+# lib/vhost/vhost_user.h are all that is read). With it the build checks
+# kbridge's copy of librte_vhost's message layout (ring/vhost_msg.h) against
+# DPDK's own (tests/vhost-layout.c), and a DPDK newer than the layouts
+# kbridge knows builds once that check passed. By default the copy of
+# Debian's source that deploy/dpdk-src.sh keeps (make deps fetches it), if
+# there is one for this DPDK; DPDK_SRC= builds without the check.
+DPDK_SRC ?= $(wildcard /var/cache/kbridge/dpdk-src/$(shell pkg-config --modversion libdpdk 2>/dev/null))
+ifneq ($(DPDK_SRC),)
+VHOST_LAYOUT := $(BIN)/.vhost-layout
+export CGO_CFLAGS := $(if $(CGO_CFLAGS),$(CGO_CFLAGS),-O2 -g) -DKB_VH_LAYOUT_PROBED
+endif
 # Compiler warnings the DPDK app's side must not give, in C and in C++.
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
 WERROR ?= -Werror
@@ -53,7 +65,7 @@ deps:
 
 build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check
 
-$(BIN)/kbridge: $(GOSRC)
+$(BIN)/kbridge: $(GOSRC) $(VHOST_LAYOUT)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
 
@@ -79,6 +91,16 @@ header-check: $(BIN)/.header-check
 $(BIN)/.header-check: $(APP_HEADERS) tests/header-check.sh README.md
 	@mkdir -p $(BIN)
 	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
+	@touch $@
+
+# The vhost-user message layout against DPDK's source (DPDK_SRC, above):
+# compiled, never run; a difference is a static assertion's error.
+$(BIN)/.vhost-layout: tests/vhost-layout.c ring/vhost_msg.h $(DPDK_SRC)/lib/vhost/vhost_user.h
+	@mkdir -p $(BIN)
+	@src=$$(cat $(DPDK_SRC)/VERSION 2>/dev/null); have=$$(pkg-config --modversion libdpdk); \
+	[ "$$src" = "$$have" ] || { echo "vhost-layout: DPDK_SRC=$(DPDK_SRC) is DPDK $${src:-(no VERSION file)}, pkg-config finds $$have: name the source of the DPDK kbridge builds against, or DPDK_SRC= for none" >&2; exit 1; }
+	$(CC) -fsyntax-only -I$(DPDK_SRC)/lib/vhost -Iring $(DPDK_CFLAGS) tests/vhost-layout.c
+	@echo "vhost-layout: ring/vhost_msg.h is DPDK $$(cat $(DPDK_SRC)/VERSION)'s vhu_msg_context (DPDK_SRC=$(DPDK_SRC))"
 	@touch $@
 
 vet:

@@ -45,4 +45,7 @@ bash "$(dirname "$0")/go.sh" --install >&2
 
 if [ "$(id -u)" = 0 ]; then
 	bash "$(dirname "$0")/../tests/testbed/hugepages.sh"
+	# The two files of DPDK's Debian source that make build checks
+	# kbridge's vhost-user message layout against (docs/DPDK.md).
+	bash "$(dirname "$0")/dpdk-src.sh" >/dev/null
 fi
