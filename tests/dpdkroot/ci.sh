@@ -6,7 +6,7 @@
 #   build     in each root, make build (kbridge, the reference app, kbridge.h
 #             as C and C++, -Wall -Wextra -Werror) against its DPDK, with
 #             its vhost-user message layout checked against DPDK's own
-#             source (DPDK_SRC, which root.sh fetched);
+#             source where root.sh could fetch it (DPDK_SRC's default);
 #   root      in each root, the packages that exercise DPDK: ring and vhost
 #             (their root tests), tests/ring, tests/app, tests/restart,
 #             tests/kernel, tests/requests, tests/link, tests/vhost,
@@ -28,7 +28,8 @@ releases=() steps=()
 for a in "$@"; do
 	case $a in
 	build | root | crossver) steps+=("$a") ;;
-	*) kbr_suite "$a" >/dev/null && releases+=("$a") ;;
+	[0-9]*) kbr_suite "$a" >/dev/null && releases+=("$a") ;;
+	*) kbr_die "unknown argument $a: releases (${KBR_RELEASES[*]}) and steps (build, root, crossver)" ;;
 	esac
 done
 [ ${#releases[@]} -gt 0 ] || releases=("${KBR_RELEASES[@]}")
@@ -40,7 +41,7 @@ done
 bed=${KBR_BED_RELEASE:-${KBR_RELEASES[-1]}}
 pkgs='./ring/... ./vhost/... ./tests/ring/ ./tests/app/ ./tests/restart/ ./tests/kernel/ ./tests/requests/ ./tests/link/ ./tests/vhost/ ./tests/kni/'
 
-# timed STEP RELEASE COMMAND...: runs it, says how long it took.
+# timed WHAT COMMAND...: runs it, says how long it took.
 timed() {
 	local what=$1 t0; shift
 	t0=$(date +%s)
@@ -55,8 +56,9 @@ for s in "${steps[@]}"; do
 	case $s in
 	build)
 		for r in "${releases[@]}"; do
-			# DPDK_SRC: the copy of Debian's source root.sh keeps in the root.
-			timed "build $r" bash "$here/run.sh" "$r" -- 'pkg-config --modversion libdpdk && make build DPDK_SRC=$(bash deploy/dpdk-src.sh)'
+			timed "build $r" bash "$here/run.sh" "$r" -- 'v=$(pkg-config --modversion libdpdk) && echo "DPDK $v" && make build &&
+				if [ -f /var/cache/kbridge/dpdk-src/$v/VERSION ]; then echo "vhost-layout: checked against DPDK $v'"'"'s source"
+				else echo "vhost-layout: no source of DPDK $v in the root: checked against ring/vhost_msg.h'"'"'s table only"; fi'
 		done ;;
 	root)
 		for r in "${releases[@]}"; do

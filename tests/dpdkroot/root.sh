@@ -53,7 +53,11 @@ check_release() {
 
 # Fetches into root $1 the parts of its DPDK's Debian source that make
 # build checks against (deploy/dpdk-src.sh, kept in the root's
-# /var/cache/kbridge/dpdk-src): the vhost-user message layout.
+# /var/cache/kbridge/dpdk-src): the vhost-user message layout. A mirror
+# may lack the source package (this machine's had sid's 25.11.4 and
+# bookworm's 22.11.11, not trixie's 24.11.8); the build then checks the
+# layout against ring/vhost_msg.h's table alone, and the next run tries
+# again.
 add_source() {
 	local r=$1 v
 	v=$(chroot "$r" pkg-config --modversion libdpdk)
@@ -63,7 +67,7 @@ add_source() {
 		mount -t proc proc "$1/proc"
 		chroot "$1" bash -s >/dev/null
 	' sh "$r" <"$(dirname "$0")/../../deploy/dpdk-src.sh" ||
-		kbr_die "deploy/dpdk-src.sh in $r failed"
+		kbr_say "no Debian source of DPDK $v (above): make build checks the vhost-user layout against ring/vhost_msg.h's table only"
 }
 
 if fresh; then
