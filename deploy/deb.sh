@@ -25,25 +25,6 @@ set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:-$top/bin}" && cd "${1:-$top/bin}" && pwd)
-if [ -n "${KBRIDGE_DEB_DPDK:-}" ]; then
-	DEB_VERSION=${DEB_VERSION:-} DEB_MAINTAINER=${DEB_MAINTAINER:-}
-	. "$top/tests/dpdkroot/lib.sh"
-	kbr_release "$KBRIDGE_DEB_DPDK"
-	bash "$top/tests/dpdkroot/root.sh" "$KBR_DPDK" >/dev/null
-	tmp=$(mktemp -d "$KBR_ROOT/tmp/kbridge-deb.XXXXXX")
-	trap 'rm -rf "$tmp"' EXIT
-	bash "$top/tests/dpdkroot/run.sh" "$KBR_DPDK" -- "make build >/dev/null && DEB_VERSION=${DEB_VERSION@Q} DEB_MAINTAINER=${DEB_MAINTAINER@Q} bash deploy/deb.sh /tmp/${tmp##*/} >/dev/null"
-	for f in "$tmp"/*.deb; do
-		cp "$f" "$out/"
-		echo "$out/${f##*/}"
-	done
-	exit 0
-fi
-bin=$top/bin/kbridge
-[ -x "$bin" ] || { echo "deb: $bin missing: make build first (make deb does)" >&2; exit 1; }
-for c in dpkg-deb dpkg-shlibdeps dpkg-architecture pkg-config; do
-	command -v "$c" >/dev/null || { echo "deb: $c missing: make deps installs it (dpkg-dev, pkg-config)" >&2; exit 1; }
-done
 
 version() {
 	local d dirty=
@@ -69,6 +50,28 @@ version() {
 	echo "$d$dirty"
 }
 
+if [ -n "${KBRIDGE_DEB_DPDK:-}" ]; then
+	ver=${DEB_VERSION:-$(version)} DEB_MAINTAINER=${DEB_MAINTAINER:-}
+	. "$top/tests/dpdkroot/lib.sh"
+	kbr_release "$KBRIDGE_DEB_DPDK"
+	bash "$top/tests/dpdkroot/root.sh" "$KBR_DPDK" >/dev/null
+	tmp=$(mktemp -d "$KBR_ROOT/tmp/kbridge-deb.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
+	# The versions git gives here: the root may not see the repository's
+	# .git (a worktree's points outside it).
+	bash "$top/tests/dpdkroot/run.sh" "$KBR_DPDK" -- "make build VERSION=$(git -C "$top" describe --always --dirty 2>/dev/null || echo dev) >/dev/null &&
+		DEB_VERSION=$ver DEB_MAINTAINER=${DEB_MAINTAINER@Q} bash deploy/deb.sh /tmp/${tmp##*/} >/dev/null"
+	for f in "$tmp"/*.deb; do
+		cp "$f" "$out/"
+		echo "$out/${f##*/}"
+	done
+	exit 0
+fi
+bin=$top/bin/kbridge
+[ -x "$bin" ] || { echo "deb: $bin missing: make build first (make deb does)" >&2; exit 1; }
+for c in dpkg-deb dpkg-shlibdeps dpkg-architecture pkg-config; do
+	command -v "$c" >/dev/null || { echo "deb: $c missing: make deps installs it (dpkg-dev, pkg-config)" >&2; exit 1; }
+done
 ver=${DEB_VERSION:-$(version)}
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
