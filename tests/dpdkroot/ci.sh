@@ -34,10 +34,10 @@ for a in "$@"; do
 done
 [ ${#releases[@]} -gt 0 ] || releases=("${KBR_RELEASES[@]}")
 [ ${#steps[@]} -gt 0 ] || steps=(build root crossver)
-# The bed's modes (NFS, iperf3 and the rest through the whole bed, about 4
-# minutes a root) run on one root: what they add to the packages above is
-# the bed's plumbing, which does not depend on DPDK's version; the host
-# runs them on 22.11 too.
+# The bed's modes (NFS, iperf3 and the rest through the whole bed) run on
+# one root, to keep .ci/run within its hour: what they add to the packages
+# above is the bed's plumbing, which does not depend on DPDK's version; the
+# host runs them on 22.11 too.
 bed=${KBR_BED_RELEASE:-${KBR_RELEASES[-1]}}
 pkgs='./ring/... ./vhost/... ./tests/ring/ ./tests/app/ ./tests/restart/ ./tests/kernel/ ./tests/requests/ ./tests/link/ ./tests/vhost/ ./tests/kni/'
 
