@@ -16,8 +16,10 @@
 # /usr/local/go, the module cache and the test bed's export tree. Each root
 # is bind-mounted onto itself: `ip netns exec` makes / a slave mount, which
 # a plain chroot directory is not. The repository's bin/ inside a root is a
-# directory of the root's own (/var/lib/kbridge-bin), so no two builds
-# overwrite each other. Root only; the caller holds /tmp/kbridge-root.lock.
+# directory of the root's own for this checkout (/var/lib/kbridge-bin/<a
+# hash of its path>), so no two builds overwrite each other, and make never
+# takes another checkout's newer binary for this one's. Root only; the
+# caller holds /tmp/kbridge-root.lock.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
@@ -36,20 +38,21 @@ usage="usage: run.sh RELEASE [--] COMMAND... | run.sh --host RELEASE... -- COMMA
 [ $host = 1 ] || [ ${#releases[@]} = 1 ] || kbr_die "one release, or --host: $usage"
 [ "$(id -u)" = 0 ] || kbr_die "must run as root"
 roots=()
+repo=$(cd "$here/../.." && pwd)
+bin=/var/lib/kbridge-bin/$(printf '%s' "$repo" | sha256sum | cut -c1-12)
 for r in "${releases[@]}"; do
 	kbr_release "$r"
 	[ -f "$KBR_ROOT/.kbridge-root" ] || kbr_die "no root at $KBR_ROOT: run tests/dpdkroot/root.sh $r"
-	mkdir -p "$KBR_ROOT/var/lib/kbridge-bin"
+	mkdir -p "$KBR_ROOT$bin"
 	roots+=("$r=$KBR_ROOT")
 done
-repo=$(cd "$here/../.." && pwd)
 # The Go the roots build with: the Makefile's GO (the toolchain go.mod
 # names, deploy/go.sh), else the go on PATH.
 goroot=$(dirname "$(dirname "$(readlink -f "${GO:-$(command -v go || echo /usr/local/go/bin/go)}")")")
 modcache=$("${GO:-go}" env GOMODCACHE 2>/dev/null || echo /root/go/pkg/mod)
 mkdir -p "$repo/bin" /var/lib/kbt "$modcache"
 
-export KBR_ROOTS="${roots[*]}" KBR_SRC KBR_HOST=$host
+export KBR_ROOTS="${roots[*]}" KBR_SRC KBR_HOST=$host KBR_BIN=$bin
 exec unshare --mount --propagation private bash -euo pipefail -c '
 	repo=$1 goroot=$2 modcache=$3; shift 3
 	for pair in $KBR_ROOTS; do
@@ -63,7 +66,7 @@ exec unshare --mount --propagation private bash -euo pipefail -c '
 		mount --bind "$modcache" "$R/root/go/pkg/mod"
 		mount --bind /var/lib/kbt "$R/var/lib/kbt"
 		mount --bind "$repo" "$R$KBR_SRC"
-		mount --bind "$R/var/lib/kbridge-bin" "$R$KBR_SRC/bin"
+		mount --bind "$R$KBR_BIN" "$R$KBR_SRC/bin"
 	done
 	if [ "$KBR_HOST" = 1 ]; then
 		exec bash -c "$*"
