@@ -41,7 +41,7 @@ func TestCtrlThreadCreateErrorIsNegative(t *testing.T) {
 	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("cc %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	out, err := exec.Command(bin, "-l", "0", "--no-huge", "-m", "64", "--no-pci", "--in-memory",
+	out, err := exec.Command(bin, "-l", "0", "--no-huge", "-m", "64", "--no-pci", "--no-shconf",
 		"--no-telemetry", "--log-level", "lib.eal:warning").CombinedOutput()
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if strings.HasPrefix(l, "ctrlthread: ") {
