@@ -36,6 +36,18 @@ export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
 # set, if anything.
 comma := ,
 export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT)),$(GOEXPERIMENT),$(if $(GOEXPERIMENT),$(GOEXPERIMENT)$(comma))norandomizedheapbase64)
+# DPDK_SRC: the source tree of the DPDK pkg-config finds (its VERSION and
+# lib/vhost/vhost_user.h are all that is read). With it the build checks
+# kbridge's copy of librte_vhost's message layout (ring/vhost_msg.h) against
+# DPDK's own (tests/vhost-layout.c), and a DPDK newer than the layouts
+# kbridge knows builds once that check passed. By default the copy of
+# Debian's source that deploy/dpdk-src.sh keeps (make deps fetches it), if
+# there is one for this DPDK; DPDK_SRC= builds without the check.
+DPDK_SRC ?= $(wildcard /var/cache/kbridge/dpdk-src/$(shell pkg-config --modversion libdpdk 2>/dev/null))
+ifneq ($(DPDK_SRC),)
+VHOST_LAYOUT := $(BIN)/.vhost-layout
+export CGO_CFLAGS := $(if $(CGO_CFLAGS),$(CGO_CFLAGS),-O2 -g) -DKB_VH_LAYOUT_PROBED
+endif
 # Compiler warnings the DPDK app's side must not give, in C and in C++.
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
 WERROR ?= -Werror
@@ -55,7 +67,7 @@ deps:
 
 build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check
 
-$(BIN)/kbridge: $(GOSRC)
+$(BIN)/kbridge: $(GOSRC) $(VHOST_LAYOUT)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
 
@@ -98,6 +110,16 @@ vulncheck:
 		echo "vulncheck: $(VULNCHECK) on $$($(GO) env GOVERSION), database $(VULNDB)"; \
 		$(GO) run $(VULNCHECK) -db "file://$$db/data/osv" ./...
 
+# The vhost-user message layout against DPDK's source (DPDK_SRC, above):
+# compiled, never run; a difference is a static assertion's error.
+$(BIN)/.vhost-layout: tests/vhost-layout.c ring/vhost_msg.h $(DPDK_SRC)/lib/vhost/vhost_user.h
+	@mkdir -p $(BIN)
+	@src=$$(cat $(DPDK_SRC)/VERSION 2>/dev/null); have=$$(pkg-config --modversion libdpdk); \
+	[ "$$src" = "$$have" ] || { echo "vhost-layout: DPDK_SRC=$(DPDK_SRC) is DPDK $${src:-(no VERSION file)}, pkg-config finds $$have: name the source of the DPDK kbridge builds against, or DPDK_SRC= for none" >&2; exit 1; }
+	$(CC) -fsyntax-only -I$(DPDK_SRC)/lib/vhost -Iring $(DPDK_CFLAGS) tests/vhost-layout.c
+	@echo "vhost-layout: ring/vhost_msg.h is DPDK $$(cat $(DPDK_SRC)/VERSION)'s vhu_msg_context (DPDK_SRC=$(DPDK_SRC))"
+	@touch $@
+
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
@@ -105,21 +127,27 @@ vet:
 # The test command: unit tests everywhere, then the root-only integration
 # tests on real DPDK, TAP devices and the namespace test bed. Packages run
 # one at a time (-p 1): several share the test bed, bpffs pins and CPU 1.
-# Then the DPDK tests again on 24.11 (test-dpdk24). test-host is the first
-# half alone.
+# Then the DPDK tests again on 24.11 and 25.11 and across the three
+# (test-dpdk). test-host is the first half alone.
 test: test-host
-	@$(MAKE) --no-print-directory test-dpdk24
+	@$(MAKE) --no-print-directory test-dpdk
 
 .PHONY: test-host
 test-host: deps build vet vulncheck bench-test fuzz
 	$(GO) test -p 1 -count=1 -timeout 40m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
 
-# The DPDK tests again on Debian 13's DPDK 24.11, in a root that
-# tests/dpdk24/root.sh makes (and caches in /var/cache/kbridge), and across
-# the two DPDKs (tests/crossver); docs/DPDK.md. Root.
-.PHONY: test-dpdk24
+# The DPDK tests again on the LTS releases beside the host's, each in a
+# Debian root that tests/dpdkroot/root.sh makes (and caches in
+# /var/cache/kbridge): 24.11 (Debian 13) and 25.11 (Debian unstable); then
+# across them and the host's (tests/crossver); docs/DPDK.md. Root.
+# test-dpdk24 and test-dpdk25: one root, and across it and the host's.
+.PHONY: test-dpdk test-dpdk24 test-dpdk25
+test-dpdk: build
+	GO=$(GO) bash tests/dpdkroot/ci.sh
 test-dpdk24: build
-	GO=$(GO) bash tests/dpdk24/ci.sh
+	GO=$(GO) KBR_BED_RELEASE=24.11 bash tests/dpdkroot/ci.sh 24.11
+test-dpdk25: build
+	GO=$(GO) bash tests/dpdkroot/ci.sh 25.11
 
 # Unit tests only: no root, no DPDK primary, no namespaces.
 unit-test: bench-test
@@ -204,16 +232,20 @@ profile: deps build
 
 # A Debian package of bin/kbridge, for the DPDK it was built against:
 # bin/kbridge_<version>_<arch>.deb (deploy/deb.sh; docs/PACKAGING.md).
-deb: $(BIN)/kbridge
-	@bash deploy/deb.sh $(BIN)
+# DEB_DPDK=24.11 or 25.11 (root): kbridge built and packaged in that
+# release's Debian root of tests/dpdkroot, against its DPDK and depending
+# on its packages: bin/dpdk<release>/kbridge_<version>_<arch>.deb.
+DEB_DPDK ?=
+deb: $(if $(DEB_DPDK),,$(BIN)/kbridge)
+	@KBRIDGE_DEB_DPDK=$(DEB_DPDK) GO=$(GO) bash deploy/deb.sh $(if $(DEB_DPDK),$(BIN)/dpdk$(DEB_DPDK),$(BIN))
 
 # The OCI image of kbridge (root): bin/kbridge, the DPDK runtime it was
 # built against and the example configuration, from this machine's Debian
 # packages, imported into podman's storage as kbridge:<version> and
 # kbridge:latest (deploy/image/build.sh; deploy/kubernetes/README.md).
-# IMAGE_DPDK=24.11: kbridge built in the Debian 13 root of tests/dpdk24
-# against its DPDK 24.11, with that root's packages, as
-# kbridge:<version>-dpdk24.11 and kbridge:dpdk24.11.
+# IMAGE_DPDK=24.11 or 25.11: kbridge built in that release's Debian root of
+# tests/dpdkroot against its DPDK, with that root's packages, as
+# kbridge:<version>-dpdk<release> and kbridge:dpdk<release>.
 IMAGE_DPDK ?=
 image: $(BIN)/kbridge
 	@KBRIDGE_IMAGE_DPDK=$(IMAGE_DPDK) GO=$(GO) bash deploy/image/build.sh $(BIN)

@@ -16,16 +16,15 @@
 #    -> 1.2.3+git4.gabcdef0, no tag -> 0.0~git<commit time>.<hash>, which
 #    sorts by commit and before any release; +dirty for uncommitted changes.
 # Environment: DEB_VERSION overrides the version, DEB_MAINTAINER the
-# Maintainer field.
+# Maintainer field. KBRIDGE_DEB_DPDK=24.11 or 25.11 (make deb DEB_DPDK=...):
+# the package of the kbridge built in that release's Debian root of
+# tests/dpdkroot (made or taken from its cache), made there by this script
+# (its DPDK's packages in Depends), written to OUTDIR on the host; the
+# caller holds the root-test lock, as for any use of a root.
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:-$top/bin}" && cd "${1:-$top/bin}" && pwd)
-bin=$top/bin/kbridge
-[ -x "$bin" ] || { echo "deb: $bin missing: make build first (make deb does)" >&2; exit 1; }
-for c in dpkg-deb dpkg-shlibdeps dpkg-architecture pkg-config; do
-	command -v "$c" >/dev/null || { echo "deb: $c missing: make deps installs it (dpkg-dev, pkg-config)" >&2; exit 1; }
-done
 
 version() {
 	local d dirty=
@@ -51,6 +50,28 @@ version() {
 	echo "$d$dirty"
 }
 
+if [ -n "${KBRIDGE_DEB_DPDK:-}" ]; then
+	ver=${DEB_VERSION:-$(version)} DEB_MAINTAINER=${DEB_MAINTAINER:-}
+	. "$top/tests/dpdkroot/lib.sh"
+	kbr_release "$KBRIDGE_DEB_DPDK"
+	bash "$top/tests/dpdkroot/root.sh" "$KBR_DPDK" >/dev/null
+	tmp=$(mktemp -d "$KBR_ROOT/tmp/kbridge-deb.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
+	# The versions git gives here: the root may not see the repository's
+	# .git (a worktree's points outside it).
+	bash "$top/tests/dpdkroot/run.sh" "$KBR_DPDK" -- "make build VERSION=$(git -C "$top" describe --always --dirty 2>/dev/null || echo dev) >/dev/null &&
+		DEB_VERSION=$ver DEB_MAINTAINER=${DEB_MAINTAINER@Q} bash deploy/deb.sh /tmp/${tmp##*/} >/dev/null"
+	for f in "$tmp"/*.deb; do
+		cp "$f" "$out/"
+		echo "$out/${f##*/}"
+	done
+	exit 0
+fi
+bin=$top/bin/kbridge
+[ -x "$bin" ] || { echo "deb: $bin missing: make build first (make deb does)" >&2; exit 1; }
+for c in dpkg-deb dpkg-shlibdeps dpkg-architecture pkg-config; do
+	command -v "$c" >/dev/null || { echo "deb: $c missing: make deps installs it (dpkg-dev, pkg-config)" >&2; exit 1; }
+done
 ver=${DEB_VERSION:-$(version)}
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)

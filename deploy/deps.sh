@@ -45,4 +45,10 @@ bash "$(dirname "$0")/go.sh" --install >&2
 
 if [ "$(id -u)" = 0 ]; then
 	bash "$(dirname "$0")/../tests/testbed/hugepages.sh"
+	# The two files of DPDK's Debian source that make build checks
+	# kbridge's vhost-user message layout against (docs/DPDK.md).
+	# Without it (a mirror without sources) the build checks the layout
+	# against its own table only.
+	bash "$(dirname "$0")/dpdk-src.sh" >/dev/null ||
+		echo "deps: no DPDK source: make build checks the vhost-user layout against ring/vhost_msg.h's table only" >&2
 fi

@@ -12,7 +12,7 @@
 # layer is in $work and a copy of the host's dpkg database, and
 # nspawn_purge_checks purges it. Sets work, sys, deb, kb (kbridge's path in the container) and binds.
 # NSPAWN_ROOT=DIR boots another Debian root than the host's (default /):
-# the Debian 13 root of tests/dpdk24, for a package built in it.
+# a Debian root of tests/dpdkroot, for a package built in it.
 nspawn_prepare() {
 	local bin=$1 app=$2 here
 	here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -7,7 +7,8 @@
 // app's killed are served again, and the pod's teardown leaves nothing; then
 // sidecar-vhost.yaml the same way, dpdk-testpmd's virtio-user port on the
 // shared socket. Root only; it skips, saying why, where podman cannot run
-// containers. KBT_POD_DPDK=24.11: the image built in the Debian 13 root.
+// containers. KBT_POD_DPDK=24.11 or 25.11: the image built in that
+// release's Debian root (tests/dpdkroot).
 package pod
 
 import (
@@ -327,7 +328,7 @@ func podmanRuns() string {
 func TestTheSidecarPodBridgesKb0InThePodsNamespaceAndItsAppLacksNetAdmin(t *testing.T) {
 	harness.NeedRoot(t, "the pod test needs root (podman, namespaces, DPDK)")
 	root := harness.RepoRoot(t)
-	// KBT_POD_DPDK=24.11: the image of the Debian 13 root's kbridge and
+	// KBT_POD_DPDK=24.11 or 25.11: the image of that root's kbridge and
 	// reference app, built there (deploy/image/build.sh); else the host's.
 	dpdk := os.Getenv("KBT_POD_DPDK")
 	if dpdk == "" {
