@@ -11,7 +11,9 @@ ifeq ($(origin GO),undefined)
 GO       = $(eval GO := $(shell bash deploy/go.sh))$(GO)
 endif
 export GOTOOLCHAIN ?= auto
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The one version string of a build: the binary's (`kbridge version`), the
+# .deb's and kbridge.pc's (deploy/version.sh: git describe, Debian-valid).
+VERSION ?= $(shell bash deploy/version.sh)
 BIN     := bin
 PREFIX  ?= /usr/local
 # The DPDK that pkg-config finds: Debian's, or one built into a prefix of
@@ -44,18 +46,29 @@ KBRIDGE_HEADERS := $(addprefix ring/,kbridge.h kbridge_ring.h kbridge_classify.h
 APP_HEADERS := $(KBRIDGE_HEADERS) ring/kbridge_child.h ring/rte_kni.h ring/rte_kni_common.h ring/rte_kni_compat.h
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h) go.mod go.sum
 
-.PHONY: all deps deb image build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
+.PHONY: all deps deb image build man header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
 
 all: build
 
 deps:
 	@bash deploy/deps.sh
 
-build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check
+build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check man
 
+# A position-independent executable, as Debian builds its binaries
+# (ASLR for the program too; lintian's hardening-no-pie).
+GOBUILD = $(GO) build -trimpath -buildmode=pie -ldflags "-X main.version=$(VERSION)"
 $(BIN)/kbridge: $(GOSRC)
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
+	$(GOBUILD) -o $@ ./cmd/kbridge
+
+# A man page per command, made from the command line's own definitions
+# (cmd/kbridge/man.go, behind its build tag), dated by the commit.
+man: $(BIN)/man/kbridge.8
+$(BIN)/man/kbridge.8: $(GOSRC)
+	rm -rf $(BIN)/man
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) \
+		$(GO) run -trimpath -tags kbridge_man -ldflags "-X main.version=$(VERSION)" ./cmd/kbridge gen-man $(BIN)/man
 
 $(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
@@ -81,9 +94,16 @@ $(BIN)/.header-check: $(APP_HEADERS) tests/header-check.sh README.md
 	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
 	@touch $@
 
+# gofmt, go vet, staticcheck (this version, from the Go module proxy on
+# first use) and shellcheck (Debian's; make deps installs it) on every
+# shell script git tracks: each exception is argued where it is, in a
+# directive. The tag adds the man page generator (cmd/kbridge/man.go).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) vet ./...
+	$(GO) vet -tags kbridge_man ./...
+	$(GO) run $(STATICCHECK) -tags kbridge_man ./...
+	shellcheck $$(git ls-files '*.sh' deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm .ci/run)
 
 # The test command: unit tests everywhere, then the root-only integration
 # tests on real DPDK, TAP devices and the namespace test bed. Packages run
@@ -187,7 +207,7 @@ profile: deps build
 
 # A Debian package of bin/kbridge, for the DPDK it was built against:
 # bin/kbridge_<version>_<arch>.deb (deploy/deb.sh; docs/PACKAGING.md).
-deb: $(BIN)/kbridge
+deb: $(BIN)/kbridge man
 	@bash deploy/deb.sh $(BIN)
 
 # The OCI image of kbridge (root): bin/kbridge, the DPDK runtime it was
@@ -214,13 +234,20 @@ install: build
 	for h in $(notdir $(KBRIDGE_HEADERS)); do ln -sfn kbridge/$$h $(DESTDIR)$(PREFIX)/include/$$h || exit 1; done
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/kbridge.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/kbridge.pc
-	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
+	bash deploy/unit.sh $(PREFIX) >$(BIN)/kbridge.service
+	install -D -m 0644 $(BIN)/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf
-	bash deploy/instance-unit.sh >$(BIN)/kbridge@.service
+	bash deploy/instance-unit.sh $(BIN)/kbridge.service >$(BIN)/kbridge@.service
 	install -D -m 0644 $(BIN)/kbridge@.service $(DESTDIR)/etc/systemd/system/kbridge@.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge@.service.d/10-dpdk-app.conf
 	install -D -m 0644 docs/DOCTOR.md $(DESTDIR)$(PREFIX)/share/doc/kbridge/DOCTOR.md
 	install -D -m 0644 deploy/kbridge.service.d/30-mode-xdp.conf.example $(DESTDIR)$(PREFIX)/share/doc/kbridge/examples/30-mode-xdp.conf.example
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 $(BIN)/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	$(BIN)/kbridge completion bash >$(BIN)/kbridge.bash
+	install -D -m 0644 $(BIN)/kbridge.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/kbridge
+	$(BIN)/kbridge completion zsh >$(BIN)/_kbridge
+	install -D -m 0644 $(BIN)/_kbridge $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_kbridge
 	test -e $(DESTDIR)/etc/kbridge/kbridge.yaml || install -D -m 0644 deploy/kbridge.yaml $(DESTDIR)/etc/kbridge/kbridge.yaml
 
 clean:

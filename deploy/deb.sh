@@ -12,11 +12,10 @@
 #    versions, so the package asks for the DPDK runtime it was built against.
 #    A DPDK built from source is in no package: the package then depends on
 #    none (a warning says so) and the operator provides that DPDK.
-#  - Version: git describe made Debian-valid: v1.2.3 -> 1.2.3, 4 commits on
-#    -> 1.2.3+git4.gabcdef0, no tag -> 0.0~git<commit time>.<hash>, which
-#    sorts by commit and before any release; +dirty for uncommitted changes.
-# Environment: DEB_VERSION overrides the version, DEB_MAINTAINER the
-# Maintainer field.
+#  - Version: the binary's own (`kbridge version`, which the Makefile set
+#    from deploy/version.sh), so that the package, the binary and
+#    kbridge.pc say one version; `make VERSION=...` sets another for all.
+# Environment: DEB_MAINTAINER sets the Maintainer field.
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,31 +26,11 @@ for c in dpkg-deb dpkg-shlibdeps dpkg-architecture pkg-config; do
 	command -v "$c" >/dev/null || { echo "deb: $c missing: make deps installs it (dpkg-dev, pkg-config)" >&2; exit 1; }
 done
 
-version() {
-	local d dirty=
-	if ! d=$(git -C "$top" describe --tags --long --match 'v[0-9]*' 2>/dev/null); then
-		d=
-	fi
-	git -C "$top" diff --quiet HEAD 2>/dev/null || dirty=+dirty
-	if [[ $d =~ ^v(.+)-([0-9]+)-g([0-9a-f]+)$ ]]; then
-		if [ "${BASH_REMATCH[2]}" = 0 ]; then
-			d=${BASH_REMATCH[1]}
-		else
-			d=${BASH_REMATCH[1]}+git${BASH_REMATCH[2]}.g${BASH_REMATCH[3]}
-		fi
-	elif git -C "$top" rev-parse -q --verify HEAD >/dev/null 2>&1; then
-		d=0.0~git$(TZ=UTC git -C "$top" log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S).$(git -C "$top" rev-parse --short=7 HEAD)
-	else
-		d=0.0~dev
-	fi
-	# Debian's upstream version: alphanumerics and . + ~ only (no "-": the
-	# package is native, it has no revision), starting with a digit.
-	d=$(printf '%s' "$d" | tr -c 'A-Za-z0-9.+~' '.')
-	[[ $d =~ ^[0-9] ]] || d=0.0~$d
-	echo "$d$dirty"
+ver=$("$bin" version | sed -n '1s/^kbridge //p')
+[[ $ver =~ ^[0-9][A-Za-z0-9.+~]*$ ]] || {
+	echo "deb: $bin says version \"$ver\", which Debian does not take: rebuild it with make build (deploy/version.sh)" >&2
+	exit 1
 }
-
-ver=${DEB_VERSION:-$(version)}
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 # Where this release puts package units: /lib/systemd/system on Debian 12,
@@ -77,9 +56,7 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/u
 install -d "$root$unitdir/kbridge.service.d" "$root$unitdir/kbridge@.service.d"
 # The unit as deploy/ has it, with the package's paths (not /usr/local),
 # and its template for several ports, kbridge@NAME.service, made from it.
-sed -e 's|/usr/local/bin/kbridge|/usr/bin/kbridge|g' \
-	-e 's|/usr/local/share/doc/kbridge|/usr/share/doc/kbridge|g' \
-	"$top/deploy/kbridge.service" >"$root$unitdir/kbridge.service"
+bash "$top/deploy/unit.sh" /usr >"$root$unitdir/kbridge.service"
 bash "$top/deploy/instance-unit.sh" "$root$unitdir/kbridge.service" >"$root$unitdir/kbridge@.service"
 chmod 0644 "$root$unitdir/kbridge.service" "$root$unitdir/kbridge@.service"
 install -m 0644 "$top/deploy/kbridge.service.d/10-dpdk-app.conf" "$root$unitdir/kbridge.service.d/"

@@ -1,7 +1,10 @@
 package main
 
 import (
-	"flag"
+	"errors"
+	"io/fs"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kbridge/kbridge/config"
 )
@@ -14,9 +17,9 @@ type configSource struct {
 	path, instance *string
 }
 
-func addConfigSource(fs *flag.FlagSet, what string) configSource {
+func addConfigSource(fs *pflag.FlagSet) configSource {
 	return configSource{
-		path:     fs.String("config", "", what+" `file` (default /etc/kbridge/kbridge.yaml, or /etc/kbridge/NAME.yaml with --instance)"),
+		path:     fs.String("config", "", "the configuration `file` (default /etc/kbridge/kbridge.yaml, or /etc/kbridge/NAME.yaml with --instance; when that default is missing, the defaults)"),
 		instance: fs.String("instance", "", "the instance `NAME` of kbridge@NAME.service: its file and defaults (port, interface, control socket named after it)"),
 	}
 }
@@ -32,14 +35,26 @@ func (s configSource) file() string {
 // given reports whether --config or --instance was given.
 func (s configSource) given() bool { return *s.path != "" || *s.instance != "" }
 
-// load reads the file over the instance's defaults.
-func (s configSource) load() (config.Config, error) {
-	return config.LoadFor(s.file(), *s.instance)
+// load reads the file over the instance's defaults. A default file
+// (no --config) that does not exist gives the defaults, as an empty file
+// would: missing reports it. A file named by --config must exist.
+func (s configSource) load() (cfg config.Config, missing bool, err error) {
+	cfg, err = config.LoadFor(s.file(), *s.instance)
+	if errors.Is(err, fs.ErrNotExist) && *s.path == "" {
+		cfg, err = s.defaults()
+		return cfg, err == nil, err
+	}
+	return cfg, false, err
 }
 
-// loadFile reads another file over the same defaults: a reload's.
+// loadFile reads another file over the same defaults: a reload's. The
+// default file, missing, is the defaults, as at start.
 func (s configSource) loadFile(path string) (config.Config, error) {
-	return config.LoadFor(path, *s.instance)
+	cfg, err := config.LoadFor(path, *s.instance)
+	if errors.Is(err, fs.ErrNotExist) && *s.path == "" && path == s.file() {
+		return s.defaults()
+	}
+	return cfg, err
 }
 
 // defaults returns what an empty file gives.
