@@ -260,7 +260,7 @@ func TestMetricsTableMatchesTheExposition(t *testing.T) {
 		table = table[:i]
 	}
 	documented := map[string]bool{}
-	cell := regexp.MustCompile("(?m)^\\| ([^|]+)\\|")
+	cell := regexp.MustCompile(`(?m)^\| ([^|]+)\|`)
 	name := regexp.MustCompile("`((?:kbridge|go|process)_[a-z0-9_*]+)`")
 	for _, row := range cell.FindAllStringSubmatch(table, -1) {
 		for _, m := range name.FindAllStringSubmatch(row[1], -1) {

@@ -68,6 +68,18 @@ install -m 0644 "$top"/ring/kbridge*.h "$top"/ring/rte_kni*.h "$root/usr/include
 install -d "$root/usr/lib/$multiarch/pkgconfig"
 sed -e "s|@PREFIX@|/usr|" -e "s|@VERSION@|$ver|" "$top/deploy/debian/kbridge.pc.in" >"$root/usr/lib/$multiarch/pkgconfig/kbridge.pc"
 chmod 0644 "$root/usr/lib/$multiarch/pkgconfig/kbridge.pc"
+# A man page per command (make man), and bash and zsh completion, from
+# the binary's own command line.
+ls "$top"/bin/man/*.8 >/dev/null 2>&1 || { echo "deb: $top/bin/man has no man pages: make man first (make deb does)" >&2; exit 1; }
+install -d "$root/usr/share/man/man8"
+for m in "$top"/bin/man/*.8; do
+	gzip -9n <"$m" >"$root/usr/share/man/man8/$(basename "$m").gz"
+done
+chmod 0644 "$root"/usr/share/man/man8/*.gz
+install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions"
+"$bin" completion bash >"$root/usr/share/bash-completion/completions/kbridge"
+"$bin" completion zsh >"$root/usr/share/zsh/vendor-completions/_kbridge"
+chmod 0644 "$root/usr/share/bash-completion/completions/kbridge" "$root/usr/share/zsh/vendor-completions/_kbridge"
 install -D -m 0644 "$top/README.md" "$doc/README.md"
 install -m 0644 "$top/docs/DOCTOR.md" "$doc/DOCTOR.md"
 install -m 0644 "$top/docs/PACKAGING.md" "$doc/PACKAGING.md"

@@ -1,3 +1,6 @@
+# shellcheck shell=bash
+# The variables are for the scripts that source this:
+# shellcheck disable=SC2034
 # Shared by root.sh, run.sh and ci.sh: where the Debian 13 (trixie) root
 # with DPDK 24.11 lives and what it holds. Sourced, not run.
 
