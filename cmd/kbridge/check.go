@@ -54,13 +54,17 @@ ExecStartPre= and CI.`,
 	}
 	src := addConfigSource(c.Flags())
 	jsonOut := c.Flags().Bool("json", false, "print JSON for machines (doctor's form)")
+	root := c.Flags().String("root", "/", "read /proc, /sys and the DPDK runtime under this `dir` (fixture trees)")
 	c.RunE = func(c *cobra.Command, _ []string) error {
-		return checkCmd(src, *jsonOut, c.OutOrStdout())
+		return checkCmd(src, *root, *jsonOut, c.OutOrStdout())
 	}
 	return c
 }
 
-func checkCmd(src configSource, jsonOut bool, out io.Writer) error {
+// privileges is the privileges check (capabilities); tests replace it.
+var privileges = capabilities
+
+func checkCmd(src configSource, root string, jsonOut bool, out io.Writer) error {
 	cfg, missing, err := src.load()
 	if err != nil {
 		return usageError{err}
@@ -71,7 +75,7 @@ func checkCmd(src configSource, jsonOut bool, out io.Writer) error {
 	}
 	results := []doctor.Result{{Check: checkConfig, Status: doctor.Pass,
 		Evidence: fmt.Sprintf("%s (mode %s, interface %s)", ev, cfg.Mode, cfg.Interface.Name)}}
-	results = append(results, hostChecks(cfg, "/")...)
+	results = append(results, hostChecks(cfg, root)...)
 	results = append(results, privileges(), controlDir(cfg.Stats.Socket))
 	if cfg.Mode == config.ModeVhost && !cfg.Vhost.Client {
 		results = append(results, vhostDir(cfg.VhostSocket()))
@@ -119,9 +123,9 @@ func hostChecks(cfg config.Config, root string) []doctor.Result {
 	return out
 }
 
-// privileges: making the TAP needs CAP_NET_ADMIN, joining the app's
+// capabilities: making the TAP needs CAP_NET_ADMIN, joining the app's
 // hugepage memory CAP_IPC_LOCK (or a memlock limit kbridge cannot know).
-func privileges() doctor.Result {
+func capabilities() doctor.Result {
 	r := doctor.Result{Check: checkPrivileges}
 	var hdr unix.CapUserHeader
 	var data [2]unix.CapUserData
