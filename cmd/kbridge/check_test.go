@@ -54,7 +54,9 @@ func checkFile(t *testing.T, more string) string {
 // privileged stands in for a root kbridge's capabilities.
 func privileged(t *testing.T) {
 	old := privileges
-	privileges = func() doctor.Result { return doctor.Result{Check: checkPrivileges, Status: doctor.Pass, Evidence: "test"} }
+	privileges = func() doctor.Result {
+		return doctor.Result{Check: checkPrivileges, Status: doctor.Pass, Evidence: "test"}
+	}
 	t.Cleanup(func() { privileges = old })
 }
 
@@ -92,7 +94,9 @@ func TestCheckSaysWhatTheHostLacksWithExit1(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "FAIL    dpdk-runtime") || !strings.Contains(out, "start the DPDK app first") {
 		t.Errorf("without the app: exit %d\n%s", code, out)
 	}
-	privileges = func() doctor.Result { return doctor.Result{Check: checkPrivileges, Status: doctor.Fail, Evidence: "uid 1000 lacks CAP_NET_ADMIN"} }
+	privileges = func() doctor.Result {
+		return doctor.Result{Check: checkPrivileges, Status: doctor.Fail, Evidence: "uid 1000 lacks CAP_NET_ADMIN"}
+	}
 	code, out, _ = kbridge(t, "check", "--config", checkFile(t, ""), "--root", hostTree(t, true))
 	if code != 1 || !strings.Contains(out, "FAIL    privileges") {
 		t.Errorf("without privileges: exit %d\n%s", code, out)
