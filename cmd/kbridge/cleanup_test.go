@@ -111,3 +111,25 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("runtime error exits %d", c)
 	}
 }
+
+// cleanup says what it removed, or that there was nothing: no interface
+// and no socket is said so, not "cleaned up".
+func TestCleanupSaysWhatItDidOrThatThereWasNothing(t *testing.T) {
+	cfg := config.Default()
+	cfg.Interface.Name = "kbtestnone"
+	cfg.Stats.Socket = filepath.Join(t.TempDir(), "kbridge.sock")
+	var out bytes.Buffer
+	if err := cleanup(cfg, &out, func(string) (bool, error) { return false, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := "kbridge: nothing to clean up: no interface kbtestnone, no control socket " + cfg.Stats.Socket + "\n"; out.String() != want {
+		t.Errorf("said %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	if err := cleanup(cfg, &out, func(string) (bool, error) { return true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := "kbridge: removed the interface kbtestnone\n"; out.String() != want {
+		t.Errorf("said %q, want %q", out.String(), want)
+	}
+}
