@@ -13,7 +13,10 @@ endif
 export GOTOOLCHAIN ?= auto
 # The one version string of a build: the binary's (`kbridge version`), the
 # .deb's and kbridge.pc's (deploy/version.sh: git describe, Debian-valid).
-VERSION ?= $(shell bash deploy/version.sh)
+# Computed once: every rule of a run uses the same string.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell bash deploy/version.sh)
+endif
 BIN     := bin
 PREFIX  ?= /usr/local
 # The DPDK that pkg-config finds: Debian's, or one built into a prefix of
@@ -36,6 +39,12 @@ export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
 # set, if anything.
 comma := ,
 export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT)),$(GOEXPERIMENT),$(if $(GOEXPERIMENT),$(GOEXPERIMENT)$(comma))norandomizedheapbase64)
+# Debian's hardening for the C that cgo links into kbridge (ring/, doctor/),
+# as dpkg-buildflags gives it: fortified string functions, a stack
+# protector, relocations read-only and bound at start (lintian's hardening
+# checks). Added to what the caller set, if anything.
+export CGO_CFLAGS := $(if $(CGO_CFLAGS),$(CGO_CFLAGS),-O2 -g) -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+export CGO_LDFLAGS := $(CGO_LDFLAGS) -Wl,-z,relro -Wl,-z,now
 # Compiler warnings the DPDK app's side must not give, in C and in C++.
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
 WERROR ?= -Werror

@@ -80,6 +80,7 @@ install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/ve
 "$bin" completion bash >"$root/usr/share/bash-completion/completions/kbridge"
 "$bin" completion zsh >"$root/usr/share/zsh/vendor-completions/_kbridge"
 chmod 0644 "$root/usr/share/bash-completion/completions/kbridge" "$root/usr/share/zsh/vendor-completions/_kbridge"
+install -D -m 0644 "$top/deploy/debian/lintian-overrides" "$root/usr/share/lintian/overrides/kbridge"
 install -D -m 0644 "$top/README.md" "$doc/README.md"
 install -m 0644 "$top/docs/DOCTOR.md" "$doc/DOCTOR.md"
 install -m 0644 "$top/docs/PACKAGING.md" "$doc/PACKAGING.md"
