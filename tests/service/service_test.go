@@ -298,6 +298,9 @@ func TestQuickStart(t *testing.T) {
 // which the package overrides (usr/share/lintian/overrides/kbridge, each
 // with its reason); those show as overridden, and none may go unused.
 func TestDebIsLintianClean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lintian takes a minute or two: not under -short")
+	}
 	if _, err := exec.LookPath("lintian"); err != nil {
 		t.Skip("lintian missing: make deps installs it")
 	}
