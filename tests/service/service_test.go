@@ -325,3 +325,35 @@ func TestDebIsLintianClean(t *testing.T) {
 		t.Errorf("lintian: %v", err)
 	}
 }
+
+// TestUnitNamesItsPrefix: the unit make install writes (deploy/unit.sh
+// PREFIX) runs PREFIX/bin/kbridge, start and cleanup, and so does the
+// template made from it: make install PREFIX=/opt writes
+// ExecStart=/opt/bin/kbridge.
+func TestUnitNamesItsPrefix(t *testing.T) {
+	root := harness.RepoRoot(t)
+	unit, err := exec.Command("bash", filepath.Join(root, "deploy/unit.sh"), "/opt").Output()
+	if err != nil {
+		t.Fatalf("unit.sh /opt: %v", err)
+	}
+	for _, want := range []string{
+		"\nExecStart=/opt/bin/kbridge run --config /etc/kbridge/kbridge.yaml\n",
+		"\nExecStopPost=-/opt/bin/kbridge cleanup --config /etc/kbridge/kbridge.yaml\n",
+		"file:///opt/share/doc/kbridge/",
+	} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("unit.sh /opt lacks %q", want)
+		}
+	}
+	if strings.Contains(string(unit), "/usr/local") {
+		t.Error("unit.sh /opt still names /usr/local")
+	}
+	path := filepath.Join(t.TempDir(), "kbridge.service")
+	if err := os.WriteFile(path, unit, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := exec.Command("bash", filepath.Join(root, "deploy/instance-unit.sh"), path).Output()
+	if err != nil || !strings.Contains(string(tmpl), "\nExecStart=/opt/bin/kbridge run --instance %i\n") {
+		t.Errorf("the template from unit.sh /opt: %v\n%s", err, tmpl)
+	}
+}
