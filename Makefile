@@ -13,7 +13,12 @@ endif
 # upstream tarball's do), and a machine's Go then ignores the line. Every go
 # command the recipes and the tests run gets it, unless the caller chose.
 export GOTOOLCHAIN ?= $(shell sed -n 's/^toolchain //p' go.mod)
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The one version string of a build: the binary's (`kbridge version`), the
+# .deb's and kbridge.pc's (deploy/version.sh: git describe, Debian-valid).
+# Computed once: every rule of a run uses the same string.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell bash deploy/version.sh)
+endif
 BIN     := bin
 PREFIX  ?= /usr/local
 # The DPDK that pkg-config finds: Debian's, or one built into a prefix of
@@ -36,6 +41,12 @@ export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
 # set, if anything.
 comma := ,
 export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT)),$(GOEXPERIMENT),$(if $(GOEXPERIMENT),$(GOEXPERIMENT)$(comma))norandomizedheapbase64)
+# Debian's hardening for the C that cgo links into kbridge (ring/, doctor/),
+# as dpkg-buildflags gives it: fortified string functions, a stack
+# protector, relocations read-only and bound at start (lintian's hardening
+# checks). Added to what the caller set, if anything.
+export CGO_CFLAGS := $(if $(CGO_CFLAGS),$(CGO_CFLAGS),-O2 -g) -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+export CGO_LDFLAGS := $(CGO_LDFLAGS) -Wl,-z,relro -Wl,-z,now
 # DPDK_SRC: the source tree of the DPDK pkg-config finds (its VERSION and
 # lib/vhost/vhost_user.h are all that is read). With it the build checks
 # kbridge's copy of librte_vhost's message layout (ring/vhost_msg.h) against
@@ -46,7 +57,7 @@ export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT))
 DPDK_SRC ?= $(wildcard /var/cache/kbridge/dpdk-src/$(shell pkg-config --modversion libdpdk 2>/dev/null))
 ifneq ($(DPDK_SRC),)
 VHOST_LAYOUT := $(BIN)/.vhost-layout
-export CGO_CFLAGS := $(if $(CGO_CFLAGS),$(CGO_CFLAGS),-O2 -g) -DKB_VH_LAYOUT_PROBED
+export CGO_CFLAGS := $(CGO_CFLAGS) -DKB_VH_LAYOUT_PROBED
 endif
 # Compiler warnings the DPDK app's side must not give, in C and in C++.
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
@@ -58,18 +69,29 @@ KBRIDGE_HEADERS := $(addprefix ring/,kbridge.h kbridge_ring.h kbridge_classify.h
 APP_HEADERS := $(KBRIDGE_HEADERS) ring/kbridge_child.h ring/rte_kni.h ring/rte_kni_common.h ring/rte_kni_compat.h
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h) go.mod go.sum
 
-.PHONY: all deps deb image build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet vulncheck clean
+.PHONY: all deps deb image build man header-check test fuzz unit-test testbed-up testbed-down demo install generate vet vulncheck clean
 
 all: build
 
 deps:
 	@bash deploy/deps.sh
 
-build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check
+build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check man
 
+# A position-independent executable, as Debian builds its binaries
+# (ASLR for the program too; lintian's hardening-no-pie).
+GOBUILD = $(GO) build -trimpath -buildmode=pie -ldflags "-X main.version=$(VERSION)"
 $(BIN)/kbridge: $(GOSRC) $(VHOST_LAYOUT)
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
+	$(GOBUILD) -o $@ ./cmd/kbridge
+
+# A man page per command, made from the command line's own definitions
+# (cmd/kbridge/man.go, behind its build tag), dated by the commit.
+man: $(BIN)/man/kbridge.8
+$(BIN)/man/kbridge.8: $(GOSRC)
+	rm -rf $(BIN)/man
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) \
+		$(GO) run -trimpath -tags kbridge_man -ldflags "-X main.version=$(VERSION)" ./cmd/kbridge gen-man $(BIN)/man
 
 $(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
@@ -120,9 +142,19 @@ $(BIN)/.vhost-layout: tests/vhost-layout.c ring/vhost_msg.h $(DPDK_SRC)/lib/vhos
 	@echo "vhost-layout: ring/vhost_msg.h is DPDK $$(cat $(DPDK_SRC)/VERSION)'s vhu_msg_context (DPDK_SRC=$(DPDK_SRC))"
 	@touch $@
 
+# gofmt, go vet, staticcheck (this version, from the Go module proxy on
+# first use) and shellcheck (Debian's; make deps installs it) on every
+# shell script git tracks (following what they source), at its warning
+# level: each exception is argued where it is, in a directive. Its infos
+# and style notes (SC2016 on text single-quoted on purpose, A && B || C
+# where C is meant either way) are not gated. The tag adds the man page
+# generator (cmd/kbridge/man.go).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) vet ./...
+	$(GO) vet -tags kbridge_man ./...
+	$(GO) run $(STATICCHECK) -tags kbridge_man ./...
+	shellcheck -x -P SCRIPTDIR -S warning $$(git ls-files '*.sh' deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm .ci/run)
 
 # The test command: unit tests everywhere, then the root-only integration
 # tests on real DPDK, TAP devices and the namespace test bed. Packages run
@@ -236,7 +268,7 @@ profile: deps build
 # release's Debian root of tests/dpdkroot, against its DPDK and depending
 # on its packages: bin/dpdk<release>/kbridge_<version>_<arch>.deb.
 DEB_DPDK ?=
-deb: $(if $(DEB_DPDK),,$(BIN)/kbridge)
+deb: $(if $(DEB_DPDK),,$(BIN)/kbridge man)
 	@KBRIDGE_DEB_DPDK=$(DEB_DPDK) GO=$(GO) bash deploy/deb.sh $(if $(DEB_DPDK),$(BIN)/dpdk$(DEB_DPDK),$(BIN))
 
 # The OCI image of kbridge (root): bin/kbridge, the DPDK runtime it was
@@ -263,13 +295,20 @@ install: build
 	for h in $(notdir $(KBRIDGE_HEADERS)); do ln -sfn kbridge/$$h $(DESTDIR)$(PREFIX)/include/$$h || exit 1; done
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/kbridge.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/kbridge.pc
-	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
+	bash deploy/unit.sh $(PREFIX) >$(BIN)/kbridge.service
+	install -D -m 0644 $(BIN)/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf
-	bash deploy/instance-unit.sh >$(BIN)/kbridge@.service
+	bash deploy/instance-unit.sh $(BIN)/kbridge.service >$(BIN)/kbridge@.service
 	install -D -m 0644 $(BIN)/kbridge@.service $(DESTDIR)/etc/systemd/system/kbridge@.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge@.service.d/10-dpdk-app.conf
 	install -D -m 0644 docs/DOCTOR.md $(DESTDIR)$(PREFIX)/share/doc/kbridge/DOCTOR.md
 	install -D -m 0644 deploy/kbridge.service.d/30-mode-xdp.conf.example $(DESTDIR)$(PREFIX)/share/doc/kbridge/examples/30-mode-xdp.conf.example
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 $(BIN)/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	$(BIN)/kbridge completion bash >$(BIN)/kbridge.bash
+	install -D -m 0644 $(BIN)/kbridge.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/kbridge
+	$(BIN)/kbridge completion zsh >$(BIN)/_kbridge
+	install -D -m 0644 $(BIN)/_kbridge $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_kbridge
 	test -e $(DESTDIR)/etc/kbridge/kbridge.yaml || install -D -m 0644 deploy/kbridge.yaml $(DESTDIR)/etc/kbridge/kbridge.yaml
 
 clean:

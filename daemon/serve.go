@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/config"
@@ -28,6 +28,8 @@ type Options struct {
 	Socket  string
 	// Metrics is the Prometheus listen address; empty: none.
 	Metrics string
+	// Version is kbridge's, for kbridge_build_info.
+	Version string
 	Log     *slog.Logger
 	// Notify speaks systemd's sd_notify; nil: Notify.
 	Notify func(state string)
@@ -80,10 +82,15 @@ func Serve(ctx context.Context, r Runner, opts Options) error {
 	metricsDone := make(chan struct{})
 	go func() {
 		defer close(metricsDone)
-		if opts.Metrics != "" {
-			if err := ServeMetrics(ctx, opts.Metrics, r.Collector(), log); err != nil {
-				log.Error("metrics: not served", "err", err)
-			}
+		if opts.Metrics == "" {
+			return
+		}
+		reg, err := NewRegistry(r.Collector(), opts.Version)
+		if err == nil {
+			err = ServeMetrics(ctx, opts.Metrics, reg, log)
+		}
+		if err != nil {
+			log.Error("metrics: not served", "err", err)
 		}
 	}()
 
@@ -186,25 +193,25 @@ func reload(r Runner, path string, load func(string) (config.Config, error), log
 }
 
 // watchdogInterval is a third of $WATCHDOG_USEC when systemd wants this
-// process to ping, else 0. A third: a poked worker has a whole tick to
-// answer and the ping still lands well inside WatchdogSec.
+// process to ping (go-systemd reads it, WATCHDOG_PID included), else 0.
+// A third: a poked worker has a whole tick to answer and the ping still
+// lands well inside WatchdogSec.
 func watchdogInterval() time.Duration {
-	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
-	if err != nil || usec <= 0 {
+	d, err := sd.SdWatchdogEnabled(false)
+	if err != nil {
 		return 0
 	}
-	if pid := os.Getenv("WATCHDOG_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
-		return 0
-	}
-	return time.Duration(usec) * time.Microsecond / 3
+	return d / 3
 }
 
-// Notify speaks systemd's sd_notify protocol when NOTIFY_SOCKET is set.
-func Notify(state string) { _ = NotifyFds(state, nil) }
+// Notify speaks systemd's sd_notify protocol when NOTIFY_SOCKET is set
+// (go-systemd).
+func Notify(state string) { _, _ = sd.SdNotify(false, state) }
 
 // NotifyFds sends state to systemd with fds attached (SCM_RIGHTS), as
 // sd_pid_notify_with_fds does: FDSTORE=1 stores them. Without
-// NOTIFY_SOCKET it does nothing.
+// NOTIFY_SOCKET it does nothing. go-systemd sends no fds: this is the fd
+// store's own sendmsg.
 func NotifyFds(state string, fds []int) error {
 	addr := os.Getenv("NOTIFY_SOCKET")
 	if addr == "" {

@@ -7,7 +7,8 @@ set -euo pipefail
 pkgs=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev
       nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3 wrk linux-perf hping3
       ethtool iproute2 iputils-ping procps psmisc curl git
-      clang llvm libbpf-dev bpftool systemd-container meson ninja-build bird2)
+      clang llvm libbpf-dev bpftool systemd-container meson ninja-build bird2
+      shellcheck lintian)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

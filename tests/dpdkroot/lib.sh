@@ -1,3 +1,6 @@
+# shellcheck shell=bash
+# The variables are for the scripts that source this:
+# shellcheck disable=SC2034
 # Shared by root.sh, run.sh and ci.sh: which Debian root holds which DPDK
 # LTS release, where it lives and what it holds. Sourced, not run; the
 # caller names the release first (kbr_release), or sets KBR_DPDK.
