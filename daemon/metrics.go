@@ -30,6 +30,7 @@ type collector struct {
 	offload, recovery         *prometheus.Desc
 	coppPackets, coppUnparsed *prometheus.Desc
 	adopted, backlog          *prometheus.Desc
+	carrierRestored           *prometheus.Desc
 	coppRoom, coppPolicing    *prometheus.Desc
 }
 
@@ -83,17 +84,19 @@ func newCollector(d snapshotter) *collector {
 			"dequeued and not recorded), from_kernel_discarded (slots it had reserved and not published), from_kernel_freed "+
 			"(mbufs of that enqueue) (ring mode).", []string{"what"}, nil),
 		adopted: prometheus.NewDesc("kbridge_interface_adopted", "1 when this kbridge adopted its interface rather than "+
-			"made it, by how (handed over, kept in systemd's fd store, left persistent) and the pid that served it before.",
+			"made it, by how (handed over, kept in systemd's fd store, left persistent, taken back) and the pid that served it before.",
 			[]string{"how", "from_pid"}, nil),
 		backlog: prometheus.NewDesc("kbridge_adopted_backlog_frames_total", "Frames an adopted interface's queues held "+
 			"when it was adopted (sent by the kernel while no kbridge read them), delivered since.", nil, nil),
+		carrierRestored: prometheus.NewDesc("kbridge_carrier_restored_total", "Times kbridge set the interface's carrier "+
+			"back after something else turned it (TUNSETCARRIER from another queue, ip link set carrier).", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
 		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.offload, c.recovery,
-		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoom, c.coppPolicing} {
+		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoom, c.coppPolicing, c.carrierRestored} {
 		ch <- d
 	}
 }
@@ -101,6 +104,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.d.Snapshot()
 	ch <- prometheus.MustNewConstMetric(c.poolInUse, prometheus.GaugeValue, float64(st.PoolInUse))
+	ch <- prometheus.MustNewConstMetric(c.carrierRestored, prometheus.CounterValue, float64(st.CarrierRestored))
 	if a := st.Adopted; a != nil {
 		ch <- prometheus.MustNewConstMetric(c.adopted, prometheus.GaugeValue, 1, a.How, strconv.Itoa(a.From))
 		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.CounterValue, float64(a.Backlog))
