@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -309,6 +310,12 @@ const (
 // process, librte_vhost serves one backend), and a fresh start is the
 // path every start takes. It returns only if the exec failed.
 func TakeBack(e *TakeBackError) error {
+	// Every other fd goes with the exec: DPDK opens its files (the memseg
+	// lists, the hugepages) without O_CLOEXEC and locks them, and the new
+	// image's EAL, under the same pid, would find them locked.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		cloexecAll()
+	}
 	nums := make([]string, len(e.Fds))
 	for i, fd := range e.Fds {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
@@ -331,6 +338,17 @@ func TakeBack(e *TakeBackError) error {
 	Notify("WATCHDOG=1") // the new image's EAL takes a second or two before it pings
 	err := syscall.Exec("/proc/self/exe", args, env)
 	return fmt.Errorf("take back: execute kbridge again: %w", err)
+}
+
+// cloexecAll marks every fd from 3 on close-on-exec, as close_range does
+// from Linux 5.11.
+func cloexecAll() {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // TakenBack returns the queues a kbridge executed again by TakeBack holds,

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/tap/taptest"
+	"github.com/kbridge/kbridge/tap/vnet"
 )
 
 // wantRefused checks that a process without privileges cannot attach a
@@ -124,11 +125,11 @@ func TestAdoptChecksEachFd(t *testing.T) {
 	const name = "kbacc2"
 	cfg := Config{Name: name, MTU: 1500, Up: true}
 	opt := Options{Queues: 2, Batch: 8, MaxSegs: 4}
-	refused := func(what string, fds []int) {
+	refused := func(what string, fds []int, why string) {
 		t.Helper()
 		_, _, err := Adopt(fds, cfg, opt)
-		if !errors.Is(err, ErrNotAdoptable) {
-			t.Errorf("%s: %v, want ErrNotAdoptable", what, err)
+		if !errors.Is(err, ErrNotAdoptable) || !strings.Contains(err.Error(), why) {
+			t.Errorf("%s: %v, want ErrNotAdoptable saying %q", what, err, why)
 		} else {
 			t.Logf("%s: %v", what, err)
 		}
@@ -148,26 +149,30 @@ func TestAdoptChecksEachFd(t *testing.T) {
 				return
 			}
 			defer d.Close()
-			refused("a queue of the same name in another namespace", fromThere)
+			refused("a queue of the same name in another namespace", fromThere, "in another network namespace")
 			fds := dupFds(t, d)
 			twice, _ := unix.FcntlInt(uintptr(fds[0]), unix.F_DUPFD_CLOEXEC, 0)
 			unix.Close(fds[1])
-			refused("one queue's file twice", []int{fds[0], twice})
+			refused("one queue's file twice", []int{fds[0], twice}, "are one open file")
 			null, _ := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
-			refused("a character device that is not /dev/net/tun", []int{null})
-			if fd, err := macvtap(t); err == nil {
-				refused("a macvtap queue", []int{fd})
-			} else {
-				t.Logf("no macvtap here (%v): its refusal is the character device's", err)
-			}
+			refused("a character device that is not /dev/net/tun", []int{null}, "not /dev/net/tun")
 		})
+	})
+	inNewNetns(t, func() {
+		fd, err := macvtap(name)
+		if err != nil {
+			t.Errorf("a macvtap queue: %v", err)
+			return
+		}
+		refused("a macvtap queue with a TAP's name, flags and header", []int{fd}, "not /dev/net/tun")
 	})
 }
 
-// macvtap makes a macvtap interface on a veth of this namespace and opens
-// its queue: an fd that answers TUNGETIFF with IFF_TAP though it is no
-// /dev/net/tun.
-func macvtap(t *testing.T) (int, error) {
+// macvtap makes a macvtap interface called name on a veth of this
+// namespace and opens its queue with kbridge's flags and header size: an
+// fd that answers TUNGETIFF as a queue of a TAP called name would, though
+// it is no /dev/net/tun.
+func macvtap(name string) (int, error) {
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "kbaccv0"}, PeerName: "kbaccv1"}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return -1, err
@@ -176,15 +181,29 @@ func macvtap(t *testing.T) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	mv := &netlink.Macvtap{Macvlan: netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: "kbacc2", ParentIndex: parent.Attrs().Index}}}
+	mv := &netlink.Macvtap{Macvlan: netlink.Macvlan{LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: parent.Attrs().Index}}}
 	if err := netlink.LinkAdd(mv); err != nil {
 		return -1, err
 	}
-	l, err := netlink.LinkByName("kbacc2")
+	l, err := netlink.LinkByName(name)
 	if err != nil {
 		return -1, err
 	}
-	return unix.Open(fmt.Sprintf("/dev/tap%d", l.Attrs().Index), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(fmt.Sprintf("/dev/tap%d", l.Attrs().Index), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	ifr, _ := unix.NewIfreq("")
+	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("TUNSETIFF: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, vnet.HdrLen); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("TUNSETVNETHDRSZ: %w", err)
+	}
+	return fd, nil
 }
 
 // One file's fds are one queue, however many: refused; distinct files pass.
