@@ -37,6 +37,7 @@ type collector struct {
 	coppReserved              *prometheus.Desc
 	coppPolicing              *prometheus.Desc
 	offload                   map[string]*prometheus.Desc // by bridge.Event name
+	carrierRestored           *prometheus.Desc
 }
 
 // offloadMetric is the metric of one offload event (bridge.OffloadSnapshot's
@@ -67,7 +68,7 @@ var offloadMetrics = map[string]offloadMetric{
 }
 
 // adoptedHow turns Adopted.How into a label value: a token, no spaces.
-var adoptedHow = map[string]string{HowHanded: "handed_over", HowStored: "fd_store", HowPersistent: "persistent"}
+var adoptedHow = map[string]string{HowHanded: "handed_over", HowStored: "fd_store", HowPersistent: "persistent", HowTakenBack: "taken_back"}
 
 // snapshotter is a runner whose counters have the ring Status shape (*Ring,
 // *Vhost).
@@ -109,10 +110,12 @@ func newCollector(d snapshotter) *collector {
 			"dequeued and not recorded), from_kernel_discarded (slots it had reserved and not published), from_kernel_freed "+
 			"(mbufs of that enqueue) (ring mode).", []string{"what"}, nil),
 		adopted: prometheus.NewDesc("kbridge_interface_adopted", "1 when this kbridge adopted its interface rather than "+
-			"made it, by how: handed_over (--takeover), fd_store (systemd's, across a restart), persistent (interface.on_stop: keep).",
+			"made it, by how: handed_over (--takeover), fd_store (systemd's, across a restart), persistent (interface.on_stop: keep), taken_back (a takeover not confirmed).",
 			[]string{"how"}, nil),
 		backlog: prometheus.NewDesc("kbridge_adopted_backlog_frames_total", "Frames an adopted interface's queues held "+
 			"when it was adopted (sent by the kernel while no kbridge read them), delivered since.", nil, nil),
+		carrierRestored: prometheus.NewDesc("kbridge_carrier_restored_total", "Times kbridge set the interface's carrier "+
+			"back after something else turned it (TUNSETCARRIER from another queue, ip link set carrier).", nil, nil),
 	}
 	c.offload = make(map[string]*prometheus.Desc, len(offloadMetrics))
 	byName := map[string]*prometheus.Desc{}
@@ -136,7 +139,7 @@ func newCollector(d snapshotter) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
 		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.recovery,
-		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoomDropped, c.coppReserved, c.coppPolicing} {
+		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoomDropped, c.coppReserved, c.coppPolicing, c.carrierRestored} {
 		ch <- d
 	}
 	seen := map[*prometheus.Desc]bool{}
@@ -151,6 +154,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.d.Snapshot()
 	ch <- prometheus.MustNewConstMetric(c.poolInUse, prometheus.GaugeValue, float64(st.PoolInUse))
+	ch <- prometheus.MustNewConstMetric(c.carrierRestored, prometheus.CounterValue, float64(st.CarrierRestored))
 	if a := st.Adopted; a != nil {
 		how := adoptedHow[a.How]
 		if how == "" {

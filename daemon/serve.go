@@ -120,24 +120,43 @@ func Serve(ctx context.Context, r Runner, opts Options) error {
 	notify("READY=1\nSTATUS=" + r.Summary())
 
 	var runErr error
+	done, ctxDone := r.Done(), ctx.Done()
+	// handing: the path stopped for a handover, whose outcome the control
+	// socket's handler reports on ctl.handed once the successor confirmed
+	// or not (up to confirmWithin and giveUpWithin): meanwhile the
+	// watchdog is fed, and a stop waits for it.
+	handing, stopAsked := false, ""
+	stop := func(key, why string) bool {
+		handing = handing || canHand && ho.handingOver()
+		if !handing {
+			log.Info("stopping", key, why)
+			return true
+		}
+		log.Warn("a stop during a handover waits for the successor's confirmation", key, why)
+		stopAsked = why
+		return false
+	}
 loop:
 	for {
 		select {
-		case <-ctx.Done():
-			log.Info("stopping", "cause", context.Cause(ctx).Error())
-			break loop
+		case <-ctxDone:
+			if stop("cause", context.Cause(ctx).Error()) {
+				break loop
+			}
+			ctxDone = nil // heard
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				reload(r, opts.ConfigPath, load, log)
 				continue
 			}
-			log.Info("stopping", "signal", sig.String())
-			break loop
+			if stop("signal", sig.String()) {
+				break loop
+			}
 		case <-changed:
 			log.Info("configuration file changed", "file", opts.ConfigPath)
 			reload(r, opts.ConfigPath, load, log)
 		case <-dog:
-			if r.Alive() {
+			if handing || r.Alive() {
 				notify("WATCHDOG=1")
 			}
 		case err, ok := <-ctlErr:
@@ -148,11 +167,19 @@ loop:
 			ctlErr = nil // closed from elsewhere: nothing more to hear
 		case h := <-ctl.handed:
 			runErr = h.logged(log)
+			var back *TakeBackError
+			if stopAsked != "" && errors.As(runErr, &back) {
+				log.Info("stopping, as asked during the handover: the interface goes", "cause", stopAsked)
+				for _, fd := range back.Fds {
+					unix.Close(fd)
+				}
+				runErr = nil
+			}
 			break loop
-		case <-r.Done():
+		case <-done:
 			if canHand && ho.handingOver() {
-				runErr = (<-ctl.handed).logged(log) // the handler's answer follows the stop
-				break loop
+				handing, done = true, nil // the handler's answer follows the stop
+				continue
 			}
 			runErr = r.Err()
 			if runErr == nil {

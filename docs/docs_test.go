@@ -364,8 +364,8 @@ func standingPages(t *testing.T) []string {
 }
 
 // maxArchitecture bounds ARCHITECTURE.md: the parts, their contracts and
-// rules, the app header in short, the lifecycle, one short row per fault and
-// the layout fit in it; history goes to docs/runs/ or stays in git.
+// rules, the app header in short, the lifecycle, the trust model and
+// the layout fit in it (the fault table is FAULTS.md); history goes to docs/runs/ or stays in git.
 const maxArchitecture = 25 << 10
 
 func TestArchitectureStaysAShortReference(t *testing.T) {
@@ -590,8 +590,8 @@ func configDefaults(t *testing.T) map[string]string {
 	return defaults
 }
 
-// TestCitedTestsExist keeps ARCHITECTURE.md's fault table honest: every test
-// it names is a test function of the repository.
+// TestCitedTestsExist keeps the fault table (FAULTS.md) and ARCHITECTURE.md
+// honest: every test they name is a test function of the repository.
 func TestCitedTestsExist(t *testing.T) {
 	tests := make(map[string]bool)
 	decl := regexp.MustCompile(`(?m)^func (Test\w+)\(`)
@@ -618,10 +618,12 @@ func TestCitedTestsExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	cited := regexp.MustCompile("`(Test[A-Z]\\w*)`")
-	for i, l := range strings.Split(readDoc(t, "docs/ARCHITECTURE.md"), "\n") {
-		for _, m := range cited.FindAllStringSubmatch(l, -1) {
-			if !tests[m[1]] {
-				t.Errorf("docs/ARCHITECTURE.md:%d: cites %s, which is no test function", i+1, m[1])
+	for _, page := range []string{"docs/ARCHITECTURE.md", "docs/FAULTS.md"} {
+		for i, l := range strings.Split(readDoc(t, page), "\n") {
+			for _, m := range cited.FindAllStringSubmatch(l, -1) {
+				if !tests[m[1]] {
+					t.Errorf("%s:%d: cites %s, which is no test function", page, i+1, m[1])
+				}
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +50,9 @@ WATCHDOG=1; its log goes to the journal with a priority per line.`,
 // starts the data path and hands it to daemon.Serve, which owns the rest.
 // With --takeover, while a kbridge answers on the control socket, the
 // start asks it to hand over (daemon/handover.go) and the socket is claimed
-// once it let go.
+// once it let go. The other way round, when this kbridge handed over and
+// its successor did not confirm, Serve returns the queues it kept, and it
+// executes itself again over them (daemon.TakeBack), to serve anew.
 //
 // It subscribes to SIGTERM, SIGINT and SIGHUP before anything else, so that
 // no signal during start-up (the EAL's init, the wait for the primary or
@@ -62,9 +65,11 @@ func runCmd(src configSource, takeover bool, logLevel string) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	// Before anything that could start a process: systemd's fds are
-	// this one's alone.
+	// Before anything that could start a process: systemd's fds, or the
+	// queues this kbridge kept when a takeover was not confirmed and it
+	// executed itself again (daemon.TakeBack), are this one's alone.
 	stored, lerr := daemon.TakeListenFds()
+	back, backFrom := daemon.TakenBack()
 
 	level := new(slog.LevelVar)
 	if logLevel != "" {
@@ -106,6 +111,11 @@ func runCmd(src configSource, takeover bool, logLevel string) error {
 			"file", src.file(), "other", c.File, c.Key, c.Val)
 	}
 	opts := daemon.StartOpts{Stored: stored}
+	if len(back) > 0 {
+		log.Warn("taking the port and the interface back: the takeover by pid "+strconv.Itoa(backFrom)+" was not confirmed",
+			"queues", len(back))
+		opts = daemon.StartOpts{Stored: append(stored, back...), TakenBackFrom: backFrom}
+	}
 	var ctl *daemon.Control
 	switch {
 	case takeover && daemon.ControlAnswers(cfg.Stats.Socket):
@@ -138,7 +148,7 @@ func runCmd(src configSource, takeover bool, logLevel string) error {
 	if reload {
 		sigs <- syscall.SIGHUP // Serve's first act: the remembered reload
 	}
-	return daemon.Serve(context.Background(), r, daemon.Options{
+	err = daemon.Serve(context.Background(), r, daemon.Options{
 		ConfigPath: src.file(),
 		Load: func(path string) (config.Config, error) {
 			c, err := src.loadFile(path)
@@ -153,6 +163,11 @@ func runCmd(src configSource, takeover bool, logLevel string) error {
 		Log:     log,
 		Signals: sigs,
 	})
+	var takeBack *daemon.TakeBackError
+	if errors.As(err, &takeBack) {
+		return daemon.TakeBack(takeBack) // returns only if it failed
+	}
+	return err
 }
 
 // start runs daemon.StartContext while it listens to sigs. A SIGTERM or
