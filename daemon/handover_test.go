@@ -279,8 +279,8 @@ func (h *handingRunner) handingOver() bool { return h.handing.Load() }
 
 // serveHanding runs Serve over a handingRunner and asks it to hand over;
 // confirm says whether the successor confirms, stop whether a SIGTERM
-// comes before it does. It returns Serve's error and log.
-func serveHanding(t *testing.T, confirm, stop bool) (error, string) {
+// comes before it does. It returns Serve's log and error.
+func serveHanding(t *testing.T, confirm, stop bool) (string, error) {
 	t.Helper()
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -313,15 +313,15 @@ func serveHanding(t *testing.T, confirm, stop bool) (error, string) {
 	tk.Close()
 	select {
 	case err := <-errc:
-		return err, buf.String()
+		return buf.String(), err
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve still runs after the handover's outcome")
 	}
-	return nil, ""
+	return "", nil
 }
 
 func TestServeEndsCleanlyOnceItHandedOver(t *testing.T) {
-	err, log := serveHanding(t, true, false)
+	log, err := serveHanding(t, true, false)
 	if err != nil {
 		t.Errorf("Serve = %v, want nil after a handover", err)
 	}
@@ -333,7 +333,7 @@ func TestServeEndsCleanlyOnceItHandedOver(t *testing.T) {
 // Not confirmed, Serve returns the queues to take back; a stop asked
 // meanwhile is a stop once the outcome is known.
 func TestServeReturnsTheQueuesToTakeBackWhenNotConfirmed(t *testing.T) {
-	err, log := serveHanding(t, false, false)
+	log, err := serveHanding(t, false, false)
 	var back *TakeBackError
 	if !errors.As(err, &back) || len(back.Fds) != 1 || back.Successor != os.Getpid() {
 		t.Fatalf("Serve = %v, want a *TakeBackError with the fd", err)
@@ -343,7 +343,7 @@ func TestServeReturnsTheQueuesToTakeBackWhenNotConfirmed(t *testing.T) {
 		t.Errorf("the log does not say it takes back:\n%s", log)
 	}
 
-	err, log = serveHanding(t, false, true)
+	log, err = serveHanding(t, false, true)
 	if err != nil || !strings.Contains(log, "a stop during a handover waits") || !strings.Contains(log, "stopping, as asked during the handover") {
 		t.Errorf("a SIGTERM during an unconfirmed handover: Serve = %v, want nil, and the log saying so:\n%s", err, log)
 	}
