@@ -3,15 +3,22 @@
 SHELL   := /bin/bash
 # The newest Go 1.21+ on PATH, in /usr/local/go or Debian's /usr/lib/go-1.N
 # (deploy/go.sh; make deps installs one); it fetches the toolchain go.mod
-# names by itself. Debian's Go says GOTOOLCHAIN=local in its go.env: auto
-# here, unless the caller chose. Looked up once, when a recipe first needs
-# it: after deps, which may have just installed it (make demo on a fresh
-# machine).
+# names by itself. Looked up once, when a recipe first needs it: after deps,
+# which may have just installed it (make demo on a fresh machine).
 ifeq ($(origin GO),undefined)
 GO       = $(eval GO := $(shell bash deploy/go.sh))$(GO)
 endif
-export GOTOOLCHAIN ?= auto
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The toolchain go.mod names (its toolchain line, the one home of the
+# version): a Go's go.env may say GOTOOLCHAIN=local (Debian's and the
+# upstream tarball's do), and a machine's Go then ignores the line. Every go
+# command the recipes and the tests run gets it, unless the caller chose.
+export GOTOOLCHAIN ?= $(shell sed -n 's/^toolchain //p' go.mod)
+# The one version string of a build: the binary's (`kbridge version`), the
+# .deb's and kbridge.pc's (deploy/version.sh: git describe, Debian-valid).
+# Computed once: every rule of a run uses the same string.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell bash deploy/version.sh)
+endif
 BIN     := bin
 PREFIX  ?= /usr/local
 # The DPDK that pkg-config finds: Debian's, or one built into a prefix of
@@ -26,7 +33,7 @@ DPDK_STATIC_LIBS = $(shell pkg-config --static --libs libdpdk)
 # let the -m<feature> kind through, for this build and the go builds the
 # tests run. A plain go build needs the same (README, "DPDK versions").
 export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
-# Go 1.26 puts its heap at a random address in the lower 64 TiB (the
+# Go 1.26 and later put the heap at a random address in the lower 64 TiB (the
 # randomizedheapbase64 experiment, on by default). A DPDK secondary must map
 # the app's hugepage memory at the primary's addresses, from 4 GiB up, and
 # about one start in a thousand found its own Go heap there (EAL: "Cannot get
@@ -37,6 +44,24 @@ export CGO_CFLAGS_ALLOW ?= -m[a-z0-9-]+
 # set, if anything.
 comma := ,
 export GOEXPERIMENT := $(if $(findstring norandomizedheapbase64,$(GOEXPERIMENT)),$(GOEXPERIMENT),$(if $(GOEXPERIMENT),$(GOEXPERIMENT)$(comma))norandomizedheapbase64)
+# Debian's hardening for the C that cgo links into kbridge (ring/, doctor/),
+# as dpkg-buildflags gives it: fortified string functions, a stack
+# protector, relocations read-only and bound at start (lintian's hardening
+# checks). Added to what the caller set, if anything.
+export CGO_CFLAGS := $(if $(CGO_CFLAGS),$(CGO_CFLAGS),-O2 -g) -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+export CGO_LDFLAGS := $(CGO_LDFLAGS) -Wl,-z,relro -Wl,-z,now
+# DPDK_SRC: the source tree of the DPDK pkg-config finds (its VERSION and
+# lib/vhost/vhost_user.h are all that is read). With it the build checks
+# kbridge's copy of librte_vhost's message layout (ring/vhost_msg.h) against
+# DPDK's own (tests/vhost-layout.c), and a DPDK newer than the layouts
+# kbridge knows builds once that check passed. By default the copy of
+# Debian's source that deploy/dpdk-src.sh keeps (make deps fetches it), if
+# there is one for this DPDK; DPDK_SRC= builds without the check.
+DPDK_SRC ?= $(wildcard /var/cache/kbridge/dpdk-src/$(shell pkg-config --modversion libdpdk 2>/dev/null))
+ifneq ($(DPDK_SRC),)
+VHOST_LAYOUT := $(BIN)/.vhost-layout
+export CGO_CFLAGS := $(CGO_CFLAGS) -DKB_VH_LAYOUT_PROBED
+endif
 # Compiler warnings the DPDK app's side must not give, in C and in C++.
 # On a DPDK not yet tried a new deprecation may warn: make WERROR= builds anyway.
 WERROR ?= -Werror
@@ -47,19 +72,30 @@ KBRIDGE_HEADERS := $(addprefix ring/,kbridge.h kbridge_ring.h kbridge_classify.h
 APP_HEADERS := $(KBRIDGE_HEADERS) ring/kbridge_child.h ring/rte_kni.h ring/rte_kni_common.h ring/rte_kni_compat.h
 GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h) go.mod go.sum
 
-.PHONY: all deps deb image build header-check test fuzz unit-test testbed-up testbed-down demo install generate vet clean
+.PHONY: all deps deb image build man header-check test fuzz unit-test testbed-up testbed-down demo install generate vet vulncheck clean
 
 all: build
 
 deps:
 	@bash deploy/deps.sh
 
-build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check \
+build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check man \
 	$(BIN)/kbridge-refapp-static $(BIN)/kbridge-kniapp-static
 
-$(BIN)/kbridge: $(GOSRC)
+# A position-independent executable, as Debian builds its binaries
+# (ASLR for the program too; lintian's hardening-no-pie).
+GOBUILD = $(GO) build -trimpath -buildmode=pie -ldflags "-X main.version=$(VERSION)"
+$(BIN)/kbridge: $(GOSRC) $(VHOST_LAYOUT)
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
+	$(GOBUILD) -o $@ ./cmd/kbridge
+
+# A man page per command, made from the command line's own definitions
+# (cmd/kbridge/man.go, behind its build tag), dated by the commit.
+man: $(BIN)/man/kbridge.8
+$(BIN)/man/kbridge.8: $(GOSRC)
+	rm -rf $(BIN)/man
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) \
+		$(GO) run -trimpath -tags kbridge_man -ldflags "-X main.version=$(VERSION)" ./cmd/kbridge gen-man $(BIN)/man
 
 $(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
@@ -95,28 +131,69 @@ $(BIN)/.header-check: $(APP_HEADERS) tests/header-check.sh README.md
 	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
 	@touch $@
 
+# govulncheck over the daemon's module, offline: the Go vulnerability
+# database is golang.org/x/vulndb's OSV files, a module the Go module proxy
+# serves, at the snapshot named here (move it on to see newer reports).
+# Fails (exit 3) on a vulnerability kbridge's code can reach, in the standard
+# library of the toolchain or in a module it requires. tests/bench and
+# deploy/kubernetes are left out: tools of the tests, never shipped.
+VULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
+VULNDB    := golang.org/x/vulndb@v0.0.0-20261105234957-e22db6528018
+.PHONY: vulncheck
+vulncheck:
+	@db=$$(cd / && $(GO) mod download -json $(VULNDB) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
+		test -d "$$db/data/osv" || { echo "vulncheck: cannot download $(VULNDB)"; exit 1; }; \
+		echo "vulncheck: $(VULNCHECK) on $$($(GO) env GOVERSION), database $(VULNDB)"; \
+		$(GO) run $(VULNCHECK) -db "file://$$db/data/osv" ./...
+
+# The vhost-user message layout against DPDK's source (DPDK_SRC, above):
+# compiled, never run; a difference is a static assertion's error.
+$(BIN)/.vhost-layout: tests/vhost-layout.c ring/vhost_msg.h $(DPDK_SRC)/lib/vhost/vhost_user.h
+	@mkdir -p $(BIN)
+	@src=$$(cat $(DPDK_SRC)/VERSION 2>/dev/null); have=$$(pkg-config --modversion libdpdk); \
+	[ "$$src" = "$$have" ] || { echo "vhost-layout: DPDK_SRC=$(DPDK_SRC) is DPDK $${src:-(no VERSION file)}, pkg-config finds $$have: name the source of the DPDK kbridge builds against, or DPDK_SRC= for none" >&2; exit 1; }
+	$(CC) -fsyntax-only -I$(DPDK_SRC)/lib/vhost -Iring $(DPDK_CFLAGS) tests/vhost-layout.c
+	@echo "vhost-layout: ring/vhost_msg.h is DPDK $$(cat $(DPDK_SRC)/VERSION)'s vhu_msg_context (DPDK_SRC=$(DPDK_SRC))"
+	@touch $@
+
+# gofmt, go vet, staticcheck (this version, from the Go module proxy on
+# first use) and shellcheck (Debian's; make deps installs it) on every
+# shell script git tracks (following what they source), at its warning
+# level: each exception is argued where it is, in a directive. Its infos
+# and style notes (SC2016 on text single-quoted on purpose, A && B || C
+# where C is meant either way) are not gated. The tag adds the man page
+# generator (cmd/kbridge/man.go).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) vet ./...
+	$(GO) vet -tags kbridge_man ./...
+	$(GO) run $(STATICCHECK) -tags kbridge_man ./...
+	shellcheck -x -P SCRIPTDIR -S warning $$(git ls-files '*.sh' deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm .ci/run)
 
 # The test command: unit tests everywhere, then the root-only integration
 # tests on real DPDK, TAP devices and the namespace test bed. Packages run
 # one at a time (-p 1): several share the test bed, bpffs pins and CPU 1.
-# Then the DPDK tests again on 24.11 (test-dpdk24). test-host is the first
-# half alone.
+# Then the DPDK tests again on 24.11 and 25.11 and across the three
+# (test-dpdk). test-host is the first half alone.
 test: test-host
-	@$(MAKE) --no-print-directory test-dpdk24
+	@$(MAKE) --no-print-directory test-dpdk
 
 .PHONY: test-host
-test-host: deps build vet bench-test fuzz
+test-host: deps build vet vulncheck bench-test fuzz
 	$(GO) test -p 1 -count=1 -timeout 40m ./... 2>&1 | tee test.log; exit $${PIPESTATUS[0]}
 
-# The DPDK tests again on Debian 13's DPDK 24.11, in a root that
-# tests/dpdk24/root.sh makes (and caches in /var/cache/kbridge), and across
-# the two DPDKs (tests/crossver); docs/DPDK.md. Root.
-.PHONY: test-dpdk24
+# The DPDK tests again on the LTS releases beside the host's, each in a
+# Debian root that tests/dpdkroot/root.sh makes (and caches in
+# /var/cache/kbridge): 24.11 (Debian 13) and 25.11 (Debian unstable); then
+# across them and the host's (tests/crossver); docs/DPDK.md. Root.
+# test-dpdk24 and test-dpdk25: one root, and across it and the host's.
+.PHONY: test-dpdk test-dpdk24 test-dpdk25
+test-dpdk: build
+	GO=$(GO) bash tests/dpdkroot/ci.sh
 test-dpdk24: build
-	GO=$(GO) bash tests/dpdk24/ci.sh
+	GO=$(GO) KBR_BED_RELEASE=24.11 bash tests/dpdkroot/ci.sh 24.11
+test-dpdk25: build
+	GO=$(GO) bash tests/dpdkroot/ci.sh 25.11
 
 # Unit tests only: no root, no DPDK primary, no namespaces.
 unit-test: bench-test
@@ -201,16 +278,20 @@ profile: deps build
 
 # A Debian package of bin/kbridge, for the DPDK it was built against:
 # bin/kbridge_<version>_<arch>.deb (deploy/deb.sh; docs/PACKAGING.md).
-deb: $(BIN)/kbridge
-	@bash deploy/deb.sh $(BIN)
+# DEB_DPDK=24.11 or 25.11 (root): kbridge built and packaged in that
+# release's Debian root of tests/dpdkroot, against its DPDK and depending
+# on its packages: bin/dpdk<release>/kbridge_<version>_<arch>.deb.
+DEB_DPDK ?=
+deb: $(if $(DEB_DPDK),,$(BIN)/kbridge man)
+	@KBRIDGE_DEB_DPDK=$(DEB_DPDK) GO=$(GO) bash deploy/deb.sh $(if $(DEB_DPDK),$(BIN)/dpdk$(DEB_DPDK),$(BIN))
 
 # The OCI image of kbridge (root): bin/kbridge, the DPDK runtime it was
 # built against and the example configuration, from this machine's Debian
 # packages, imported into podman's storage as kbridge:<version> and
 # kbridge:latest (deploy/image/build.sh; deploy/kubernetes/README.md).
-# IMAGE_DPDK=24.11: kbridge built in the Debian 13 root of tests/dpdk24
-# against its DPDK 24.11, with that root's packages, as
-# kbridge:<version>-dpdk24.11 and kbridge:dpdk24.11.
+# IMAGE_DPDK=24.11 or 25.11: kbridge built in that release's Debian root of
+# tests/dpdkroot against its DPDK, with that root's packages, as
+# kbridge:<version>-dpdk<release> and kbridge:dpdk<release>.
 IMAGE_DPDK ?=
 image: $(BIN)/kbridge
 	@KBRIDGE_IMAGE_DPDK=$(IMAGE_DPDK) GO=$(GO) bash deploy/image/build.sh $(BIN)
@@ -228,13 +309,20 @@ install: build
 	for h in $(notdir $(KBRIDGE_HEADERS)); do ln -sfn kbridge/$$h $(DESTDIR)$(PREFIX)/include/$$h || exit 1; done
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/kbridge.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/kbridge.pc
-	install -D -m 0644 deploy/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
+	bash deploy/unit.sh $(PREFIX) >$(BIN)/kbridge.service
+	install -D -m 0644 $(BIN)/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf
-	bash deploy/instance-unit.sh >$(BIN)/kbridge@.service
+	bash deploy/instance-unit.sh $(BIN)/kbridge.service >$(BIN)/kbridge@.service
 	install -D -m 0644 $(BIN)/kbridge@.service $(DESTDIR)/etc/systemd/system/kbridge@.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge@.service.d/10-dpdk-app.conf
 	install -D -m 0644 docs/DOCTOR.md $(DESTDIR)$(PREFIX)/share/doc/kbridge/DOCTOR.md
 	install -D -m 0644 deploy/kbridge.service.d/30-mode-xdp.conf.example $(DESTDIR)$(PREFIX)/share/doc/kbridge/examples/30-mode-xdp.conf.example
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 $(BIN)/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	$(BIN)/kbridge completion bash >$(BIN)/kbridge.bash
+	install -D -m 0644 $(BIN)/kbridge.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/kbridge
+	$(BIN)/kbridge completion zsh >$(BIN)/_kbridge
+	install -D -m 0644 $(BIN)/_kbridge $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_kbridge
 	test -e $(DESTDIR)/etc/kbridge/kbridge.yaml || install -D -m 0644 deploy/kbridge.yaml $(DESTDIR)/etc/kbridge/kbridge.yaml
 
 clean:

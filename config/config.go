@@ -23,6 +23,7 @@ import (
 	"github.com/kbridge/kbridge/internal/conferr"
 	"github.com/kbridge/kbridge/internal/cpulist"
 	"github.com/kbridge/kbridge/internal/limits"
+	"github.com/kbridge/kbridge/internal/logging"
 	"github.com/kbridge/kbridge/policy"
 	"github.com/kbridge/kbridge/tap"
 	"github.com/kbridge/kbridge/xdp"
@@ -52,6 +53,14 @@ type Config struct {
 	// and vhost; mode xdp does not use it): classes, their policers, the
 	// management match.
 	CoPP copp.Config `mapstructure:"copp" json:"copp"`
+	// Log says what kbridge logs.
+	Log Log `mapstructure:"log" json:"log"`
+}
+
+// Log configures kbridge's log (stderr; the journal under systemd).
+type Log struct {
+	// Level is the least level logged: debug, info, warn or error.
+	Level string `mapstructure:"level" json:"level"`
 }
 
 // Requests bounds the app's answers to requests.
@@ -109,6 +118,7 @@ func Default() Config {
 		Vhost:     DefaultVhost(),
 		Requests:  Requests{Timeout: 3 * time.Second},
 		CoPP:      copp.DefaultConfig(),
+		Log:       Log{Level: "info"},
 	}
 }
 
@@ -173,6 +183,9 @@ func (c Config) Validate() error {
 	}
 	errs.Include(c.Policy.Validate("policy"))
 	errs.Include(c.CoPP.Validate("copp"))
+	if _, err := logging.ParseLevel(c.Log.Level); err != nil {
+		errs.Add("log.level", c.Log.Level, "must be "+strings.Join(logging.Levels, ", ")+" (the least level logged)")
+	}
 	if c.Stats.Socket == "" {
 		errs.Add("stats.socket", c.Stats.Socket, "kbridge needs a control socket path")
 	} else if c.Mode == ModeVhost && filepath.Clean(c.Stats.Socket) == filepath.Clean(c.VhostSocket()) {

@@ -112,6 +112,18 @@ func TestBadInputNamesKeyAndValue(t *testing.T) {
 		{"copp:\n  management: {ports: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}\n", "copp.management.ports: [1 2"},
 		{"copp:\n  classes: {control: 1}\n", "copp.classes"},
 		{"copp:\n  enabled: yes please\n", "copp.enabled"},
+		{"workers:\n  batch: 3.5\n", "workers.batch: 3.5: must be a whole number, not a number with a fraction or an exponent"},
+		{"workers:\n  batch: 1e2\n", "workers.batch: 100: must be a whole number"},
+		{"workers:\n  cpus: [0.5]\n", "workers.cpus[0]: 0.5: must be a whole number"},
+		{"interface:\n  routes: [{to: 198.18.5.0/24, metric: 2.5}]\n", "interface.routes[0].metric: 2.5: must be a whole number"},
+		{"interface:\n  addresses: 198.18.0.2/24\n", `interface.addresses: "198.18.0.2/24": must be a list, not a string: write [198.18.0.2/24] for one item`},
+		{"copp:\n  management: {ports: 22}\n", "copp.management.ports: 22: must be a list, not a number: write [22] for one item"},
+		{"interface:\n  routes: {to: x}\n", "interface.routes: must be a list, not the mapping {to: x}"},
+		{"interface:\n  routes: [5]\n", "interface.routes[0]: 5: must be a mapping of keys to values, not a number"},
+		{"Policy: {Mode: busy}\n", "Policy: unknown key: keys are lower case, did you mean policy?"},
+		{"policy: {Mode: busy}\n", "policy.Mode: unknown key: keys are lower case, did you mean policy.mode?"},
+		{"interface:\n  routes: [{To: 198.18.5.0/24}]\n", "interface.routes[0].To: unknown key: keys are lower case"},
+		{"log:\n  level: verbose\n", `log.level: "verbose": must be debug, info, warn, error`},
 	} {
 		_, err := load(t, c.yaml)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

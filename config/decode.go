@@ -4,17 +4,19 @@ package config
 // strictly, with every error naming its key.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/kbridge/kbridge/internal/conferr"
 )
@@ -30,19 +32,52 @@ func loadOver(path string, d Config) (Config, error) {
 	v := viper.New()
 	v.SetConfigType("yaml")
 	setDefaults(v, d)
-	f, err := os.Open(path)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	defer f.Close()
-	if err := v.ReadConfig(f); err != nil {
+	if err := v.ReadConfig(bytes.NewReader(raw)); err != nil {
 		return Config{}, fmt.Errorf("config %s: not valid YAML: %w", path, err)
 	}
-	c, err := decode(v, d)
+	c, err := decode(v, d, caseErrors(raw)...)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// caseErrors names the keys of the YAML file raw that are not written in
+// lower case. viper folds every key to lower case and mapstructure matches
+// names regardless of case, so "Policy: {Mode: busy}" would be taken as
+// policy.mode; the keys are documented in lower case and are refused in any
+// other. The outermost such key is named, with the key meant.
+func caseErrors(raw []byte) []*conferr.FieldError {
+	var doc any
+	if yaml.Unmarshal(raw, &doc) != nil {
+		return nil // viper says what is wrong with it
+	}
+	var out []*conferr.FieldError
+	var walk func(key string, v any)
+	walk = func(key string, v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(t)) {
+				full := conferr.Key(key, k)
+				if lower := strings.ToLower(k); lower != k {
+					out = append(out, conferr.New(full, nil, reasonUnknown+
+						": keys are lower case, did you mean "+conferr.Key(key, lower)+"?"))
+					continue
+				}
+				walk(full, t[k])
+			}
+		case []any:
+			for i, e := range t {
+				walk(conferr.Index(key, i), e)
+			}
+		}
+	}
+	walk("", doc)
+	return out
 }
 
 // decode turns what viper read into a Config and checks it, collecting the
@@ -50,8 +85,11 @@ func loadOver(path string, d Config) (Config, error) {
 // that validation can go on with the other keys; validation errors about a
 // key that did not decode are dropped, since they would be about the
 // default, not the file.
-func decode(v *viper.Viper, d Config) (Config, error) {
+func decode(v *viper.Viper, d Config, miscased ...*conferr.FieldError) (Config, error) {
 	var errs conferr.Collector
+	for _, fe := range miscased {
+		errs.Include(fe)
+	}
 	unknown := unknownKeys(v)
 	for _, fe := range unknown {
 		errs.Include(fe)
@@ -63,7 +101,7 @@ func decode(v *viper.Viper, d Config) (Config, error) {
 		// Replaces viper's hooks, which turn a bare number into
 		// nanoseconds and a string into a one-element list: a list must
 		// be a list, as strict decoding wants everywhere else.
-		dc.DecodeHook = durationHook
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(durationHook, wholeHook, shapeHook)
 	})
 	var failed []string
 	for _, fe := range decodeErrors(err) {
@@ -101,7 +139,6 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 	if to != durationType || from == durationType {
 		return data, nil
 	}
-	const units = "write a number with a unit (ns, us, ms, s, m, h), e.g. 20us"
 	switch rv := reflect.ValueOf(data); {
 	case rv.CanInt(), rv.CanUint(), rv.CanFloat():
 		if rv.IsZero() {
@@ -109,19 +146,48 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 		}
 		return nil, conferr.Errorf("", data, "a duration needs a unit, e.g. %vus", data)
 	case rv.Kind() == reflect.String:
-		d, err := time.ParseDuration(rv.String())
+		d, err := conferr.ParseDuration(rv.String(), "us")
 		if err != nil {
-			if _, nerr := strconv.ParseFloat(rv.String(), 64); nerr == nil {
-				return nil, conferr.Errorf("", data, "a duration needs a unit, e.g. %sus", rv.String())
-			}
-			return nil, conferr.New("", data, "not a duration: "+units)
+			return nil, conferr.New("", data, err.Error())
 		}
 		return d, nil
 	}
-	return nil, conferr.Errorf("", data, "must be a duration, not %s: %s", describeValue(data), units)
+	return nil, conferr.Errorf("", data, "must be a duration, not %s: %s", describeValue(data), conferr.DurationUnits)
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
+
+// wholeHook refuses a number with a fraction or an exponent (YAML's
+// floats: 3.5, 1e2, 100.0) where a whole number belongs: mapstructure
+// would truncate 3.5 to 3 and take 1e2 as 100, without a word.
+func wholeHook(from, to reflect.Type, data any) (any, error) {
+	if to == durationType || !isWhole(to.Kind()) || (from.Kind() != reflect.Float32 && from.Kind() != reflect.Float64) {
+		return data, nil
+	}
+	return nil, conferr.New("", data, "must be a whole number, not a number with a fraction or an exponent")
+}
+
+func isWhole(k reflect.Kind) bool {
+	return k >= reflect.Int && k <= reflect.Uintptr
+}
+
+// shapeHook refuses a value where a list or a mapping belongs, naming the
+// value: a single address where a list of addresses is wanted, say.
+// mapstructure's own words ("source data must be an array or slice, got
+// string") name neither.
+func shapeHook(from, to reflect.Type, data any) (any, error) {
+	switch {
+	case data == nil:
+	case (to.Kind() == reflect.Slice || to.Kind() == reflect.Array) && from.Kind() != reflect.Slice && from.Kind() != reflect.Array:
+		if from.Kind() == reflect.Map {
+			return nil, conferr.New("", nil, "must be a list, not the mapping "+flow(data)+": write each item after a '-', or [a, b]")
+		}
+		return nil, conferr.Errorf("", data, "must be a list, not %s: write [%v] for one item", describeValue(data), data)
+	case to.Kind() == reflect.Struct && to != durationType && from.Kind() != reflect.Map && from.Kind() != reflect.Struct:
+		return nil, conferr.Errorf("", data, "must be a mapping of keys to values, not %s", describeValue(data))
+	}
+	return data, nil
+}
 
 const reasonUnknown = "unknown key"
 
@@ -166,6 +232,26 @@ func decodeErrors(err error) []*conferr.FieldError {
 	walk("", err)
 	slices.SortStableFunc(out, func(a, b *conferr.FieldError) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// flow writes a YAML value on one line, as the file could have: {to: x}.
+func flow(v any) string {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Map:
+		var parts []string
+		for it := rv.MapRange(); it.Next(); {
+			parts = append(parts, fmt.Sprint(it.Key().Interface())+": "+flow(it.Value().Interface()))
+		}
+		slices.Sort(parts)
+		return "{" + strings.Join(parts, ", ") + "}"
+	case reflect.Slice:
+		parts := make([]string, rv.Len())
+		for i := range parts {
+			parts[i] = flow(rv.Index(i).Interface())
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return fmt.Sprint(v)
 }
 
 // describeType says what a YAML value for a field of type t looks like.

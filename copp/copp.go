@@ -57,8 +57,12 @@ const (
 	// buckets' arithmetic (1e-9 units in 64 bits) cannot overflow.
 	MaxPPS   = 100_000_000
 	MaxBytes = 1_000_000_000
-	// MinBurstBytes is the least byte burst: a frame larger than the
-	// burst could never pass (a TCP super-frame is up to 64 KiB).
+	// MinBurstBytes is the least byte burst: a 64 KiB super-frame's
+	// worth. A frame larger than the burst (that super-frame with its
+	// headers: 65549 bytes as IPv4, 65589 as IPv6) passes when the
+	// bucket is full and leaves it in debt by the excess
+	// (ring/policer.h, which says why no minimum could cover every
+	// frame).
 	MinBurstBytes = 65536
 )
 
@@ -187,7 +191,7 @@ func (r Rate) validate(errs *conferr.Collector, class string) {
 	if r.Bytes < 0 || r.Bytes > MaxBytes {
 		errs.Addf(class+".bytes", r.Bytes, "must be between 0 (unlimited) and %d bytes per second", MaxBytes)
 	} else if r.Bytes > 0 && (r.BurstBytes < MinBurstBytes || r.BurstBytes > MaxBytes) {
-		errs.Addf(class+".burst_bytes", r.BurstBytes, "must be between %d (the largest frame) and %d when bytes is set", MinBurstBytes, MaxBytes)
+		errs.Addf(class+".burst_bytes", r.BurstBytes, "must be between %d (a 64 KiB super-frame) and %d when bytes is set", MinBurstBytes, MaxBytes)
 	}
 }
 

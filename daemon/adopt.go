@@ -15,7 +15,9 @@ import (
 // stats` shows it as "adopted".
 type Adopted struct {
 	tap.Adopted
-	How string `json:"how"` // HowHanded, HowStored or HowPersistent
+	How string `json:"how"` // HowHanded, HowStored, HowPersistent or HowTakenBack
+	// Successor is the pid whose takeover was not confirmed (HowTakenBack).
+	Successor int `json:"successor_pid,omitempty"`
 	// Backlog is the frames the queues held at the adoption (what the
 	// kernel sent while no kbridge read them), delivered since; Drained
 	// once every queue was read empty.
@@ -29,6 +31,7 @@ const (
 	HowHanded     = "handed over"                // by the kbridge before, through the control socket (--takeover)
 	HowStored     = "kept in systemd's fd store" // across a restart or a crash of the unit
 	HowPersistent = "left persistent"            // by a kbridge with interface.on_stop: keep
+	HowTakenBack  = "taken back"                 // by this kbridge, executed again after a takeover not confirmed (TakeBack)
 )
 
 // Line says a in one line: where the interface came from and the backlog
@@ -40,6 +43,8 @@ func (a Adopted) Line(name string) string {
 		from = fmt.Sprintf("from the fd store (last served by pid %d)", a.From)
 	case HowPersistent:
 		from = fmt.Sprintf("left persistent by pid %d", a.From)
+	case HowTakenBack:
+		from = fmt.Sprintf("taken back from a takeover pid %d did not confirm", a.Successor)
 	}
 	backlog := "backlog delivered"
 	if !a.Drained {
@@ -65,10 +70,15 @@ func (p *tapPath) adoptedNow() *Adopted {
 type adoption struct {
 	fds []int
 	how string
+	// handed is the takeover that handed the fds over (HowHanded), until
+	// confirmed: the old kbridge takes back unless confirm reaches it.
+	handed *Takeover
+	from   int // the pid that handed them over
 }
 
 // close closes fds nobody adopted: the kernel removes the interface if
-// nothing else holds it.
+// nothing else holds it; and an unconfirmed takeover, which the kbridge
+// that handed over then takes back.
 func (a *adoption) close() {
 	if a == nil {
 		return
@@ -77,7 +87,33 @@ func (a *adoption) close() {
 		unix.Close(fd)
 	}
 	a.fds = nil
+	a.handed.Close()
+	a.handed = nil
 }
+
+// confirm tells the kbridge that handed the interface over that this one
+// serves it now (Takeover.Confirm), once the port is claimed, the
+// interface adopted and the workers run; nothing for another adoption. An
+// error: the old kbridge takes back, and the start must fail, releasing
+// the port.
+func (a *adoption) confirm(log *slog.Logger) error {
+	if a == nil || a.handed == nil {
+		return nil
+	}
+	beforeConfirm(log)
+	err := a.handed.Confirm(log)
+	a.handed.Close()
+	a.handed = nil
+	if err != nil {
+		return err
+	}
+	log.Info("the kbridge that handed over let go: the takeover is confirmed", "previous_pid", a.from)
+	return nil
+}
+
+// beforeConfirm runs right before a takeover is confirmed: a test build
+// holds the successor there (testhook.go).
+var beforeConfirm = func(*slog.Logger) {}
 
 // closeStored closes the fds systemd passed to a mode that adopts none.
 func closeStored(fds []ListenFd, log *slog.Logger) {
@@ -114,6 +150,9 @@ func makeDevice(cfg config.Config, opt tap.Options, a *adoption, log *slog.Logge
 		} else {
 			dev = d
 			adopted = &Adopted{Adopted: got, How: a.how}
+			if a.how == HowTakenBack {
+				adopted.Successor = a.from
+			}
 			log.Warn(fmt.Sprintf("adopted %s (ifindex %d) from pid %d, %s", name, got.Index, got.From, a.how),
 				"interface", name, "queues_handed", got.Handed, "queues_opened", got.Opened, "queues_closed", got.Closed)
 		}
@@ -137,6 +176,10 @@ func makeDevice(cfg config.Config, opt tap.Options, a *adoption, log *slog.Logge
 // interface.name's, a gap's) are closed and dropped from the store. It
 // returns the unit's fd store and how many queues it held.
 func storedAdoption(opts StartOpts, name string, log *slog.Logger) (*adoption, fdStore, int) {
+	how := HowStored
+	if opts.TakenBackFrom != 0 {
+		how = HowTakenBack
+	}
 	stored, others, dropped := storedQueues(opts.Stored, name)
 	store := newFdStore(log)
 	for _, f := range others {
@@ -147,20 +190,20 @@ func storedAdoption(opts StartOpts, name string, log *slog.Logger) (*adoption, f
 	for _, n := range dropped {
 		store.remove(n)
 	}
-	return &adoption{fds: stored, how: HowStored}, store, len(stored)
+	return &adoption{fds: stored, how: how, from: opts.TakenBackFrom}, store, len(stored)
 }
 
 // takeOver asks the kbridge on the control socket to hand port (mode
 // vhost: its socket) and the interface over, and returns the queues to
 // adopt.
 func takeOver(cfg config.Config, port string, log *slog.Logger) (*adoption, error) {
-	h, fds, err := RequestTakeover(cfg.Stats.Socket, port, cfg.Interface.Name)
+	t, err := RequestTakeover(cfg.Stats.Socket, port, cfg.Interface.Name)
 	if err != nil {
 		return nil, err
 	}
-	log.Warn("the kbridge on the control socket handed the port and the interface over", "previous_pid", h.PID,
-		"interface", h.Interface, "ifindex", h.Index, "queues", h.Queues)
-	return &adoption{fds: fds, how: HowHanded}, nil
+	log.Warn("the kbridge on the control socket handed the port and the interface over", "previous_pid", t.PID,
+		"interface", t.Interface, "ifindex", t.Index, "queues", t.Queues, "confirm_within_ms", t.ConfirmWithinMs)
+	return &adoption{fds: t.Fds, how: HowHanded, handed: t, from: t.PID}, nil
 }
 
 // storeFds stores the queue fds in systemd's fd store, where one listens,

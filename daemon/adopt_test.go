@@ -60,8 +60,8 @@ func TestCollectorExportsTheAdoption(t *testing.T) {
 	}
 	got := gather(Status{Adopted: &Adopted{Adopted: tap.Adopted{From: 4242}, How: HowStored, Backlog: 50}})
 	want := map[string]string{
-		"kbridge_interface_adopted,from_pid=4242,how=kept in systemd's fd store": "1",
-		"kbridge_adopted_backlog_frames_total":                                   "50",
+		"kbridge_interface_adopted,how=fd_store": "1",
+		"kbridge_adopted_backlog_frames_total":   "50",
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("exported %v, want %v", got, want)

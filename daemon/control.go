@@ -46,12 +46,20 @@ type Control struct {
 // ListenControl creates the control socket at path and serves it until
 // Close: GET /status answers 503 "starting" until SetStatus. The socket is
 // mode 0600 whatever the umask: it binds a temporary name in the same
-// directory, sets its mode and renames it over path. It refuses a path that exists and is not a
-// socket, and a socket another kbridge answers on. A socket nobody answers
-// on (a crashed daemon's) is replaced.
+// directory, sets its mode and renames it over path. Its directory must be
+// root's or kbridge's alone, as the vhost-user socket's
+// (sockfile.CheckDir): whoever else could write there could put a symlink
+// at the temporary name between the bind and the chmod, or a socket of
+// their own at path. It refuses a path that exists and is not a socket,
+// and a socket another kbridge answers on. A socket nobody answers on (a
+// crashed daemon's) is replaced.
 func ListenControl(path string, log *slog.Logger) (*Control, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := sockfile.CheckDir(dir); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w: give it a directory only root (or kbridge's user) may write, or set stats.socket", path, err)
 	}
 	if err := checkStale(path); err != nil {
 		return nil, err
@@ -68,7 +76,7 @@ func ListenControl(path string, log *slog.Logger) (*Control, error) {
 		_ = os.Remove(tmp)
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	if err := os.Chmod(tmp, 0o600); err != nil {
+	if err := sockfile.SetPerm(tmp, 0o600, -1); err != nil { // follows no symlink
 		return fail(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -34,9 +34,9 @@ func serveTestControl(t *testing.T, path string) (*Control, <-chan error) {
 }
 
 func TestControlSocketIsMode0600WhateverTheUmask(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run", "kbridge.sock") // before the umask: a directory of mode 0700
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
-	path := filepath.Join(t.TempDir(), "run", "kbridge.sock")
 	serveTestControl(t, path)
 	fi, err := os.Lstat(path)
 	if err != nil {
@@ -160,5 +160,34 @@ func TestControlAnswersStartingBeforeTheStatusIsSet(t *testing.T) {
 	c.SetStatus(func() any { return Status{Port: "kbtest"} })
 	if st, err := ReadStatus(path); err != nil || st.Port != "kbtest" {
 		t.Errorf("ReadStatus = %+v, %v", st, err)
+	}
+}
+
+// The control socket's directory is root's or kbridge's alone, as the
+// vhost-user socket's: one others may write, or a symlink, is refused
+// before anything is bound there.
+func TestControlRefusesADirectoryOthersMayChange(t *testing.T) {
+	base := t.TempDir()
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(open, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{open, link} {
+		path := filepath.Join(dir, "kbridge.sock")
+		if _, err := ListenControl(path, quiet()); !errors.Is(err, sockfile.ErrUnsafeDir) || !strings.Contains(err.Error(), path) {
+			t.Errorf("ListenControl in %s = %v, want ErrUnsafeDir naming the path", dir, err)
+		} else {
+			t.Logf("refused: %v", err)
+		}
+		if ents, _ := os.ReadDir(open); len(ents) != 0 {
+			t.Errorf("%s holds %d entries after the refusal", open, len(ents))
+		}
 	}
 }

@@ -2,33 +2,41 @@ package daemon
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// The takeover by hand: `kbridge run --takeover` started while another
+// The takeover by hand, the old kbridge's side (the successor's, and the
+// protocol: takeover.go): `kbridge run --takeover` started while another
 // kbridge serves the same port asks that one, over its control socket
 // (POST /takeover), to hand over. The old one stops its keeper and
 // workers, releases the port and answers with the TAP's queue fds attached
-// (SCM_RIGHTS), then closes its copies and exits 0: the queues stay
-// attached throughout, frames the kernel sends meanwhile wait in them, and
-// kb0 (ifindex, addresses, routes, neighbours, bound sockets) is never
-// touched. The new one claims the port and adopts the fds (tap.Adopt).
-// Both log it. Nothing else hands over: a plain second `kbridge run` is
-// refused as before, so an accidental start never steals a live path.
+// (SCM_RIGHTS), keeping its own copies: the queues stay attached
+// throughout, frames the kernel sends meanwhile wait in them, and kb0
+// (ifindex, addresses, routes, neighbours, bound sockets) is never
+// touched. The new one claims the port, adopts the fds (tap.Adopt), starts
+// its workers and confirms; then the old one closes its copies and exits
+// 0. Without the confirmation within confirmWithin (the successor failed,
+// hung or was killed) it takes the port and the interface back: it waits
+// for the successor to let go (killing it if it does not), and Serve
+// returns a *TakeBackError, on which kbridge executes itself again over
+// the queues it kept (TakeBack). Both log it. Nothing else hands over: a
+// plain second `kbridge run` is refused as before, so an accidental start
+// never steals a live path.
 
 // Handover is what a kbridge hands its successor with the queue fds.
 type Handover struct {
@@ -37,6 +45,10 @@ type Handover struct {
 	Interface string `json:"interface"`
 	Index     int    `json:"ifindex"`
 	Queues    int    `json:"queues"` // the fds attached, in queue order
+	// ConfirmWithinMs is how long the old kbridge waits for the
+	// confirmation before it takes back; 0: it waits for none (a kbridge
+	// of before the confirmation).
+	ConfirmWithinMs int64 `json:"confirm_within_ms"`
 }
 
 // handOverer is a Runner that can hand its interface and port over (modes
@@ -49,25 +61,34 @@ type handOverer interface {
 	handingOver() bool
 }
 
-// handedOver is what a takeover request came to: the handover made (err
-// nil), or why not after the path had begun stopping.
+// handedOver is what a takeover request came to once the path had begun
+// stopping: the handover confirmed (back nil), or the queues kept to take
+// back.
 type handedOver struct {
-	h   Handover
-	to  int // the successor's pid (SO_PEERCRED)
-	err error
+	h    Handover
+	to   int // the successor's pid (SO_PEERCRED)
+	back *TakeBackError
 }
 
 // logged logs what came of the handover and returns Serve's error: nil
-// once handed over.
+// once handed over, the *TakeBackError otherwise.
 func (h handedOver) logged(log *slog.Logger) error {
-	if h.err != nil {
-		log.Error("the handover failed: the interface goes with this kbridge", "successor_pid", h.to, "err", h.err)
-		return h.err
+	if h.back != nil {
+		log.Error("the successor did not confirm the takeover: taking the port and the interface back", "successor_pid", h.to,
+			"interface", h.h.Interface, "queues", len(h.back.Fds), "err", h.back.Cause)
+		return h.back
 	}
 	log.Warn("handed the port and the interface over: exiting", "successor_pid", h.to, "port", h.h.Port,
 		"interface", h.h.Interface, "ifindex", h.h.Index, "queues", h.h.Queues)
 	return nil
 }
+
+// confirmWithin is how long the old kbridge waits, from sending the fds,
+// for the successor's confirmation: it claims the port and adopts the
+// interface in well under a second (its EAL started before it asked).
+// giveUpWithin is how long the successor then has to let go of the port
+// before it is killed.
+var confirmWithin, giveUpWithin = 10 * time.Second, 5 * time.Second
 
 // maxHandedFds bounds the queue fds one handover carries.
 const maxHandedFds = 256
@@ -109,26 +130,56 @@ func (c *Control) takeover(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
 	}
-	err = sendHandover(hj, h, fds)
-	release() // the successor holds them now, or nobody does
-	if err != nil {
-		err = fmt.Errorf("handing the interface over to pid %d: %w", peer, err)
-	}
-	c.handed <- handedOver{h: h, to: peer, err: err}
+	h.ConfirmWithinMs = confirmWithin.Milliseconds()
+	c.handed <- handOverOn(hj, h, fds, release, peer, c.log)
 }
 
-// sendHandover writes the 200 answer with h as its body and fds attached to
-// its bytes, on the hijacked connection, and closes it.
-func sendHandover(hj http.Hijacker, h Handover, fds []int) error {
+// handOverOn sends h and fds to the successor on the hijacked connection
+// and waits for its confirmation: confirmed, release closes this process's
+// copies of the fds; otherwise they are kept to take back, once the
+// successor let go of the port (waitGone).
+func handOverOn(hj http.Hijacker, h Handover, fds []int, release func(), peer int, log *slog.Logger) handedOver {
+	out := handedOver{h: h, to: peer}
 	conn, _, err := hj.Hijack()
 	if err != nil {
-		return err
+		out.back = &TakeBackError{Interface: h.Interface, Fds: fds, Successor: peer, Cause: err}
+		return out
 	}
 	defer conn.Close()
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
-		return fmt.Errorf("a %T cannot carry fds", conn)
+		err = fmt.Errorf("a %T cannot carry fds", conn)
 	}
+	var successor int = -1
+	if err == nil {
+		successor = peerPidfd(uc, peer)
+		defer func() {
+			if successor >= 0 {
+				unix.Close(successor)
+			}
+		}()
+		err = sendHandover(uc, h, fds)
+	}
+	if err == nil {
+		err = awaitConfirm(uc, confirmWithin)
+	}
+	if err == nil {
+		release() // the successor holds them now
+		return out
+	}
+	// Not confirmed: the successor must give up, and may still hold the
+	// port; the fds stay this process's.
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = io.WriteString(conn, wordAbort+" "+strings.ReplaceAll(err.Error(), "\n", " ")+"\n")
+	conn.Close()
+	waitGone(successor, peer, giveUpWithin, log)
+	out.back = &TakeBackError{Interface: h.Interface, Fds: fds, Successor: peer, Cause: err}
+	return out
+}
+
+// sendHandover writes the 200 answer with h as its body and fds attached to
+// its bytes.
+func sendHandover(uc *net.UnixConn, h Handover, fds []int) error {
 	body, err := json.Marshal(h)
 	if err != nil {
 		return err
@@ -142,83 +193,186 @@ func sendHandover(hj http.Hijacker, h Handover, fds []int) error {
 	return err
 }
 
-// RequestTakeover asks the kbridge on the control socket sock to hand port
-// and interface iface over, and returns what it handed: the queue fds, in
-// queue order, are this process's (close-on-exec). A refusal, or an answer
-// without fds, wraps ErrTakeoverRefused.
-func RequestTakeover(sock, port, iface string) (Handover, []int, error) {
-	conn, err := net.DialTimeout("unix", sock, controlDial)
-	if err != nil {
-		return Handover{}, nil, fmt.Errorf("takeover: no kbridge answers on %s: %w", sock, err)
+// awaitConfirm waits up to within for the successor's confirmation and
+// acknowledges it; any other word, the connection's end or the deadline is
+// an error.
+func awaitConfirm(uc *net.UnixConn, within time.Duration) error {
+	_ = uc.SetDeadline(time.Now().Add(within))
+	line, err := bufio.NewReader(io.LimitReader(uc, 256)).ReadString('\n')
+	switch {
+	case strings.TrimSpace(line) == wordConfirm:
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("no confirmation within %v", within)
+	case line == "" && errors.Is(err, io.EOF):
+		return errors.New("the successor went (or closed the connection) before it confirmed")
+	case err != nil:
+		return fmt.Errorf("reading the confirmation: %w", err)
+	default:
+		return fmt.Errorf("the successor said %q, not %q", strings.TrimSpace(line), wordConfirm)
 	}
-	defer conn.Close()
-	uc := conn.(*net.UnixConn)
-	// The old kbridge stops its workers before it answers: a burst, a
-	// wait for the app's answer to a request.
-	_ = uc.SetDeadline(time.Now().Add(30 * time.Second))
-	q := url.Values{"port": {port}, "interface": {iface}}
-	if _, err := fmt.Fprintf(uc, "POST /takeover?%s HTTP/1.1\r\nHost: kbridge\r\nContent-Length: 0\r\n\r\n", q.Encode()); err != nil {
-		return Handover{}, nil, fmt.Errorf("takeover: %s: %w", sock, err)
+	// From here the successor serves: the acknowledgement is what it waits
+	// for before it goes on.
+	if _, err := io.WriteString(uc, wordAck+"\n"); err != nil {
+		return fmt.Errorf("acknowledging the confirmation: %w", err)
 	}
-	buf := make([]byte, 4096)
-	oob := make([]byte, unix.CmsgSpace(4*maxHandedFds))
-	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
-	if err != nil {
-		return Handover{}, nil, fmt.Errorf("takeover: %s: %w", sock, err)
-	}
-	fds, ferr := parseRights(oob[:oobn])
-	h, err := readHandover(io.MultiReader(bytes.NewReader(buf[:n]), uc))
-	if err == nil && ferr != nil {
-		err = ferr
-	}
-	if err == nil && len(fds) != h.Queues {
-		err = fmt.Errorf("%d fds for %d queues: %w", len(fds), h.Queues, ErrTakeoverRefused)
-	}
-	if err != nil {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		return Handover{}, nil, fmt.Errorf("takeover from the kbridge on %s: %w", sock, err)
-	}
-	return h, fds, nil
+	return nil
 }
 
-// parseRights returns the fds of every SCM_RIGHTS message in oob.
-func parseRights(oob []byte) ([]int, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, err
+// peerPidfd is a pidfd of the process at the other end of uc (SO_PEERPIDFD,
+// Linux 6.5; else pidfd_open of its pid): a pid the successor's exit frees
+// is never signalled. -1 when there is none, or when the peer is this
+// process (a test's).
+func peerPidfd(uc *net.UnixConn, pid int) int {
+	fd := -1
+	if pid == os.Getpid() {
+		return fd
 	}
-	var fds []int
-	for _, m := range msgs {
-		got, err := unix.ParseUnixRights(&m)
-		if err != nil {
+	if raw, err := uc.SyscallConn(); err == nil {
+		_ = raw.Control(func(s uintptr) {
+			if v, err := unix.GetsockoptInt(int(s), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+				fd = v
+			}
+		})
+	}
+	if fd < 0 && pid > 0 {
+		if v, err := unix.PidfdOpen(pid, 0); err == nil {
+			fd = v
+		}
+	}
+	return fd
+}
+
+// waitGone waits up to within for the successor (pidfd) to exit, having
+// let go of the port, and kills it (SIGKILL) if it has not: a successor
+// that neither confirms nor gives up is hung, and holds the port and the
+// queues.
+func waitGone(pidfd, pid int, within time.Duration, log *slog.Logger) {
+	if pidfd < 0 {
+		return
+	}
+	if exited(pidfd, within) {
+		return
+	}
+	log.Error("the successor neither confirmed nor gave up: killing it", "successor_pid", pid, "waited", within.String())
+	if err := unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0); err != nil {
+		log.Error("could not kill the successor: taking back may fail while it holds the port", "successor_pid", pid, "err", err)
+		return
+	}
+	exited(pidfd, within)
+}
+
+// exited reports whether the process of pidfd exits within d.
+func exited(pidfd int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left < 0 {
+			left = 0
+		}
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(left.Milliseconds()))
+		if err == nil && n > 0 {
+			return true
+		}
+		if (err != nil && !errors.Is(err, unix.EINTR)) || time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// TakeBackError is what Serve returns when a handover was not confirmed:
+// this process still holds the interface's queues (Fds, in queue order)
+// and must serve again; TakeBack does.
+type TakeBackError struct {
+	Interface string
+	Fds       []int
+	Successor int
+	Cause     error
+}
+
+func (e *TakeBackError) Error() string {
+	return fmt.Sprintf("the successor (pid %d) did not confirm the takeover: %v", e.Successor, e.Cause)
+}
+
+func (e *TakeBackError) Unwrap() error { return e.Cause }
+
+// The variables by which a kbridge executed again over its own queues
+// finds them (TakeBack, TakenBack).
+const (
+	envTakenBackFds  = "KBRIDGE_TAKEN_BACK_FDS"  // the fd numbers, in queue order
+	envTakenBackFrom = "KBRIDGE_TAKEN_BACK_FROM" // the successor's pid
+)
+
+// TakeBack executes this kbridge again, with the same pid and arguments
+// (but --takeover), over the queues e holds: the new image starts as any
+// kbridge does and adopts them as systemd's fd store passes them. The
+// running path cannot be started again in place (the EAL starts once a
+// process, librte_vhost serves one backend), and a fresh start is the
+// path every start takes. It returns only if the exec failed.
+func TakeBack(e *TakeBackError) error {
+	// Every other fd goes with the exec: DPDK opens its files (the memseg
+	// lists, the hugepages) without O_CLOEXEC and locks them, and the new
+	// image's EAL, under the same pid, would find them locked.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		cloexecAll()
+	}
+	nums := make([]string, len(e.Fds))
+	for i, fd := range e.Fds {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("take back: fd %d: %w", fd, err)
+		}
+		nums[i] = strconv.Itoa(fd)
+	}
+	env := []string{envTakenBackFds + "=" + e.Interface + ":" + strings.Join(nums, ","), envTakenBackFrom + "=" + strconv.Itoa(e.Successor)}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envTakenBackFds+"=") && !strings.HasPrefix(kv, envTakenBackFrom+"=") {
+			env = append(env, kv)
+		}
+	}
+	var args []string
+	for _, a := range os.Args {
+		if flag, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); !strings.HasPrefix(a, "-") || flag != "takeover" {
+			args = append(args, a)
+		}
+	}
+	Notify("WATCHDOG=1") // the new image's EAL takes a second or two before it pings
+	err := syscall.Exec("/proc/self/exe", args, env)
+	return fmt.Errorf("take back: execute kbridge again: %w", err)
+}
+
+// cloexecAll marks every fd from 3 on close-on-exec, as close_range does
+// from Linux 5.11.
+func cloexecAll() {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}
+
+// TakenBack returns the queues a kbridge executed again by TakeBack holds,
+// named as systemd's fd store names them, and the successor's pid; none
+// when it was not. The fds are marked close-on-exec and the variables
+// unset.
+func TakenBack() (fds []ListenFd, from int) {
+	v, ok := os.LookupEnv(envTakenBackFds)
+	from, _ = strconv.Atoi(os.Getenv(envTakenBackFrom))
+	_ = os.Unsetenv(envTakenBackFds)
+	_ = os.Unsetenv(envTakenBackFrom)
+	iface, nums, _ := strings.Cut(v, ":")
+	if !ok || iface == "" || nums == "" {
+		return nil, 0
+	}
+	for q, n := range strings.Split(nums, ",") {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd < 0 {
 			continue
 		}
-		fds = append(fds, got...)
+		unix.CloseOnExec(fd)
+		fds = append(fds, ListenFd{Fd: fd, Name: queueFdName(iface, q)})
 	}
-	return fds, nil
-}
-
-// readHandover reads the answer to POST /takeover.
-func readHandover(r io.Reader) (Handover, error) {
-	resp, err := http.ReadResponse(bufio.NewReader(r), nil)
-	if err != nil {
-		return Handover{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return Handover{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return Handover{}, fmt.Errorf("%w: %s: %s", ErrTakeoverRefused, resp.Status, strings.TrimSpace(string(body)))
-	}
-	var h Handover
-	if err := json.Unmarshal(body, &h); err != nil {
-		return Handover{}, fmt.Errorf("%w: %w", ErrTakeoverRefused, err)
-	}
-	return h, nil
+	return fds, from
 }
 
 // handOver hands the port and the interface over (handOverer): asked for

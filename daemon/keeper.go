@@ -34,6 +34,9 @@ import (
 //     and the rest are left as the administrator made them. At start, an
 //     app that takes MTU requests is asked for the interface's MTU once, so
 //     that a port an earlier kbridge changed agrees again.
+//   - turns its carrier (TUNSETCARRIER from a queue of its own, ip link set
+//     carrier): the carrier is kbridge's to say (the app's link, mode
+//     vhost's frontend), and the keeper sets it back, counted.
 //
 // What is kept (accepted, or left as the administrator made it) is
 // remembered in the device, so that a re-made interface gets it.
@@ -51,6 +54,8 @@ type linkDevice interface {
 	SetMTU(mtu int) error
 	Recreate() error
 	RestoreRoutes() (addresses, routes int, err error)
+	Carrier() bool
+	RestoreCarrier() (restored bool, err error)
 }
 
 // keeper decides what to do about each of the interface's link events.
@@ -72,6 +77,9 @@ type keeper struct {
 	// lost is called once when the interface was deleted and could not be
 	// made again; the keeper then stops.
 	lost func(error)
+	// carrierRestored is called each time the keeper set back a carrier
+	// someone else turned; nil: nobody counts.
+	carrierRestored func()
 }
 
 // run looks at the interface as it is (events before the watch began were
@@ -172,11 +180,33 @@ func (k *keeper) recreate() bool {
 // configured, or as kept since) and handles each difference: asked of the
 // app, kept or set back.
 func (k *keeper) check(ctx context.Context, s tap.State) {
+	k.carrier(s)
 	k.admin(ctx, s.Up)
 	k.mtu(ctx, s.MTU)
 	k.mac(ctx, s)
 	k.flag(ctx, s.Value(tap.ChangePromisc))
 	k.flag(ctx, s.Value(tap.ChangeAllmulti))
+}
+
+// carrier sets back a carrier someone else turned: the kernel's differs
+// from what kbridge set last (tap.Device.RestoreCarrier reads both again
+// under the device's lock, so a change kbridge makes meanwhile is not
+// undone). An interface that is down shows no carrier: left.
+func (k *keeper) carrier(s tap.State) {
+	if !s.Up || s.Carrier == k.dev.Carrier() {
+		return
+	}
+	restored, err := k.dev.RestoreCarrier()
+	switch {
+	case err != nil:
+		k.log.Error("the interface's carrier was turned outside kbridge and cannot be set back", "carrier", s.Carrier, "err", err)
+	case restored:
+		k.log.Warn("the interface's carrier was turned outside kbridge: set back (the carrier is the app's link)",
+			"was", s.Carrier, "carrier", !s.Carrier)
+		if k.carrierRestored != nil {
+			k.carrierRestored()
+		}
+	}
 }
 
 // ask hands c to the app and logs its answer. keep: the app applied it.

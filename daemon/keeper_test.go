@@ -24,13 +24,17 @@ type fakeLink struct {
 	set        []tap.Change
 	recreates  int
 	restores   int
+	// carrier is what kbridge set last; carrierSets counts RestoreCarrier's.
+	carrier     bool
+	carrierSets int
 }
 
 func newFakeLink() *fakeLink {
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	return &fakeLink{
-		state:  tap.State{Index: 7, Name: "kbt0", MTU: 1500, MAC: mac, Up: true},
-		maxMTU: 9000,
+		state:   tap.State{Index: 7, Name: "kbt0", MTU: 1500, MAC: mac, Up: true, Carrier: true},
+		carrier: true,
+		maxMTU:  9000,
 		known: map[tap.ChangeKind]tap.Change{
 			tap.ChangeMTU: {Kind: tap.ChangeMTU, MTU: 1500}, tap.ChangeMAC: {Kind: tap.ChangeMAC, MAC: mac},
 			tap.ChangeLink: {Kind: tap.ChangeLink, On: true}, tap.ChangePromisc: {Kind: tap.ChangePromisc},
@@ -90,6 +94,15 @@ func (f *fakeLink) Recreate() error {
 	return nil
 }
 func (f *fakeLink) RestoreRoutes() (int, int, error) { f.restores++; return 1, 1, nil }
+func (f *fakeLink) Carrier() bool                    { return f.carrier }
+func (f *fakeLink) RestoreCarrier() (bool, error) {
+	if !f.state.Up || f.state.Carrier == f.carrier {
+		return false, nil
+	}
+	f.state.Carrier = f.carrier
+	f.carrierSets++
+	return true, nil
+}
 
 // fakeApp answers the keeper's requests: with answer for each change of a
 // kind it takes, and records what it was asked.
@@ -277,5 +290,40 @@ func TestAnInterfaceThatCannotBeMadeAgainStopsThePath(t *testing.T) {
 	}
 	if dev.recreates != 1 {
 		t.Errorf("made again %d times: the keeper went on after losing the interface", dev.recreates)
+	}
+}
+
+// A carrier turned outside kbridge (off while the app's link is up, or on
+// while kbridge holds it off) is set back and counted; one kbridge turned
+// itself, or that of an interface that is down, is left.
+func TestACarrierTurnedOutsideKbridgeIsSetBack(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		wanted, up, kernel   bool
+		restored, carrierNow bool
+	}{
+		{"turned off under an app link that is up", true, true, false, true, true},
+		{"turned on while kbridge holds it off", false, true, true, true, false},
+		{"as kbridge set it", true, true, true, false, true},
+		{"on an interface that is down", true, false, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := newFakeLink()
+			var pokes, restored int
+			var lost error
+			k := newTestKeeper(dev, nil, &pokes, &lost)
+			k.carrierRestored = func() { restored++ }
+			ctx := context.Background()
+			if !k.start(ctx) {
+				t.Fatal(lost)
+			}
+			dev.carrier = tc.wanted
+			dev.state.Up, dev.state.Carrier = tc.up, tc.kernel
+			dev.known[tap.ChangeLink] = tap.Change{Kind: tap.ChangeLink, On: tc.up}
+			k.sync(ctx)
+			if got := restored == 1; got != tc.restored || dev.state.Carrier != tc.carrierNow {
+				t.Errorf("restored %d times, carrier %v; want restored %v, carrier %v", restored, dev.state.Carrier, tc.restored, tc.carrierNow)
+			}
+		})
 	}
 }

@@ -9,13 +9,16 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/policy"
+	"github.com/kbridge/kbridge/ring"
 )
 
 // collector exports the daemon's counters to Prometheus. It reads them when
@@ -27,11 +30,45 @@ type collector struct {
 	sleeps, spin, residence   *prometheus.Desc
 	mode, poolInUse, appKicks *prometheus.Desc
 	appDropped, canKick       *prometheus.Desc
-	offload, recovery         *prometheus.Desc
+	recovery                  *prometheus.Desc
 	coppPackets, coppUnparsed *prometheus.Desc
 	adopted, backlog          *prometheus.Desc
-	coppRoom, coppPolicing    *prometheus.Desc
+	coppRoomDropped           *prometheus.Desc
+	coppReserved              *prometheus.Desc
+	coppPolicing              *prometheus.Desc
+	offload                   map[string]*prometheus.Desc // by bridge.Event name
+	carrierRestored           *prometheus.Desc
 }
+
+// offloadMetric is the metric of one offload event (bridge.OffloadSnapshot's
+// Events): each counts one unit, writes, packets or frames, so that no sum
+// across a label mixes them. The two checksum completions share one metric,
+// frames by direction.
+type offloadMetric struct{ name, help, direction string }
+
+var offloadMetrics = map[string]offloadMetric{
+	"merged_writes":  {"offload_merged_writes_total", "GSO writes to the TAP that coalesced the app's TCP segments.", ""},
+	"merged_packets": {"offload_merged_packets_total", "App packets written in merged (GSO) writes.", ""},
+	"lro_writes":     {"offload_lro_writes_total", "App LRO packets (mode vhost: TSO packets) written as GSO frames.", ""},
+	"lro_merged":     {"offload_lro_merged_packets_total", "App LRO packets merged with other packets of their flow (in offload_merged_packets_total too).", ""},
+	"split_reads":    {"offload_split_reads_total", "Kernel super-frames read and cut into MTU frames.", ""},
+	"split_frames":   {"offload_split_frames_total", "MTU frames cut from kernel super-frames.", ""},
+	"tso_to_app":     {"offload_tso_to_app_frames_total", "Kernel super-frames handed whole to an app that takes TSO.", ""},
+	"csum_completed_from_kernel": {"offload_csum_completed_frames_total",
+		"Frames whose partial checksum kbridge finished, by direction (to_kernel: mode vhost's app packets).", "from_kernel"},
+	"csum_completed_to_kernel": {"offload_csum_completed_frames_total", "", "to_kernel"},
+	"fallbacks":                {"offload_fallback_writes_total", "Merged or LRO writes the kernel refused (EINVAL), redone frame by frame.", ""},
+	"split_writes":             {"offload_split_write_packets_total", "App LRO/TSO packets cut into MTU frames in software and written plainly.", ""},
+	"split_write_frames":       {"offload_split_write_frames_total", "MTU frames cut in software from app LRO/TSO packets.", ""},
+	"coalesce_packets":         {"offload_coalesce_packets_total", "App packets offered to the coalescer.", ""},
+	"coalesce_writes":          {"offload_coalesce_writes_total", "Writes the coalescer planned.", ""},
+	"coalesce_bad_csum":        {"offload_coalesce_bad_csum_packets_total", "App packets with a wrong IPv4 or TCP checksum, written alone for the kernel to drop.", ""},
+	"coalesce_csum_trusted": {"offload_coalesce_csum_trusted_packets_total",
+		"App packets taken with their checksums verified (by the app's NIC, or completed by kbridge), not checked again.", ""},
+}
+
+// adoptedHow turns Adopted.How into a label value: a token, no spaces.
+var adoptedHow = map[string]string{HowHanded: "handed_over", HowStored: "fd_store", HowPersistent: "persistent", HowTakenBack: "taken_back"}
 
 // snapshotter is a runner whose counters have the ring Status shape (*Ring,
 // *Vhost).
@@ -42,7 +79,7 @@ func newCollector(d snapshotter) *collector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("kbridge_"+name, help, append(q, labels...), nil)
 	}
-	return &collector{
+	c := &collector{
 		d:          d,
 		packets:    desc("packets_total", "Packets moved, by direction (to_kernel, from_kernel).", "direction"),
 		bytes:      desc("bytes_total", "Bytes moved, by direction.", "direction"),
@@ -57,24 +94,14 @@ func newCollector(d snapshotter) *collector {
 		appKicks:   desc("app_kicks_total", "Eventfd writes by the app to wake a parked worker (ring mode)."),
 		appDropped: desc("app_to_kernel_dropped_total", "Packets the app freed because the to_kernel ring was full (ring mode)."),
 		canKick:    desc("wakeup_registered", "1 when the app holds the worker's eventfd."),
-		offload: desc("offload_total", "What the kernel side's offloads did, by event: merged_writes and merged_packets "+
-			"(TCP segments coalesced into one GSO write), lro_writes (an app's LRO packets, in mode vhost its TSO packets, "+
-			"written in GSO frames), lro_merged (those of them merged with other packets), split_reads and split_frames (kernel super-frames "+
-			"cut into MTU frames), tso_to_app (super-frames handed whole to an app that declared TSO), "+
-			"csum_completed_from_kernel (kernel frames whose partial checksum kbridge finished), "+
-			"csum_completed_to_kernel (app packets whose partial checksum kbridge finished, mode vhost), "+
-			"fallbacks (merged writes the kernel refused, redone frame by frame), split_writes and split_write_frames "+
-			"(app LRO/TSO packets cut into MTU frames in software, and the frames), coalesce_packets and coalesce_writes "+
-			"(app packets the coalescer saw, writes it planned), coalesce_bad_csum (app packets with a wrong IPv4 or TCP "+
-			"checksum, written alone for the kernel to drop), coalesce_csum_trusted (app packets that came with their "+
-			"checksums verified, by the app's NIC or by kbridge completing them, and were not checked again).", "event"),
-		coppPackets: desc("copp_packets_total", "Frames toward the kernel by control-plane class (control, neighbor, "+
-			"management, default) and what its policer did: passed or policed (freed before a TAP write); while copp.enabled is on.", "class", "verdict"),
+		coppPackets: desc("copp_packets_total", "Frames toward the kernel by control-plane class ("+strings.Join(copp.ClassNames[:], ", ")+
+			") and what its policer did: passed or policed (freed before a TAP write); while copp.enabled is on.", "class", "verdict"),
 		coppUnparsed: desc("copp_unparsed_total", "Frames whose headers the classifier could not read to their end, "+
 			"classed default, by reason: truncated, malformed, deep_ipv6_extensions.", "reason"),
-		coppRoom: desc("copp_room_total", "The control plane's reserve of the app's room, by direction (to_kernel: the app's "+
-			"to_kernel ring, mode ring; from_kernel: the from_kernel ring or the app's RX vring) and class: what = reserved "+
-			"(control and neighbor frames taken into it) or dropped (frames freed for want of room).", "direction", "class", "what"),
+		coppRoomDropped: desc("copp_room_dropped_total", "Frames freed for want of room in the app's room, by direction (to_kernel: "+
+			"the app's to_kernel ring, mode ring; from_kernel: the from_kernel ring or the app's RX vring) and class.", "direction", "class"),
+		coppReserved: desc("copp_reserved_total", "Control and neighbour frames taken into the control plane's reserve of the app's room, "+
+			"by direction.", "direction"),
 		coppPolicing: desc("copp_policing", "1 while the class's policer refused a frame within the last second.", "class"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use (absent for an app of "+
 			"kbridge.h version 7, whose pool kbridge never calls).", nil, nil),
@@ -85,18 +112,44 @@ func newCollector(d snapshotter) *collector {
 			"(mbufs of that enqueue); for an app of kbridge.h version 7 fresh_reclaimed, fresh_freed, spent_discarded and "+
 			"spent_freed, the same of its fresh and spent rings, and what is freed goes to its spent ring (ring mode).", []string{"what"}, nil),
 		adopted: prometheus.NewDesc("kbridge_interface_adopted", "1 when this kbridge adopted its interface rather than "+
-			"made it, by how (handed over, kept in systemd's fd store, left persistent) and the pid that served it before.",
-			[]string{"how", "from_pid"}, nil),
+			"made it, by how: handed_over (--takeover), fd_store (systemd's, across a restart), persistent (interface.on_stop: keep), taken_back (a takeover not confirmed).",
+			[]string{"how"}, nil),
 		backlog: prometheus.NewDesc("kbridge_adopted_backlog_frames_total", "Frames an adopted interface's queues held "+
 			"when it was adopted (sent by the kernel while no kbridge read them), delivered since.", nil, nil),
+		carrierRestored: prometheus.NewDesc("kbridge_carrier_restored_total", "Times kbridge set the interface's carrier "+
+			"back after something else turned it (TUNSETCARRIER from another queue, ip link set carrier).", nil, nil),
 	}
+	c.offload = make(map[string]*prometheus.Desc, len(offloadMetrics))
+	byName := map[string]*prometheus.Desc{}
+	for event, m := range offloadMetrics {
+		if byName[m.name] == nil {
+			var labels []string
+			if m.direction != "" {
+				labels = []string{"direction"}
+			}
+			help := m.help
+			if help == "" { // the metric's other event has it
+				help = offloadMetrics["csum_completed_from_kernel"].help
+			}
+			byName[m.name] = desc(m.name, help, labels...)
+		}
+		c.offload[event] = byName[m.name]
+	}
+	return c
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
-		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.offload, c.recovery,
-		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoom, c.coppPolicing} {
+		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.recovery,
+		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoomDropped, c.coppReserved, c.coppPolicing, c.carrierRestored} {
 		ch <- d
+	}
+	seen := map[*prometheus.Desc]bool{}
+	for _, d := range c.offload {
+		if !seen[d] {
+			seen[d] = true
+			ch <- d
+		}
 	}
 }
 
@@ -105,8 +158,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if st.PoolInUse >= 0 { // -1: not read (kbridge.h version 7)
 		ch <- prometheus.MustNewConstMetric(c.poolInUse, prometheus.GaugeValue, float64(st.PoolInUse))
 	}
+	ch <- prometheus.MustNewConstMetric(c.carrierRestored, prometheus.CounterValue, float64(st.CarrierRestored))
 	if a := st.Adopted; a != nil {
-		ch <- prometheus.MustNewConstMetric(c.adopted, prometheus.GaugeValue, 1, a.How, strconv.Itoa(a.From))
+		how := adoptedHow[a.How]
+		if how == "" {
+			how = "other"
+		}
+		ch <- prometheus.MustNewConstMetric(c.adopted, prometheus.GaugeValue, 1, how)
 		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.CounterValue, float64(a.Backlog))
 	}
 	if r := st.Recovery; r != nil {
@@ -144,7 +202,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.appDropped, q.App.ToKernelDropped)
 		}
 		for _, e := range q.Offload.Events() {
-			counter(c.offload, e.Value, e.Name)
+			if m := offloadMetrics[e.Name]; m.direction != "" {
+				counter(c.offload[e.Name], e.Value, m.direction)
+			} else if d := c.offload[e.Name]; d != nil {
+				counter(d, e.Value)
+			}
 		}
 		if cs := q.CoPP; cs != nil {
 			for k, name := range copp.ClassNames {
@@ -183,21 +245,37 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// NewRegistry returns what /metrics serves: the runner's collector c,
+// kbridge_build_info (1, labelled with kbridge's version and the DPDK it
+// was built against) and client_golang's Go and process collectors
+// (go_*, process_*).
+func NewRegistry(c prometheus.Collector, version string) (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "kbridge_build_info",
+		Help:        "1, labelled with kbridge's version and the DPDK it was built against (mode ring serves an app on that DPDK only).",
+		ConstLabels: prometheus.Labels{"version": version, "dpdk": ring.BuiltWith().String()},
+	})
+	info.Set(1)
+	for _, col := range []prometheus.Collector{c, info, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(col); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return reg, nil
+}
+
 // metricsRetry is how often ServeMetrics tries again to listen.
 var metricsRetry = 5 * time.Second
 
-// ServeMetrics serves the collector's metrics on addr (/metrics) until ctx
-// ends. An address it cannot listen on (busy, not there yet) is not fatal:
-// it logs the error and tries again every 5 s, logging again only when the
-// error changes. It returns only when ctx ends, or at once if the collector
-// cannot be registered.
-func ServeMetrics(ctx context.Context, addr string, c prometheus.Collector, log *slog.Logger) error {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(c); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
+// ServeMetrics serves g's metrics on addr (/metrics) until ctx ends. An
+// address it cannot listen on (busy, not there yet) is not fatal: it logs
+// the error and tries again every 5 s, logging again only when the error
+// changes. It returns only when ctx ends.
+func ServeMetrics(ctx context.Context, addr string, g prometheus.Gatherer, log *slog.Logger) error {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	lastErr := ""
 	for {
 		l, err := net.Listen("tcp", addr)
@@ -245,12 +323,12 @@ func serveHTTP(ctx context.Context, l net.Listener, h http.Handler) error {
 // collectRoom exports one queue's reserve counters and which classes are
 // being policed.
 func (c *collector) collectRoom(ch chan<- prometheus.Metric, id string, cs *copp.Snapshot) {
-	room := func(dir string, v uint64, class, what string) {
-		ch <- prometheus.MustNewConstMetric(c.coppRoom, prometheus.CounterValue, float64(v), id, dir, class, what)
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{id}, labels...)...)
 	}
 	for k, name := range copp.ClassNames {
-		room("to_kernel", cs.ToKernelRoom[k], name, "dropped")
-		room("from_kernel", cs.FromKernelRoom[k], name, "dropped")
+		counter(c.coppRoomDropped, cs.ToKernelRoom[k], "to_kernel", name)
+		counter(c.coppRoomDropped, cs.FromKernelRoom[k], "from_kernel", name)
 		on := 0.0
 		if slices.Contains(cs.Policing, name) {
 			on = 1
@@ -258,6 +336,6 @@ func (c *collector) collectRoom(ch chan<- prometheus.Metric, id string, cs *copp
 		ch <- prometheus.MustNewConstMetric(c.coppPolicing, prometheus.GaugeValue, on, id, name)
 	}
 	// The reserve takes control and neighbour frames, counted together.
-	room("to_kernel", cs.ToKernelReserved, "control_or_neighbor", "reserved")
-	room("from_kernel", cs.FromKernelReserved, "control_or_neighbor", "reserved")
+	counter(c.coppReserved, cs.ToKernelReserved, "to_kernel")
+	counter(c.coppReserved, cs.FromKernelReserved, "from_kernel")
 }

@@ -5,12 +5,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/kbridge/kbridge/bridge"
+	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/ring"
 )
 
@@ -29,7 +35,9 @@ func TestMetricsRetryWhileThePortIsTaken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- ServeMetrics(ctx, addr, c, log) }()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	go func() { errc <- ServeMetrics(ctx, addr, reg, log) }()
 
 	time.Sleep(300 * time.Millisecond) // several retries
 	select {
@@ -103,7 +111,7 @@ func TestCollectorExportsWhatIsReal(t *testing.T) {
 			for _, m := range mf.GetMetric() {
 				key := mf.GetName()
 				for _, l := range m.GetLabel() {
-					if l.GetName() == "event" {
+					if l.GetName() == "direction" {
 						key += "/" + l.GetValue()
 					}
 				}
@@ -113,11 +121,11 @@ func TestCollectorExportsWhatIsReal(t *testing.T) {
 			}
 		}
 		for key, want := range map[string]float64{
-			"kbridge_offload_total/coalesce_bad_csum":          3,
-			"kbridge_offload_total/csum_completed_from_kernel": 4,
-			"kbridge_offload_total/csum_completed_to_kernel":   5,
-			"kbridge_offload_total/coalesce_packets":           0,
-			"kbridge_offload_total/coalesce_csum_trusted":      6,
+			"kbridge_offload_coalesce_bad_csum_packets_total":         3,
+			"kbridge_offload_csum_completed_frames_total/from_kernel": 4,
+			"kbridge_offload_csum_completed_frames_total/to_kernel":   5,
+			"kbridge_offload_coalesce_packets_total":                  0,
+			"kbridge_offload_coalesce_csum_trusted_packets_total":     6,
 		} {
 			if v, ok := got[key]; !ok || v != want {
 				t.Errorf("%s: %s = %v (exported %v), want %v", tc.name, key, v, ok, want)
@@ -128,6 +136,155 @@ func TestCollectorExportsWhatIsReal(t *testing.T) {
 		}
 		if _, ok := got["kbridge_app_to_kernel_dropped_total"]; ok != tc.appKick {
 			t.Errorf("%s: kbridge_app_to_kernel_dropped_total exported %v, want %v", tc.name, ok, tc.appKick)
+		}
+	}
+}
+
+// Every offload event has its metric: a new counter in bridge's Events is
+// exported, not dropped.
+func TestEveryOffloadEventHasItsMetric(t *testing.T) {
+	for _, e := range (bridge.OffloadSnapshot{}).Events() {
+		if _, ok := offloadMetrics[e.Name]; !ok {
+			t.Errorf("offload event %s has no metric in offloadMetrics", e.Name)
+		}
+	}
+}
+
+// fullStatus sets every counter the collector exports, so that each
+// metric family shows in one scrape.
+func fullStatus() Status {
+	c := &copp.Snapshot{Policing: []string{copp.ClassNames[0]}}
+	c.Passed[0], c.Unparsed[copp.Parsed+1], c.ToKernelReserved = 1, 2, 3
+	q := Queue{Snapshot: bridge.Snapshot{Queue: 0, Mode: "adaptive", ToKernelPackets: 1,
+		Drops: map[string]uint64{"runt": 1}, Residence: []uint64{1, 2, 3}},
+		App: &ring.AppCounters{Kicks: 1}, CoPP: c}
+	return Status{Queues: []Queue{q}, ResidenceBoundsNs: []uint64{1000, 2000},
+		Recovery: &Recovery{}, Adopted: &Adopted{How: HowStored, Backlog: 3}}
+}
+
+// names returns the metric names c describes.
+func names(t *testing.T, c prometheus.Collector) []string {
+	t.Helper()
+	ch := make(chan *prometheus.Desc, 100)
+	go func() { c.Describe(ch); close(ch) }()
+	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
+	var out []string
+	for d := range ch {
+		m := fq.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("no name in %s", d)
+		}
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestMetricsFollowPrometheusConventions scrapes every metric family once
+// and holds it to Prometheus's conventions: promlint's (promtool check
+// metrics), one unit per metric (no "event" label sorting writes from
+// packets, as kbridge_offload_total did),
+// label values that are tokens (no pid, no free text: a new series per
+// restart or a space would break queries), kbridge_build_info, and the Go
+// and process collectors.
+func TestMetricsFollowPrometheusConventions(t *testing.T) {
+	reg, err := NewRegistry(newCollector(fakeStatus(fullStatus())), "1.2.3+git4.gabcdef0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	token := regexp.MustCompile(`^[a-z0-9_]+$`)
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		seen[name] = true
+		if !strings.HasPrefix(name, "kbridge_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				switch {
+				case strings.Contains(l.GetName(), "pid"):
+					t.Errorf("%s: label %s: a pid makes a new series per restart", name, l.GetName())
+				case l.GetName() == "event":
+					t.Errorf("%s: label %s sorts writes, packets and frames into one metric: one metric per unit", name, l.GetName())
+				case name == "kbridge_build_info":
+				case !token.MatchString(l.GetValue()):
+					t.Errorf("%s{%s=%q}: a label value must be a token (a-z, 0-9, _)", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+	for _, want := range []string{"kbridge_build_info", "go_goroutines", "go_info", "process_cpu_seconds_total", "process_resident_memory_bytes"} {
+		if !seen[want] {
+			t.Errorf("no %s in the scrape", want)
+		}
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "kbridge_build_info" {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range mf.GetMetric()[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["version"] != "1.2.3+git4.gabcdef0" || labels["dpdk"] != ring.BuiltWith().String() || mf.GetMetric()[0].GetGauge().GetValue() != 1 {
+			t.Errorf("kbridge_build_info %v = %v", labels, mf.GetMetric()[0].GetGauge().GetValue())
+		}
+	}
+}
+
+// TestMetricsTableMatchesTheExposition keeps docs/CONFIG.md's metrics
+// table the exposition's: every metric kbridge describes (the ring and
+// vhost collector's, mode xdp's, kbridge_build_info) has its row, and
+// every row names a metric that exists.
+func TestMetricsTableMatchesTheExposition(t *testing.T) {
+	b, err := os.ReadFile("../docs/CONFIG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "\n## Prometheus metrics\n")
+	if !ok {
+		t.Fatal("docs/CONFIG.md has no section Prometheus metrics")
+	}
+	if i := strings.Index(table, "\n## "); i >= 0 {
+		table = table[:i]
+	}
+	documented := map[string]bool{}
+	cell := regexp.MustCompile(`(?m)^\| ([^|]+)\|`)
+	name := regexp.MustCompile("`((?:kbridge|go|process)_[a-z0-9_*]+)`")
+	for _, row := range cell.FindAllStringSubmatch(table, -1) {
+		for _, m := range name.FindAllStringSubmatch(row[1], -1) {
+			documented[m[1]] = true
+		}
+	}
+	exposed := append(names(t, newCollector(fakeStatus(fullStatus()))), names(t, xdpCollector{})...)
+	exposed = append(exposed, "kbridge_build_info")
+	for _, n := range exposed {
+		if !documented[n] {
+			t.Errorf("%s has no row in docs/CONFIG.md's metrics table", n)
+		}
+	}
+	for n := range documented {
+		if !strings.HasPrefix(n, "kbridge_") {
+			continue
+		}
+		if !slices.Contains(exposed, n) {
+			t.Errorf("docs/CONFIG.md's metrics table names %s, which kbridge does not export", n)
+		}
+	}
+	for _, p := range []string{"go_*", "process_*"} {
+		if !documented[p] {
+			t.Errorf("docs/CONFIG.md's metrics table has no row for the %s collector", p)
 		}
 	}
 }

@@ -146,6 +146,9 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	if err := d.startWorkers(d.appSide); err != nil {
 		return nil, errors.Join(err, d.Stop())
 	}
+	if err := adopt.confirm(log); err != nil {
+		return nil, errors.Join(err, d.Stop())
+	}
 	if !handedAt.IsZero() {
 		log.Info("handover: the workers run again", "after", time.Since(handedAt).Round(time.Microsecond).String())
 	}

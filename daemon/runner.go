@@ -78,8 +78,13 @@ type StartOpts struct {
 	// Takeover asks the kbridge serving on stats.socket to hand the port
 	// and the interface over (kbridge run --takeover).
 	Takeover bool
-	// Stored are the fds systemd passed from the unit's fd store.
+	// Stored are the fds systemd passed from the unit's fd store, or
+	// those this kbridge kept when a takeover was not confirmed
+	// (TakenBack).
 	Stored []ListenFd
+	// TakenBackFrom is the pid whose takeover was not confirmed, when
+	// Stored are this kbridge's own queues taken back; 0 otherwise.
+	TakenBackFrom int
 }
 
 // StartWith is StartContext with opts.

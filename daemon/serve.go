@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/config"
@@ -28,6 +28,8 @@ type Options struct {
 	Socket  string
 	// Metrics is the Prometheus listen address; empty: none.
 	Metrics string
+	// Version is kbridge's, for kbridge_build_info.
+	Version string
 	Log     *slog.Logger
 	// Notify speaks systemd's sd_notify; nil: Notify.
 	Notify func(state string)
@@ -80,10 +82,15 @@ func Serve(ctx context.Context, r Runner, opts Options) error {
 	metricsDone := make(chan struct{})
 	go func() {
 		defer close(metricsDone)
-		if opts.Metrics != "" {
-			if err := ServeMetrics(ctx, opts.Metrics, r.Collector(), log); err != nil {
-				log.Error("metrics: not served", "err", err)
-			}
+		if opts.Metrics == "" {
+			return
+		}
+		reg, err := NewRegistry(r.Collector(), opts.Version)
+		if err == nil {
+			err = ServeMetrics(ctx, opts.Metrics, reg, log)
+		}
+		if err != nil {
+			log.Error("metrics: not served", "err", err)
 		}
 	}()
 
@@ -113,24 +120,43 @@ func Serve(ctx context.Context, r Runner, opts Options) error {
 	notify("READY=1\nSTATUS=" + r.Summary())
 
 	var runErr error
+	done, ctxDone := r.Done(), ctx.Done()
+	// handing: the path stopped for a handover, whose outcome the control
+	// socket's handler reports on ctl.handed once the successor confirmed
+	// or not (up to confirmWithin and giveUpWithin): meanwhile the
+	// watchdog is fed, and a stop waits for it.
+	handing, stopAsked := false, ""
+	stop := func(key, why string) bool {
+		handing = handing || canHand && ho.handingOver()
+		if !handing {
+			log.Info("stopping", key, why)
+			return true
+		}
+		log.Warn("a stop during a handover waits for the successor's confirmation", key, why)
+		stopAsked = why
+		return false
+	}
 loop:
 	for {
 		select {
-		case <-ctx.Done():
-			log.Info("stopping", "cause", context.Cause(ctx).Error())
-			break loop
+		case <-ctxDone:
+			if stop("cause", context.Cause(ctx).Error()) {
+				break loop
+			}
+			ctxDone = nil // heard
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				reload(r, opts.ConfigPath, load, log)
 				continue
 			}
-			log.Info("stopping", "signal", sig.String())
-			break loop
+			if stop("signal", sig.String()) {
+				break loop
+			}
 		case <-changed:
 			log.Info("configuration file changed", "file", opts.ConfigPath)
 			reload(r, opts.ConfigPath, load, log)
 		case <-dog:
-			if r.Alive() {
+			if handing || r.Alive() {
 				notify("WATCHDOG=1")
 			}
 		case err, ok := <-ctlErr:
@@ -141,11 +167,19 @@ loop:
 			ctlErr = nil // closed from elsewhere: nothing more to hear
 		case h := <-ctl.handed:
 			runErr = h.logged(log)
+			var back *TakeBackError
+			if stopAsked != "" && errors.As(runErr, &back) {
+				log.Info("stopping, as asked during the handover: the interface goes", "cause", stopAsked)
+				for _, fd := range back.Fds {
+					unix.Close(fd)
+				}
+				runErr = nil
+			}
 			break loop
-		case <-r.Done():
+		case <-done:
 			if canHand && ho.handingOver() {
-				runErr = (<-ctl.handed).logged(log) // the handler's answer follows the stop
-				break loop
+				handing, done = true, nil // the handler's answer follows the stop
+				continue
 			}
 			runErr = r.Err()
 			if runErr == nil {
@@ -186,25 +220,25 @@ func reload(r Runner, path string, load func(string) (config.Config, error), log
 }
 
 // watchdogInterval is a third of $WATCHDOG_USEC when systemd wants this
-// process to ping, else 0. A third: a poked worker has a whole tick to
-// answer and the ping still lands well inside WatchdogSec.
+// process to ping (go-systemd reads it, WATCHDOG_PID included), else 0.
+// A third: a poked worker has a whole tick to answer and the ping still
+// lands well inside WatchdogSec.
 func watchdogInterval() time.Duration {
-	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
-	if err != nil || usec <= 0 {
+	d, err := sd.SdWatchdogEnabled(false)
+	if err != nil {
 		return 0
 	}
-	if pid := os.Getenv("WATCHDOG_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
-		return 0
-	}
-	return time.Duration(usec) * time.Microsecond / 3
+	return d / 3
 }
 
-// Notify speaks systemd's sd_notify protocol when NOTIFY_SOCKET is set.
-func Notify(state string) { _ = NotifyFds(state, nil) }
+// Notify speaks systemd's sd_notify protocol when NOTIFY_SOCKET is set
+// (go-systemd).
+func Notify(state string) { _, _ = sd.SdNotify(false, state) }
 
 // NotifyFds sends state to systemd with fds attached (SCM_RIGHTS), as
 // sd_pid_notify_with_fds does: FDSTORE=1 stores them. Without
-// NOTIFY_SOCKET it does nothing.
+// NOTIFY_SOCKET it does nothing. go-systemd sends no fds: this is the fd
+// store's own sendmsg.
 func NotifyFds(state string, fds []int) error {
 	addr := os.Getenv("NOTIFY_SOCKET")
 	if addr == "" {

@@ -12,11 +12,14 @@ type Status struct {
 	Interface string `json:"interface"`
 	// Carrier is the interface's carrier as kbridge set it (mode vhost:
 	// on while a frontend's device runs).
-	Carrier   bool    `json:"carrier"`
-	AppPID    int     `json:"app_pid"`
-	PoolInUse int     `json:"pool_in_use"`
-	PoolSize  int     `json:"pool_size"`
-	Queues    []Queue `json:"queues"`
+	Carrier bool `json:"carrier"`
+	// CarrierRestored counts the times the keeper set the carrier back
+	// after something else turned it.
+	CarrierRestored uint64  `json:"carrier_restored"`
+	AppPID          int     `json:"app_pid"`
+	PoolInUse       int     `json:"pool_in_use"`
+	PoolSize        int     `json:"pool_size"`
+	Queues          []Queue `json:"queues"`
 	// ResidenceBoundsNs[i] is the upper bound of Queues[].Residence[i].
 	ResidenceBoundsNs []uint64 `json:"residence_bounds_ns"`
 	// Recovery is what this kbridge put right of a killed predecessor

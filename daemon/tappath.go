@@ -37,6 +37,8 @@ type tapPath struct {
 	// in it, and a re-made interface's go there again.
 	store  fdStore
 	stored bool
+	// carrierRestored counts the carriers the keeper set back.
+	carrierRestored atomic.Uint64
 }
 
 // appSide is one queue's app side, as a mode makes it.
@@ -127,6 +129,7 @@ func (p *tapPath) keepInterface() {
 			p.log.Error("stopping", "err", err)
 			p.finish(err)
 		},
+		carrierRestored: func() { p.carrierRestored.Add(1) },
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -208,7 +211,7 @@ func (p *tapPath) Device() *tap.Device { return p.dev }
 // status is the Status every mode shares: the interface and each queue's
 // worker counters. extra adds a mode's own to queue q.
 func (p *tapPath) status(cfg config.Config, extra func(q int, qs *Queue)) Status {
-	s := Status{Interface: cfg.Interface.Name, Carrier: p.dev.Carrier(), Adopted: p.adoptedNow()}
+	s := Status{Interface: cfg.Interface.Name, Carrier: p.dev.Carrier(), CarrierRestored: p.carrierRestored.Load(), Adopted: p.adoptedNow()}
 	for q, w := range p.workers {
 		snap := w.Counters().Snapshot()
 		snap.Queue = q

@@ -106,6 +106,9 @@ func startVhost(cfg config.Config, log *slog.Logger, progress func(string), opts
 			Mode: cfg.Vhost.VhostSocketMode(), Group: cfg.Vhost.SocketGroup, AllowUIDs: cfg.Vhost.AllowUIDs,
 			Link: d.frontendLink})
 	}
+	if err == nil {
+		err = adopt.confirm(log)
+	}
 	if err != nil {
 		return nil, errors.Join(err, d.Stop())
 	}

@@ -12,46 +12,48 @@
 #    versions, so the package asks for the DPDK runtime it was built against.
 #    A DPDK built from source is in no package: the package then depends on
 #    none (a warning says so) and the operator provides that DPDK.
-#  - Version: git describe made Debian-valid: v1.2.3 -> 1.2.3, 4 commits on
-#    -> 1.2.3+git4.gabcdef0, no tag -> 0.0~git<commit time>.<hash>, which
-#    sorts by commit and before any release; +dirty for uncommitted changes.
-# Environment: DEB_VERSION overrides the version, DEB_MAINTAINER the
-# Maintainer field.
+#  - Version: the binary's own (`kbridge version`, which the Makefile set
+#    from deploy/version.sh), so that the package, the binary and
+#    kbridge.pc say one version; `make VERSION=...` sets another for all.
+# Environment: DEB_MAINTAINER sets the Maintainer field.
+# KBRIDGE_DEB_DPDK=24.11 or 25.11 (make deb DEB_DPDK=...): the package of
+# the kbridge built in that release's Debian root of tests/dpdkroot (made
+# or taken from its cache), made there by this script (its DPDK's packages
+# in Depends), written to OUTDIR on the host; the caller holds the
+# root-test lock, as for any use of a root.
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mkdir -p "${1:-$top/bin}" && cd "${1:-$top/bin}" && pwd)
+
+if [ -n "${KBRIDGE_DEB_DPDK:-}" ]; then
+	# The version the host's git gives (deploy/version.sh): the root may
+	# not see the repository's .git (a worktree's points outside it).
+	ver=$(bash "$top/deploy/version.sh") DEB_MAINTAINER=${DEB_MAINTAINER:-}
+	. "$top/tests/dpdkroot/lib.sh"
+	kbr_release "$KBRIDGE_DEB_DPDK"
+	bash "$top/tests/dpdkroot/root.sh" "$KBR_DPDK" >/dev/null
+	tmp=$(mktemp -d "$KBR_ROOT/tmp/kbridge-deb.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
+	bash "$top/tests/dpdkroot/run.sh" "$KBR_DPDK" -- "make build VERSION=$ver >/dev/null &&
+		DEB_MAINTAINER=${DEB_MAINTAINER@Q} bash deploy/deb.sh /tmp/${tmp##*/} >/dev/null"
+	for f in "$tmp"/*.deb; do
+		cp "$f" "$out/"
+		echo "$out/${f##*/}"
+	done
+	exit 0
+fi
 bin=$top/bin/kbridge
 [ -x "$bin" ] || { echo "deb: $bin missing: make build first (make deb does)" >&2; exit 1; }
 for c in dpkg-deb dpkg-shlibdeps dpkg-architecture pkg-config; do
 	command -v "$c" >/dev/null || { echo "deb: $c missing: make deps installs it (dpkg-dev, pkg-config)" >&2; exit 1; }
 done
 
-version() {
-	local d dirty=
-	if ! d=$(git -C "$top" describe --tags --long --match 'v[0-9]*' 2>/dev/null); then
-		d=
-	fi
-	git -C "$top" diff --quiet HEAD 2>/dev/null || dirty=+dirty
-	if [[ $d =~ ^v(.+)-([0-9]+)-g([0-9a-f]+)$ ]]; then
-		if [ "${BASH_REMATCH[2]}" = 0 ]; then
-			d=${BASH_REMATCH[1]}
-		else
-			d=${BASH_REMATCH[1]}+git${BASH_REMATCH[2]}.g${BASH_REMATCH[3]}
-		fi
-	elif git -C "$top" rev-parse -q --verify HEAD >/dev/null 2>&1; then
-		d=0.0~git$(TZ=UTC git -C "$top" log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S).$(git -C "$top" rev-parse --short=7 HEAD)
-	else
-		d=0.0~dev
-	fi
-	# Debian's upstream version: alphanumerics and . + ~ only (no "-": the
-	# package is native, it has no revision), starting with a digit.
-	d=$(printf '%s' "$d" | tr -c 'A-Za-z0-9.+~' '.')
-	[[ $d =~ ^[0-9] ]] || d=0.0~$d
-	echo "$d$dirty"
+ver=$("$bin" version | sed -n '1s/^kbridge //p')
+[[ $ver =~ ^[0-9][A-Za-z0-9.+~]*$ ]] || {
+	echo "deb: $bin says version \"$ver\", which Debian does not take: rebuild it with make build (deploy/version.sh)" >&2
+	exit 1
 }
-
-ver=${DEB_VERSION:-$(version)}
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 # Where this release puts package units: /lib/systemd/system on Debian 12,
@@ -77,9 +79,7 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/u
 install -d "$root$unitdir/kbridge.service.d" "$root$unitdir/kbridge@.service.d"
 # The unit as deploy/ has it, with the package's paths (not /usr/local),
 # and its template for several ports, kbridge@NAME.service, made from it.
-sed -e 's|/usr/local/bin/kbridge|/usr/bin/kbridge|g' \
-	-e 's|/usr/local/share/doc/kbridge|/usr/share/doc/kbridge|g' \
-	"$top/deploy/kbridge.service" >"$root$unitdir/kbridge.service"
+bash "$top/deploy/unit.sh" /usr >"$root$unitdir/kbridge.service"
 bash "$top/deploy/instance-unit.sh" "$root$unitdir/kbridge.service" >"$root$unitdir/kbridge@.service"
 chmod 0644 "$root$unitdir/kbridge.service" "$root$unitdir/kbridge@.service"
 install -m 0644 "$top/deploy/kbridge.service.d/10-dpdk-app.conf" "$root$unitdir/kbridge.service.d/"
@@ -91,6 +91,19 @@ install -m 0644 "$top"/ring/kbridge*.h "$top"/ring/rte_kni*.h "$root/usr/include
 install -d "$root/usr/lib/$multiarch/pkgconfig"
 sed -e "s|@PREFIX@|/usr|" -e "s|@VERSION@|$ver|" "$top/deploy/debian/kbridge.pc.in" >"$root/usr/lib/$multiarch/pkgconfig/kbridge.pc"
 chmod 0644 "$root/usr/lib/$multiarch/pkgconfig/kbridge.pc"
+# A man page per command (make man), and bash and zsh completion, from
+# the binary's own command line.
+ls "$top"/bin/man/*.8 >/dev/null 2>&1 || { echo "deb: $top/bin/man has no man pages: make man first (make deb does)" >&2; exit 1; }
+install -d "$root/usr/share/man/man8"
+for m in "$top"/bin/man/*.8; do
+	gzip -9n <"$m" >"$root/usr/share/man/man8/$(basename "$m").gz"
+done
+chmod 0644 "$root"/usr/share/man/man8/*.gz
+install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions"
+"$bin" completion bash >"$root/usr/share/bash-completion/completions/kbridge"
+"$bin" completion zsh >"$root/usr/share/zsh/vendor-completions/_kbridge"
+chmod 0644 "$root/usr/share/bash-completion/completions/kbridge" "$root/usr/share/zsh/vendor-completions/_kbridge"
+install -D -m 0644 "$top/deploy/debian/lintian-overrides" "$root/usr/share/lintian/overrides/kbridge"
 install -D -m 0644 "$top/README.md" "$doc/README.md"
 install -m 0644 "$top/docs/DOCTOR.md" "$doc/DOCTOR.md"
 install -m 0644 "$top/docs/PACKAGING.md" "$doc/PACKAGING.md"

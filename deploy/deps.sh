@@ -9,7 +9,8 @@ set -euo pipefail
 pkgs=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev libsystemd-dev
       nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3 wrk linux-perf hping3
       ethtool iproute2 iputils-ping procps psmisc curl git
-      clang llvm libbpf-dev bpftool systemd-container meson ninja-build bird2)
+      clang llvm libbpf-dev bpftool systemd-container meson ninja-build bird2
+      shellcheck lintian)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -47,4 +48,10 @@ bash "$(dirname "$0")/go.sh" --install >&2
 
 if [ "$(id -u)" = 0 ]; then
 	bash "$(dirname "$0")/../tests/testbed/hugepages.sh"
+	# The two files of DPDK's Debian source that make build checks
+	# kbridge's vhost-user message layout against (docs/DPDK.md).
+	# Without it (a mirror without sources) the build checks the layout
+	# against its own table only.
+	bash "$(dirname "$0")/dpdk-src.sh" >/dev/null ||
+		echo "deps: no DPDK source: make build checks the vhost-user layout against ring/vhost_msg.h's table only" >&2
 fi

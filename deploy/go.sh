@@ -11,11 +11,11 @@
 #
 # Usable means Go 1.21 or later: from 1.21 on, the go command fetches the
 # toolchain go.mod asks for (its `toolchain` line) from the Go module proxy
-# by itself (GOTOOLCHAIN=auto), so any such Go builds kbridge. Candidates, in
-# order: go on PATH, /usr/local/go (the upstream tarball), then Debian's
-# /usr/lib/go-1.N (golang-1.N-go, which puts no go on PATH by itself).
-# Debian's packages set GOTOOLCHAIN=local in their go.env; the Makefile
-# exports GOTOOLCHAIN=auto so that the switch happens. The Makefile's GO is
+# by itself (GOTOOLCHAIN=go1.N.M, that line's), so any such Go builds kbridge.
+# Candidates, in order: go on PATH, /usr/local/go (the upstream tarball),
+# then Debian's /usr/lib/go-1.N (golang-1.N-go, which puts no go on PATH by
+# itself). Their go.env says GOTOOLCHAIN=local, which ignores the line: this
+# script and the Makefile name the toolchain instead. The Makefile's GO is
 # the switched-to toolchain's own binary, not the one that switches: the
 # Makefile exports GOEXPERIMENT=norandomizedheapbase64 (docs/DPDK.md),
 # which Go before 1.26 does not know, and Debian 13's Go 1.24 panics on it
@@ -28,6 +28,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The toolchain go.mod names (go1.N.M).
+want=$(sed -n 's/^toolchain //p' "$here/../go.mod")
+[ -n "$want" ] || { echo "go: go.mod has no toolchain line" >&2; exit 1; }
 
 # usable GO: GO is a go command of version 1.21 or later. Run outside any
 # module with GOTOOLCHAIN=local and without the Makefile's GOEXPERIMENT,
@@ -104,10 +107,10 @@ EOF
 }
 
 # toolchain GO: the go binary of the toolchain go.mod names, which GO
-# (GOTOOLCHAIN=auto) runs; GO itself if that cannot be had.
+# (GOTOOLCHAIN=$want) runs; GO itself if that cannot be had.
 toolchain() {
 	local root
-	root=$(cd "$here/.." && env -u GOEXPERIMENT GOTOOLCHAIN=auto "$1" env GOROOT 2>/dev/null) &&
+	root=$(cd "$here/.." && env -u GOEXPERIMENT GOTOOLCHAIN="$want" "$1" env GOROOT 2>/dev/null) &&
 		[ -x "$root/bin/go" ] && { echo "$root/bin/go"; return 0; }
 	echo "$1"
 }
@@ -121,8 +124,8 @@ case ${1:-} in
 	}
 	# The first build would fetch the toolchain anyway; doing it here makes
 	# a proxy that cannot be reached a set-up error, not a build error.
-	(cd "$here/.." && env -u GOEXPERIMENT GOTOOLCHAIN=auto "$go" version) || {
-		echo "go: $go could not fetch the toolchain go.mod names (GOPROXY $(env -u GOEXPERIMENT GOTOOLCHAIN=local "$go" env GOPROXY))" >&2
+	(cd "$here/.." && env -u GOEXPERIMENT GOTOOLCHAIN="$want" "$go" version) || {
+		echo "go: $go could not fetch $want, the toolchain go.mod names (GOPROXY $(env -u GOEXPERIMENT GOTOOLCHAIN=local "$go" env GOPROXY))" >&2
 		exit 1
 	}
 	;;

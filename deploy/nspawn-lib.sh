@@ -12,7 +12,7 @@
 # layer is in $work and a copy of the host's dpkg database, and
 # nspawn_purge_checks purges it. Sets work, sys, deb, kb (kbridge's path in the container) and binds.
 # NSPAWN_ROOT=DIR boots another Debian root than the host's (default /):
-# the Debian 13 root of tests/dpdk24, for a package built in it.
+# a Debian root of tests/dpdkroot, for a package built in it.
 nspawn_prepare() {
 	local bin=$1 app=$2 here
 	here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,6 +25,7 @@ nspawn_prepare() {
 	case $bin in
 	*.deb)
 		deb=$work/pkg/$(basename "$bin")
+		# shellcheck disable=SC2034 # kb is for the scripts that source this
 		kb=/usr/bin/kbridge
 		mkdir -p "$work/pkg" "$work/usr"
 		# The host's dpkg database, copied: dpkg -i checks Depends against it.
@@ -95,7 +96,8 @@ nspawn_hugepages() {
 
 # nspawn_boot NAME [nspawn options...]: boots the container with a private
 # network and a tmpfs root over the host's /usr, and waits until its systemd
-# runs. Sets init_pid. Read-only console: pid 1 blocks on a passive console
+# runs, then installs a .deb (NSPAWN_NO_INSTALL=1: leaves that to the
+# caller). Sets init_pid. Read-only console: pid 1 blocks on a passive console
 # nobody reads.
 nspawn_boot() {
 	local name=$1
@@ -117,7 +119,7 @@ nspawn_boot() {
 		sleep 1
 	done
 	[ -n "$init_pid" ] || { echo "container did not boot"; cat "$work/console.log"; exit 1; }
-	[ -z "$deb" ] || nspawn_install
+	[ -z "$deb" ] || [ -n "${NSPAWN_NO_INSTALL:-}" ] || nspawn_install
 }
 
 # nspawn_config FILE: the container's /etc/kbridge/kbridge.yaml. Bound for a
@@ -150,6 +152,10 @@ nspawn_install() {
 		inside install -m 0644 /opt/kbridge/etc/kbridge.yaml /etc/kbridge/kbridge.yaml
 	fi
 	check "package: systemd loads the package's unit and its drop-in" pkg_unit
+	check "package: one version: dpkg's, kbridge version's and kbridge.pc's ($(dpkg-deb -f "$deb" Version))" one_version
+	check "package: man pages for kbridge and each command, bash and zsh completion" \
+		inside test -f /usr/share/man/man8/kbridge.8.gz -a -f /usr/share/man/man8/kbridge-check.8.gz -a \
+		-f /usr/share/bash-completion/completions/kbridge -a -f /usr/share/zsh/vendor-completions/_kbridge
 	check "package: /etc/kbridge/kbridge.yaml is a conffile" \
 		sh -c "nsenter -t $init_pid -a dpkg-query -W -f='\${Conffiles}' kbridge | grep -q ' /etc/kbridge/kbridge.yaml '"
 	check "package: pkg-config --cflags kbridge names /usr/include/kbridge" \
@@ -181,6 +187,14 @@ EOT
 	else
 		echo "SKIP  package: meson's dependency('kbridge') (no meson or ninja: make deps installs them)"
 	fi
+}
+# one_version: the package, the binary and kbridge.pc say the same version.
+one_version() {
+	local v
+	v=$(dpkg-deb -f "$deb" Version)
+	[ "$(inside dpkg-query -W -f='${Version}' kbridge)" = "$v" ] &&
+		[ "$(inside /usr/bin/kbridge version | sed -n '1s/^kbridge //p')" = "$v" ] &&
+		[ "$(inside pkg-config --modversion kbridge)" = "$v" ]
 }
 # present: which of the paths on stdin exist in the container.
 present() { inside sh -c 'while read -r p; do if [ -e "$p" ] || [ -L "$p" ]; then echo "$p"; fi; done'; }

@@ -365,9 +365,9 @@ func standingPages(t *testing.T) []string {
 
 // maxArchitecture bounds ARCHITECTURE.md: the parts, their contracts and
 // rules, the app header in short (with who allocates the app's mbufs), the
-// lifecycle, one short row per fault and the layout fit in it; history goes
-// to docs/runs/ or stays in git.
-const maxArchitecture = 26 << 10
+// lifecycle, the trust model and the layout fit in it (the fault table is
+// FAULTS.md); history goes to docs/runs/ or stays in git.
+const maxArchitecture = 25 << 10
 
 func TestArchitectureStaysAShortReference(t *testing.T) {
 	text := readDoc(t, "docs/ARCHITECTURE.md")
@@ -591,8 +591,8 @@ func configDefaults(t *testing.T) map[string]string {
 	return defaults
 }
 
-// TestCitedTestsExist keeps ARCHITECTURE.md's fault table honest: every test
-// it names is a test function of the repository.
+// TestCitedTestsExist keeps the fault table (FAULTS.md) and ARCHITECTURE.md
+// honest: every test they name is a test function of the repository.
 func TestCitedTestsExist(t *testing.T) {
 	tests := make(map[string]bool)
 	decl := regexp.MustCompile(`(?m)^func (Test\w+)\(`)
@@ -619,11 +619,36 @@ func TestCitedTestsExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	cited := regexp.MustCompile("`(Test[A-Z]\\w*)`")
-	for i, l := range strings.Split(readDoc(t, "docs/ARCHITECTURE.md"), "\n") {
-		for _, m := range cited.FindAllStringSubmatch(l, -1) {
-			if !tests[m[1]] {
-				t.Errorf("docs/ARCHITECTURE.md:%d: cites %s, which is no test function", i+1, m[1])
+	for _, page := range []string{"docs/ARCHITECTURE.md", "docs/FAULTS.md"} {
+		for i, l := range strings.Split(readDoc(t, page), "\n") {
+			for _, m := range cited.FindAllStringSubmatch(l, -1) {
+				if !tests[m[1]] {
+					t.Errorf("%s:%d: cites %s, which is no test function", page, i+1, m[1])
+				}
 			}
+		}
+	}
+}
+
+// TestReadmeNamesTheToolchainOfGoMod keeps README.md's GOTOOLCHAIN, the one
+// a go command run by hand needs, the toolchain line of go.mod (its home).
+func TestReadmeNamesTheToolchainOfGoMod(t *testing.T) {
+	var want string
+	for _, l := range strings.Split(readDoc(t, "go.mod"), "\n") {
+		if v, ok := strings.CutPrefix(l, "toolchain "); ok {
+			want = strings.TrimSpace(v)
+		}
+	}
+	if want == "" {
+		t.Fatal("go.mod has no toolchain line")
+	}
+	named := regexp.MustCompile(`GOTOOLCHAIN=(go[0-9.]+)`).FindAllStringSubmatch(readDoc(t, "README.md"), -1)
+	if len(named) == 0 {
+		t.Fatal("README.md names no GOTOOLCHAIN=go1.N.M for a go command run by hand")
+	}
+	for _, m := range named {
+		if m[1] != want {
+			t.Errorf("README.md says GOTOOLCHAIN=%s, go.mod's toolchain is %s", m[1], want)
 		}
 	}
 }

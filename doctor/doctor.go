@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,13 @@ type Options struct {
 	// FilePrefix is the DPDK --file-prefix the app runs with. Empty
 	// means DPDK's default, "rte".
 	FilePrefix string
+	// RuntimeDir is the app's DPDK runtime directory (dpdk.runtime_dir),
+	// which holds <FilePrefix>/config. Empty means /var/run/dpdk.
+	RuntimeDir string
+	// Only names the checks to run (CheckHugepages, CheckCPUs, ...: a
+	// check's first result's name); empty runs every one. kbridge check
+	// runs the few a start needs.
+	Only []string
 	// AppLcores are the CPUs the DPDK app polls on. When empty, doctor
 	// tries the running app's -l/-c arguments.
 	AppLcores []int
@@ -149,6 +157,10 @@ const DefaultMaxHeaderBytes = 14 + 4 + 40 + 60
 // DefaultFilePrefix is DPDK's --file-prefix when none is given.
 const DefaultFilePrefix = "rte"
 
+// DefaultRuntimeDir is where a primary run by root keeps its runtime
+// files (DPDK's $RUNTIME_DIRECTORY/dpdk from a shell).
+const DefaultRuntimeDir = "/var/run/dpdk"
+
 type check struct {
 	name string
 	run  func(context.Context, *env) []Result
@@ -175,6 +187,9 @@ func Run(ctx context.Context, opts Options) []Result {
 	e := newEnv(opts)
 	var out []Result
 	for _, c := range checks {
+		if len(opts.Only) > 0 && !slices.Contains(opts.Only, c.name) {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			out = append(out, Result{Check: c.name, Status: Skip, Evidence: "not run: " + err.Error()})
 			continue
@@ -217,6 +232,9 @@ func newEnv(opts Options) *env {
 	}
 	if opts.FilePrefix == "" {
 		opts.FilePrefix = DefaultFilePrefix
+	}
+	if opts.RuntimeDir == "" {
+		opts.RuntimeDir = DefaultRuntimeDir
 	}
 	return &env{opts: opts, root: opts.Root}
 }

@@ -49,12 +49,6 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-type hugeSize struct {
-	name      string // hugepages-2048kB
-	nr, free  int
-	readError error
-}
-
 // checkHugepages reports reserved and free hugepages, hugetlbfs mounts
 // and the app's DPDK runtime directory: a secondary needs all three.
 func checkHugepages(_ context.Context, e *env) []Result {
@@ -65,7 +59,7 @@ func checkHugepages(_ context.Context, e *env) []Result {
 			huge = append(huge, m)
 		}
 	}
-	runDir := "/var/run/dpdk/" + e.opts.FilePrefix
+	runDir := filepath.Join(e.opts.RuntimeDir, e.opts.FilePrefix)
 	running := e.exists(runDir + "/config")
 	return []Result{
 		hugepagesResult(e, huge, running),

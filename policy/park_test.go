@@ -202,3 +202,98 @@ func BenchmarkParkContextSwitches(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(threadSwitches(b)-before)/float64(b.N), "switches/park")
 }
+
+// A park that outlasts RawPark goes on in a syscall the runtime sees (an
+// idle worker's); a short one, as under traffic, stays raw.
+func TestOnlyALongParkGoesOnWhereTheRuntimeSeesIt(t *testing.T) {
+	wt, w := pipeWaiter(t)
+	prepareThread(t)
+	if woken, err := wt.Park(RawPark / 4); err != nil || woken {
+		t.Fatalf("short Park: woken=%v err=%v, want its timeout", woken, err)
+	}
+	if n := wt.VisibleParks(); n != 0 {
+		t.Fatalf("a park of %v went on visibly (%d), want it raw throughout", RawPark/4, n)
+	}
+	go func() {
+		time.Sleep(4 * RawPark)
+		_, _ = writeByte(w)
+	}()
+	if woken, err := wt.Park(time.Minute); err != nil || !woken {
+		t.Fatalf("long Park, then a readable fd: woken=%v err=%v, want woken", woken, err)
+	}
+	if n := wt.VisibleParks(); n != 1 {
+		t.Fatalf("a park woken after %v: %d visible parks, want 1", 4*RawPark, n)
+	}
+}
+
+// idleParkTimeout is the timeout BenchmarkIdleWorkers parks for: the
+// default policy.park_timeout.
+var idleParkTimeout = Default().ParkTimeout
+
+// What idle workers cost: 16 prepared threads park for their whole
+// timeout while nothing happens; the metrics are the context switches of
+// all of the process's threads and the process's CPU time per second, for
+// parks as built (raw for RawPark, then visible) and, as baselines in the
+// same run, no workers at all and parks that stay raw throughout (sysmon
+// preempts each of those every 10 ms). Run it pinned to one CPU:
+// taskset -c 0 go test -run '^$' -bench IdleWorkers ./policy.
+
+func BenchmarkIdleWorkers(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		raw  time.Duration
+		n    int
+	}{{"none", RawPark, 0}, {"raw-throughout", time.Hour, 16}, {"as-built", RawPark, 16}} {
+		b.Run(c.name, func(b *testing.B) {
+			defer func(old time.Duration) { rawPark = old }(rawPark)
+			rawPark = c.raw
+			workers := c.n
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			started := make(chan struct{}, workers)
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					wt, _ := pipeWaiter(b)
+					if err := PrepareThread(-1); err != nil {
+						b.Error(err)
+					}
+					defer ReleaseThread()
+					started <- struct{}{}
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if _, err := wt.Park(idleParkTimeout); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			for range workers {
+				<-started
+			}
+			time.Sleep(200 * time.Millisecond) // past the first parks' raw part
+			var ru0, ru1 unix.Rusage
+			_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+			sw0, t0 := threadSwitches(b), time.Now()
+			b.ResetTimer()
+			for range b.N {
+				time.Sleep(100 * time.Millisecond)
+			}
+			b.StopTimer()
+			secs := time.Since(t0).Seconds()
+			sw1 := threadSwitches(b)
+			_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+			cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+			close(stop)
+			wg.Wait()
+			b.ReportMetric(float64(sw1-sw0)/secs, "switches/s")
+			b.ReportMetric(100*cpu.Seconds()/secs, "%cpu")
+		})
+	}
+}

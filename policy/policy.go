@@ -62,8 +62,10 @@ type Policy struct {
 	Backoff Backoff `mapstructure:"backoff" json:"backoff"`
 	// Interval is fixed mode's sleep.
 	Interval time.Duration `mapstructure:"interval" json:"interval"`
-	// ParkTimeout bounds one park. It only matters when a wakeup is lost;
-	// when the app cannot kick at all, parks are bounded by Backoff.Max.
+	// ParkTimeout bounds the first park after work; each further park
+	// with no work between doubles it, up to IdleParkMax (or ParkTimeout
+	// when that is longer). It only matters when a wakeup is lost; when
+	// the app cannot kick at all, parks are bounded by Backoff.Max.
 	ParkTimeout time.Duration `mapstructure:"park_timeout" json:"park_timeout"`
 	// PolicedSleep is how long a worker whose polls since its last wait
 	// moved mostly frames the policers freed waits, unkicked by the app
@@ -136,6 +138,12 @@ func (p Policy) Validate(prefix string) error {
 	return errs.Err()
 }
 
+// IdleParkMax bounds a park after parks that found no work: an idle
+// worker then wakes about once every IdleParkMax instead of every
+// ParkTimeout (an idle kbridge serving dozens of ports wakes rarely), and
+// a wakeup lost to a bug would delay a frame at most this long.
+const IdleParkMax = 2 * time.Second
+
 // StepKind says what a worker does next.
 type StepKind uint8
 
@@ -178,6 +186,7 @@ type Ladder struct {
 	backoff  time.Duration
 	idle     bool  // the last poll moved nothing
 	score    uint8 // Learn: a saturating count of idle gaps that ended within hitFactor*Spin
+	parks    uint8 // parks since the last work: each doubles the next one's timeout
 	// What the polls since the last wait (any step but Poll) moved, and
 	// how many of those frames the policers freed.
 	moved, policed int
@@ -211,6 +220,19 @@ func (l *Ladder) Reset(p Policy, now time.Duration) {
 	*l = Ladder{p: p, lastWork: now, score: maxScore, moved: l.moved, policed: l.policed}
 }
 
+// park is a Park step: ParkTimeout doubled for every park since the last
+// work, up to IdleParkMax.
+func (l *Ladder) park() Step {
+	d := l.p.ParkTimeout
+	for i := uint8(0); i < l.parks && d < IdleParkMax; i++ {
+		d *= 2
+	}
+	if d > IdleParkMax {
+		d = max(IdleParkMax, l.p.ParkTimeout)
+	}
+	return Step{Kind: Park, D: d}
+}
+
 // Spinning reports whether adaptive would spin after the next idle poll
 // (always, unless Learn has seen idle gaps outlast twice Spin).
 func (l *Ladder) Spinning() bool { return !l.p.Learn || l.score >= spinScore }
@@ -237,6 +259,9 @@ func (l *Ladder) Next(moved, policed int, now time.Duration) Step {
 	if flood {
 		return Step{Kind: PolicedSleep, D: l.p.PolicedSleep}
 	}
+	if s.Kind == Park && l.parks < 63 {
+		l.parks++
+	}
 	return s
 }
 
@@ -250,6 +275,7 @@ func (l *Ladder) next(worked bool, now time.Duration) Step {
 		l.idle = false
 		l.lastWork = now
 		l.backoff = 0
+		l.parks = 0
 	} else {
 		l.idle = true
 	}
@@ -262,7 +288,7 @@ func (l *Ladder) next(worked bool, now time.Duration) Step {
 		if worked {
 			return Step{Kind: Poll}
 		}
-		return Step{Kind: Park, D: l.p.ParkTimeout}
+		return l.park()
 	}
 	// Adaptive.
 	if worked {
@@ -272,7 +298,7 @@ func (l *Ladder) next(worked bool, now time.Duration) Step {
 		return Step{Kind: Yield}
 	}
 	if l.p.Backoff.Max == 0 {
-		return Step{Kind: Park, D: l.p.ParkTimeout}
+		return l.park()
 	}
 	switch {
 	case l.backoff == 0:
@@ -281,7 +307,7 @@ func (l *Ladder) next(worked bool, now time.Duration) Step {
 		l.backoff *= 2
 	}
 	if l.backoff > l.p.Backoff.Max {
-		return Step{Kind: Park, D: l.p.ParkTimeout}
+		return l.park()
 	}
 	return Step{Kind: Sleep, D: l.backoff}
 }

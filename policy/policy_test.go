@@ -35,6 +35,7 @@ func TestLadderTransitions(t *testing.T) {
 	poll := Step{Kind: Poll}
 	yield := Step{Kind: Yield}
 	park := Step{Kind: Park, D: p.ParkTimeout}
+	park2 := Step{Kind: Park, D: 2 * p.ParkTimeout}
 	sleep := func(d time.Duration) Step { return Step{Kind: Sleep, D: d} }
 	cases := map[Mode][]call{
 		Busy: {
@@ -45,7 +46,8 @@ func TestLadderTransitions(t *testing.T) {
 			{true, 0, sleep(4 * time.Millisecond)}, {false, time.Second, sleep(4 * time.Millisecond)},
 		},
 		Interrupt: {
-			{true, 0, poll}, {false, 1 * us, park}, {false, 2 * us, park}, {true, 3 * us, poll},
+			{true, 0, poll}, {false, 1 * us, park}, {false, 2 * us, park2}, {true, 3 * us, poll},
+			{false, 4 * us, park}, // work starts the parks over
 		},
 		Adaptive: {
 			{true, 0, poll},
@@ -53,9 +55,9 @@ func TestLadderTransitions(t *testing.T) {
 			{false, 50 * us, sleep(10 * us)},
 			{false, 61 * us, sleep(20 * us)},
 			{false, 82 * us, sleep(40 * us)},
-			{false, 123 * us, park}, // past backoff.max
-			{false, 200 * us, park},
-			{true, 300 * us, poll}, // traffic: back to spinning
+			{false, 123 * us, park},  // past backoff.max
+			{false, 200 * us, park2}, // an idle park doubles the next
+			{true, 300 * us, poll},   // traffic: back to spinning
 			{false, 349 * us, yield},
 			{false, 350 * us, sleep(10 * us)},
 		},
@@ -286,6 +288,29 @@ func TestALadderWhoseFramesAreMostlyPolicedSleepsInsteadOfYieldingOrParking(t *t
 			if got := l.Next(s.moved, s.policed, s.at); got != s.want {
 				t.Errorf("%s: poll %d (%d moved, %d policed at %v): got %v %v, want %v %v",
 					c.name, i, s.moved, s.policed, s.at, got.Kind, got.D, s.want.Kind, s.want.D)
+			}
+		}
+	}
+}
+
+// Parks with no work between them double, up to IdleParkMax, so that an
+// idle worker wakes rarely; a park_timeout above that stays as configured.
+func TestIdleParksDoubleUpToIdleParkMax(t *testing.T) {
+	for _, c := range []struct {
+		timeout time.Duration
+		want    []time.Duration
+	}{
+		{100 * time.Millisecond, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond,
+			400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond, IdleParkMax, IdleParkMax}},
+		{time.Minute, []time.Duration{time.Minute, time.Minute}},
+	} {
+		p := Default()
+		p.Mode = Interrupt
+		p.ParkTimeout = c.timeout
+		l := NewLadder(p, 0)
+		for i, want := range c.want {
+			if s := l.Next(0, 0, time.Duration(i)*us); s.Kind != Park || s.D != want {
+				t.Errorf("park_timeout %v, idle park %d: got %v %v, want park %v", c.timeout, i, s.Kind, s.D, want)
 			}
 		}
 	}

@@ -23,6 +23,7 @@ type Waiter struct {
 	gen       func() uint64 // Follow's: counts new files put in fd's number
 	seen      uint64        // gen's value when fd was last added
 	rewatches uint64
+	visible   uint64 // parks that went on in a syscall the runtime sees
 	events    [4]unix.EpollEvent
 	drain     [8]byte
 }
@@ -86,6 +87,20 @@ func (w *Waiter) Follow(gen func() uint64) {
 // moved (for tests; the worker's thread only).
 func (w *Waiter) Rewatches() uint64 { return w.rewatches }
 
+// RawPark is how long a park stays in a raw syscall before it goes on in
+// one the runtime sees (Park): under the 10 ms after which sysmon preempts
+// a goroutine it thinks runs, and longer than the gaps of traffic that
+// keeps a worker busy.
+const RawPark = 2 * time.Millisecond
+
+// rawPark is RawPark but in the benchmark that measures it against a park
+// that stays raw (BenchmarkIdleWorkers).
+var rawPark = RawPark
+
+// VisibleParks counts the parks that outlasted RawPark (for tests; the
+// worker's thread only).
+func (w *Waiter) VisibleParks() uint64 { return w.visible }
+
 // EventFD returns the eventfd that wakes a parked worker when written.
 func (w *Waiter) EventFD() int { return w.evfd }
 
@@ -124,23 +139,49 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 	if w.lost {
 		w.rewatch()
 	}
-	ts := unix.NsecToTimespec(int64(timeout))
-	deadline := time.Now().Add(timeout) // for a park a signal interrupts
-	for {
-		// epoll_pwait2 takes a timespec: epoll_wait's millisecond timeout
-		// is exactly the coarse sleep kbridge exists to avoid. A raw
-		// syscall, which the runtime does not see: a locked worker never
-		// passes through the scheduler, so after its first 10 ms sysmon
-		// holds it overdue for preemption, and through syscall.Syscall6
-		// it took the P from every park (a syscall it could see) and
-		// handed it to a thread woken to look for work, the worker taking
-		// one back after: thousands of futexes, sysmon wakeups and
-		// context switches a second. Parked raw, the goroutine keeps its
-		// P (PrepareThread leaves the program another) and sysmon
-		// preempts it with a signal at most every 10 ms.
-		n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
-			uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)),
-			uintptr(unsafe.Pointer(&ts)), 0, 0)
+	start := time.Now()
+	deadline := start.Add(timeout)
+	counted := false
+	for first := true; ; first = false {
+		rest := time.Until(deadline)
+		if rest <= 0 && !first {
+			return false, nil
+		}
+		// The first RawPark of a park is a raw syscall, which the
+		// runtime does not see: a locked worker never passes through
+		// the scheduler, so after its first 10 ms sysmon holds it
+		// overdue for preemption, and through syscall.Syscall6 it took
+		// the P from every park (a syscall it could see) and handed it
+		// to a thread woken to look for work, the worker taking one
+		// back after: thousands of futexes, sysmon wakeups and context
+		// switches a second under traffic. Parked raw, the goroutine
+		// keeps its P (PrepareThread leaves the program another).
+		// A park that outlasts RawPark is an idle worker's: it goes on
+		// in a syscall the runtime sees, which gives the P up once and
+		// sleeps without sysmon's preemption signal every 10 ms (an
+		// idle kbridge with many ports would otherwise wake each worker
+		// a hundred times a second).
+		raw := time.Since(start) < rawPark
+		d := rest
+		if raw && d > rawPark-time.Since(start) {
+			d = rawPark - time.Since(start)
+		}
+		ts := unix.NsecToTimespec(int64(max(d, 0)))
+		var n uintptr
+		var errno unix.Errno
+		if raw {
+			n, _, errno = unix.RawSyscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
+				uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)),
+				uintptr(unsafe.Pointer(&ts)), 0, 0)
+		} else {
+			if !counted {
+				w.visible++
+				counted = true
+			}
+			n, _, errno = unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
+				uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)),
+				uintptr(unsafe.Pointer(&ts)), 0, 0)
+		}
 		switch {
 		case errno == unix.EINTR:
 			// A signal, for a running goroutine most likely the
@@ -148,18 +189,15 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 			// stop-the-world or a stack scan waiting for this P. A
 			// raw syscall returns to no preemption check, so yield
 			// here for it, then park for what is left.
-			runtime.Gosched()
-			rest := time.Until(deadline)
-			if rest <= 0 {
-				return false, nil
+			if raw {
+				runtime.Gosched()
 			}
-			ts = unix.NsecToTimespec(int64(rest))
 			continue
 		case errno != 0:
 			return false, fmt.Errorf("policy: epoll_pwait2: %w", errno)
 		}
 		if n == 0 {
-			return false, nil
+			continue // the raw part ended, or the timeout: the loop decides
 		}
 		for i := 0; i < int(n); i++ {
 			switch {

@@ -245,6 +245,45 @@ func TestTheTokenBucketPolicesBytesAndTakesZeroAsUnlimited(t *testing.T) {
 	}
 }
 
+// A byte-policed class passes a frame larger than its burst: a 64 KiB
+// super-frame with its Ethernet header (65549 bytes as IPv4, 65553 tagged,
+// 65589 as IPv6) against the least burst, 65536. It passes when the bucket
+// is full, the next one only once the refill has paid its excess too, and
+// the rate holds: at 1 Gbit/s, 2 s of such frames offered every
+// microsecond pass within 1 % below the rate, never above it by more than
+// the burst and a frame. Under the old rule (enough tokens or refuse) not
+// one passed, ever.
+func TestTheByteBucketPassesFramesLargerThanItsBurst(t *testing.T) {
+	const (
+		s    = uint64(1e9)
+		rate = 125_000_000 // bytes per second: 1 Gbit/s
+	)
+	for _, size := range []int{65549, 65553, 65589} {
+		p := ring.NewPolicer(copp.Rate{Bytes: rate, BurstBytes: copp.MinBurstBytes}, 0)
+		if n := atOnce(p, 10, size, 0); n != 1 {
+			t.Fatalf("%d bytes: %d of 10 passed a full bucket at one instant, want 1", size, n)
+		}
+		// Full again, excess paid, after size/rate seconds exactly.
+		again := uint64(size) * s / rate
+		if p.Take(size, again-1) {
+			t.Errorf("%d bytes: a second frame passed %d ns after the first, before the refill paid for it", size, again-1)
+		}
+		if !p.Take(size, again) {
+			t.Errorf("%d bytes: the bucket full again at %d ns refused the next frame", size, again)
+		}
+		p = ring.NewPolicer(copp.Rate{Bytes: rate, BurstBytes: copp.MinBurstBytes}, 0)
+		bytes := 0
+		for us := uint64(0); us < 2_000_000; us++ {
+			if p.Take(size, us*1000) {
+				bytes += size
+			}
+		}
+		if lo, hi := 2*rate*99/100, 2*rate+copp.MinBurstBytes+size; bytes < lo || bytes > hi {
+			t.Errorf("%d bytes: 2 s at 1 Gbit/s let %d bytes through, want %d to %d", size, bytes, lo, hi)
+		}
+	}
+}
+
 func BenchmarkClassifier(b *testing.B) {
 	cfg := copp.DefaultConfig()
 	cfg.Management.Sources = []string{"198.19.7.0/24"}

@@ -7,9 +7,11 @@
  * kbridge_child_start() writes a configuration for the port (mode ring,
  * this process's --file-prefix and runtime directory, the port and the
  * interface named as asked, the control socket kbridge@NAME would have,
- * metrics off) into this process's DPDK runtime directory and starts
- * `kbridge run` on it: the binary named by $KBRIDGE_BIN, else `kbridge` on
- * PATH, /usr/bin/kbridge, /usr/local/bin/kbridge. The child runs in a
+ * metrics off) into this process's DPDK runtime directory, as a new file
+ * (O_EXCL, O_NOFOLLOW: a link planted there is removed, never followed),
+ * and starts `kbridge run` on it: the regular file named by $KBRIDGE_BIN,
+ * else `kbridge` in an absolute directory on PATH, /usr/bin/kbridge,
+ * /usr/local/bin/kbridge. The child runs in a
  * session of its own (a terminal's ^C reaches the app alone, which stops
  * kbridge when it releases the port; the scheduler's autogroup, where
  * enabled, is its own, as a service's), with the signal mask and
@@ -17,10 +19,16 @@
  * app's lcore affinity is not its) or on the CPUs $KBRIDGE_CHILD_CPUS lists
  * (as taskset -c takes them: "0", "0,2-3"), and with none of the app's
  * descriptors but stdin, stdout and stderr: its log goes where the app's
- * stderr goes.
+ * stderr goes. Its environment is the app's without systemd's
+ * NOTIFY_SOCKET, WATCHDOG_* and LISTEN_*: those are the app's unit's, and
+ * a kbridge that saw them would tell the app's unit READY=1, STATUS=,
+ * STOPPING=1 (at every release) and FDSTORE=1, and ping its watchdog.
+ * It is started with vfork semantics (the app's pages are not copied,
+ * whatever its size and threads) and tracked by a pidfd, so that a
+ * signal never reaches another process that took its pid.
  * kbridge_child_wait() waits until it serves the port and the interface
- * exists; kbridge_child_stop() stops it by its pid (SIGTERM: kbridge frees
- * every mbuf it holds and removes the interface) and removes the file.
+ * exists; kbridge_child_stop() stops it (SIGTERM: kbridge frees every mbuf
+ * it holds and removes the interface) and removes the file.
  *
  * The functions return 0 or -errno and, on failure, write the cause into
  * `why` (one line, no newline) for the caller's log.
@@ -29,6 +37,7 @@
 #define KBRIDGE_CHILD_H
 
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -58,18 +67,39 @@ struct kbridge_child_conf {
 	int up;             /* interface.up: bring the interface up at start */
 };
 
-/* One child kbridge. pid 0: none runs. */
+/* One child kbridge. pid 0: none runs (then pidfd means nothing: a zeroed
+ * struct is one with no child). */
 struct kbridge_child {
 	pid_t pid;
 	int status; /* its wait status once reaped; -1: unknown */
 	char config[PATH_MAX]; /* the generated configuration, "" when none */
+	int pidfd; /* while pid > 0: its pidfd, -1 on a kernel without (before 5.4) */
 };
+
+/* The process environment, as POSIX has the app declare it. */
+extern char **environ;
+
+/* Linux's P_PIDFD for waitid() (5.4), which glibc's idtype_t lacks before 2.38. */
+#define KBRIDGE_CHILD_P_PIDFD_ 3
 
 /* How long kbridge_child_stop() lets kbridge stop by itself before SIGKILL:
  * kbridge_port_free()'s own wait, so that a stop never outlasts it. */
 #define KBRIDGE_CHILD_STOP_MS KBRIDGE_FREE_WAIT_MS
 
-/* Finds the kbridge binary (see the top); 0 and its path, or -ENOENT. */
+/* Whether path is a regular file this process may execute: a directory
+ * named kbridge passes access(X_OK), and execve() would then fail in the
+ * child instead of the search going on. */
+static inline int
+kbridge_child_executable_(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* Finds the kbridge binary (see the top); 0 and its path, or -ENOENT. On
+ * PATH only absolute directories count: an empty or relative entry would
+ * run whatever kbridge the app's working directory holds. */
 static inline int
 kbridge_child_find_bin_(char *buf, size_t len)
 {
@@ -80,23 +110,56 @@ kbridge_child_find_bin_(char *buf, size_t len)
 
 	if (env != NULL && env[0] != '\0') {
 		rte_strlcpy(buf, env, len);
-		return access(buf, X_OK) == 0 ? 0 : -ENOENT;
+		return kbridge_child_executable_(buf) ? 0 : -ENOENT;
 	}
 	while (path != NULL && *path != '\0') {
 		const char *end = strchr(path, ':');
 		size_t n = end != NULL ? (size_t)(end - path) : strlen(path);
 		int w = snprintf(buf, len, "%.*s/kbridge", (int)n, path);
 
-		if (n > 0 && w > 0 && (size_t)w < len && access(buf, X_OK) == 0)
+		if (n > 0 && path[0] == '/' && w > 0 && (size_t)w < len &&
+		    kbridge_child_executable_(buf))
 			return 0;
 		path = end != NULL ? end + 1 : NULL;
 	}
 	for (i = 0; i < RTE_DIM(fixed); i++) {
 		rte_strlcpy(buf, fixed[i], len);
-		if (access(buf, X_OK) == 0)
+		if (kbridge_child_executable_(buf))
 			return 0;
 	}
 	return -ENOENT;
+}
+
+/* Whether the child's environment leaves out var ("NAME=value"): what
+ * systemd gives the app's own unit. NOTIFY_SOCKET: the child's
+ * notifications would be the app's (with NotifyAccess=all systemd takes
+ * them); WATCHDOG_*: it would ping the app's watchdog; LISTEN_*: the
+ * app's socket-activation fds, which the child does not even have. */
+static inline int
+kbridge_child_env_dropped_(const char *var)
+{
+	return strncmp(var, "NOTIFY_SOCKET=", 14) == 0 || strncmp(var, "WATCHDOG_", 9) == 0 ||
+	       strncmp(var, "LISTEN_", 7) == 0;
+}
+
+/* The child's environment: environ without what kbridge_child_env_dropped_
+ * names. The strings are environ's; free() the array. NULL: no memory. */
+static inline char **
+kbridge_child_env_(void)
+{
+	size_t n = 0, k = 0, i;
+	char **env;
+
+	while (environ != NULL && environ[n] != NULL)
+		n++;
+	env = (char **)malloc((n + 1) * sizeof(*env));
+	if (env == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (!kbridge_child_env_dropped_(environ[i]))
+			env[k++] = environ[i];
+	env[k] = NULL;
+	return env;
 }
 
 /* The child's CPU mask: room for 1024 CPUs, as glibc's cpu_set_t. */
@@ -185,7 +248,12 @@ kbridge_child_write_config_(struct kbridge_child *c, const struct kbridge_child_
 		snprintf(why, whylen, "the runtime directory's path %.160s is too long", rt);
 		return -ENAMETOOLONG;
 	}
-	fd = open(c->config, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* A new file, never through a link: one left by an app that died
+	 * (or planted there) is removed first, and a link is removed, not
+	 * followed. */
+	fd = open(c->config, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST && unlink(c->config) == 0)
+		fd = open(c->config, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (f == NULL) {
 		int err = errno;
@@ -220,15 +288,27 @@ kbridge_child_write_config_(struct kbridge_child *c, const struct kbridge_child_
 	return 0;
 }
 
-/* In the child, between fork() and exec: async-signal-safe calls only. */
+/* The highest signal number, for resetting every disposition. */
+#ifdef NSIG
+#define KBRIDGE_CHILD_NSIG_ NSIG
+#else
+#define KBRIDGE_CHILD_NSIG_ 65
+#endif
+
+/*
+ * In the child, between vfork() and execve(): it runs on the app's memory
+ * and the calling thread's stack, so system calls only (no malloc, no
+ * stdio, no write to anything but its locals), and it never returns.
+ * Every signal arrives blocked (kbridge_child_spawn_): the app's handlers
+ * are set back to the default before any can run here.
+ */
 static inline void
-kbridge_child_exec_(const char *bin, char *const argv[], const unsigned long *cpus)
+kbridge_child_exec_(const char *bin, char *const argv[], char *const envp[],
+		    const unsigned long *cpus)
 {
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2, SIGQUIT};
 	struct sigaction dfl;
 	sigset_t none;
-	size_t i;
-	int fd;
+	int fd, sig;
 
 	/* A session of its own, as a service's: its own process group (a
 	 * terminal's ^C reaches the app alone), no controlling terminal,
@@ -236,10 +316,12 @@ kbridge_child_exec_(const char *bin, char *const argv[], const unsigned long *cp
 	 * CPU time of its own rather than a share of the app's group, whose
 	 * polling lcores would take most of its weight. */
 	(void)setsid();
+	/* Every disposition a fresh process has: the app's handlers (which
+	 * would run on its memory here) and what it ignores. */
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
-	for (i = 0; i < RTE_DIM(sigs); i++)
-		(void)sigaction(sigs[i], &dfl, NULL);
+	for (sig = 1; sig < KBRIDGE_CHILD_NSIG_; sig++)
+		(void)sigaction(sig, &dfl, NULL);
 	sigemptyset(&none);
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	/* Every CPU (the kernel keeps those the cpuset allows), or
@@ -252,13 +334,96 @@ kbridge_child_exec_(const char *bin, char *const argv[], const unsigned long *cp
 #endif
 		for (fd = 3; fd < 65536; fd++)
 			(void)close(fd);
-	execv(bin, argv);
+	execve(bin, argv, envp);
 	_exit(127);
 }
 
 /*
+ * Starts the child: vfork() semantics, as posix_spawn() has them, and not
+ * fork(): fork() copies the page tables of an app that maps gigabytes of
+ * hugepages and may run many threads, and a thread of it writing under
+ * copy-on-write stalls. posix_spawn() itself cannot set the child's CPUs,
+ * and its session and close-from attributes are GNU extensions a header
+ * compiled in ISO mode does not see. The calling thread waits until the
+ * child has exec'd; the app's other threads run on. Every signal is blocked
+ * across the call, so that none runs an app handler in the child. The pid,
+ * or -1 with errno.
+ */
+static inline pid_t
+kbridge_child_spawn_(const char *bin, char *const argv[], char *const envp[],
+		     const unsigned long *cpus)
+{
+	sigset_t all, old;
+	pid_t pid;
+	int err;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = vfork();
+	if (pid == 0)
+		kbridge_child_exec_(bin, argv, envp, cpus);
+	err = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = err;
+	return pid;
+}
+
+/* The child's pidfd, or -1 where the kernel has none (before 5.3). Taken
+ * after the spawn: the pid is ours and cannot be reused until it is reaped,
+ * by us, unless the app reaps children it did not start (SIGCHLD ignored, a
+ * waitpid(-1) of its own). Then a waitid() on the pidfd that finds no child
+ * of ours says so, and the pidfd is dropped rather than trusted. */
+static inline int
+kbridge_child_pidfd_(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	siginfo_t si;
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0u);
+
+	if (fd < 0)
+		return -1;
+	memset(&si, 0, sizeof(si));
+	if (waitid((idtype_t)KBRIDGE_CHILD_P_PIDFD_, (id_t)fd, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+		/* ECHILD: not our child (reaped elsewhere, the pid taken);
+		 * EINVAL: a kernel with pidfd_open but not P_PIDFD (5.3). */
+		close(fd);
+		return -1;
+	}
+	return fd;
+#else
+	(void)pid;
+	return -1;
+#endif
+}
+
+/* Sends sig to the child: through its pidfd, which names that process and
+ * no later one of the same pid. */
+static inline void
+kbridge_child_signal_(const struct kbridge_child *c, int sig)
+{
+#ifdef SYS_pidfd_send_signal
+	if (c->pidfd >= 0) {
+		(void)syscall(SYS_pidfd_send_signal, c->pidfd, sig, NULL, 0u);
+		return;
+	}
+#endif
+	(void)kill(c->pid, sig);
+}
+
+/* Forgets the child: closes its pidfd. */
+static inline void
+kbridge_child_forget_(struct kbridge_child *c, int status)
+{
+	if (c->pid > 0 && c->pidfd >= 0)
+		close(c->pidfd);
+	c->pid = 0;
+	c->pidfd = -1;
+	c->status = status;
+}
+
+/*
  * Starts kbridge for conf. Returns 0 with c->pid set, or -errno: no kbridge
- * binary, the configuration could not be written, fork() failed.
+ * binary, the configuration could not be written, the spawn failed.
  */
 static inline int
 kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *conf,
@@ -267,10 +432,12 @@ kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *co
 	unsigned long cpus[KBRIDGE_CHILD_CPU_WORDS];
 	char bin[PATH_MAX];
 	char *argv[8];
+	char **envp;
 	int argc = 0, ret;
 	pid_t pid;
 
 	memset(c, 0, sizeof(*c));
+	c->pidfd = -1;
 	if (conf == NULL || !kbridge_child_plain_(conf->port) || !kbridge_child_plain_(conf->ifname)) {
 		snprintf(why, whylen, "port and interface names must be letters, digits, '-' or '_'");
 		return -EINVAL;
@@ -286,9 +453,16 @@ kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *co
 			 getenv("KBRIDGE_CHILD_CPUS"));
 		return -EINVAL;
 	}
+	envp = kbridge_child_env_();
+	if (envp == NULL) {
+		snprintf(why, whylen, "out of memory for kbridge's environment");
+		return -ENOMEM;
+	}
 	ret = kbridge_child_write_config_(c, conf, why, whylen);
-	if (ret < 0)
+	if (ret < 0) {
+		free(envp);
 		return ret;
+	}
 	argv[argc++] = bin;
 	argv[argc++] = (char *)"run";
 	argv[argc++] = (char *)"--config";
@@ -300,18 +474,17 @@ kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *co
 		argv[argc++] = (char *)conf->ifname;
 	}
 	argv[argc] = NULL;
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0)
-		kbridge_child_exec_(bin, argv, cpus);
+	pid = kbridge_child_spawn_(bin, argv, envp, cpus);
+	ret = -errno;
+	free(envp);
 	if (pid < 0) {
-		ret = -errno;
-		snprintf(why, whylen, "fork: %s", strerror(errno));
+		snprintf(why, whylen, "vfork: %s", strerror(-ret));
 		unlink(c->config);
 		c->config[0] = '\0';
 		return ret;
 	}
 	c->pid = pid;
+	c->pidfd = kbridge_child_pidfd_(pid);
 	c->status = -1;
 	return 0;
 }
@@ -331,28 +504,74 @@ kbridge_child_status_(int status, char *why, size_t whylen)
 		snprintf(why, whylen, "kbridge ended (wait status %#x)", (unsigned int)status);
 }
 
+/* A wait status from waitid()'s siginfo, as waitpid() gives it. */
+static inline int
+kbridge_child_wstatus_(const siginfo_t *si)
+{
+	if (si->si_code == CLD_EXITED)
+		return (si->si_status & 0xff) << 8;
+	return (si->si_status & 0x7f) | (si->si_code == CLD_DUMPED ? 0x80 : 0);
+}
+
+/*
+ * Reaps the child if it exited: 1 with its wait status, 0 while it runs, -1
+ * when it is no child of ours any more (the app reaps children itself:
+ * SIGCHLD ignored, or a handler of its own). block: wait for it.
+ */
+static inline int
+kbridge_child_reap_(struct kbridge_child *c, int block, int *status)
+{
+	int opts = block ? 0 : WNOHANG;
+	pid_t r;
+
+	if (c->pidfd >= 0) {
+		siginfo_t si;
+
+		memset(&si, 0, sizeof(si));
+		if (waitid((idtype_t)KBRIDGE_CHILD_P_PIDFD_, (id_t)c->pidfd, &si, WEXITED | opts) < 0)
+			return -1;
+		if (si.si_pid == 0)
+			return 0;
+		*status = kbridge_child_wstatus_(&si);
+		return 1;
+	}
+	r = waitpid(c->pid, status, opts);
+	return r == c->pid ? 1 : r == 0 ? 0 : -1;
+}
+
+/* Whether a child reaped elsewhere has exited: its pidfd polls readable once
+ * it has, whoever reaped it; without a pidfd only the pid can tell. */
+static inline int
+kbridge_child_gone_(const struct kbridge_child *c)
+{
+	if (c->pidfd >= 0) {
+		struct pollfd pfd;
+
+		pfd.fd = c->pidfd;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		return poll(&pfd, 1, 0) > 0;
+	}
+	return kill(c->pid, 0) < 0 && errno == ESRCH;
+}
+
 /* 1 (and the cause in why) once the child exited and was reaped, else 0. */
 static inline int
 kbridge_child_exited(struct kbridge_child *c, char *why, size_t whylen)
 {
-	int status = 0;
-	pid_t r;
+	int status = 0, r;
 
 	if (c->pid <= 0)
 		return 1;
-	r = waitpid(c->pid, &status, WNOHANG);
-	if (r == c->pid) {
+	r = kbridge_child_reap_(c, 0, &status);
+	if (r == 1) {
 		kbridge_child_status_(status, why, whylen);
-		c->status = status;
-		c->pid = 0;
+		kbridge_child_forget_(c, status);
 		return 1;
 	}
-	/* ECHILD: the app reaps its children itself (SIGCHLD ignored, or a
-	 * handler of its own): the pid alone tells. */
-	if (r < 0 && errno == ECHILD && kill(c->pid, 0) < 0 && errno == ESRCH) {
+	if (r < 0 && errno == ECHILD && kbridge_child_gone_(c)) {
 		snprintf(why, whylen, "kbridge exited (reaped elsewhere: its status is unknown)");
-		c->status = -1;
-		c->pid = 0;
+		kbridge_child_forget_(c, -1);
 		return 1;
 	}
 	return 0;
@@ -402,17 +621,16 @@ kbridge_child_stop(struct kbridge_child *c, char *why, size_t whylen)
 	int ret = 0;
 
 	if (c->pid > 0) {
-		(void)kill(c->pid, SIGTERM);
+		kbridge_child_signal_(c, SIGTERM);
 		for (waited = 0; !kbridge_child_exited(c, why, whylen); waited += 10) {
 			if (waited >= KBRIDGE_CHILD_STOP_MS) {
 				int status = 0;
 
-				(void)kill(c->pid, SIGKILL);
-				(void)waitpid(c->pid, &status, 0);
+				kbridge_child_signal_(c, SIGKILL);
+				(void)kbridge_child_reap_(c, 1, &status);
 				snprintf(why, whylen, "kbridge pid %d did not stop within %d ms of SIGTERM: killed",
 					 (int)c->pid, KBRIDGE_CHILD_STOP_MS);
-				c->pid = 0;
-				c->status = -1;
+				kbridge_child_forget_(c, -1);
 				ret = -EIO;
 				break;
 			}

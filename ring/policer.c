@@ -7,6 +7,7 @@ kb_bucket_init(struct kb_bucket *b, uint64_t rate, uint64_t burst)
 	b->rate = rate;
 	b->cap = burst * KB_NS;
 	b->tokens = b->cap;
+	b->debt = 0;
 }
 
 void

@@ -314,8 +314,8 @@ fail:
 }
 
 /*
- * Removes the interface: stops the kbridge rte_kni_alloc() started (by its
- * pid; it frees what it holds and removes the interface) and frees the
+ * Removes the interface: stops the kbridge rte_kni_alloc() started (through
+ * its pidfd; it frees what it holds and removes the interface) and frees the
  * port, the mbufs in its rings with it. No lcore may use the KNI any more.
  * The name can be allocated again. 0, or -1 (an unknown KNI; a kbridge
  * that did not let go, named in the log: the KNI is then left as it is).

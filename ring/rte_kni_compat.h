@@ -11,7 +11,10 @@
  * control threads' CPUs, whose pthread_t the caller joins with
  * pthread_join() and which gets start_routine's return value. attr must
  * be NULL (rte_thread_create_control() takes no attributes): -ENOTSUP
- * otherwise.
+ * otherwise. An error is negative, as 22.11's was and as callers test it
+ * (ret < 0): rte_thread_create_control() returns -errno when the thread
+ * cannot be made but pthread_setaffinity_np()'s positive errno when the
+ * thread cannot take the control threads' CPUs.
  */
 #ifndef RTE_KNI_COMPAT_H
 #define RTE_KNI_COMPAT_H
@@ -67,7 +70,7 @@ rte_ctrl_thread_create(pthread_t *thread, const char *name, const pthread_attr_t
 	if (ret != 0) {
 		/* The routine did not run: nothing else frees c. */
 		free(c);
-		return ret;
+		return ret < 0 ? ret : -ret;
 	}
 	/* A DPDK thread on Linux is a pthread, its id the pthread_t. */
 	*thread = (pthread_t)t.opaque_id;

@@ -19,7 +19,6 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_pause.h>
-#include <rte_version.h>
 #include <rte_vhost.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_net.h>
@@ -27,6 +26,7 @@
 
 #include "guestmem.h"
 #include "vhost.h"
+#include "vhost_msg.h"
 
 struct kb_vh_backend kb_vh = { .vid = -1, .notify_fd = -1 };
 volatile int kb_vh_stopping;
@@ -161,49 +161,6 @@ kb_vh_fault_take(char *what)
 	pthread_mutex_unlock(&kb_vh_faults.mu);
 	return kind;
 }
-
-/* The vhost-user message as librte_vhost hands it to the external handlers:
- * its message context (struct vhu_msg_context, lib/vhost/vhost_user.h),
- * the packed message and then the fds that came with it. The payload is a
- * union whose largest member, in DPDK 22.11 and 24.11 alike, is the crypto
- * session parameter (kb_vh_crypto_sess mirrors its layout, for its size);
- * the fds follow the payload. librte_vhost fills fds and fd_num from the
- * socket's SCM_RIGHTS, never from the frontend's bytes. */
-struct kb_vh_msg_hdr {
-	uint32_t request;
-	uint32_t flags;
-	uint32_t size;
-};
-struct kb_vh_crypto_sess {
-	int64_t session_id;
-	uint32_t u32s[7];
-	uint8_t u8s[4];
-	uint8_t *keys[2];
-	uint8_t key_bufs[64 + 512];
-};
-struct kb_vh_mem_region {
-	uint64_t gpa, size, uaddr, mmap_offset;
-};
-#define KB_VH_MAX_FDS 8 /* VHOST_MEMORY_MAX_NREGIONS */
-struct kb_vh_msg_ctx {
-	struct kb_vh_msg_hdr h;
-	union {
-		uint64_t u64;
-		struct {
-			uint32_t nregions, padding;
-			struct kb_vh_mem_region r[KB_VH_MAX_FDS];
-		} mem;
-		uint8_t config[12 + 256];
-		struct kb_vh_crypto_sess crypto;
-	} p;
-	int fds[KB_VH_MAX_FDS];
-	int fd_num;
-} __attribute__((packed));
-#if RTE_VERSION >= RTE_VERSION_NUM(25, 0, 0, 0)
-#error "check struct kb_vh_msg_ctx against this DPDK's struct vhu_msg_context (lib/vhost/vhost_user.h)"
-#endif
-_Static_assert(sizeof(((struct kb_vh_msg_ctx *)0)->p) == 632,
-	       "the payload of DPDK 22.11's and 24.11's VhostUserMsg");
 
 #define KB_VH_REQ_SET_MEM_TABLE 5
 #define KB_VH_REQ_SET_VRING_NUM 8

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -30,6 +31,9 @@ type Adopted struct {
 	Handed int `json:"queues_handed"` // queue fds adopted
 	Opened int `json:"queues_opened"` // queues opened to make up Options.Queues
 	Closed int `json:"queues_closed"` // handed queues beyond Options.Queues, closed
+	// Foreign is the queues attached that kbridge does not hold: another
+	// process's (takeAccess); logged, not detachable.
+	Foreign int `json:"queues_foreign,omitempty"`
 }
 
 // Adopt makes a Device of the TAP interface cfg.Name from fds, queue fds of
@@ -67,6 +71,9 @@ func Adopt(fds []int, cfg Config, opt Options) (d *Device, a Adopted, err error)
 			return nil, a, fmt.Errorf("fd %d (queue %d): %w", fd, i, err)
 		}
 	}
+	if err := checkDistinct(fds); err != nil {
+		return nil, a, err
+	}
 	l, err := findTAP(cfg.Name)
 	switch {
 	case err != nil:
@@ -97,6 +104,9 @@ func Adopt(fds []int, cfg Config, opt Options) (d *Device, a Adopted, err error)
 	}
 	if err := unix.IoctlSetInt(owned[0], unix.TUNSETPERSIST, 0); err != nil {
 		return nil, a, fmt.Errorf("TUNSETPERSIST 0: %w", err)
+	}
+	if a.Foreign, err = takeAccess(owned[0], linkRef{cfg.Name, a.Index}, len(owned), a.Closed, opt.Log); err != nil {
+		return nil, a, err
 	}
 	st := stateOf(l)
 	maxMTU := max(opt.MaxMTU, cfg.MTU)
@@ -176,9 +186,22 @@ func addConfigured(l netlink.Link, cfg Config) error {
 	return nil
 }
 
-// checkQueueFd checks that fd is an attached queue of TAP name with
-// kbridge's flags and header size.
+// checkQueueFd checks that fd is an open /dev/net/tun (a macvtap or
+// ipvtap fd answers TUNGETIFF too), attached to TAP name of this network
+// namespace (a TAP of that name in another namespace is another
+// interface), with kbridge's flags and header size.
 func checkQueueFd(fd int, name string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("fstat: %w", err)
+	}
+	if !isTUNDevice(st) {
+		return fmt.Errorf("not /dev/net/tun (mode %#o, device %d:%d): %w",
+			st.Mode&unix.S_IFMT, unix.Major(st.Rdev), unix.Minor(st.Rdev), ErrNotAdoptable)
+	}
+	if err := checkNetns(fd); err != nil {
+		return err
+	}
 	ifr, err := unix.NewIfreq("")
 	if err != nil {
 		return err
@@ -203,6 +226,51 @@ func checkQueueFd(fd int, name string) error {
 	}
 	return nil
 }
+
+// checkNetns checks that the interface of TUN fd lives in this thread's
+// network namespace (TUNGETDEVNETNS: an fd of the device's namespace,
+// compared by inode with ours).
+func checkNetns(fd int) error {
+	nsfd, err := unix.IoctlRetInt(fd, unix.TUNGETDEVNETNS)
+	if err != nil {
+		return fmt.Errorf("TUNGETDEVNETNS: %w: %w", err, ErrNotAdoptable)
+	}
+	defer unix.Close(nsfd)
+	var dev, own unix.Stat_t
+	if err := unix.Fstat(nsfd, &dev); err != nil {
+		return fmt.Errorf("the device's network namespace: %w", err)
+	}
+	if err := unix.Stat("/proc/thread-self/ns/net", &own); err != nil {
+		return fmt.Errorf("this thread's network namespace: %w", err)
+	}
+	if dev.Dev != own.Dev || dev.Ino != own.Ino {
+		return fmt.Errorf("a queue of an interface in another network namespace (net:[%d], this one net:[%d]): %w",
+			dev.Ino, own.Ino, ErrNotAdoptable)
+	}
+	return nil
+}
+
+// checkDistinct checks that no two fds are one open file (kcmp
+// KCMP_FILE): a duplicate would put two workers on one queue and leave a
+// queue count the kernel does not have.
+func checkDistinct(fds []int) error {
+	pid := uintptr(os.Getpid())
+	for i := range fds {
+		for j := i + 1; j < len(fds); j++ {
+			r, _, errno := unix.Syscall6(unix.SYS_KCMP, pid, pid, kcmpFile, uintptr(fds[i]), uintptr(fds[j]), 0)
+			if errno != 0 {
+				return fmt.Errorf("kcmp fds %d and %d: %w", fds[i], fds[j], errno)
+			}
+			if r == 0 {
+				return fmt.Errorf("fds %d and %d (queues %d and %d) are one open file: %w", fds[i], fds[j], i, j, ErrNotAdoptable)
+			}
+		}
+	}
+	return nil
+}
+
+// kcmpFile is KCMP_FILE (linux/kcmp.h); golang.org/x/sys/unix lacks it.
+const kcmpFile = 0
 
 // Fds returns the queues' fds, in queue order: what a successor adopts
 // (handed over, or kept in systemd's fd store). They stay the Device's.

@@ -101,9 +101,13 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 			return nil, fmt.Errorf("tap: create %q queue %d: %w", cfg.Name, q, err)
 		}
 		if q == 0 {
-			// Header size and offloads are the device's, not the
-			// queue's: set once.
-			if err := setOffloads(fd, cfg.Offload); err != nil {
+			// Owner, group, header size and offloads are the device's,
+			// not the queue's: set once, the owner first.
+			err := ownFirst(fd, cfg.Name)
+			if err == nil {
+				err = setOffloads(fd, cfg.Offload)
+			}
+			if err != nil {
 				unix.Close(fd)
 				return nil, fmt.Errorf("tap: %s: %w", cfg.Name, err)
 			}
@@ -171,6 +175,30 @@ func openFirst(name string, log *slog.Logger) (int, error) {
 		log.Warn("removed a leftover TAP interface of this name that nobody used", "interface", name, "alias", l.Attrs().Alias)
 	}
 	return -1, fmt.Errorf("tap: %s: %w: made again by someone else as fast as it was removed", name, ErrInUse)
+}
+
+// ownFirst makes the interface of its first queue fd, just made, kbridge's
+// alone (setAccess) and checks that nobody attached a queue before it was:
+// one that did would read a share of the frames the kernel sends toward
+// the app. The interface is not up yet.
+func ownFirst(fd int, name string) error {
+	if err := setAccess(fd); err != nil {
+		return err
+	}
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("find %q: %w", name, err)
+	}
+	a, err := readAccess(l.Attrs().Index)
+	if err != nil {
+		return err
+	}
+	if a.queues != 1 {
+		pids, _ := holders(name)
+		return fmt.Errorf("%w: %d queues attached to the interface before kbridge gave it an owner (holders %v): not serving beside them",
+			ErrInUse, a.queues, pids)
+	}
+	return nil
 }
 
 // openQueue opens one queue of TAP name: a non-blocking fd with a virtio-net
@@ -294,6 +322,33 @@ func (d *Device) Carrier() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.carrier
+}
+
+// RestoreCarrier sets the carrier back to what SetCarrier last asked for
+// when the kernel shows another: someone else turned it (TUNSETCARRIER
+// from a queue of theirs, `ip link set kb0 carrier off`), and a routing
+// daemon on the interface would take the link for down while the app's is
+// up. It reports whether it did. An interface that is down shows no
+// carrier whatever it is: left alone.
+func (d *Device) RestoreCarrier() (restored bool, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.queues) == 0 {
+		return false, fmt.Errorf("tap: %w", ErrClosed)
+	}
+	l, err := d.link()
+	if err != nil {
+		return false, err
+	}
+	// Read and set under mu: SetCarrier cannot change the wanted carrier
+	// between the two.
+	if s := stateOf(l); !s.Up || s.Carrier == d.carrier {
+		return false, nil
+	}
+	if err := setCarrier(d.queues[0].fd, d.carrier); err != nil {
+		return false, fmt.Errorf("tap: %s: %w", d.name, err)
+	}
+	return true, nil
 }
 
 func setCarrier(fd int, on bool) error {

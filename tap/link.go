@@ -289,6 +289,9 @@ func (d *Device) Recreate() (err error) {
 		}
 		fds = append(fds, fd)
 		if q == 0 {
+			if err := ownFirst(fd, cfg.Name); err != nil {
+				return err
+			}
 			if err := setOffloads(fd, d.offload.Load()); err != nil {
 				return err
 			}

@@ -165,7 +165,13 @@ func isTUN(path string) (bool, error) {
 	if err := unix.Stat(path, &st); err != nil {
 		return false, err
 	}
-	return st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) == 10 && unix.Minor(st.Rdev) == 200, nil
+	return isTUNDevice(st), nil
+}
+
+// isTUNDevice reports whether st is /dev/net/tun's: char 10:200, the
+// misc device's fixed minor (TUN_MINOR).
+func isTUNDevice(st unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) == 10 && unix.Minor(st.Rdev) == 200
 }
 
 // tunIface reads the interface a TUN fd is attached to from its fdinfo.

@@ -55,12 +55,3 @@ func ethtoolSet(ifname string, cmd uint32, on bool) error {
 	}
 	return nil
 }
-
-// ethtoolGet reads one offload flag (ETHTOOL_GTXCSUM, ETHTOOL_GGRO, ...).
-func ethtoolGet(ifname string, cmd uint32) (bool, error) {
-	v, err := ethtool(ifname, cmd, 0)
-	if err != nil {
-		return false, fmt.Errorf("ethtool cmd %#x on %s: %w", cmd, ifname, err)
-	}
-	return v != 0, nil
-}

@@ -33,7 +33,7 @@ func TestCleanupRefusesWhileADaemonAnswers(t *testing.T) {
 	}
 	removed := false
 	var out bytes.Buffer
-	err := cleanup(cfg, &out, func(string) error { removed = true; return nil })
+	err := cleanup(cfg, &out, func(string) (bool, error) { removed = true; return true, nil })
 	if err == nil || !strings.Contains(err.Error(), "running kbridge answers on "+cfg.Stats.Socket) {
 		t.Fatalf("cleanup = %v", err)
 	}
@@ -58,7 +58,7 @@ func TestCleanupRemovesWhatACrashedDaemonLeft(t *testing.T) {
 	l.Close()
 	var removed string
 	var out bytes.Buffer
-	if err := cleanup(cfg, &out, func(name string) error { removed = name; return nil }); err != nil {
+	if err := cleanup(cfg, &out, func(name string) (bool, error) { removed = name; return true, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if removed != "kbtestnone" {
@@ -76,8 +76,8 @@ func TestCleanupLeavesATAPInUse(t *testing.T) {
 	cfg.Interface.Name = "kbtestnone"
 	cfg.Stats.Socket = filepath.Join(t.TempDir(), "kbridge.sock")
 	var out bytes.Buffer
-	err := cleanup(cfg, &out, func(name string) error {
-		return fmt.Errorf("tap: %s: %w: held open by pid [1]", name, tap.ErrInUse)
+	err := cleanup(cfg, &out, func(name string) (bool, error) {
+		return true, fmt.Errorf("tap: %s: %w: held open by pid [1]", name, tap.ErrInUse)
 	})
 	if err != nil {
 		t.Fatalf("cleanup = %v, want nil", err)
@@ -91,7 +91,7 @@ func TestCleanupLeavesANonSocket(t *testing.T) {
 	cfg := config.Default()
 	cfg.Stats.Socket = filepath.Join(t.TempDir(), "kbridge.sock")
 	os.WriteFile(cfg.Stats.Socket, []byte("x"), 0o644)
-	err := cleanup(cfg, &bytes.Buffer{}, func(string) error { return nil })
+	err := cleanup(cfg, &bytes.Buffer{}, func(string) (bool, error) { return false, nil })
 	if err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("cleanup = %v", err)
 	}
@@ -109,5 +109,27 @@ func TestExitCodes(t *testing.T) {
 	}
 	if c := exitCode(errors.New("the DPDK app (pid 1) exited")); c != 1 {
 		t.Errorf("runtime error exits %d", c)
+	}
+}
+
+// cleanup says what it removed, or that there was nothing: no interface
+// and no socket is said so, not "cleaned up".
+func TestCleanupSaysWhatItDidOrThatThereWasNothing(t *testing.T) {
+	cfg := config.Default()
+	cfg.Interface.Name = "kbtestnone"
+	cfg.Stats.Socket = filepath.Join(t.TempDir(), "kbridge.sock")
+	var out bytes.Buffer
+	if err := cleanup(cfg, &out, func(string) (bool, error) { return false, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := "kbridge: nothing to clean up: no interface kbtestnone, no control socket " + cfg.Stats.Socket + "\n"; out.String() != want {
+		t.Errorf("said %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	if err := cleanup(cfg, &out, func(string) (bool, error) { return true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := "kbridge: removed the interface kbtestnone\n"; out.String() != want {
+		t.Errorf("said %q, want %q", out.String(), want)
 	}
 }

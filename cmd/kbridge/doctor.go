@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io/fs"
-	"os"
+	"io"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/daemon"
@@ -18,31 +19,52 @@ import (
 	"github.com/kbridge/kbridge/policy"
 )
 
-func doctorCmd(args []string) error {
-	fset := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	src := addConfigSource(fset, "kbridge configuration (used if it exists)")
-	root := fset.String("root", "/", "read /proc and /sys under this `dir` (fixture trees)")
-	jsonOut := fset.Bool("json", false, "print JSON for machines")
-	fix := fset.Bool("fix", false, "apply the suggested IRQ affinity")
-	nic := fset.String("nic", "", "kernel `netdev` of the NIC, for IRQ and XDP checks")
-	lcores := fset.String("app-lcores", "", "the DPDK app's lcore `cpus` (default: read from the running app)")
-	probe := fset.Duration("probe-wakeup", doctor.DefaultWakeupProbe, "measure what waking a parked worker costs, spending at most this `duration` (0: skip)")
-	coppWindow := fset.Duration("copp-window", doctor.DefaultCoPPWindow, "read the running kbridge's policed counters this `duration` apart (0: skip)")
-	if err := fset.Parse(args); err != nil {
-		return usageError{err}
+func doctorCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the host: hugepages, CPUs, IRQs, timer, wakeup cost, ENA, XDP, CoPP",
+		Long: `Check the host for kbridge: ENA write-combining and LLQ headers, the kernel
+timer against the polling policy, hugepages, hugetlbfs and the DPDK runtime
+directory, worker CPUs against the app's lcores and CPU isolation, what waking
+a parked worker costs here and why, NIC IRQ affinity, XDP programs, and the
+CoPP class a running kbridge polices now. Each check prints its evidence and a
+one-line fix. Exit status 1 when a check failed (warnings are advice).
+--fix applies the suggested IRQ affinity. The checks: docs/DOCTOR.md.`,
+		Example: `  kbridge doctor
+  kbridge doctor --nic eth1 --fix
+  kbridge doctor --json --probe-wakeup 0`,
 	}
-	cfg, err := src.defaults()
+	fl := c.Flags()
+	src := addConfigSource(fl)
+	var o doctorFlags
+	o.root = fl.String("root", "/", "read /proc and /sys under this `dir` (fixture trees)")
+	o.json = fl.Bool("json", false, "print JSON for machines")
+	o.fix = fl.Bool("fix", false, "apply the suggested IRQ affinity")
+	o.nic = fl.String("nic", "", "the NIC's kernel `netdev`, for the IRQ and XDP checks")
+	o.lcores = fl.String("app-lcores", "", "the DPDK app's lcore `cpus`, comma-separated (default: read from the running app)")
+	o.probe = addDuration(fl, "probe-wakeup", doctor.DefaultWakeupProbe, "measure what waking a parked worker costs, spending at most this long (0: skip)")
+	o.coppWindow = addDuration(fl, "copp-window", doctor.DefaultCoPPWindow, "read the running kbridge's policed counters this far apart (0: skip)")
+	c.RunE = func(c *cobra.Command, _ []string) error { return doctorCmd(src, o, c.OutOrStdout()) }
+	return c
+}
+
+// doctorFlags are kbridge doctor's flags beside the configuration's.
+type doctorFlags struct {
+	root, nic, lcores *string
+	json, fix         *bool
+	probe, coppWindow *time.Duration
+}
+
+func doctorCmd(src configSource, f doctorFlags, stdout io.Writer) error {
+	root, nic, lcores, jsonOut, fix, probe, coppWindow := f.root, f.nic, f.lcores, f.json, f.fix, f.probe, f.coppWindow
+	cfg, _, err := src.load()
 	if err != nil {
-		return usageError{err}
-	}
-	if c, err := src.load(); err == nil {
-		cfg = c
-	} else if !errors.Is(err, fs.ErrNotExist) {
 		return usageError{err}
 	}
 	opts := doctor.Options{
 		Root:        *root,
 		FilePrefix:  cfg.DPDK.FilePrefix,
+		RuntimeDir:  cfg.DPDK.RuntimeDir,
 		WorkerCPUs:  cfg.WorkerCPUs(),
 		Interface:   cfg.Interface.Name,
 		NIC:         *nic,
@@ -70,21 +92,21 @@ func doctorCmd(args []string) error {
 	if *fix {
 		changes, err := doctor.FixIRQ(opts)
 		for _, c := range changes {
-			fmt.Printf("IRQ %d (%s): %s -> %s\n", c.IRQ, c.Name, c.Old, c.New)
+			fmt.Fprintf(stdout, "IRQ %d (%s): %s -> %s\n", c.IRQ, c.Name, c.Old, c.New)
 		}
 		if err != nil {
 			return err
 		}
 		if len(changes) == 0 {
-			fmt.Println("kbridge doctor: IRQ affinity needs no change")
+			fmt.Fprintln(stdout, "kbridge doctor: IRQ affinity needs no change")
 		}
 	}
 	results := doctor.Run(context.Background(), opts)
-	if err := doctor.Render(os.Stdout, results, *jsonOut); err != nil {
+	if err := doctor.Render(stdout, results, *jsonOut); err != nil {
 		return err
 	}
 	if code := doctor.ExitCode(results); code != 0 {
-		os.Exit(code)
+		return exitError{code}
 	}
 	return nil
 }

@@ -8,20 +8,21 @@
 #   deploy/image/build.sh BIN [TAG]     (root; TAG default kbridge:<version>,
 #                                        also tagged kbridge:latest)
 #
-# KBRIDGE_IMAGE_DPDK=24.11 (make image IMAGE_DPDK=24.11): the image of the
-# kbridge built in the Debian 13 root of tests/dpdk24 (made or taken from
-# its cache) against that root's DPDK 24.11, with that root's files: BIN is
-# the root's own bin/, built there first (make build); TAG default
-# kbridge:<version>-dpdk24.11, also kbridge:dpdk24.11. The caller holds the
-# root-test lock, as for any use of the root (tests/README.md).
+# KBRIDGE_IMAGE_DPDK=24.11 or 25.11 (make image IMAGE_DPDK=...): the image
+# of the kbridge built in that release's Debian root of tests/dpdkroot
+# (Debian 13, Debian unstable; made or taken from its cache) against that
+# root's DPDK, with that root's files: BIN is the root's own bin/, built
+# there first (make build); TAG default kbridge:<version>-dpdk<release>,
+# also kbridge:dpdk<release>. The caller holds the root-test lock, as for
+# any use of a root (tests/README.md).
 #
 # KBRIDGE_IMAGE_EXTRA: more binaries (paths) for /usr/bin, with the
 # libraries they need: an app image on the same DPDK (tests/pod puts the
-# reference app in its image this way). For 24.11, every path names the
+# reference app in its image this way). For a root, every path names the
 # root's file (a path in the repository: the root's copy, whose bin/ is its own).
 #
 # KBRIDGE_IMAGE_TREE=DIR: only lay the image's files out in DIR (which
-# exists), without podman: how the 24.11 image is assembled in the root,
+# exists), without podman: how a root's image is assembled in the root,
 # with KBRIDGE_IMAGE_VERSION the version the host's git describe gave.
 #
 # What goes in, and why:
@@ -46,8 +47,8 @@ version=${KBRIDGE_IMAGE_VERSION:-$(git -C "$repo" describe --always --dirty 2>/d
 dpdk=${KBRIDGE_IMAGE_DPDK:-}
 case $dpdk in
 "" | 22.11) dpdk= ;;
-24.11) ;;
-*) echo "image: KBRIDGE_IMAGE_DPDK=$dpdk: the image is built for the host's DPDK (empty) or 24.11" >&2; exit 1 ;;
+24.11 | 25.11) ;;
+*) echo "image: KBRIDGE_IMAGE_DPDK=$dpdk: the image is built for the host's DPDK (empty), 24.11 or 25.11" >&2; exit 1 ;;
 esac
 tag=${2:-kbridge:$version${dpdk:+-dpdk$dpdk}}
 alias=latest
@@ -71,10 +72,11 @@ import() {
 	echo "image: $tag, $(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=iec) ($(grep -c . "$1/usr/share/kbridge/packages.txt") packages' files)"
 }
 
-# 24.11: build and lay the files out in the root, import them here.
+# A root's DPDK: build and lay the files out in the root, import them here.
 if [ -n "$dpdk" ] && [ -z "${KBRIDGE_IMAGE_TREE:-}" ]; then
-	. "$repo/tests/dpdk24/lib.sh"
-	bash "$repo/tests/dpdk24/root.sh" >/dev/null
+	. "$repo/tests/dpdkroot/lib.sh"
+	kbr_release "$dpdk"
+	bash "$repo/tests/dpdkroot/root.sh" "$dpdk" >/dev/null
 	tree=$(mktemp -d "$KBR_ROOT/tmp/kbridge-image.XXXXXX")
 	trap 'rm -rf "$tree"' EXIT
 	inner=()
@@ -84,7 +86,7 @@ if [ -n "$dpdk" ] && [ -z "${KBRIDGE_IMAGE_TREE:-}" ]; then
 		case $f in "$repo"/*) f=$KBR_SRC${f#"$repo"} ;; esac
 		inner+=("$f")
 	done
-	bash "$repo/tests/dpdk24/run.sh" -- "make build VERSION=$version >/dev/null && KBRIDGE_IMAGE_TREE=/tmp/${tree##*/} \
+	bash "$repo/tests/dpdkroot/run.sh" "$dpdk" -- "make build VERSION=$version >/dev/null && KBRIDGE_IMAGE_TREE=/tmp/${tree##*/} \
 		KBRIDGE_IMAGE_EXTRA='${inner[*]}' KBRIDGE_IMAGE_DPDK=$dpdk KBRIDGE_IMAGE_VERSION=$version bash deploy/image/build.sh bin"
 	import "$tree" "${2:-}"
 	exit 0

@@ -1,6 +1,8 @@
 module github.com/kbridge/kbridge/deploy/kubernetes
 
-go 1.26.0
+go 1.27.0
+
+toolchain go1.27.3
 
 require (
 	k8s.io/api v0.37.2

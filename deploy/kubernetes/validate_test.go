@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -117,6 +118,7 @@ func checkPodSpec(t *testing.T, spec corev1.PodSpec, configMaps []string) {
 			t.Errorf("container %s is privileged", c.Name)
 		}
 		if c.Name == "kbridge" {
+			checkKbridgeHardened(t, c)
 			if !slices.Contains(add, "NET_ADMIN") {
 				t.Errorf("kbridge's container lacks NET_ADMIN, which creating kb0 needs")
 			}
@@ -127,6 +129,59 @@ func checkPodSpec(t *testing.T, spec corev1.PodSpec, configMaps []string) {
 		}
 		if slices.Contains(add, "NET_ADMIN") || slices.Contains(add, "SYS_ADMIN") {
 			t.Errorf("the app's container %s is granted %v: the boundary is that only kbridge's has NET_ADMIN", c.Name, add)
+		}
+	}
+}
+
+// checkKbridgeHardened checks kbridge's container as README.md describes
+// it: no privilege escalation, a read-only root (its runtime directory
+// /run/kbridge a volume), the runtime's default seccomp profile.
+func checkKbridgeHardened(t *testing.T, c corev1.Container) {
+	t.Helper()
+	sc := c.SecurityContext
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("kbridge's container does not set allowPrivilegeEscalation: false")
+	}
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("kbridge's container does not set readOnlyRootFilesystem: true")
+	}
+	if sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("kbridge's container does not set seccompProfile: RuntimeDefault")
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/run/kbridge" }) {
+		t.Errorf("kbridge's container has no volume at /run/kbridge: its control socket would need a writable root")
+	}
+}
+
+// checkMetrics checks where the metrics listen: with the scrape annotation,
+// on the pod's address (--metrics from status.podIP); never on 0.0.0.0 in
+// the ConfigMap, which would serve kb0's address too.
+func checkMetrics(t *testing.T, file string, spec corev1.PodSpec, annotations map[string]string) {
+	t.Helper()
+	for _, o := range load(t, file) {
+		if cm, ok := o.(*corev1.ConfigMap); ok && strings.Contains(cm.Data["kbridge.yaml"], "0.0.0.0") {
+			t.Errorf("%s: ConfigMap %s puts something on 0.0.0.0, kb0's address among them", file, cm.Name)
+		}
+	}
+	for _, c := range spec.Containers {
+		if c.Name != "kbridge" {
+			continue
+		}
+		i := slices.Index(c.Args, "--metrics")
+		scraped := annotations["prometheus.io/scrape"] == "true"
+		if !scraped {
+			if i >= 0 {
+				t.Errorf("%s: kbridge serves metrics on %s though nothing scrapes them", file, c.Args[i+1])
+			}
+			continue
+		}
+		if i < 0 || i+1 >= len(c.Args) || c.Args[i+1] != "[$(POD_IP)]:"+annotations["prometheus.io/port"] {
+			t.Errorf("%s: scraped, kbridge's args %v do not put the metrics on the pod's address and the annotated port", file, c.Args)
+		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "POD_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP"
+		}) {
+			t.Errorf("%s: kbridge's container has no POD_IP from status.podIP", file)
 		}
 	}
 }
@@ -148,16 +203,25 @@ func TestTheSidecarPodDecodesStrictlyAndOnlyKbridgeHasNetAdmin(t *testing.T) {
 	if pod.Annotations["prometheus.io/scrape"] != "true" {
 		t.Errorf("the pod lacks Prometheus's scrape annotation")
 	}
+	checkMetrics(t, "sidecar.yaml", pod.Spec, pod.Annotations)
 }
 
 func TestTheVhostSidecarPodDecodesStrictlyAndSharesOnlyTheSocket(t *testing.T) {
 	pod, cms := loadWorkload[corev1.Pod](t, "sidecar-vhost.yaml")
 	checkPodSpec(t, pod.Spec, cms)
+	checkMetrics(t, "sidecar-vhost.yaml", pod.Spec, pod.Annotations)
+	// kbridge's own EAL may have volumes of its own (its runtime
+	// directory, on a read-only root): what the two mount alike is the
+	// socket's volume alone.
+	mounts := map[string][]string{}
 	for _, c := range pod.Spec.Containers {
 		for _, m := range c.VolumeMounts {
-			if m.MountPath == "/var/run/dpdk" || m.MountPath == "/dev/hugepages" {
-				t.Errorf("container %s mounts %s: in mode vhost the two share the socket alone", c.Name, m.MountPath)
-			}
+			mounts[m.Name] = append(mounts[m.Name], c.Name)
+		}
+	}
+	for vol, by := range mounts {
+		if len(by) > 1 && vol != "vhost" {
+			t.Errorf("containers %v share volume %s: in mode vhost the two share the socket alone", by, vol)
 		}
 	}
 }
@@ -171,6 +235,7 @@ func TestTheDaemonSetDecodesStrictlyAndRunsInTheHostsNamespace(t *testing.T) {
 		t.Errorf("the DaemonSet is not in the host's PID namespace: kbridge would not see the node's app exit")
 	}
 	checkPodSpec(t, ds.Spec.Template.Spec, cms)
+	checkMetrics(t, "daemonset.yaml", ds.Spec.Template.Spec, ds.Spec.Template.Annotations)
 }
 
 func TestAnUnknownFieldIsRefused(t *testing.T) {

@@ -83,7 +83,6 @@ var (
 	errL2           = &HeaderError{"Ethernet header malformed or unsupported for GSO"}
 	errL3           = &HeaderError{"IP header malformed, fragmented, with extension headers, or not TCP"}
 	errL3Version    = &HeaderError{"IP version does not match gso_type"}
-	errL4           = &HeaderError{"TCP header malformed or truncated"}
 	errTooLong      = &HeaderError{"frame longer than mtu+18 without GSO"}
 	errMTU          = &HeaderError{"mtu too small for the headers"}
 )

@@ -203,7 +203,7 @@ range() { tr ' ' '\n' | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } 
 echo "| copp | iperf3 out Gbit/s (ACK kpps to kb0) | iperf3 in Gbit/s (kpps to kb0) | flood kpps | pp p50/p99 us, quiet | pp p50/p99 us, flood | kbridge CPU % | ARP failed | BGP | written k | policed k | app dropped (control) | unaccounted |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"
 for v in "${VARIANTS[@]}"; do
-	kp= q50= q99= f50= f99= cpu= arp= bgp= wr= po= dr= dc= ok= og= ok2= ig= ik=
+	kp='' q50='' q99='' f50='' f99='' cpu='' arp='' bgp='' wr='' po='' dr='' dc='' ok='' og='' ok2='' ig='' ik=''
 	for ((r = 1; r <= ROUNDS; r++)); do
 		read -r a b <<<"${R[$v,$r,out]}"
 		og+="$a " ok2+="$b "

@@ -1,8 +1,8 @@
 module github.com/kbridge/kbridge/tests/bench
 
-go 1.26.0
+go 1.27.0
 
-toolchain go1.26.8
+toolchain go1.27.3
 
 require gonum.org/v1/plot v0.17.0
 

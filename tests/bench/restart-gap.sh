@@ -125,7 +125,7 @@ measure() {
 	done
 	[ "$ok_bgp" = yes ] && ok_bgp="yes, up $(bgp_field dut uptime "$d/bgp.after") s"
 	ok_kb0=$(kb0_kept "$idx")
-	local want_sha got_sha nfs_ok in outp gap late lost bps retr
+	local want_sha got_sha nfs_ok gap late lost retr
 	want_sha=$(cat "$KBT_BIG_SHA")
 	got_sha=$(awk '{ print $1 }' "$d/nfs.sha")
 	if [ "$got_sha" = "$want_sha" ]; then nfs_ok=match; else nfs_ok="MISMATCH"; fi

@@ -1,17 +1,18 @@
-// Package crossver tests kbridge across two DPDK releases on one machine:
-// the host's (Debian 12: 22.11) and the Debian 13 root's (24.11) that
-// tests/dpdk24 makes. Mode vhost needs no match: kbridge built on one DPDK
-// serves the other DPDK's unmodified dpdk-testpmd and the reference app
-// through virtio-user (ping, and a TCP transfer checked by SHA-256 each
-// way). Ring mode needs an exact match: kbridge built on one DPDK, started
-// against the other DPDK's primary, refuses with both versions named and
-// exit status 2, before its EAL starts (and crashes as it once did).
+// Package crossver tests kbridge across DPDK releases on one machine: the
+// host's (Debian 12: 22.11) and each Debian root's that tests/dpdkroot
+// makes (24.11, 25.11). Mode vhost needs no match: kbridge built on one
+// DPDK serves each other DPDK's unmodified dpdk-testpmd and the reference
+// app through virtio-user (ping, and a TCP transfer checked by SHA-256
+// each way). Ring mode needs an exact match: kbridge built on one DPDK,
+// started against another DPDK's primary, refuses with both versions named
+// and exit status 2, before its EAL starts (and crashes as it once did).
 //
-// The test runs on the host, inside tests/dpdk24/run.sh --host, which
-// mounts the root and exports KBR_ROOT and KBR_SRC; programs of the root
-// run through chroot. Without KBR_ROOT it skips. Root only:
+// The test runs on the host, inside tests/dpdkroot/run.sh --host, which
+// mounts the roots and exports KBR_ROOTS (RELEASE=ROOT ...) and KBR_SRC;
+// programs of a root run through chroot. Without KBR_ROOTS it skips. Root
+// only:
 //
-//	flock /tmp/kbridge-root.lock tests/dpdk24/ci.sh crossver
+//	flock /tmp/kbridge-root.lock tests/dpdkroot/ci.sh crossver
 package crossver
 
 import (
@@ -39,9 +40,9 @@ const (
 	sockDir   = "/run/kbxv" // in /run: the root shares it with the host
 )
 
-// side is one DPDK build: the host's or the root's.
+// side is one DPDK build: the host's or a root's.
 type side struct {
-	name    string // "host" or "root"
+	name    string // "host" or "root RELEASE"
 	dpdk    string // pkg-config --modversion libdpdk
 	kbridge string // the kbridge binary, in the side's own file system
 	refapp  string
@@ -60,31 +61,41 @@ func (s side) cmd(ns string, args ...string) []string {
 }
 
 var sides struct {
-	once       sync.Once
-	host, root side
-	skip       string
+	once sync.Once
+	all  []side
+	skip string
 }
 
-// twoSides finds both builds: the host's bin/ (make build) and the root's
-// (tests/dpdk24/ci.sh builds it), with their DPDK versions.
-func twoSides(t *testing.T) (host, root side) {
+// allSides finds every build: the host's bin/ (make build) and each root's
+// (tests/dpdkroot/ci.sh builds them), with their DPDK versions, which must
+// all differ.
+func allSides(t *testing.T) []side {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: run it through tests/dpdk24/ci.sh")
+		t.Skip("needs root: run it through tests/dpdkroot/ci.sh")
 	}
 	sides.once.Do(func() {
-		r, src := os.Getenv("KBR_ROOT"), os.Getenv("KBR_SRC")
-		if r == "" || src == "" {
-			sides.skip = "KBR_ROOT unset: run it through tests/dpdk24/ci.sh (a DPDK 24.11 root beside the host's DPDK)"
+		roots, src := strings.Fields(os.Getenv("KBR_ROOTS")), os.Getenv("KBR_SRC")
+		if len(roots) == 0 || src == "" {
+			sides.skip = "KBR_ROOTS unset: run it through tests/dpdkroot/ci.sh (the DPDK roots beside the host's DPDK)"
 			return
 		}
 		repo := harness.RepoRoot(t)
-		sides.host = side{name: "host", kbridge: filepath.Join(repo, "bin/kbridge"), refapp: filepath.Join(repo, "bin/kbridge-refapp")}
-		sides.root = side{name: "root", kbridge: filepath.Join(src, "bin/kbridge"), refapp: filepath.Join(src, "bin/kbridge-refapp"), chroot: r}
-		for _, s := range []*side{&sides.host, &sides.root} {
+		all := []side{{name: "host", kbridge: filepath.Join(repo, "bin/kbridge"), refapp: filepath.Join(repo, "bin/kbridge-refapp")}}
+		for _, r := range roots {
+			release, dir, ok := strings.Cut(r, "=")
+			if !ok {
+				sides.skip = fmt.Sprintf("KBR_ROOTS=%q: want RELEASE=ROOT pairs", os.Getenv("KBR_ROOTS"))
+				return
+			}
+			all = append(all, side{name: "root " + release, kbridge: filepath.Join(src, "bin/kbridge"), refapp: filepath.Join(src, "bin/kbridge-refapp"), chroot: dir})
+		}
+		seen := map[string]string{}
+		for i := range all {
+			s := &all[i]
 			for _, bin := range []string{s.kbridge, s.refapp} {
 				if _, err := os.Stat(filepath.Join(s.chroot, bin)); err != nil {
-					sides.skip = fmt.Sprintf("%s: %v: make build on that side first (tests/dpdk24/ci.sh does)", s.name, err)
+					sides.skip = fmt.Sprintf("%s: %v: make build on that side first (tests/dpdkroot/ci.sh does)", s.name, err)
 					return
 				}
 			}
@@ -95,15 +106,32 @@ func twoSides(t *testing.T) (host, root side) {
 				return
 			}
 			s.dpdk = strings.TrimSpace(string(out))
+			if other, dup := seen[s.dpdk]; dup {
+				sides.skip = fmt.Sprintf("%s and %s run the same DPDK %s: nothing to cross", other, s.name, s.dpdk)
+				return
+			}
+			seen[s.dpdk] = s.name
 		}
-		if sides.host.dpdk == sides.root.dpdk {
-			sides.skip = "host and root run the same DPDK " + sides.host.dpdk + ": nothing to cross"
-		}
+		sides.all = all
 	})
 	if sides.skip != "" {
 		t.Skip(sides.skip)
 	}
-	return sides.host, sides.root
+	return sides.all
+}
+
+// pairs are the ordered pairs of different sides: kbridge of the first,
+// the app of the second.
+func pairs(all []side) [][2]side {
+	var out [][2]side
+	for _, kb := range all {
+		for _, app := range all {
+			if kb.name != app.name {
+				out = append(out, [2]side{kb, app})
+			}
+		}
+	}
+	return out
 }
 
 func run(t *testing.T, args ...string) string {
@@ -238,11 +266,10 @@ func writeFile(t *testing.T, name, text string) string {
 	return path
 }
 
-// TestVhostAcrossVersions: kbridge of one side serves, in mode vhost, the
-// other side's testpmd and reference app; traffic crosses both ways.
+// TestVhostAcrossVersions: kbridge of each side serves, in mode vhost,
+// each other side's testpmd and reference app; traffic crosses both ways.
 func TestVhostAcrossVersions(t *testing.T) {
-	host, root := twoSides(t)
-	for _, pair := range [][2]side{{host, root}, {root, host}} {
+	for _, pair := range pairs(allSides(t)) {
 		kb, app := pair[0], pair[1]
 		for _, which := range []string{"testpmd", "refapp"} {
 			t.Run(fmt.Sprintf("kbridge %s (DPDK %s) serves %s of DPDK %s", kb.name, kb.dpdk, which, app.dpdk), func(t *testing.T) {
@@ -314,12 +341,11 @@ vhost:
 	}
 }
 
-// TestRingRefusesOtherVersion: kbridge of one side, started in ring mode
-// against the other side's reference app (a DPDK primary), says which
+// TestRingRefusesOtherVersion: kbridge of each side, started in ring mode
+// against each other side's reference app (a DPDK primary), says which
 // versions differ and how to build, and exits 2 without crashing.
 func TestRingRefusesOtherVersion(t *testing.T) {
-	host, root := twoSides(t)
-	for _, pair := range [][2]side{{root, host}, {host, root}} {
+	for _, pair := range pairs(allSides(t)) {
 		kb, app := pair[0], pair[1]
 		t.Run(fmt.Sprintf("kbridge %s (DPDK %s) against an app of DPDK %s", kb.name, kb.dpdk, app.dpdk), func(t *testing.T) {
 			ringRefuses(t, kb, app)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/ring/ringtest"
+	"github.com/kbridge/kbridge/tap/taptest"
 	"github.com/kbridge/kbridge/tests/harness"
 )
 
@@ -23,6 +24,7 @@ import (
 // Main is a DPDK test package's TestMain after flag parsing: Setup(name)
 // into *env, the tests, Teardown. It returns the exit code.
 func Main(m *testing.M, name string, env **Env) int {
+	taptest.Main() // this binary started again as taptest's attacker
 	flag.Parse()
 	e := Setup(name)
 	*env = e
@@ -126,11 +128,18 @@ func (e *Env) NewKbridge(t *testing.T, p *Port, extra ...string) *Kbridge {
 // starts kbridge on it with extra added to its environment.
 func (e *Env) StartKbridgeConfig(t *testing.T, c Config, extra ...string) *Kbridge {
 	t.Helper()
+	return e.StartKbridgeConfigBin(t, e.Bin, c, extra...)
+}
+
+// StartKbridgeConfigBin is StartKbridgeConfig with kbridge binary bin (a
+// test build, say).
+func (e *Env) StartKbridgeConfigBin(t *testing.T, bin string, c Config, extra ...string) *Kbridge {
+	t.Helper()
 	dir := t.TempDir()
 	c.Sock = filepath.Join(dir, "kbridge.sock")
 	k := &Kbridge{T: t, Env: e, Ifname: c.Ifname, Sock: c.Sock, Cfg: filepath.Join(dir, "kbridge.yaml")}
 	c.Write(t, k.Cfg)
-	k.Proc = e.StartKbridge(t, k.Cfg, extra...)
+	k.Proc = e.StartKbridgeBin(t, bin, k.Cfg, extra...)
 	return k
 }
 

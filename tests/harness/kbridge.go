@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/kbridge/kbridge/tap/taptest"
 )
 
 // The kbridge binary of this test binary: built from the working tree the
@@ -80,6 +82,7 @@ func Kbridge(t testing.TB) string {
 //
 //	func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
 func Main(m *testing.M) int {
+	taptest.Main() // this binary started again as taptest's attacker
 	code := m.Run()
 	Teardown()
 	return code

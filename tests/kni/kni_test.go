@@ -290,6 +290,7 @@ func TestKNIApplication(t *testing.T) {
 		if got := attr(t, "vEth0", "mtu"); got != "1500" {
 			t.Errorf("vEth0 has MTU %s, want conf.mtu 1500", got)
 		}
+		harness.NoOtherUserAttaches(t, "kbt-dut", "vEth0")
 		harness.BedTraffic(t)
 		t.Run("requests reach the callbacks and their answer holds", func(t *testing.T) {
 			a.request(t, "vEth0", "mtu", "1400", true, "mtu", "1400")

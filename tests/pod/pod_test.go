@@ -7,7 +7,8 @@
 // app's killed are served again, and the pod's teardown leaves nothing; then
 // sidecar-vhost.yaml the same way, dpdk-testpmd's virtio-user port on the
 // shared socket. Root only; it skips, saying why, where podman cannot run
-// containers. KBT_POD_DPDK=24.11: the image built in the Debian 13 root.
+// containers. KBT_POD_DPDK=24.11 or 25.11: the image built in that
+// release's Debian root (tests/dpdkroot).
 package pod
 
 import (
@@ -87,7 +88,7 @@ func forBed(t *testing.T, root, file string, cfg []byte, app []any, hugeDir stri
 		}
 		switch doc["kind"] {
 		case "ConfigMap":
-			doc["data"] = map[string]any{"kbridge.yaml": string(cfg)}
+			doc["data"] = map[string]any{"kbridge.yaml": string(onSpecSocket(t, doc, cfg))}
 		case "Pod":
 			spec := doc["spec"].(map[string]any)
 			for _, c := range spec["containers"].([]any) {
@@ -99,6 +100,13 @@ func forBed(t *testing.T, root, file string, cfg []byte, app []any, hugeDir stri
 				delete(c, "ports")
 				if c["name"] == "app" {
 					c["command"], c["args"] = app[:1], app[1:]
+				}
+				if c["name"] == "kbridge" {
+					// The pod runs in the bed's namespace (kube play
+					// --network host), where the bed's file names the
+					// metrics address: the pod's own is Kubernetes' to give.
+					delete(c, "env")
+					c["args"] = withoutFlag(c["args"].([]any), "--metrics")
 				}
 			}
 			for _, v := range spec["volumes"].([]any) {
@@ -114,6 +122,46 @@ func forBed(t *testing.T, root, file string, cfg []byte, app []any, hugeDir stri
 		}
 	}
 	return out.Bytes()
+}
+
+// onSpecSocket is cfg with the control socket the spec's own ConfigMap
+// doc names: kbridge's root is read-only, and only its runtime directory
+// (a volume) takes the socket.
+func onSpecSocket(t *testing.T, doc map[string]any, cfg []byte) []byte {
+	t.Helper()
+	var spec, bed map[string]any
+	data, _ := doc["data"].(map[string]any)
+	specYAML, _ := data["kbridge.yaml"].(string)
+	if err := yaml.Unmarshal([]byte(specYAML), &spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(cfg, &bed); err != nil {
+		t.Fatal(err)
+	}
+	specStats, _ := spec["stats"].(map[string]any)
+	bedStats, _ := bed["stats"].(map[string]any)
+	if specStats["socket"] == nil || bedStats == nil {
+		t.Fatalf("the spec's ConfigMap or the bed's file names no stats.socket")
+	}
+	bedStats["socket"] = specStats["socket"]
+	out, err := yaml.Marshal(bed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// withoutFlag is args without flag and the value after it.
+func withoutFlag(args []any, flag string) []any {
+	var kept []any
+	for i := 0; i < len(args); i++ {
+		if args[i] == flag {
+			i++
+			continue
+		}
+		kept = append(kept, args[i])
+	}
+	return kept
 }
 
 // readFile reads a file of the repository.
@@ -280,7 +328,7 @@ func podmanRuns() string {
 func TestTheSidecarPodBridgesKb0InThePodsNamespaceAndItsAppLacksNetAdmin(t *testing.T) {
 	harness.NeedRoot(t, "the pod test needs root (podman, namespaces, DPDK)")
 	root := harness.RepoRoot(t)
-	// KBT_POD_DPDK=24.11: the image of the Debian 13 root's kbridge and
+	// KBT_POD_DPDK=24.11 or 25.11: the image of that root's kbridge and
 	// reference app, built there (deploy/image/build.sh); else the host's.
 	dpdk := os.Getenv("KBT_POD_DPDK")
 	if dpdk == "" {

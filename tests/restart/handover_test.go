@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/daemon"
+	"github.com/kbridge/kbridge/ring/ringtest"
 	"github.com/kbridge/kbridge/tests/dpdkbed"
 	"github.com/kbridge/kbridge/tests/harness"
 )
@@ -244,6 +245,7 @@ func TestTakeoverByHandKeepsTheInterface(t *testing.T) {
 		t.Errorf("port owner %d, want the new kbridge %d", got, next.Pid())
 	}
 	stillThere(t, old.Ifname, ifindex)
+	harness.NoOtherUserAttaches(t, env.NS, old.Ifname) // the adopted kb0 too
 	a := adopted(t, old.Sock)
 	if a.From != old.Pid() || a.Index != ifindex || a.How != daemon.HowHanded {
 		t.Errorf("adopted %+v, want from pid %d, ifindex %d", a, old.Pid(), ifindex)
@@ -365,5 +367,112 @@ func TestOnStopKeepLeavesTheInterfaceForTheNext(t *testing.T) {
 	}
 	if _, err := env.Link(first.Ifname); err == nil {
 		t.Errorf("kbridge cleanup left %s: %s", first.Ifname, out)
+	}
+}
+
+// startHeldSuccessor starts `kbridge run --takeover` (the hook build) on
+// old's configuration, held for hold between adopting kb0 and confirming,
+// and waits until it holds there: it has the fds, the port and kb0.
+func startHeldSuccessor(t *testing.T, old *dpdkbed.Kbridge, p *dpdkbed.Port, hold string) *harness.Proc {
+	t.Helper()
+	next := harness.StartSpec(t, "kbridge-next", harness.Spec{Env: []string{"KBRIDGE_TEST_HOLD_CONFIRM=" + hold}},
+		"ip", "netns", "exec", env.NS, rcHookBin(t), "run", "--config", old.Cfg, "--takeover")
+	next.StopWait = 15 * time.Second
+	next.WaitLog("test hook: holding the takeover before confirming it", 30*time.Second)
+	if got := p.Port.OwnerPID(); got != next.Pid() {
+		t.Errorf("port owner %d while the successor holds before confirming, want it, pid %d", got, next.Pid())
+	}
+	return next
+}
+
+// tookBack checks that old, whose successor (pid) did not confirm, took the
+// port and kb0 back: it serves again under its own pid, kb0 kept its
+// ifindex, hand-added address and route, frames cross both ways, no other
+// user attaches a queue; then it stops cleanly.
+func tookBack(t *testing.T, old *dpdkbed.Kbridge, p *dpdkbed.Port, successor, ifindex int) {
+	t.Helper()
+	old.WaitLog("taking the port and the interface back: the takeover by pid "+strconv.Itoa(successor)+" was not confirmed", 30*time.Second)
+	old.Ready()
+	if old.ExitedWithin(0) {
+		t.Fatalf("the old kbridge exited (%v) instead of taking back:\n%s", old.Err(), old.Log)
+	}
+	if got := p.Port.OwnerPID(); got != old.Pid() {
+		t.Errorf("port owner %d, want the old kbridge %d back", got, old.Pid())
+	}
+	stillThere(t, old.Ifname, ifindex)
+	if a := adopted(t, old.Sock); a.How != daemon.HowTakenBack || a.Successor != successor || a.Index != ifindex {
+		t.Errorf("adopted %+v, want taken back from successor %d, ifindex %d", a, successor, ifindex)
+	} else {
+		t.Logf("kbridge stats: %s", a.Text)
+	}
+	before := old.Status()
+	if q, err := p.Port.Inject(0, dpdkbed.Frames(8), ringtest.InjectOpts{}); err != nil || q != 8 {
+		t.Fatalf("inject: queued %d: %v", q, err)
+	}
+	harness.WaitUntil(t, "the app's frames through kb0", 5*time.Second, func() bool {
+		return old.Status().ToKernelPackets >= before.ToKernelPackets+8
+	})
+	old.Send(8)
+	var got int
+	harness.WaitUntil(t, "the kernel's frames at the app", 5*time.Second, func() bool {
+		got += len(dpdkbed.OnlyTest(p.Port.Collect(0, 32)))
+		return got >= 8
+	})
+	harness.NoOtherUserAttaches(t, env.NS, old.Ifname)
+	old.Stop(true)
+	if _, err := env.Link(old.Ifname); err == nil {
+		t.Errorf("interface %s still exists after the old kbridge stopped", old.Ifname)
+	}
+}
+
+// A successor killed (SIGKILL) after it was handed kb0's queues, claimed
+// the port and adopted kb0, but before it confirmed: the old kbridge, which
+// kept its queues, takes the port and kb0 back (it executes itself again
+// over them, under its own pid), and the path is up again.
+func TestTakeoverKilledBeforeConfirmingIsTakenBack(t *testing.T) {
+	p := env.NewPort(t)
+	old := env.NewKbridge(t, p)
+	old.Ready()
+	ifindex := handAdded(t, old.Ifname)
+	next := startHeldSuccessor(t, old, p, "forever")
+	next.Kill()
+	tookBack(t, old, p, next.Pid(), ifindex)
+	for _, want := range []string{"the successor went (or closed the connection) before it confirmed", "how=\"taken back\""} {
+		if !strings.Contains(old.Log.String(), want) {
+			t.Errorf("the old kbridge's log lacks %q:\n%s", want, old.Log)
+		}
+	}
+}
+
+// A successor that confirms after the old kbridge's deadline is told to
+// give up, and does (it releases the port and exits 1); one that hangs is
+// killed once it had the time to give up. Either way the old one takes
+// the port and kb0 back.
+func TestTakeoverNotConfirmedInTimeIsTakenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name, hold, want string
+		exit             int
+	}{
+		{"late", "3s", "the takeover was aborted by the kbridge that handed over", 1},
+		{"hung", "forever", "", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := env.NewPort(t)
+			old := env.StartKbridgeConfigBin(t, rcHookBin(t), env.PortConfig(p), "KBRIDGE_TEST_CONFIRM_WITHIN=1s")
+			old.Ready()
+			ifindex := handAdded(t, old.Ifname)
+			next := startHeldSuccessor(t, old, p, tc.hold)
+			if !next.ExitedWithin(20 * time.Second) {
+				t.Fatalf("the successor still runs 20 s after its deadline:\n%s", next.Log)
+			}
+			if code := next.ExitCode(); code != tc.exit || !strings.Contains(next.Log.String(), tc.want) {
+				t.Errorf("the successor exited %d, want %d, its log saying %q:\n%s", code, tc.exit, tc.want, next.Log)
+			}
+			tookBack(t, old, p, next.Pid(), ifindex)
+			killed := strings.Contains(old.Log.String(), "neither confirmed nor gave up: killing it")
+			if killed != (tc.hold == "forever") || !strings.Contains(old.Log.String(), "no confirmation within 1s") {
+				t.Errorf("the old kbridge's log: killed the successor %v, want %v, and the deadline named:\n%s", killed, tc.hold == "forever", old.Log)
+			}
+		})
 	}
 }

@@ -26,7 +26,8 @@ const rcRing = 64
 
 var rcParked = regexp.MustCompile(`test park: the worker parks [^(]*\((\d+) mbufs\)`)
 
-// rcHookBin builds the kbridge with the ring test hook.
+// rcHookBin builds the kbridge with the test hooks (ring/testhook.go,
+// daemon/testhook.go).
 func rcHookBin(t *testing.T) string {
 	t.Helper()
 	bin, err := harness.BuildKbridgeTestHook()

@@ -4,7 +4,8 @@
 // dpkg -i of a newer version (kb0 kept), stop and BindsTo, with
 // the real kbridge beside the reference DPDK app, then purges the package
 // and finds nothing of it left; the template kbridge@.service likewise
-// with two instances beside an app with two ports. TestGoStepOnFreshDebian runs make deps'
+// with two instances beside an app with two ports; a KNI app's own unit
+// beside the kbridges it starts. TestGoStepOnFreshDebian runs make deps'
 // Go step on fresh Debian 12 and 13 roots.
 package service
 
@@ -168,6 +169,30 @@ func TestInstancesUnderRealSystemd(t *testing.T) {
 	noHugepageFiles(t, "kbns")
 }
 
+// TestKNIAppUnitUnderRealSystemd runs the KNI test app (tests/kniapp) as a
+// unit of its own, Type=notify with NotifyAccess=all, which says READY=1
+// and its STATUS= itself and allocates and releases KNIs: every kbridge
+// that rte_kni_alloc starts runs in the app's cgroup, and none may speak
+// for the app's unit (deploy/nspawn-check-kni.sh). The unit stays active
+// through the releases and keeps the app's status.
+func TestKNIAppUnitUnderRealSystemd(t *testing.T) {
+	harness.NeedRoot(t, "booting systemd in a container needs root")
+	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
+		t.Skip("systemd-nspawn missing: make deps installs systemd-container")
+	}
+	root := harness.RepoRoot(t)
+	bin := filepath.Join(root, "bin")
+	for _, b := range []string{"kbridge", "kbridge-kniapp"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Fatalf("bin/%s missing: run make build (make test does)", b)
+		}
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-check-kni.sh"),
+		filepath.Join(bin, "kbridge"), filepath.Join(bin, "kbridge-kniapp"))
+	runChecks(t, cmd, 7, "nspawn-check-kni")
+	noHugepageFiles(t, "kbkni")
+}
+
 // TestXDPUnitUnderRealSystemd runs deploy/kbridge.service with mode: xdp
 // (loader kbridge) on a veth "NIC" inside the container's private network:
 // active (running) without CAP_SYS_ADMIN, kb0 and the pins exist, a ping
@@ -235,5 +260,125 @@ func TestGoStepOnFreshDebian(t *testing.T) {
 				t.Errorf("the Makefile's go does not say %q", want)
 			}
 		})
+	}
+}
+
+// quickStartBlock returns README.md's quick start: the first sh block of
+// its section "Quick start", as a reader copies it.
+func quickStartBlock(t *testing.T, root string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "\n## Quick start\n")
+	if !ok {
+		t.Fatal("README.md has no section Quick start")
+	}
+	if i := strings.Index(sec, "\n## "); i >= 0 {
+		sec = sec[:i]
+	}
+	_, block, ok := strings.Cut(sec, "\n```sh\n")
+	if !ok {
+		t.Fatal("README.md's quick start has no sh block")
+	}
+	block, _, ok = strings.Cut(block, "\n```\n")
+	if !ok {
+		t.Fatal("README.md's quick start block does not end")
+	}
+	return block + "\n"
+}
+
+// TestQuickStart runs README.md's quick start as written (the block is cut
+// out of README.md, so the two cannot drift apart) in a booted systemd:
+// the package from make deb's deploy/deb.sh, the five lines of YAML,
+// kbridge check, the unit started beside the reference app (the app's
+// --file-prefix myapp and port kb0, as the text says), kbridge stats and
+// doctor; every command must succeed, kbridge run, kb0 carry the address.
+func TestQuickStart(t *testing.T) {
+	harness.NeedRoot(t, "booting systemd in a container needs root")
+	if _, err := exec.LookPath("systemd-nspawn"); err != nil {
+		t.Skip("systemd-nspawn missing: make deps installs systemd-container")
+	}
+	root := harness.RepoRoot(t)
+	bin := filepath.Join(root, "bin")
+	for _, b := range []string{"kbridge", "kbridge-refapp"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Fatalf("bin/%s missing: run make build (make test does)", b)
+		}
+	}
+	block := filepath.Join(t.TempDir(), "quickstart.sh")
+	if err := os.WriteFile(block, []byte(quickStartBlock(t, root)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := "/opt/kbridge/bin/kbridge-refapp -l 1 --file-prefix myapp --proc-type primary --no-pci --vdev net_ring0 -m 64 -- --port kb0"
+	cmd := exec.Command("bash", filepath.Join(root, "deploy/nspawn-quickstart.sh"), buildDeb(t, root), block, app)
+	cmd.Env = append(os.Environ(), "EXTRA_BINS="+filepath.Join(bin, "kbridge-refapp"))
+	runChecks(t, cmd, 5, "nspawn-quickstart")
+	noHugepageFiles(t, "myapp")
+}
+
+// TestDebIsLintianClean runs lintian on the package deploy/deb.sh makes:
+// no error, warning or information but those docs/PACKAGING.md argues,
+// which the package overrides (usr/share/lintian/overrides/kbridge, each
+// with its reason); those show as overridden, and none may go unused.
+func TestDebIsLintianClean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lintian takes a minute or two: not under -short")
+	}
+	if _, err := exec.LookPath("lintian"); err != nil {
+		t.Skip("lintian missing: make deps installs it")
+	}
+	root := harness.RepoRoot(t)
+	if _, err := os.Stat(filepath.Join(root, "bin", "kbridge")); err != nil {
+		t.Fatal("bin/kbridge missing: run make build (make test does)")
+	}
+	deb := buildDeb(t, root)
+	out, err := exec.Command("lintian", "--display-level", ">=pedantic", "--show-overrides", "--tag-display-limit", "0", deb).CombinedOutput()
+	t.Logf("lintian %s:\n%s", filepath.Base(deb), out)
+	var bad []string
+	tag := regexp.MustCompile(`^[EWIPX]: `) // O: an override's, N: notes
+	for _, l := range strings.Split(string(out), "\n") {
+		if tag.MatchString(l) {
+			bad = append(bad, l)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("lintian reports %d tags the package does not override (docs/PACKAGING.md):\n%s", len(bad), strings.Join(bad, "\n"))
+	}
+	if err != nil && len(bad) == 0 {
+		t.Errorf("lintian: %v", err)
+	}
+}
+
+// TestUnitNamesItsPrefix: the unit make install writes (deploy/unit.sh
+// PREFIX) runs PREFIX/bin/kbridge, start and cleanup, and so does the
+// template made from it: make install PREFIX=/opt writes
+// ExecStart=/opt/bin/kbridge.
+func TestUnitNamesItsPrefix(t *testing.T) {
+	root := harness.RepoRoot(t)
+	unit, err := exec.Command("bash", filepath.Join(root, "deploy/unit.sh"), "/opt").Output()
+	if err != nil {
+		t.Fatalf("unit.sh /opt: %v", err)
+	}
+	for _, want := range []string{
+		"\nExecStart=/opt/bin/kbridge run --config /etc/kbridge/kbridge.yaml\n",
+		"\nExecStopPost=-/opt/bin/kbridge cleanup --config /etc/kbridge/kbridge.yaml\n",
+		"file:///opt/share/doc/kbridge/",
+	} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("unit.sh /opt lacks %q", want)
+		}
+	}
+	if strings.Contains(string(unit), "/usr/local") {
+		t.Error("unit.sh /opt still names /usr/local")
+	}
+	path := filepath.Join(t.TempDir(), "kbridge.service")
+	if err := os.WriteFile(path, unit, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := exec.Command("bash", filepath.Join(root, "deploy/instance-unit.sh"), path).Output()
+	if err != nil || !strings.Contains(string(tmpl), "\nExecStart=/opt/bin/kbridge run --instance %i\n") {
+		t.Errorf("the template from unit.sh /opt: %v\n%s", err, tmpl)
 	}
 }

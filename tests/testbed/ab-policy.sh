@@ -101,7 +101,7 @@ echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for v in A B; do
 	pol=$A
 	[ "$v" = B ] && pol=$B
-	nfs_s= ratio= p50= p99= c50= c99=
+	nfs_s='' ratio='' p50='' p99='' c50='' c99=''
 	for ((r = 1; r <= ROUNDS; r++)); do
 		nfs_s+="${R[$v,$r,nfs]} "
 		ratio+="$(echo "scale=2; ${R[$v,$r,nfs]} / ${R[$v,$r,direct]}" | bc) "

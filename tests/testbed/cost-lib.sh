@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # cost-lib.sh: what ab-cost.sh and floor-cost.sh share, sourced by both: a
 # forwarder's bed brought up for one measurement, iperf3 at a fixed rate
 # (RATE, SECS) and the CPU and frames it took. The caller sets RATE, SECS,
@@ -15,7 +16,8 @@ cost_start() {
 		[ -z "${!v:-}" ] || { echo "$name: $v is set: the script chooses the forwarder, its bed and its config" >&2; exit 2; }
 	done
 	out=$(mktemp) cfg=$(mktemp --suffix=.yaml) tree=
-	trap "cost_cleanup $name" EXIT
+	cost_name=$name
+	trap 'cost_cleanup "$cost_name"' EXIT
 }
 cost_cleanup() {
 	[ -z "$tree" ] || make -C "$tree" testbed-down >/dev/null 2>&1 || true

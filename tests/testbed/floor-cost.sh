@@ -52,7 +52,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			[ "${EVENTS:-}" != 1 ] || events_start "$TREE" "$v"
 			[ "${SPLIT:-1}" = 0 ] || split_start
 			res=$(cost_measure "$pid" "$flags") || { echo "floor-cost.sh: round $r $v $dir: the measurement failed" >&2; exit 1; }
-			read -r gbit k c u s fin fout <<<"$res"
+			read -r gbit k _ u s fin fout <<<"$res"
 			if [ "${SPLIT:-1}" != 0 ]; then
 				# The CPU time is /proc's; its split, the profile's.
 				wait "$splitpid" || true

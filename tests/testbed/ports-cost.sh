@@ -84,7 +84,7 @@ done
 rm -rf "$tmp"
 
 range() { tr ' ' '\n' | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (lo == hi) printf "%s", lo; else printf "%s-%s", lo, hi }'; }
-col() { local s= r; for ((r = 1; r <= ROUNDS; r++)); do s+="${R[$r,$1]} "; done; range <<<"$s"; }
+col() { local s='' r; for ((r = 1; r <= ROUNDS; r++)); do s+="${R[$r,$1]} "; done; range <<<"$s"; }
 echo "| | kbridge of kb0 | kbridge of kb1 (instance) |"
 echo "|---|---:|---:|"
 echo "| idle CPU, % of a core (${IDLE} s) | $(col cpu0) | $(col cpu1) |"

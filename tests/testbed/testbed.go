@@ -85,8 +85,8 @@ type Run struct {
 var Names = []string{"ring", "jumbo", "ports", "offload", "static", "vhost", "xdp"}
 
 // selected is modes, or those of them KBT_MODE names (one, or a
-// comma-separated list: the DPDK 24.11 root runs ring, jumbo, ports and
-// offload, since XDP mode does not depend on the DPDK version). A name of
+// comma-separated list: a DPDK root runs ring, jumbo, ports and offload,
+// since XDP mode does not depend on the DPDK version). A name of
 // another package's mode selects nothing here; a name no package knows
 // fails t.
 func selected(t *testing.T, modes []Mode) []Mode {

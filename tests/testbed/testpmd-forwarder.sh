@@ -68,7 +68,10 @@ cmd_start() {
 	rm -f "$FIFO"
 	mkfifo "$FIFO"
 
+	# The commas are DPDK's devargs' and testpmd's lists, not array syntax.
+	# shellcheck disable=SC2054
 	local vdevs=(--vdev net_af_packet0,iface=kbt-nic --vdev net_tap0,iface=kb0) fwdargs=(--forward-mode=io)
+	# shellcheck disable=SC2054
 	if [ "$FWD" != io ]; then
 		local wire_mac
 		wire_mac=$(ip netns exec "$KBT_NS_PEER" cat /sys/class/net/kbt-wire/address)

@@ -575,7 +575,8 @@ fi
 APP_VDEVS=(--vdev "$APP_NIC") APP_PORTS=(--port kb0)
 if [ "$PORTS" = 2 ]; then
 	# The second port: ethdev 1, kbridge port kb1 (the refapp bridges the
-	# i-th --port to ethdev i).
+	# i-th --port to ethdev i). The comma is DPDK's devargs':
+	# shellcheck disable=SC2054
 	APP_VDEVS+=(--vdev net_af_packet1,iface=kbt-nic2) APP_PORTS+=(--port kb1)
 fi
 spawn refapp "$KBT_NS_DUT" "${KBT_PIN_APP[@]}" "$KBT_APP" \

@@ -82,6 +82,7 @@ func (b *bed) takeOver(old *harness.Proc) *harness.Proc {
 		}
 	}
 	next.WaitLog("bridge running", 20*time.Second)
+	harness.NoOtherUserAttaches(t, dut, ifname) // the adopted kb0 too
 	var st takeoverStatus
 	harness.KbridgeStats(t, b.ctl, &st)
 	if a := st.Adopted; a == nil || a.How != daemon.HowHanded || a.From != old.Pid() {
@@ -90,6 +91,16 @@ func (b *bed) takeOver(old *harness.Proc) *harness.Proc {
 		t.Logf("kbridge stats: %s", a.Text)
 	}
 	return next
+}
+
+// Mode vhost makes kb0 as mode ring does: its user's and group's alone
+// before it is up, so that a local user without privileges cannot attach
+// a queue to it (EPERM), frontend or none.
+func TestVhostOtherUsersCannotAttachAQueue(t *testing.T) {
+	b := newBed(t, false)
+	kb := b.kbridge()
+	harness.NoOtherUserAttaches(t, dut, ifname)
+	stopKbridge(t, kb)
 }
 
 // `kbridge run --takeover` in mode vhost, kbridge the client of the app's

@@ -1,12 +1,20 @@
-# Shared by root.sh, run.sh and ci.sh: where the Debian 13 (trixie) root
-# with DPDK 24.11 lives and what it holds. Sourced, not run.
-
-KBR_SUITE=${KBR_SUITE:-trixie}
+# shellcheck shell=bash
+# The variables are for the scripts that source this:
+# shellcheck disable=SC2034
+# Shared by root.sh, run.sh and ci.sh: which Debian root holds which DPDK
+# LTS release, where it lives and what it holds. Sourced, not run; the
+# caller names the release first (kbr_release), or sets KBR_DPDK.
+#
+#   release  suite   root (KBR_CACHE/suite)
+#   24.11    trixie  Debian 13's libdpdk-dev 24.11.x
+#   25.11    sid     Debian unstable's libdpdk-dev 25.11.x
+#
+# The releases make test runs beside the host's DPDK (22.11 on Debian 12).
+KBR_RELEASES=(24.11 25.11)
 KBR_CACHE=${KBR_CACHE:-/var/cache/kbridge}
-KBR_ROOT=${KBR_ROOT:-$KBR_CACHE/$KBR_SUITE}
 KBR_MIRROR=${KBR_MIRROR:-http://deb.debian.org/debian}
 # A root older than this is made again, so that the tests follow the
-# suite's point releases (DPDK 24.11.x, the kernel-facing tools).
+# suite's point releases (DPDK 24.11.x, 25.11.x, the kernel-facing tools).
 KBR_MAX_AGE_DAYS=${KBR_MAX_AGE_DAYS:-14}
 # What the DPDK tests and the test bed need (compare deploy/deps.sh); git
 # because go build stamps the VCS state.
@@ -15,13 +23,31 @@ KBR_MAX_AGE_DAYS=${KBR_MAX_AGE_DAYS:-14}
 KBR_PKGS=(build-essential pkg-config libdpdk-dev dpdk dpdk-dev libsystemd-dev git ca-certificates
 	nfs-ganesha nfs-ganesha-vfs libnfs-utils sockperf iperf3
 	ethtool iproute2 iputils-ping procps psmisc kmod util-linux coreutils curl)
-# The repository inside the root; its bin/ there is the root's own.
+# The repository inside a root; its bin/ there is the root's own.
 KBR_SRC=/src/kbridge
 
-kbr_say() { printf 'dpdk24: %s\n' "$*" >&2; }
-kbr_die() { printf 'dpdk24: ERROR: %s\n' "$*" >&2; exit 1; }
+kbr_say() { printf 'dpdkroot%s: %s\n' "${KBR_DPDK:+ $KBR_DPDK}" "$*" >&2; }
+kbr_die() { printf 'dpdkroot%s: ERROR: %s\n' "${KBR_DPDK:+ $KBR_DPDK}" "$*" >&2; exit 1; }
+
+# kbr_suite RELEASE: the Debian suite whose libdpdk-dev is that release.
+kbr_suite() {
+	case $1 in
+	24.11) echo trixie ;;
+	25.11) echo sid ;;
+	*) kbr_die "no Debian root for DPDK '$1': the releases are ${KBR_RELEASES[*]} (the host has its own)" ;;
+	esac
+}
+
+# kbr_release RELEASE: selects the root of that release for what follows
+# (KBR_DPDK, KBR_SUITE, KBR_ROOT).
+kbr_release() {
+	KBR_DPDK=$1
+	KBR_SUITE=$(kbr_suite "$1") || exit 1
+	KBR_ROOT=$KBR_CACHE/$KBR_SUITE
+}
 
 # kbr_stamp_id: what a root was made from; a root with another is stale.
+# The suite names the release; root.sh checks that its DPDK is that one.
 kbr_stamp_id() {
 	printf '%s %s\n' "$KBR_SUITE" "$KBR_MIRROR" | sha256sum | cut -c1-16
 }

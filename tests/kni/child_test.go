@@ -1,0 +1,138 @@
+package kni
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kbridge/kbridge/tests/harness"
+)
+
+// fakeKbridge stands in for kbridge in TestKbridgeChildHeader: it writes
+// down its environment, its signal state and its arguments into
+// $KBCHK_OUT, then lives $KBCHK_LIFE seconds, or until SIGTERM (exit 0).
+const fakeKbridge = `#!/bin/sh
+env >"$KBCHK_OUT/env.tmp"
+grep -E '^Sig(Ign|Blk):' /proc/$$/status >"$KBCHK_OUT/sig"
+echo "$@" >"$KBCHK_OUT/args"
+mv "$KBCHK_OUT/env.tmp" "$KBCHK_OUT/env"
+if [ -n "$KBCHK_LIFE" ]; then sleep "$KBCHK_LIFE"; exit 0; fi
+trap 'exit 0' TERM
+while :; do sleep 0.05; done
+`
+
+// TestKbridgeChildHeader runs kbridge_child.h alone (testdata/childcheck.c,
+// built here against the host's DPDK) with a stand-in kbridge:
+//   - the child's environment is the app's without systemd's NOTIFY_SOCKET,
+//     WATCHDOG_* and LISTEN_*, and it starts with no signal ignored or
+//     blocked, whatever the app's thread had;
+//   - a directory named kbridge on PATH is passed over for the file after it;
+//   - a symbolic link planted where the configuration goes is replaced, its
+//     target never written;
+//   - a child that exited and was reaped by the app (SIGCHLD ignored), its
+//     pid since taken by another process of the app, is forgotten by
+//     kbridge_child_stop, which signals nobody (in a PID namespace of its
+//     own, where ns_last_pid hands the pid on).
+func TestKbridgeChildHeader(t *testing.T) {
+	harness.NeedRoot(t, "DPDK's EAL and a PID namespace need root")
+	for _, c := range []string{"cc", "pkg-config", "unshare"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s missing", c)
+		}
+	}
+	root := harness.RepoRoot(t)
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "childcheck")
+	flags := strings.Fields(harness.Sh(t, nil, "pkg-config", "--cflags", "--libs", "libdpdk"))
+	build := append([]string{"-O1", "-Wall", "-Wextra", "-Werror", "-I" + filepath.Join(root, "ring"), "-o", prog,
+		filepath.Join(root, "tests/kni/testdata/childcheck.c")}, flags...)
+	if out, err := exec.Command("cc", build...).CombinedOutput(); err != nil {
+		t.Fatalf("building childcheck.c: %v\n%s", err, out)
+	}
+	fake := filepath.Join(dir, "bin", "kbridge")
+	if err := os.MkdirAll(filepath.Dir(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fake, []byte(fakeKbridge), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A directory named kbridge, first on PATH.
+	shadow := filepath.Join(dir, "shadow")
+	if err := os.MkdirAll(filepath.Join(shadow, "kbridge"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	systemd := []string{"NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=3000000", "WATCHDOG_PID=1",
+		"LISTEN_FDS=1", "LISTEN_PID=1", "LISTEN_FDNAMES=app"}
+	eal := func(prefix string) []string {
+		return []string{"--no-huge", "--no-pci", "--in-memory", "-m", "32", "--file-prefix", prefix,
+			"--log-level", "lib.eal:error", "--"}
+	}
+	for _, tc := range []struct {
+		name, mode string
+		env        []string
+		unshare    bool
+		check      func(t *testing.T, out string)
+	}{
+		{name: "environment", mode: "run", env: append([]string{"KBRIDGE_BIN=" + fake, "KBCHK_KEEP=kept"}, systemd...),
+			check: func(t *testing.T, out string) {
+				env := read(t, filepath.Join(out, "env"))
+				for _, v := range systemd {
+					if name, _, _ := strings.Cut(v, "="); strings.Contains(env, "\n"+name+"=") || strings.HasPrefix(env, name+"=") {
+						t.Errorf("the child's environment has the app's %s", name)
+					}
+				}
+				if !strings.Contains(env, "KBCHK_KEEP=kept\n") {
+					t.Errorf("the child's environment lost the app's other variables:\n%s", env)
+				}
+				if sig := read(t, filepath.Join(out, "sig")); strings.Count(sig, "\t0000000000000000\n") != 2 {
+					t.Errorf("the child ignores or blocks signals a fresh process would not:\n%s", sig)
+				}
+				if args := read(t, filepath.Join(out, "args")); !strings.Contains(args, "run --config ") {
+					t.Errorf("the child's arguments: %s", args)
+				}
+			}},
+		{name: "path", mode: "run", env: []string{"PATH=" + shadow + ":" + filepath.Dir(fake) + ":/usr/bin:/bin"}},
+		{name: "symlink", mode: "symlink", env: []string{"KBRIDGE_BIN=" + fake}},
+		{name: "reused pid", mode: "reused", env: []string{"KBRIDGE_BIN=" + fake, "KBCHK_LIFE=0.2"}, unshare: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			args := append(append([]string{prog}, eal("kbchk"+tc.mode)...), tc.mode)
+			if tc.unshare {
+				args = append([]string{"unshare", "--pid", "--fork", "--mount-proc"}, args...)
+			}
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Env = append(append(withoutKBRIDGE(os.Environ()), "KBCHK_OUT="+out), tc.env...)
+			res, err := cmd.CombinedOutput()
+			t.Logf("%s:\n%s", strings.Join(args, " "), res)
+			if err != nil || strings.Contains(string(res), "childcheck: FAIL") {
+				t.Errorf("childcheck %s: %v", tc.mode, err)
+			}
+			if tc.check != nil && err == nil {
+				tc.check(t, out)
+			}
+		})
+	}
+}
+
+// withoutKBRIDGE is env without KBRIDGE_BIN: each case names its kbridge.
+func withoutKBRIDGE(env []string) []string {
+	var kept []string
+	for _, v := range env {
+		if !strings.HasPrefix(v, "KBRIDGE_BIN=") {
+			kept = append(kept, v)
+		}
+	}
+	return kept
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
