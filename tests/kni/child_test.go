@@ -66,7 +66,7 @@ func TestKbridgeChildHeader(t *testing.T) {
 	systemd := []string{"NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=3000000", "WATCHDOG_PID=1",
 		"LISTEN_FDS=1", "LISTEN_PID=1", "LISTEN_FDNAMES=app"}
 	eal := func(prefix string) []string {
-		return []string{"--no-huge", "--no-pci", "--in-memory", "-m", "32", "--file-prefix", prefix,
+		return []string{"--no-huge", "--no-pci", "--no-shconf", "-m", "32", "--file-prefix", prefix,
 			"--log-level", "lib.eal:error", "--"}
 	}
 	for _, tc := range []struct {
@@ -99,6 +99,9 @@ func TestKbridgeChildHeader(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
+			// EAL leaves its runtime directory (kbridge_child.h writes the
+			// configuration there): gone with the case.
+			t.Cleanup(func() { os.RemoveAll(filepath.Join("/var/run/dpdk", "kbchk"+tc.mode)) })
 			args := append(append([]string{prog}, eal("kbchk"+tc.mode)...), tc.mode)
 			if tc.unshare {
 				args = append([]string{"unshare", "--pid", "--fork", "--mount-proc"}, args...)
