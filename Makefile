@@ -27,7 +27,10 @@ DPDK_CFLAGS = $(shell pkg-config --cflags libdpdk)
 DPDK_LIBS   = $(shell pkg-config --libs libdpdk)
 # DPDK linked statically, as DPVS, F-Stack, dperf and Gatekeeper link it:
 # their mempool handler table is ordered otherwise than a shared kbridge's.
-DPDK_STATIC_LIBS = $(shell pkg-config --static --libs libdpdk)
+# -latomic: 25.11's libdpdk.pc no longer names it, and its drivers' 16-byte
+# atomics (net_sfc) need it from a compiler that does not add it itself
+# (Debian unstable's GCC 16 does, as needed; Debian 12's and 13's do not).
+DPDK_STATIC_LIBS = $(shell pkg-config --static --libs libdpdk) -latomic
 # cgo refuses compiler flags it does not know, and DPDK's pkg-config file
 # names machine flags (24.11: -mrtm) that are none of its business to judge:
 # let the -m<feature> kind through, for this build and the go builds the
