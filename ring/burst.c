@@ -354,7 +354,7 @@ kb_in_new(const struct kb_in *cfg)
 	memset(b->room_dropped, 0, sizeof(b->room_dropped));
 	b->own = kb_own_record(&b->held, &b->src, b->cap, KB_TEST_HOLD_IN);
 	b->pending = b->src.pool == NULL && b->held.n != NULL && *b->held.n > 0;
-	b->max_chain = b->room > 0 ? (b->stride + b->room - 1) / b->room : 0;
+	b->max_chain = b->room > 0 ? (RTE_MAX(b->stride, KB_IN_FRAME_MAX) + b->room - 1) / b->room : 0;
 	b->buf = aligned_alloc(64, (size_t)b->cap * b->stride);
 	b->lens = calloc(b->cap, sizeof(*b->lens));
 	b->mbufs = calloc(b->cap, sizeof(*b->mbufs));

@@ -344,6 +344,10 @@ func (in *inBuf) Put(lens []int) bridge.PutResult {
 	return in.result()
 }
 
+// The C side's chain scratch covers a super-frame as long as the buffers
+// Go reads frames into (a compile error otherwise).
+const _ uint = C.KB_IN_FRAME_MAX - limits.FrameBuffer
+
 // PutTSO hands one TCP super-frame over as one mbuf chain marked for TSO:
 // one cgo call. bridge.ErrTooManySegments when the app does not take it
 // (too many segments, or not this IP version): the caller splits it.

@@ -186,6 +186,10 @@ struct kb_tso {
 	uint8_t pad[3];
 };
 
+/* The longest frame an in buffer is handed (kb_in_put_tso's super-frame,
+ * read whole into one of Go's buffers): limits.FrameBuffer. */
+#define KB_IN_FRAME_MAX (1u << 16)
+
 /* A reusable burst buffer for the kernel -> app direction: frames read from
  * the TAP device, packed at `stride` bytes apart in `buf`. */
 struct kb_in {
@@ -217,7 +221,8 @@ struct kb_in {
 			* the front (lens[] too) */
 	uint64_t reserved;
 	uint64_t room_dropped[KBRIDGE_CLASSES];
-	/* Scratch: one chain's segments, as many as a frame of stride bytes
+	/* Scratch: one chain's segments, as many as the longest frame (a
+	 * slot of stride bytes, or a TCP super-frame of up to KB_IN_FRAME_MAX)
 	 * takes of room-byte mbufs. */
 	struct rte_mbuf **segs;
 	uint32_t max_chain;

@@ -104,3 +104,16 @@ func TestABufferOverTheAppsRingsWithoutARecordKeepsItsOwn(t *testing.T) {
 	}
 	in.Close()
 }
+
+// A TCP super-frame is copied into one chain however long a buffer's slots
+// are: the chain's scratch holds as many mbufs as a 64 KiB frame takes.
+func TestAnInBufferChainsASuperFrameLongerThanItsSlots(t *testing.T) {
+	var in inBuf
+	if err := in.open(inConfig{Batch: 4, Stride: 1518, Room: 2048, Src: fakePool(t)}); err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if got := int(in.b.max_chain) * 2048; got < limits.FrameBuffer {
+		t.Errorf("a chain of at most %d mbufs of 2048 bytes: %d bytes, want a super-frame's %d", in.b.max_chain, got, limits.FrameBuffer)
+	}
+}
