@@ -13,13 +13,14 @@ import (
 // fakeKbridge stands in for kbridge in TestKbridgeChildHeader: it writes
 // down its environment, its signal state and its arguments into
 // $KBCHK_OUT, then lives $KBCHK_LIFE seconds, or until SIGTERM (exit 0).
+// The trap comes first: the check stops it as soon as env exists.
 const fakeKbridge = `#!/bin/sh
+trap 'exit 0' TERM
 env >"$KBCHK_OUT/env.tmp"
 grep -E '^Sig(Ign|Blk):' /proc/$$/status >"$KBCHK_OUT/sig"
 echo "$@" >"$KBCHK_OUT/args"
 mv "$KBCHK_OUT/env.tmp" "$KBCHK_OUT/env"
 if [ -n "$KBCHK_LIFE" ]; then sleep "$KBCHK_LIFE"; exit 0; fi
-trap 'exit 0' TERM
 while :; do sleep 0.05; done
 `
 
