@@ -14,14 +14,15 @@ import (
 // fakeKbridge stands in for kbridge in TestKbridgeChildHeader: it writes
 // down its environment, its signal state and its arguments into
 // $KBCHK_OUT, then lives $KBCHK_LIFE seconds, or until SIGTERM (exit 0).
+// The trap comes first: the check stops it as soon as env exists.
 const fakeKbridge = `#!/bin/sh
+trap 'exit 0' TERM
 env >"$KBCHK_OUT/env.tmp"
 grep -E '^Sig(Ign|Blk):' /proc/$$/status >"$KBCHK_OUT/sig"
 printf '%s\n' "$*" >"$KBCHK_OUT/args"
 cp "$3" "$KBCHK_OUT/config.yaml"
 mv "$KBCHK_OUT/env.tmp" "$KBCHK_OUT/env"
 if [ -n "$KBCHK_LIFE" ]; then sleep "$KBCHK_LIFE"; exit 0; fi
-trap 'exit 0' TERM
 while :; do sleep 0.05; done
 `
 
@@ -73,7 +74,7 @@ func TestKbridgeChildHeader(t *testing.T) {
 	systemd := []string{"NOTIFY_SOCKET=/run/systemd/notify", "WATCHDOG_USEC=3000000", "WATCHDOG_PID=1",
 		"LISTEN_FDS=1", "LISTEN_PID=1", "LISTEN_FDNAMES=app"}
 	eal := func(prefix string) []string {
-		return []string{"--no-huge", "--no-pci", "--in-memory", "-m", "32", "--file-prefix", prefix,
+		return []string{"--no-huge", "--no-pci", "--no-shconf", "-m", "32", "--file-prefix", prefix,
 			"--log-level", "lib.eal:error", "--"}
 	}
 	for _, tc := range []struct {
@@ -111,6 +112,9 @@ func TestKbridgeChildHeader(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
+			// EAL leaves its runtime directory (kbridge_child.h writes the
+			// configuration there): gone with the case.
+			t.Cleanup(func() { os.RemoveAll(filepath.Join("/var/run/dpdk", "kbchk"+tc.mode)) })
 			args := append(append([]string{prog}, eal("kbchk"+tc.mode)...), tc.mode)
 			if tc.unshare {
 				args = append([]string{"unshare", "--pid", "--fork", "--mount-proc"}, args...)
