@@ -125,6 +125,8 @@ check "bindsto: stopping the app stops kbridge" wait_for 10 inactive
 # the journal at priority err; kbridge's lines carry their own priority
 # and no time of kbridge's (the journal stamps them).
 printf 'workers:\n  batch: 3.5\n' >"$work/etc/bad.yaml"
+# (A package's run has no drop-in directory of its own in /etc.)
+mkdir -p "$sys/kbridge.service.d"
 cat >"$sys/kbridge.service.d/zz-journal-check.conf" <<EOT
 [Service]
 ExecStart=
@@ -146,6 +148,7 @@ info_not_err() {
 check "journal: kbridge's info lines are at priority info, not err or warning" info_not_err
 check "journal: no line of kbridge's carries a time of its own" sh -c "! nsenter -t $init_pid -a journalctl -u kbridge.service --no-pager -o cat | grep -q 'time='"
 rm "$sys/kbridge.service.d/zz-journal-check.conf"
+rmdir "$sys/kbridge.service.d" 2>/dev/null || true # the package's purge leaves no drop-in directory
 inside systemctl daemon-reload
 inside systemctl reset-failed kbridge.service
 
