@@ -9,22 +9,23 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/kbridge/kbridge/internal/limits"
 )
 
 // ErrInstanceName means an instance name kbridge cannot use.
 var ErrInstanceName = errors.New("invalid instance name")
 
-// instanceName: what is at once a kernel interface name, a port name of
-// kbridge.h (at most 15 characters) and a systemd instance that needs no
-// escaping.
-var instanceName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,15}$`)
-
-// CheckInstance returns nil when name can name an instance.
+// CheckInstance returns nil when name can name an instance: any name the
+// kernel accepts for an interface (limits.CheckIfName), since an instance's
+// name is its interface's and its port's (at most 15 bytes both), DPVS's
+// "dpdk0.kni" among them. The kernel's rule leaves out '/', "." and "..",
+// so the name is one path element of /etc/kbridge/NAME.yaml and
+// /run/kbridge/NAME; its unit is kbridge@$(systemd-escape NAME).service.
 func CheckInstance(name string) error {
-	if !instanceName.MatchString(name) {
-		return fmt.Errorf("%w %q: must be 1 to 15 letters, digits, '-' or '_' (it names the port, the interface and the unit kbridge@NAME.service)", ErrInstanceName, name)
+	if err := limits.CheckIfName(name); err != nil {
+		return fmt.Errorf("%w %q: %w (it names the port, the interface and the unit kbridge@NAME.service)", ErrInstanceName, name, err)
 	}
 	if name == "kbridge" {
 		// Its file would be the plain kbridge's, /etc/kbridge/kbridge.yaml.

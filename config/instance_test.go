@@ -47,12 +47,12 @@ func TestInstanceDefaultsAreDistinct(t *testing.T) {
 }
 
 func TestInstanceNames(t *testing.T) {
-	for _, bad := range []string{"", "a/b", "a.b", "kb 1", "averyverylongname", "kb@1", "../x", "kbridge"} {
+	for _, bad := range []string{"", "a/b", "kb 1", "averyverylongname", "a:b", "../x", ".", "..", "kbridge"} {
 		if _, err := DefaultFor(bad); (bad == "") == (err != nil) || (bad != "" && !errors.Is(err, ErrInstanceName)) {
 			t.Errorf("DefaultFor(%q): %v", bad, err)
 		}
 	}
-	for _, good := range []string{"kb0", "exc_1", "A-9", "fifteen-chars-x"} {
+	for _, good := range []string{"kb0", "exc_1", "A-9", "fifteen-chars-x", "dpdk0.kni", "bond0.kni", "100.kni", "kb@1"} {
 		if err := CheckInstance(good); err != nil {
 			t.Errorf("CheckInstance(%q): %v", good, err)
 		}

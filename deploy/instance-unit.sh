@@ -12,18 +12,18 @@ set -euo pipefail
 unit=${1:-$(dirname "${BASH_SOURCE[0]}")/kbridge.service}
 out=$(sed -E \
 	-e 's|^Description=(.*)$|Description=\1 (instance %i)|' \
-	-e 's|^(ExecStart=.*/kbridge run) --config /etc/kbridge/kbridge\.yaml$|\1 --instance %i|' \
-	-e 's|^(ExecStopPost=.*/kbridge cleanup) --config /etc/kbridge/kbridge\.yaml$|\1 --instance %i|' \
+	-e 's|^(ExecStart=.*/kbridge run) --config /etc/kbridge/kbridge\.yaml$|\1 --instance %I|' \
+	-e 's|^(ExecStopPost=.*/kbridge cleanup) --config /etc/kbridge/kbridge\.yaml$|\1 --instance %I|' \
 	-e 's|^RuntimeDirectory=kbridge$|# An instance'"'"'s own directory (its control socket), so that systemctl clean\
 # --what=runtime of one removes nothing of the others'"'"'; the shared parent stays\
 # writable for what an instance keeps there (mode vhost'"'"'s default socket).\
 # systemd makes that parent 0755; kbridge.service makes it 0711 at every start.\
-RuntimeDirectory=kbridge/%i\
+RuntimeDirectory=kbridge/%I\
 ReadWritePaths=-/run/kbridge\
 ExecStartPre=+/bin/chmod 0711 /run/kbridge|' \
 	"$unit")
-for want in '^Description=.*instance %i' '^ExecStart=.* run --instance %i$' '^ExecStopPost=.* cleanup --instance %i$' \
-	'^RuntimeDirectory=kbridge/%i$' '^ReadWritePaths=-/run/kbridge$' '^ExecStartPre=\+/bin/chmod 0711 /run/kbridge$'; do
+for want in '^Description=.*instance %i' '^ExecStart=.* run --instance %I$' '^ExecStopPost=.* cleanup --instance %I$' \
+	'^RuntimeDirectory=kbridge/%I$' '^ReadWritePaths=-/run/kbridge$' '^ExecStartPre=\+/bin/chmod 0711 /run/kbridge$'; do
 	grep -Eq "$want" <<<"$out" || { echo "instance-unit.sh: $unit has no line to turn into /$want/" >&2; exit 1; }
 done
 if grep -q 'kbridge\.yaml' <<<"$(grep -E '^(Exec|Environment)' <<<"$out")"; then

@@ -70,7 +70,7 @@ inside systemctl daemon-reload
 
 has_link() { inside ip link show "$1" >/dev/null 2>&1; }
 no_link() { ! has_link "$1"; }
-nic_has_xdp() { inside ip -d link show "$nic" | grep -q 'prog/xdp'; }
+nic_has_xdp() { inside ip -d link show "$nic" | grep 'prog/xdp' >/dev/null; }
 nic_no_xdp() { ! nic_has_xdp; }
 pins_exist() { inside test -e "$pins/steer_config" -a -e "$pins/xsks_map" -a -e "$pins/stats"; }
 no_pins() { ! inside test -e "$pins"; }

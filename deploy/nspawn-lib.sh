@@ -202,9 +202,9 @@ pkg_unit() {
 	local frag
 	frag=$(prop FragmentPath)
 	case $frag in /lib/systemd/system/kbridge.service | /usr/lib/systemd/system/kbridge.service) ;; *) return 1 ;; esac
-	prop DropInPaths | grep -q 'systemd/system/kbridge.service.d/10-dpdk-app.conf' &&
-		prop ExecStart | grep -q 'path=/usr/bin/kbridge ' &&
-		prop BindsTo | grep -qw dpdk-app.service
+	prop DropInPaths | grep 'systemd/system/kbridge.service.d/10-dpdk-app.conf' >/dev/null &&
+		prop ExecStart | grep 'path=/usr/bin/kbridge ' >/dev/null &&
+		prop BindsTo | grep -w dpdk-app.service >/dev/null
 }
 
 # nspawn_purge_checks: for a package, the operator's usual links (add-wants,
@@ -241,9 +241,9 @@ inside() { nsenter -t "$init_pid" -a "$@"; }
 capbnd() { [ "$(inside grep '^CapBnd:' "/proc/$(prop MainPID)/status" | tr -d '[:space:]')" = "CapBnd:$1" ]; }
 # base_sandbox: what the base unit leaves to mode xdp's drop-in is not granted.
 base_sandbox() {
-	! prop ReadWritePaths | grep -q /sys/fs/bpf &&
-		! prop DeviceAllow | grep -q vhost-net &&
-		! prop CapabilityBoundingSet | grep -Eq 'cap_bpf|cap_perfmon'
+	! prop ReadWritePaths | grep /sys/fs/bpf >/dev/null &&
+		! prop DeviceAllow | grep vhost-net >/dev/null &&
+		! prop CapabilityBoundingSet | grep -E 'cap_bpf|cap_perfmon' >/dev/null
 }
 prop() { inside systemctl show kbridge.service -p "$1" --value; }
 failures=0

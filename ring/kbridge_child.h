@@ -208,8 +208,8 @@ kbridge_child_cpus_(unsigned long *mask)
 	return any ? 0 : -EINVAL;
 }
 
-/* Whether s can stand in the generated YAML as a plain quoted string and
- * name a kbridge instance: letters, digits, '-', '_'. */
+/* Whether s is a plain token (letters, digits, '-', '_'): what the file
+ * prefix of the app's runtime directory must be for kbridge to be told it. */
 static inline int
 kbridge_child_plain_(const char *s)
 {
@@ -222,6 +222,44 @@ kbridge_child_plain_(const char *s)
 	return 1;
 }
 
+/* Whether the kernel takes s as an interface name (net/core/dev.c,
+ * dev_valid_name): 1 to IFNAMSIZ - 1 bytes, not "." or "..", no '/', ':' or
+ * white space (the kernel's isspace: space, \t to \r, 0xa0). DPVS's
+ * "dpdk0.kni" is one. kbridge applies the same rule (limits.CheckIfName). */
+static inline int
+kbridge_child_ifname_(const char *s)
+{
+	size_t n = s != NULL ? strnlen(s, KBRIDGE_NAME_MAX + 1) : 0;
+	const unsigned char *c;
+
+	if (n == 0 || n > KBRIDGE_NAME_MAX || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+		return 0;
+	for (c = (const unsigned char *)s; *c != '\0'; c++)
+		if (*c == '/' || *c == ':' || *c == ' ' || (*c >= '\t' && *c <= '\r') || *c == 0xa0)
+			return 0;
+	return 1;
+}
+
+/* Writes s as a YAML double-quoted scalar: '"' and '\\' escaped, control
+ * bytes as \xNN, the rest as it is (a name that is not UTF-8 is refused by
+ * kbridge's configuration check, naming the key). */
+static inline void
+kbridge_child_yaml_str_(FILE *f, const char *s)
+{
+	const unsigned char *c;
+
+	fputc('"', f);
+	for (c = (const unsigned char *)s; *c != '\0'; c++) {
+		if (*c == '"' || *c == '\\')
+			fprintf(f, "\\%c", *c);
+		else if (*c < 0x20 || *c == 0x7f)
+			fprintf(f, "\\x%02x", *c);
+		else
+			fputc(*c, f);
+	}
+	fputc('"', f);
+}
+
 /* Writes the child's configuration to c->config. */
 static inline int
 kbridge_child_write_config_(struct kbridge_child *c, const struct kbridge_child_conf *conf,
@@ -229,7 +267,7 @@ kbridge_child_write_config_(struct kbridge_child *c, const struct kbridge_child_
 {
 	const char *rt = rte_eal_get_runtime_dir();
 	const char *slash = rt != NULL ? strrchr(rt, '/') : NULL;
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], sock[64];
 	FILE *f;
 	int fd, ok;
 
@@ -267,16 +305,24 @@ kbridge_child_write_config_(struct kbridge_child *c, const struct kbridge_child_
 	fprintf(f, "# Written by kbridge_child.h for the app pid %d; removed when it stops kbridge.\n"
 		   "mode: ring\n"
 		   "dpdk:\n  file_prefix: \"%s\"\n  runtime_dir: \"%s\"\n  wait: 10s\n"
-		   "port: \"%s\"\n"
-		   "interface:\n  name: \"%s\"\n  up: %s\n",
-		(int)getpid(), slash + 1, dir, conf->port, conf->ifname, conf->up ? "true" : "false");
+		   "port: ",
+		(int)getpid(), slash + 1, dir);
+	kbridge_child_yaml_str_(f, conf->port);
+	fprintf(f, "\ninterface:\n  name: ");
+	kbridge_child_yaml_str_(f, conf->ifname);
+	fprintf(f, "\n  up: %s\n", conf->up ? "true" : "false");
 	if (conf->mtu != 0)
 		fprintf(f, "  mtu: %u\n", (unsigned int)conf->mtu);
 	if (conf->mac != NULL)
 		fprintf(f, "  mac: \"%02x:%02x:%02x:%02x:%02x:%02x\"\n", conf->mac[0], conf->mac[1],
 			conf->mac[2], conf->mac[3], conf->mac[4], conf->mac[5]);
-	fprintf(f, "stats:\n  socket: \"/run/kbridge/%s/control.sock\"\n  metrics: \"\"\n",
-		conf->ifname);
+	/* The instance's socket (kbridge run --instance): the name is one path
+	 * element, the kernel's rule leaving out '/', "." and "..". */
+	snprintf(sock, sizeof(sock), "/run/kbridge/%s/control.sock", conf->ifname);
+	fprintf(f, "stats:\n  socket: ");
+	kbridge_child_yaml_str_(f, sock);
+	fprintf(f, "\n  metrics: \"\"\n");
+
 	ok = !ferror(f);
 	ok = fclose(f) == 0 && ok;
 	if (!ok) {
@@ -438,8 +484,9 @@ kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *co
 
 	memset(c, 0, sizeof(*c));
 	c->pidfd = -1;
-	if (conf == NULL || !kbridge_child_plain_(conf->port) || !kbridge_child_plain_(conf->ifname)) {
-		snprintf(why, whylen, "port and interface names must be letters, digits, '-' or '_'");
+	if (conf == NULL || !kbridge_child_ifname_(conf->port) || !kbridge_child_ifname_(conf->ifname)) {
+		snprintf(why, whylen, "port and interface names must be names the kernel takes for an interface: 1 to %d bytes, not \".\" or \"..\", no '/', ':' or white space",
+			 KBRIDGE_NAME_MAX);
 		return -EINVAL;
 	}
 	if (kbridge_child_find_bin_(bin, sizeof(bin)) < 0) {

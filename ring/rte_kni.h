@@ -430,7 +430,8 @@ rte_kni_default_(const struct rte_kni *kni, const struct kbridge_request *r)
  * answers kbridge with its return value (0 keeps the change; -errno, or a
  * positive errno, sets it back). Call it from the lcore loop or a control
  * thread every few milliseconds: kbridge sets back what is not answered
- * within its request timeout (1 s). 0, or -1 for a NULL kni.
+ * within its request timeout (requests.timeout, 3 s by default). 0, or -1
+ * for a NULL kni.
  */
 static inline int
 rte_kni_handle_request(struct rte_kni *kni)

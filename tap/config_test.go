@@ -35,7 +35,7 @@ func TestValidateReportsAll(t *testing.T) {
 		TxQueue:   -1}
 	err := c.Validate("interface")
 	want := []string{
-		`interface.name: "averyveryverylongname": must be 1 to 15 characters`,
+		`interface.name: "averyveryverylongname": not a name the kernel accepts for an interface: 21 bytes, more than 15`,
 		`interface.mtu: 40: must be between 68 and 65444`,
 		`interface.mac: "01:00:5e:00:00:01": a multicast address cannot be an interface's`,
 		`interface.addresses[1]: "198.18.0.3": want an address with prefix length, like 198.18.0.2/24`,

@@ -87,8 +87,8 @@ func DefaultConfig() Config {
 // "interface.mtu") and the value.
 func (c Config) Validate(prefix string) error {
 	errs := conferr.Collector{Prefix: prefix}
-	if c.Name == "" || len(c.Name) > limits.IfNameMax {
-		errs.Addf("name", c.Name, "must be 1 to %d characters", limits.IfNameMax)
+	if err := limits.CheckIfName(c.Name); err != nil {
+		errs.Addf("name", c.Name, "%v", err)
 	}
 	if c.MTU < limits.MinMTU || c.MTU > limits.MaxMTU {
 		// The maximum is what a worker's 64 KiB frame buffer holds, not

@@ -232,12 +232,10 @@ func (c Config) Validate() error {
 type validator struct{ conferr.Collector }
 
 func (v *validator) ifname(field, name string) {
-	if err := checkIfname(name); err != nil {
-		var value any = name
-		if name == "" {
-			value = nil // "xdp.nic: required" says it all
-		}
-		v.Add(field, value, err.Error())
+	if name == "" {
+		v.Add(field, nil, "required") // "xdp.nic: required" says it all
+	} else if err := limits.CheckIfName(name); err != nil {
+		v.Add(field, name, err.Error())
 	}
 }
 
@@ -250,21 +248,6 @@ func oneOf[T ~string](v *validator, field string, value T, allowed ...T) {
 		names[i] = string(a)
 	}
 	v.Add(field, value, "must be one of "+strings.Join(names, ", "))
-}
-
-// checkIfname applies the kernel's rules for interface names (dev_valid_name).
-func checkIfname(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("required")
-	case len(name) > limits.IfNameMax:
-		return fmt.Errorf("longer than %d bytes", limits.IfNameMax)
-	case name == "." || name == "..":
-		return fmt.Errorf("not a valid interface name")
-	case strings.ContainsAny(name, "/: \t\n"):
-		return fmt.Errorf("must not contain '/', ':' or white space")
-	}
-	return nil
 }
 
 func parseUnicastMAC(s string) (net.HardwareAddr, error) {

@@ -65,7 +65,7 @@ func TestValidateRefuses(t *testing.T) {
 		{rule(Rule{DstMAC: "02:00:00:00:00"}), `xdp.fast_path[1].dst_mac: "02:00:00:00:00": not a 48-bit MAC address`},
 		{rule(Rule{}), `xdp.fast_path[1]: empty rule would match every frame: set proto, port(s), dst or dst_mac`},
 		{Config{}, `xdp.nic: required`},
-		{Config{NIC: "a-very-long-nic-name"}, `xdp.nic: "a-very-long-nic-name": longer than 15 bytes`},
+		{Config{NIC: "a-very-long-nic-name"}, `xdp.nic: "a-very-long-nic-name": not a name the kernel accepts for an interface: 20 bytes, more than 15`},
 		{Config{NIC: "eth0", Exception: "eth0"}, `xdp.nic: "eth0": must differ from exception and exception_peer`},
 		{Config{NIC: "eth0", Mode: "fast"}, `xdp.mode: "fast": must be one of auto, native, generic`},
 		{Config{NIC: "eth0", Loader: "libxdp"}, `xdp.loader: "libxdp": must be one of kbridge, pmd`},

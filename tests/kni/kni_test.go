@@ -269,7 +269,7 @@ func TestKNIApplication(t *testing.T) {
 	env := append([]string{"KBT_NO_BRIDGE=1"}, harness.LockedEnv...)
 	t.Cleanup(func() {
 		harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/down.sh"))
-		harness.CheckNothingLeft(t, "vEth0", "vEth0_0", "vEth0_1")
+		harness.CheckNothingLeft(t, "vEth0", "dpdk0.kni_0", "dpdk0.kni_1")
 	})
 	if out := harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/up.sh")); !strings.Contains(out, "testbed up") {
 		t.Fatalf("up.sh did not say 'testbed up':\n%s", out)
@@ -331,22 +331,22 @@ func TestKNIApplication(t *testing.T) {
 		a.stop(t)
 	})
 
-	t.Run("one loop, ops NULL, two KNIs allocated twice", func(t *testing.T) {
-		a := startApp(t, root, nil, nil, []string{"vEth0_0", "vEth0_1"}, "--loop", "one", "--ops", "null", "--kni", "2",
-			"--realloc", "1")
+	t.Run("one loop, ops NULL, two KNIs allocated twice, named as DPVS names them (dpdk0.kni)", func(t *testing.T) {
+		a := startApp(t, root, nil, nil, []string{"dpdk0.kni_0", "dpdk0.kni_1"}, "--loop", "one", "--ops", "null", "--kni", "2",
+			"--realloc", "1", "--name", "dpdk0.kni")
 		if got := strings.Count(a.Log.String(), "kniapp: released for realloc"); got != 2 {
 			t.Errorf("the app released %d KNIs to allocate them again, want 2", got)
 		}
-		if a0, a1 := attr(t, "vEth0_0", "address"), attr(t, "vEth0_1", "address"); a0 == a1 {
+		if a0, a1 := attr(t, "dpdk0.kni_0", "address"), attr(t, "dpdk0.kni_1", "address"); a0 == a1 {
 			t.Errorf("both KNIs have MAC %s: a zero conf.mac_addr is a random one each", a0)
 		}
 		t.Run("ping both ways", harness.PingBothWays)
 		t.Run("without callbacks every request succeeds", func(t *testing.T) {
-			a.request(t, "vEth0_1", "mtu", "1400", true, "mtu", "1400")
-			a.request(t, "vEth0_1", "link", "down", true, "down")
-			a.request(t, "vEth0_1", "link", "up", true, "up")
-			a.request(t, "vEth0_0", "promisc", "on", true, "promisc", "on")
-			a.request(t, "vEth0_0", "promisc", "off", true, "promisc", "off")
+			a.request(t, "dpdk0.kni_1", "mtu", "1400", true, "mtu", "1400")
+			a.request(t, "dpdk0.kni_1", "link", "down", true, "down")
+			a.request(t, "dpdk0.kni_1", "link", "up", true, "up")
+			a.request(t, "dpdk0.kni_0", "promisc", "on", true, "promisc", "on")
+			a.request(t, "dpdk0.kni_0", "promisc", "off", true, "promisc", "off")
 			if strings.Contains(a.Log.String(), "kniapp: change_mtu") {
 				t.Errorf("a callback ran though the app registered none")
 			}

@@ -437,7 +437,8 @@ func TestTakeoverKilledBeforeConfirmingIsTakenBack(t *testing.T) {
 	next := startHeldSuccessor(t, old, p, "forever")
 	next.Kill()
 	tookBack(t, old, p, next.Pid(), ifindex)
-	for _, want := range []string{"the successor went (or closed the connection) before it confirmed", "how=\"taken back\""} {
+	for _, want := range []string{"the successor went (or closed the connection) before it confirmed",
+		fmt.Sprintf("from pid %d, taken back", next.Pid())} {
 		if !strings.Contains(old.Log.String(), want) {
 			t.Errorf("the old kbridge's log lacks %q:\n%s", want, old.Log)
 		}

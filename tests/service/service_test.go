@@ -378,7 +378,7 @@ func TestUnitNamesItsPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmpl, err := exec.Command("bash", filepath.Join(root, "deploy/instance-unit.sh"), path).Output()
-	if err != nil || !strings.Contains(string(tmpl), "\nExecStart=/opt/bin/kbridge run --instance %i\n") {
+	if err != nil || !strings.Contains(string(tmpl), "\nExecStart=/opt/bin/kbridge run --instance %I\n") {
 		t.Errorf("the template from unit.sh /opt: %v\n%s", err, tmpl)
 	}
 }

@@ -56,6 +56,15 @@ wait_file(const char *path, int ms)
 	return 0;
 }
 
+/* The port's and interface's name: $KBCHK_NAME, else kbchk. */
+static const char *
+name(void)
+{
+	const char *n = getenv("KBCHK_NAME");
+
+	return n != NULL ? n : "kbchk";
+}
+
 static int
 start(struct kbridge_child *c)
 {
@@ -64,8 +73,8 @@ start(struct kbridge_child *c)
 	int ret;
 
 	memset(&conf, 0, sizeof(conf));
-	conf.port = "kbchk";
-	conf.ifname = "kbchk";
+	conf.port = name();
+	conf.ifname = name();
 	ret = kbridge_child_start(c, &conf, why, sizeof(why));
 	printf("childcheck: start = %d pid %d%s%s\n", ret, (int)c->pid, why[0] ? ": " : "", why);
 	return ret;
@@ -83,7 +92,7 @@ run(const char *out, int plant)
 
 	snprintf(env, sizeof(env), "%s/env", out);
 	snprintf(target, sizeof(target), "%s/target", out);
-	snprintf(link, sizeof(link), "%s/kbridge-kbchk.yaml", rte_eal_get_runtime_dir());
+	snprintf(link, sizeof(link), "%s/kbridge-%s.yaml", rte_eal_get_runtime_dir(), name());
 	memset(&ign, 0, sizeof(ign));
 	ign.sa_handler = SIG_IGN;
 	sigaction(SIGALRM, &ign, NULL);
@@ -174,7 +183,7 @@ main(int argc, char **argv)
 	argc -= ret;
 	argv += ret;
 	if (argc < 2) {
-		fprintf(stderr, "usage: childcheck [EAL args] -- run|symlink|reused\n");
+		fprintf(stderr, "usage: childcheck [EAL args] -- run|symlink|reused|refused\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "run") == 0)
@@ -183,6 +192,12 @@ main(int argc, char **argv)
 		ret = run(out, 1);
 	else if (strcmp(argv[1], "reused") == 0)
 		ret = reused(out);
+	else if (strcmp(argv[1], "refused") == 0) {
+		/* $KBCHK_NAME is no name the kernel takes: refused, nothing run. */
+		struct kbridge_child c;
+
+		ret = start(&c) == -EINVAL ? 0 : 1;
+	}
 	else
 		ret = 2;
 	rte_eal_cleanup();
