@@ -150,7 +150,8 @@ check "journal: no line of kbridge's carries a time of its own" sh -c "! nsenter
 rm "$sys/kbridge.service.d/zz-journal-check.conf"
 rmdir "$sys/kbridge.service.d" 2>/dev/null || true # the package's purge leaves no drop-in directory
 inside systemctl daemon-reload
-inside systemctl reset-failed kbridge.service
+# Stopped, the unit may be unloaded already: nothing to reset then.
+inside systemctl reset-failed kbridge.service 2>/dev/null || true
 
 nspawn_purge_checks
 
