@@ -428,7 +428,7 @@ kb_in_admits(struct kb_in *b, const uint8_t *data, uint32_t len, unsigned int *r
 		(*room)--;
 		return 1;
 	}
-	c = kbridge_classify(data, len, &none, &why);
+	c = kbridge_classify_host(data, len, &none, &why);
 	if (*room > 0 && kbridge_class_reserved(c)) {
 		(*room)--;
 		b->reserved++;
@@ -457,7 +457,7 @@ kb_in_admit_n(struct kb_in *b, const uint8_t *data, uint32_t len, unsigned int n
 	}
 	/* One class for all n: classified once, as kb_in_admits would have
 	 * classified each. */
-	c = kbridge_classify(data, len, &none, &why);
+	c = kbridge_classify_host(data, len, &none, &why);
 	if (kbridge_class_reserved(c)) {
 		unsigned int r = RTE_MIN(n - k, room);
 
