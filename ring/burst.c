@@ -280,6 +280,8 @@ kb_out_police(struct kb_out *b)
 {
 	uint64_t now = kb_now_ns();
 	uint16_t i, k = 0, d = 0;
+	int sv_slot;
+	const struct kb_sv_view *sv = kb_sv_enter(now, &sv_slot);
 
 	for (i = 0; i < b->n; i++) {
 		struct rte_mbuf *m = b->mbufs[i];
@@ -287,6 +289,9 @@ kb_out_police(struct kb_out *b)
 		uint8_t why;
 		unsigned int c = kbridge_classify(rte_pktmbuf_mtod(m, const uint8_t *), len,
 					     &b->copp.match, &why);
+
+		c = kb_sv_class(sv, c, rte_pktmbuf_mtod(m, const uint8_t *), len,
+				b->copp_stats.unwanted);
 
 		if (unlikely(why != KBRIDGE_HDR_PARSED))
 			b->copp_stats.why[why]++;
@@ -299,6 +304,7 @@ kb_out_police(struct kb_out *b)
 			b->policed[d++] = m;
 		}
 	}
+	kb_sv_leave(sv_slot);
 	b->last_policed = d;
 	if (d == 0)
 		return k;
@@ -504,6 +510,7 @@ kb_in_put(struct kb_in *b)
 	uint16_t i, k = 0;
 
 	b->queued = b->no_mbuf = b->ring_full = 0;
+	kb_sv_learn(b->buf, b->stride, b->lens, b->n);
 	kb_in_admit(b);
 	if (b->n > 0 && kb_in_one_mbuf_each(b) &&
 	    rte_pktmbuf_alloc_bulk(b->pool, b->mbufs, b->n) == 0) {

@@ -150,6 +150,9 @@ func (o *outBuf) CoPP(dst *copp.Snapshot) bool {
 	for i := range dst.Unparsed {
 		dst.Unparsed[i] = uint64(s.why[i])
 	}
+	for i := range dst.Unwanted {
+		dst.Unwanted[i] = uint64(s.unwanted[i])
+	}
 	return true
 }
 

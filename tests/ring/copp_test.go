@@ -13,6 +13,7 @@ import (
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/copp/copptest"
+	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/ring/ringtest"
 	"github.com/kbridge/kbridge/tap/vnet"
 	"golang.org/x/sys/unix"
@@ -144,7 +145,8 @@ func TestASYNFloodToAManagementPortIsPolicedWhileItsSessionsPass(t *testing.T) {
 
 // The drain rate of the to-kernel path, logged: bursts of 32 small UDP
 // frames dequeued and written (copp off, or on with the default class
-// unlimited) against dequeued and freed by the default policer. The ring's
+// unlimited) against dequeued and freed by the default policer, or found
+// unwanted in a socket view and freed by the unwanted class's. The ring's
 // refill is the test's and is not timed. What it checks is the accounting: every frame written or policed.
 func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
 	ringtest.Preload(copptest.UDP())
@@ -153,11 +155,16 @@ func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
 		name string
 		on   bool
 		rate int
-	}{{"off", false, 0}, {"on, passed", true, 0}, {"on, policed", true, 1}} {
+		view bool // the frames are unwanted: a socket view is published
+	}{{"off", false, 0, false}, {"on, passed", true, 0, false}, {"on, policed", true, 1, false}, {"on, unwanted", true, 0, true}} {
 		b := newBed(t, bedOpts{noStart: true})
 		cfg := copp.DefaultConfig()
 		cfg.Enabled = c.on
 		cfg.Default = copp.Rate{PPS: c.rate, Burst: 1}
+		cfg.Unwanted.Rate = copp.Rate{PPS: 1, Burst: 1}
+		if c.view {
+			publishHost(t)
+		}
 		w, peer := coppWorker(t, b, cfg)
 		buf := make([]byte, 1<<16)
 		var took time.Duration
@@ -177,6 +184,9 @@ func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
 		}
 		t.Logf("copp %-12s: %6.1f ns/frame, %5.2f Mframes/s; %d written, %d policed", c.name,
 			float64(took.Nanoseconds())/(32*bursts), 32*bursts/took.Seconds()/1e6, written, policed)
+		if c.view {
+			ring.WithdrawSockView()
+		}
 	}
 }
 
