@@ -70,6 +70,9 @@ type Options struct {
 	CoPP       CoPPReader
 	CoPPRates  [copp.NumClasses]copp.Rate
 	CoPPWindow time.Duration
+	// Sockets reads the running kbridge's view of the host's sockets;
+	// nil skips the sockets check. It reads twice, CoPPWindow apart.
+	Sockets SocketsReader
 }
 
 // Status is the verdict of one check.
@@ -139,6 +142,7 @@ const (
 	CheckIRQAffinity  = "irq-affinity"
 	CheckXDP          = "xdp"
 	CheckCoPP         = "copp"
+	CheckSockets      = "sockets"
 )
 
 // DefaultMaxHeaderBytes is the worst-case header kbridge assumes when the
@@ -166,6 +170,7 @@ var checks = []check{
 	{CheckIRQAffinity, checkIRQAffinity},
 	{CheckXDP, checkXDP},
 	{CheckCoPP, checkCoPP},
+	{CheckSockets, checkSockets},
 }
 
 // Run runs every check and returns the findings in a fixed order. It
