@@ -57,9 +57,9 @@ $(BIN)/kbridge: $(GOSRC)
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/kbridge
 
-$(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
+$(BIN)/kbridge-refapp: tests/refapp/refapp.c tests/refapp/flood.c tests/refapp/flood.h $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ tests/refapp/refapp.c tests/refapp/flood.c $(DPDK_LIBS)
 
 # The floor kbridge is measured against (tests/floor): a plain C forwarder
 # on the same rings and TAP, run by the bed in kbridge's place.
