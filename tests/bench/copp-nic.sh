@@ -17,6 +17,7 @@
 #   arp      ARP requests for kb0's address: neighbor
 #   udp-off, syn-off  the same with copp.unwanted.enabled false (every frame
 #            written to kb0, answered by the kernel): what the filter saves
+#   KIND@PPS any of them at PPS instead (udp@1000000: a rate sweep)
 # Throughout: BIRD's BGP session over kb0 (tests/testbed/bgp.sh: hold 3 s)
 # with BFD (interval BFD ms, multiplier 3), and pingpong.py's session: one
 # TCP connection from kbt-peer to a server on kb0's port 22, 64-byte round
@@ -136,15 +137,17 @@ class_of() { # the class a kind's frames fall in
 }
 
 declare -A R
-measure() { # KIND ROUND
-	local k=$1 r=$2 base=${1%-off} want s0 s1 g0 g1 c0 c1 i0 i1 t0 t1 b0 b1 f0 f1 hz line
-	if [ "$k" != "$base" ] && [ "$unwanted" = true ]; then
+measure() { # KIND[@PPS] ROUND
+	local k=$1 r=$2 kind=${1%@*} rate=$PPS base want s0 s1 g0 g1 c0 c1 i0 i1 t0 t1 b0 b1 f0 f1 hz line
+	[ "$kind" != "$k" ] && rate=${k#*@}
+	base=${kind%-off}
+	if [ "$kind" != "$base" ] && [ "$unwanted" = true ]; then
 		write_config false; kbt_reload "$kb" || die "kbridge did not reload"; unwanted=false
-	elif [ "$k" = "$base" ] && [ "$unwanted" = false ]; then
+	elif [ "$kind" = "$base" ] && [ "$unwanted" = false ]; then
 		write_config true; kbt_reload "$kb" || die "kbridge did not reload"; unwanted=true
 	fi
 	b0=$(bgp_since) f0=$(bfd_since)
-	flood "$base" "$PPS"
+	flood "$base" "$rate"
 	sleep 1
 	window >/dev/null
 	s0=$(stats) g0=$(gen) c0=$(ticks) i0=$(softirq0) t0=$(date +%s.%N)
@@ -160,7 +163,7 @@ measure() { # KIND ROUND
 	R[$k,$r,sirq]=$(echo "scale=2; ($i1 - $i0) * 100 / $hz / ($t1 - $t0)" | bc)
 	if [ -n "$b0" ] && [ "$b0" = "$b1" ]; then R[$k,$r,bgp]=kept; else R[$k,$r,bgp]=lost; fi
 	if [ "$BFD" -le 0 ]; then R[$k,$r,bfd]=-; elif [ -n "$f0" ] && [ "$f0" = "$f1" ]; then R[$k,$r,bfd]=kept; else R[$k,$r,bfd]=lost; fi
-	want=$(class_of "$k")
+	want=$(class_of "$kind")
 	# made queued (the generator's, for this kind), the class's passed and
 	# policed, the app's drops, bgp+bfd policed, unaccounted.
 	R[$k,$r,ctr]=$(jq -rn --argjson a "$s0" --argjson b "$s1" --arg g0 "$g0" --arg g1 "$g1" \
@@ -200,7 +203,7 @@ for k in "${KINDS[@]}"; do
 		p50+="$a " p99+="$b " mx+="$(echo "scale=2; $c / 1000" | bc) "
 		cpu+="${R[$k,$r,cpu]} " sq+="${R[$k,$r,sirq]} " bgp+="${R[$k,$r,bgp]}/${R[$k,$r,bfd]} "
 	done
-	echo "| $k | $(class_of "$k") | $(range <<<"$mk") | $(range <<<"$qu") | $(range <<<"$po") | $(range <<<"$dr") | $(range <<<"$un") | $(range <<<"$p50")/$(range <<<"$p99") | $(range <<<"$mx") | $(range <<<"$cpu") | $(range <<<"$sq") | $(echo "$bgp" | tr ' ' '\n' | grep . | sort -u | paste -sd,) | $(range <<<"$ctl") |"
+	echo "| $k | $(class_of "${k%@*}") | $(range <<<"$mk") | $(range <<<"$qu") | $(range <<<"$po") | $(range <<<"$dr") | $(range <<<"$un") | $(range <<<"$p50")/$(range <<<"$p99") | $(range <<<"$mx") | $(range <<<"$cpu") | $(range <<<"$sq") | $(echo "$bgp" | tr ' ' '\n' | grep . | sort -u | paste -sd,) | $(range <<<"$ctl") |"
 done
 echo
 echo "$ROUNDS rounds, interleaved; ${SECS} s windows at $PPS frames/s; BFD ${BFD} ms; ranges min-max over rounds; kbridge $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo '?'); $(date -u +%FT%TZ)"
