@@ -44,15 +44,27 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		{"LLDP", func(tg []uint16) []byte { return frame(nil, tg, 0x88cc, make([]byte, 40)) }, copp.Link},
 		{"STP", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 0}, tg, 38, llc) }, copp.Link},
 		{"IS-IS", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 0x14}, tg, 27, llc) }, copp.Control},
-		{"BGP to 179 with GTSM", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, ports(40000, 179)), 255)) }, copp.BGP},
-		{"BGP from 179 with GTSM", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, ports(179, 40000)), 255)) }, copp.BGP},
+		{"BGP to 179 with GTSM", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, ports(40000, 179)), 255))
+		}, copp.BGP},
+		{"BGP from 179 with GTSM", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, ports(179, 40000)), 255))
+		}, copp.BGP},
 		{"BGP to 179 without GTSM", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, ports(40000, 179))) }, copp.Default},
-		{"BGP with TTL 254 (one router away)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, ports(179, 40000)), 254)) }, copp.Default},
+		{"BGP with TTL 254 (one router away)", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, ports(179, 40000)), 254))
+		}, copp.Default},
 		{"a forged BGP SYN from 179 to 80", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(179, 80, 0x02))) }, copp.Default},
 		{"a forged BGP SYN from 179 to 22", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(179, 22, 0x02))) }, copp.ManagementSYN},
-		{"BFD", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(49152, 3784)), 255)) }, copp.BFD},
-		{"BFD echo", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(3785, 3785)), 255)) }, copp.BFD},
-		{"micro-BFD", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(49152, 6784)), 255)) }, copp.BFD},
+		{"BFD", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(49152, 3784)), 255))
+		}, copp.BFD},
+		{"BFD echo", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(3785, 3785)), 255))
+		}, copp.BFD},
+		{"micro-BFD", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(49152, 6784)), 255))
+		}, copp.BFD},
 		{"BFD with TTL 64 (forged)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(49152, 3784))) }, copp.Default},
 		{"BFD multihop (TTL 64)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(49152, 4784))) }, copp.Default},
 		{"OSPF to AllSPFRouters", func(tg []uint16) []byte {
@@ -77,7 +89,9 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		{"an SSH ACK", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x10))) }, copp.Management},
 		{"an SSH RST", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x04))) }, copp.Management},
 		{"a SYN to a port no class lists", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 80, 0x02))) }, copp.Default},
-		{"a BGP opening with GTSM", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, tcp(50000, 179, 0x02)), 255)) }, copp.BGP},
+		{"a BGP opening with GTSM", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, tcp(50000, 179, 0x02)), 255))
+		}, copp.BGP},
 		{"a listed port", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(830, 50000))) }, copp.Management},
 		{"a listed protocol", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(47, src4, 0, make([]byte, 8))) }, copp.Management},
 		{"a listed source", func(tg []uint16) []byte {
@@ -85,7 +99,9 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		}, copp.Management},
 		{"a listed ethertype", func(tg []uint16) []byte { return frame(nil, tg, 0x88b5, make([]byte, 46)) }, copp.Management},
 		{"UDP elsewhere", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(1234, 5678))) }, copp.Default},
-		{"UDP from 179", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(179, 5678)), 255)) }, copp.Default},
+		{"UDP from 179", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(179, 5678)), 255))
+		}, copp.Default},
 		{"an IPv4 fragment past the first", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 10, ports(179, 179)), 255)) }, copp.Default},
 		{"an IPv4 options header", func(tg []uint16) []byte {
 			p := hops(ipv4(6, src4, 0, append([]byte{1, 1, 1, 0}, ports(40000, 179)...)), 255)
@@ -97,7 +113,9 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		{"IPv6 NS to a solicited-node group", func(tg []uint16) []byte {
 			return frame(nil, tg, 0x86dd, to(ipv6(58, src6, nil, icmp6(135)), netip.MustParseAddr("ff02::1:ff00:2")))
 		}, copp.Neighbor},
-		{"IPv6 RA", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, from(ipv6(58, src6, nil, icmp6(134)), netip.MustParseAddr("fe80::1"))) }, copp.Neighbor},
+		{"IPv6 RA", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, from(ipv6(58, src6, nil, icmp6(134)), netip.MustParseAddr("fe80::1")))
+		}, copp.Neighbor},
 		{"IPv6 RS after hop-by-hop", func(tg []uint16) []byte {
 			return frame(nil, tg, 0x86dd, hops(ipv6(58, src6, [][]byte{hopByHop}, icmp6(133)), 255))
 		}, copp.Neighbor},
@@ -116,9 +134,13 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 			return frame(nil, tg, 0x86dd, to(ipv6(17, src6, nil, ports(546, 547)), netip.MustParseAddr("ff02::1:2")))
 		}, copp.Control},
 		{"DHCPv6 to a global address", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(17, src6, nil, ports(547, 546))) }, copp.Default},
-		{"OSPFv3", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, from(ipv6(89, src6, nil, make([]byte, 16)), netip.MustParseAddr("fe80::7"))) }, copp.Control},
+		{"OSPFv3", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, from(ipv6(89, src6, nil, make([]byte, 16)), netip.MustParseAddr("fe80::7")))
+		}, copp.Control},
 		{"OSPFv3 from a global address", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(89, src6, nil, make([]byte, 16))) }, copp.Default},
-		{"IPv6 BFD", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, hops(ipv6(17, src6, nil, ports(49152, 3784)), 255)) }, copp.BFD},
+		{"IPv6 BFD", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, hops(ipv6(17, src6, nil, ports(49152, 3784)), 255))
+		}, copp.BFD},
 		{"IPv6 SSH", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(6, src6, nil, ports(22, 50000))) }, copp.Management},
 		{"an IPv6 SSH opening", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(6, src6, nil, tcp(50000, 22, 0x02))) }, copp.ManagementSYN},
 		{"an IPv6 SSH opening after hop-by-hop", func(tg []uint16) []byte {
