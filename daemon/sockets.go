@@ -24,6 +24,9 @@ type Sockets struct {
 	UDPPorts      int `json:"udp_ports"`
 	LocalPrefixes int `json:"local_prefixes"`
 	BGPSessions   int `json:"bgp_sessions"`
+	// PacketFilters are the packet sockets on the interface whose filters
+	// are run on a frame before it is judged unwanted.
+	PacketFilters int `json:"packet_filters"`
 	// Readings counts the readings published, Walks those that walked
 	// the TCP connections too, Errors those that failed; LastError is
 	// the last failure, ReadUs how long the last reading took.
@@ -146,6 +149,7 @@ func (w *sockWatch) read(r *sockview.Reader, c copp.Config, refresh time.Duratio
 		s.TCP, s.UDP = tcp, udp
 		s.TCPPorts, s.UDPPorts, s.LocalPrefixes = len(v.TCP), len(v.UDP), len(v.Local)
 		s.BGPSessions = min(len(v.BGP), ring.MaxBGPSessions)
+		s.PacketFilters = len(v.Filters)
 		s.Readings++
 		if walk {
 			s.Walks++

@@ -291,7 +291,7 @@ kb_out_police(struct kb_out *b)
 					     &b->copp.match, &why);
 
 		c = kb_sv_class(sv, c, rte_pktmbuf_mtod(m, const uint8_t *), len,
-				b->copp_stats.unwanted);
+				rte_pktmbuf_pkt_len(m), b->copp_stats.unwanted);
 
 		if (unlikely(why != KBRIDGE_HDR_PARSED))
 			b->copp_stats.why[why]++;

@@ -35,6 +35,8 @@ struct kb_sv_pkt {
 	uint8_t v6;
 	uint8_t flags; /* TCP's */
 	uint8_t frag;  /* the first fragment of a datagram */
+	uint8_t tags;  /* VLAN tags before the IP header */
+	uint32_t l3;   /* the IP header's offset */
 };
 
 static inline uint16_t
@@ -65,6 +67,8 @@ kb_sv_parse(const uint8_t *p, uint32_t len, struct kb_sv_pkt *k)
 	}
 	off += 2;
 	k->frag = 0;
+	k->tags = (uint8_t)i;
+	k->l3 = off;
 	if (et == 0x0800) {
 		if (len - off < 20)
 			return 0;
@@ -213,9 +217,34 @@ kb_sv_leave(int slot)
 		__atomic_fetch_sub(&kb_sv.users[slot].n, 1, __ATOMIC_RELEASE);
 }
 
+/* Whether a packet socket's filter would capture the frame. What a filter
+ * would see differently from the frame here (a chain of which only the
+ * first segment is at hand; a VLAN tag, which the kernel takes off before
+ * packet sockets see it) counts as captured. */
+static int
+kb_sv_captured(const struct kb_sv_view *v, const uint8_t *p, uint32_t len, uint32_t pkt_len,
+	       const struct kb_sv_pkt *k)
+{
+	uint16_t proto = k->v6 ? 0x86dd : 0x0800;
+	uint32_t i;
+
+	if (len != pkt_len || k->tags != 0)
+		return 1;
+	for (i = 0; i < v->nfilters; i++) {
+		const struct kb_sv_filter *f = &v->filters[i];
+
+		if (f->proto != 0x0003 && f->proto != proto)
+			continue;
+		if (f->dgram ? kb_cbpf_run(f->insn, f->n, p + k->l3, len - k->l3) :
+			       kb_cbpf_run(f->insn, f->n, p, len))
+			return 1;
+	}
+	return 0;
+}
+
 unsigned int
 kb_sv_class(const struct kb_sv_view *v, unsigned int c, const uint8_t *p, uint32_t len,
-	    uint64_t *why)
+	    uint32_t pkt_len, uint64_t *why)
 {
 	struct kb_sv_pkt k;
 	int tcp;
@@ -224,7 +253,8 @@ kb_sv_class(const struct kb_sv_view *v, unsigned int c, const uint8_t *p, uint32
 		return c;
 	tcp = k.proto == 6;
 	if (!k.frag && (v->filter & (tcp ? KB_SV_TCP : KB_SV_UDP)) &&
-	    !kb_sv_wanted(v, tcp, k.dport) && kb_sv_local(v, k.dst, k.v6)) {
+	    !kb_sv_wanted(v, tcp, k.dport) && kb_sv_local(v, k.dst, k.v6) &&
+	    (v->nfilters == 0 || !kb_sv_captured(v, p, len, pkt_len, &k))) {
 		why[!tcp ? KB_SV_WHY_UDP : (k.flags & 0x12) == 0x02 ? KB_SV_WHY_SYN : KB_SV_WHY_TCP]++;
 		return KBRIDGE_CLASS_UNWANTED;
 	}
@@ -283,8 +313,11 @@ kb_sv_publish(const struct kb_sv_spec *s)
 	uint32_t t = kb_sv.last ^ 1, i, g;
 	struct kb_sv_view *v = &kb_sv.view[t];
 
-	if (s->nlocal > KB_SV_MAX_LOCAL || s->nbgp > KB_SV_MAX_BGP)
+	if (s->nlocal > KB_SV_MAX_LOCAL || s->nbgp > KB_SV_MAX_BGP || s->nfilters > KB_SV_MAX_FILTERS)
 		return -E2BIG;
+	for (i = 0; i < s->nfilters; i++)
+		if (s->filters[i].n == 0 || s->filters[i].n > KB_SV_MAX_INSNS)
+			return -EINVAL;
 	for (i = 0; i < s->nlocal; i++)
 		if (s->local[i].len > (s->local[i].v6 ? 128 : 32))
 			return -EINVAL;
@@ -307,6 +340,8 @@ kb_sv_publish(const struct kb_sv_spec *s)
 		v->bgp[h].used = 1;
 	}
 	v->nbgp = s->nbgp;
+	memcpy(v->filters, s->filters, (size_t)s->nfilters * sizeof(*v->filters));
+	v->nfilters = s->nfilters;
 	v->filter = s->filter;
 	v->expires = s->expires;
 	__atomic_store_n(&kb_sv.active, t, __ATOMIC_SEQ_CST);

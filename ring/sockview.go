@@ -12,12 +12,13 @@ package ring
 // kb_sv_class_one classes one frame against the published view, as the
 // burst core does: for tests.
 static unsigned int
-kb_sv_class_one(const uint8_t *p, uint32_t len, unsigned int c, uint64_t now, uint64_t *why)
+kb_sv_class_one(const uint8_t *p, uint32_t len, uint32_t pkt_len, unsigned int c, uint64_t now,
+		uint64_t *why)
 {
 	int slot;
 	const struct kb_sv_view *v = kb_sv_enter(now, &slot);
 
-	c = kb_sv_class(v, c, p, len, why);
+	c = kb_sv_class(v, c, p, len, pkt_len, why);
 	kb_sv_leave(slot);
 	return c;
 }
@@ -45,10 +46,18 @@ var (
 	_ [copp.Unwanted - C.KBRIDGE_CLASS_UNWANTED]struct{}
 )
 
-// MaxLocalPrefixes and MaxBGPSessions bound what a published view holds.
+// MaxLocalPrefixes and MaxBGPSessions bound what a published view holds;
+// its filters are sockview's bounds.
 const (
 	MaxLocalPrefixes = C.KB_SV_MAX_LOCAL
 	MaxBGPSessions   = C.KB_SV_MAX_BGP
+)
+
+var (
+	_ [C.KB_SV_MAX_FILTERS - sockview.MaxFilters]struct{}
+	_ [sockview.MaxFilters - C.KB_SV_MAX_FILTERS]struct{}
+	_ [C.KB_SV_MAX_INSNS - sockview.MaxFilterInsns]struct{}
+	_ [sockview.MaxFilterInsns - C.KB_SV_MAX_INSNS]struct{}
 )
 
 // ErrSockView means a view beyond the burst core's bounds.
@@ -134,6 +143,26 @@ func PublishSockView(v sockview.View, f SockViewFilter, expires time.Duration) e
 		pin.Pin(&sessions[0])
 		spec.bgp, spec.nbgp = &sessions[0], C.uint32_t(len(sessions))
 	}
+	if len(v.Filters) > sockview.MaxFilters {
+		return fmt.Errorf("%w: %d packet filters, at most %d", ErrSockView, len(v.Filters), sockview.MaxFilters)
+	}
+	filters := make([]C.struct_kb_sv_filter, len(v.Filters))
+	for i, f := range v.Filters {
+		if len(f.Insns) == 0 || len(f.Insns) > sockview.MaxFilterInsns {
+			return fmt.Errorf("%w: a packet filter of %d instructions", ErrSockView, len(f.Insns))
+		}
+		for j, in := range f.Insns {
+			filters[i].insn[j] = C.struct_kb_cbpf_insn{code: C.uint16_t(in.Code), jt: C.uint8_t(in.Jt), jf: C.uint8_t(in.Jf), k: C.uint32_t(in.K)}
+		}
+		filters[i].n, filters[i].proto = C.uint16_t(len(f.Insns)), C.uint16_t(f.Proto)
+		if f.Dgram {
+			filters[i].dgram = 1
+		}
+	}
+	if len(filters) > 0 {
+		pin.Pin(&filters[0])
+		spec.filters, spec.nfilters = &filters[0], C.uint32_t(len(filters))
+	}
 	if f.TCP {
 		spec.filter |= C.KB_SV_TCP
 	}
@@ -168,12 +197,18 @@ func MonotonicNow() time.Duration {
 // earned class c (Classify), under the view published now, and why it is
 // unwanted (a copp.Unwanted* reason) when it is: for tests.
 func SockViewClass(frame []byte, c int) (class, why int) {
+	return SockViewClassOfChain(frame, len(frame), c)
+}
+
+// SockViewClassOfChain is SockViewClass for a frame of pktLen bytes whose
+// first segment is first: for tests.
+func SockViewClassOfChain(first []byte, pktLen, c int) (class, why int) {
 	var w [C.KB_SV_WHYS]C.uint64_t
 	var p *C.uint8_t
-	if len(frame) > 0 {
-		p = (*C.uint8_t)(unsafe.Pointer(&frame[0]))
+	if len(first) > 0 {
+		p = (*C.uint8_t)(unsafe.Pointer(&first[0]))
 	}
-	class = int(C.kb_sv_class_one(p, C.uint32_t(len(frame)), C.uint(c), C.uint64_t(MonotonicNow()), &w[0]))
+	class = int(C.kb_sv_class_one(p, C.uint32_t(len(first)), C.uint32_t(pktLen), C.uint(c), C.uint64_t(MonotonicNow()), &w[0]))
 	why = -1
 	for i, n := range w {
 		if n != 0 {
@@ -181,6 +216,23 @@ func SockViewClass(frame []byte, c int) (class, why int) {
 		}
 	}
 	return class, why
+}
+
+// RunCBPF runs prog on frame as the burst core runs a packet socket's
+// filter (cbpf.h): the bytes it would capture, 0 for none. For tests.
+func RunCBPF(prog []sockview.Insn, frame []byte) uint32 {
+	if len(prog) == 0 {
+		return 1
+	}
+	insns := make([]C.struct_kb_cbpf_insn, len(prog))
+	for i, in := range prog {
+		insns[i] = C.struct_kb_cbpf_insn{code: C.uint16_t(in.Code), jt: C.uint8_t(in.Jt), jf: C.uint8_t(in.Jf), k: C.uint32_t(in.K)}
+	}
+	var p *C.uint8_t
+	if len(frame) > 0 {
+		p = (*C.uint8_t)(unsafe.Pointer(&frame[0]))
+	}
+	return uint32(C.kb_cbpf_run(&insns[0], C.uint16_t(len(insns)), p, C.uint32_t(len(frame))))
 }
 
 // LearnSockView learns from frames as if the host sent them through the

@@ -22,6 +22,12 @@
  * next one, within a refresh (its frames meanwhile are unwanted: policed,
  * not dropped outright, by default).
  *
+ * A packet socket on the interface (tcpdump, lldpd, a DHCP client) captures
+ * what its classic BPF filter accepts: the view holds those filters and
+ * runs them (cbpf.h) on a frame it would find unwanted, which is kept if
+ * one would capture it. A packet socket without a filter, or with one the
+ * view cannot run, turns the judging off instead (package sockview).
+ *
  * One view per process: kbridge serves one TAP interface, in one network
  * namespace, whose sockets are one table. Readers (the workers) take the
  * published view per burst (kb_sv_enter / kb_sv_leave); the one writer
@@ -33,12 +39,15 @@
 
 #include <stdint.h>
 
+#include "cbpf.h"
 #include "kbridge_classify.h"
 
 #define KB_SV_WORDS (65536 / 64) /* a bitmap of the 65536 ports */
 #define KB_SV_MAX_LOCAL 64       /* the host's own address prefixes, both families */
 #define KB_SV_MAX_BGP 1024       /* BGP sessions looked up by four-tuple */
 #define KB_SV_BGP_SLOTS 2048     /* their hash table: a power of two, half full at most */
+#define KB_SV_MAX_FILTERS 8      /* packet sockets' filters run */
+#define KB_SV_MAX_INSNS 128      /* instructions of one */
 
 /* What the view classes unwanted (struct kb_sv_spec.filter): each protocol
  * is on unless something on the host takes its frames without a socket of
@@ -69,6 +78,17 @@ struct kb_sv_session {
 	uint8_t used;
 };
 
+/* A packet socket's filter, for the frames it is bound to: proto
+ * ETH_P_ALL (0x0003), ETH_P_IP or ETH_P_IPV6; dgram: a SOCK_DGRAM socket,
+ * whose filter sees the frame from its network header. */
+struct kb_sv_filter {
+	struct kb_cbpf_insn insn[KB_SV_MAX_INSNS];
+	uint16_t n;
+	uint16_t proto;
+	uint8_t dgram;
+	uint8_t pad[3];
+};
+
 /* What Go hands kb_sv_publish: ports in use per protocol, the host's own
  * prefixes, its BGP sessions (IPv4-mapped IPv6 addresses given as IPv4),
  * which protocols to filter, and until when (ns, CLOCK_MONOTONIC) the view
@@ -80,6 +100,8 @@ struct kb_sv_spec {
 	uint32_t nlocal;
 	const struct kb_sv_session *bgp;
 	uint32_t nbgp;
+	const struct kb_sv_filter *filters;
+	uint32_t nfilters;
 	uint32_t filter;
 	uint64_t expires;
 };
@@ -89,8 +111,10 @@ struct kb_sv_view {
 	struct kb_sv_prefix local[KB_SV_MAX_LOCAL];
 	uint32_t nlocal, nbgp;
 	uint32_t filter;
+	uint32_t nfilters;
 	uint64_t expires;
 	struct kb_sv_session bgp[KB_SV_BGP_SLOTS];
+	struct kb_sv_filter filters[KB_SV_MAX_FILTERS];
 };
 
 /* The published view for one burst (NULL: none, or out of date); *slot
@@ -98,12 +122,12 @@ struct kb_sv_view {
 const struct kb_sv_view *kb_sv_enter(uint64_t now, int *slot);
 void kb_sv_leave(int slot);
 
-/* The class of the frame p[0..len), c by its headers (kbridge_classify):
- * KBRIDGE_CLASS_UNWANTED when no socket wants it (counted in
- * why[KB_SV_WHY_*]), KBRIDGE_CLASS_BGP when it is of a BGP session of the
- * host's, else c. v NULL: c. */
+/* The class of the frame whose first len bytes (of pkt_len) are at p, c
+ * by its headers (kbridge_classify): KBRIDGE_CLASS_UNWANTED when no socket
+ * wants it (counted in why[KB_SV_WHY_*]), KBRIDGE_CLASS_BGP when it is of a
+ * BGP session of the host's, else c. v NULL: c. */
 unsigned int kb_sv_class(const struct kb_sv_view *v, unsigned int c, const uint8_t *p,
-			 uint32_t len, uint64_t *why);
+			 uint32_t len, uint32_t pkt_len, uint64_t *why);
 
 /* Marks the source ports of the n frames the host sends, at buf + i *
  * stride, lens[i] bytes each, as wanted until a reading of the host's

@@ -272,3 +272,92 @@ func TestAViewBeyondTheBurstCoresBoundsIsRefused(t *testing.T) {
 		t.Errorf("%d local prefixes published, the view holds %d", len(v.Local), ring.MaxLocalPrefixes)
 	}
 }
+
+// udpDstPort9 is `tcpdump -dd udp dst port 9` on Ethernet: IPv6 or IPv4
+// (not a later fragment), UDP, destination port 9.
+var udpDstPort9 = []sockview.Insn{
+	{Code: 0x28, K: 12},                   // ldh [12]
+	{Code: 0x15, Jt: 0, Jf: 4, K: 0x86dd}, // jeq #0x86dd
+	{Code: 0x30, K: 20},                   // ldb [20]
+	{Code: 0x15, Jt: 0, Jf: 11, K: 17},    // jeq #17
+	{Code: 0x28, K: 56},                   // ldh [56]
+	{Code: 0x15, Jt: 8, Jf: 9, K: 9},      // jeq #9
+	{Code: 0x15, Jt: 0, Jf: 8, K: 0x800},  // jeq #0x800
+	{Code: 0x30, K: 23},                   // ldb [23]
+	{Code: 0x15, Jt: 0, Jf: 6, K: 17},     // jeq #17
+	{Code: 0x28, K: 20},                   // ldh [20]
+	{Code: 0x45, Jt: 4, Jf: 0, K: 0x1fff}, // jset #0x1fff
+	{Code: 0xb1, K: 14},                   // ldxb 4*([14]&0xf)
+	{Code: 0x48, K: 16},                   // ldh [x + 16]
+	{Code: 0x15, Jt: 0, Jf: 1, K: 9},      // jeq #9
+	{Code: 0x06, K: 262144},               // ret #262144
+	{Code: 0x06, K: 0},                    // ret #0
+}
+
+// A packet socket on the interface captures what its filter accepts: a
+// frame it would capture is never unwanted, the others still are; a filter
+// bound to IPv4 alone says nothing of IPv6 frames; a SOCK_DGRAM socket's
+// filter reads from the network header; what a filter would see otherwise
+// (a chain, a VLAN tag the kernel strips) is kept.
+func TestAFrameAPacketSocketsFilterWouldCaptureIsNeverUnwanted(t *testing.T) {
+	v := hostView()
+	v.Filters = []sockview.Filter{{Insns: udpDstPort9, Proto: 0x0003}}
+	publish(t, v, both)
+	wantClass(t, "UDP to 9, captured", udpTo(host4, 1000, 9), copp.Default, -1)
+	wantClass(t, "IPv6 UDP to 9, captured", udpTo(host6, 1000, 9), copp.Default, -1)
+	wantClass(t, "UDP to 10, not captured", udpTo(host4, 1000, 10), copp.Unwanted, copp.UnwantedUDP)
+	wantClass(t, "TCP to 9, not captured", tcpTo(host4, 1000, 9, 0x02), copp.Unwanted, copp.UnwantedSYN)
+	tagged := frame(nil, []uint16{0x8100}, 0x0800, to(from(ipv4(17, src4, 0, ports(1000, 10)), peer4), host4))
+	wantClass(t, "UDP to 10 in a VLAN tag (the filter would see it untagged)", tagged, copp.Default, -1)
+	if c, _ := ring.SockViewClassOfChain(udpTo(host4, 1000, 10), 3000, copp.Default); c != copp.Default {
+		t.Errorf("the first segment of a chain: %s, want default (the filter would read all of it)", copp.ClassNames[c])
+	}
+
+	v.Filters = []sockview.Filter{{Insns: udpDstPort9, Proto: 0x0800}}
+	publish(t, v, both)
+	wantClass(t, "bound to IPv4: IPv4 UDP to 9", udpTo(host4, 1000, 9), copp.Default, -1)
+	wantClass(t, "bound to IPv4: IPv6 UDP to 9", udpTo(host6, 1000, 9), copp.Unwanted, copp.UnwantedUDP)
+
+	// SOCK_DGRAM, from the IPv4 header: UDP (protocol at 9), port 9 (at 22).
+	dgram := []sockview.Insn{
+		{Code: 0x30, K: 9}, {Code: 0x15, Jt: 0, Jf: 3, K: 17}, {Code: 0x28, K: 22},
+		{Code: 0x15, Jt: 0, Jf: 1, K: 9}, {Code: 0x06, K: 65535}, {Code: 0x06, K: 0},
+	}
+	v.Filters = []sockview.Filter{{Insns: dgram, Proto: 0x0800, Dgram: true}}
+	publish(t, v, both)
+	wantClass(t, "SOCK_DGRAM: UDP to 9", udpTo(host4, 1000, 9), copp.Default, -1)
+	wantClass(t, "SOCK_DGRAM: UDP to 10", udpTo(host4, 1000, 10), copp.Unwanted, copp.UnwantedUDP)
+}
+
+// The interpreter runs classic BPF as the kernel does: each class of
+// instruction, and what it cannot decide (a load past the frame) counts as
+// captured; a division by zero ends a program refused.
+func TestTheFilterInterpreterRunsClassicBPF(t *testing.T) {
+	f := udpTo(host4, 1000, 9)
+	ret := func(k uint32) sockview.Insn { return sockview.Insn{Code: 0x06, K: k} }
+	retA := sockview.Insn{Code: 0x16}
+	for _, c := range []struct {
+		name string
+		prog []sockview.Insn
+		want uint32
+	}{
+		{"ret k", []sockview.Insn{ret(77)}, 77},
+		{"ld len; ret a", []sockview.Insn{{Code: 0x80}, retA}, uint32(len(f))},
+		{"ld word [14]; ret a", []sockview.Insn{{Code: 0x20, K: 14}, retA}, 0x45000000 | uint32(len(f)-14)},
+		{"ld imm, st, ldx mem, txa", []sockview.Insn{{Code: 0x00, K: 5}, {Code: 0x02, K: 3}, {Code: 0x61, K: 3}, {Code: 0x87}, retA}, 5},
+		{"tax, add x", []sockview.Insn{{Code: 0x00, K: 20}, {Code: 0x07}, {Code: 0x0c}, retA}, 40},
+		{"sub, mul, div, mod", []sockview.Insn{{Code: 0x00, K: 50}, {Code: 0x14, K: 8}, {Code: 0x24, K: 3}, {Code: 0x34, K: 4}, {Code: 0x94, K: 7}, retA}, 3},
+		{"or, and, xor, lsh, rsh, neg", []sockview.Insn{{Code: 0x00, K: 0x0f}, {Code: 0x44, K: 0xf0}, {Code: 0x54, K: 0x3c}, {Code: 0xa4, K: 0x01}, {Code: 0x64, K: 4}, {Code: 0x74, K: 2}, {Code: 0x84}, retA}, 0xffffff0c},
+		{"jgt, jge, jset", []sockview.Insn{{Code: 0x00, K: 10}, {Code: 0x25, Jt: 0, Jf: 5, K: 9}, {Code: 0x35, Jt: 0, Jf: 4, K: 10}, {Code: 0x45, Jt: 0, Jf: 3, K: 2}, {Code: 0x05, K: 1}, ret(0), ret(1), ret(2)}, 1},
+		{"a load past the frame", []sockview.Insn{{Code: 0x28, K: 4000}, ret(0)}, 1},
+		{"a division by zero in x", []sockview.Insn{{Code: 0x01, K: 0}, {Code: 0x00, K: 9}, {Code: 0x3c}, ret(5)}, 0},
+		{"udp dst port 9", udpDstPort9, 262144},
+	} {
+		if got := ring.RunCBPF(c.prog, f); got != c.want {
+			t.Errorf("%s: %d (%#x), want %d (%#x)", c.name, got, got, c.want, c.want)
+		}
+	}
+	if got := ring.RunCBPF(udpDstPort9, udpTo(host4, 1000, 10)); got != 0 {
+		t.Errorf("udp dst port 9 on a frame to 10: %d", got)
+	}
+}

@@ -28,8 +28,11 @@ const (
 	inetDiagMsgLen   = 72
 	packetDiagMsgLen = 16
 	packetShowInfo   = 0x1
+	packetShowFilter = 0x20
 	packetDiagInfo   = 0 // PACKET_DIAG_INFO
 	packetDiagUID    = 5 // PACKET_DIAG_UID
+	packetDiagFilter = 7 // PACKET_DIAG_FILTER
+	sockDgram        = 2
 
 	rtmGetRoute = 26 // RTM_GETROUTE
 	rtmNewRoute = 24
@@ -165,70 +168,129 @@ func parseLocalRoute(typ uint16, b []byte) (netip.Prefix, bool) {
 // takers finds what takes frames arriving on ifindex whatever their port:
 // a packet socket bound to it (or to every interface) for IPv4, IPv6 or
 // every protocol sees every frame, tcpdump's among them, and a frame
-// kbridge freed would be missing from its capture; a raw socket of TCP or
-// UDP gets a copy of every such packet for the host; NAT that may rewrite
-// a frame's destination before the socket lookup (a prerouting nat chain
-// of nftables, iptables-legacy's nat table) delivers or forwards frames to
-// ports no socket holds; IPVS virtual services take connections to
-// addresses and ports without a socket.
-func (r *Reader) takers(ifindex int) (takers, error) {
+// kbridge freed would be missing from its capture, unless its classic BPF
+// filter refuses it (then it is one of the filters, run on the frame); a
+// raw socket of TCP or UDP gets a copy of every such packet for the host;
+// NAT that may rewrite a frame's destination before the socket lookup (a
+// prerouting nat chain of nftables, iptables-legacy's nat table) delivers
+// or forwards frames to ports no socket holds; IPVS virtual services take
+// connections to addresses and ports without a socket.
+func (r *Reader) takers(ifindex int) (takers, []Filter, error) {
 	var t takers
+	var filters []Filter
 	err := r.diag.dump(sockDiagByFamily, packetReq(), func(_ uint16, body []byte) error {
-		if k, ok := parsePacket(body, ifindex); ok {
+		k, f, ok := parsePacket(body, ifindex)
+		switch {
+		case !ok:
+		case f != nil && len(filters) < MaxFilters:
+			filters = append(filters, *f)
+		case f != nil:
+			t = append(t, taker{0, fmt.Sprintf("more than %d packet sockets with filters on the interface", MaxFilters)})
+		default:
 			t = append(t, k)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("packet sockets: %w", err)
+		return nil, nil, fmt.Errorf("packet sockets: %w", err)
 	}
 	t = append(t, r.rawSockets()...)
 	nat, err := r.natChains()
 	if err != nil {
-		return nil, fmt.Errorf("nftables: %w", err)
+		return nil, nil, fmt.Errorf("nftables: %w", err)
 	}
 	t = append(t, nat...)
 	t = append(t, r.procTakers()...)
-	return t, nil
+	return t, filters, nil
 }
 
-// packetReq is a packet_diag_req showing each socket's interface.
+// packetReq is a packet_diag_req showing each socket's interface and
+// filter (the kernel shows filters to CAP_NET_ADMIN only).
 func packetReq() []byte {
 	b := make([]byte, 20)
 	b[0] = unix.AF_PACKET
-	binary.NativeEndian.PutUint32(b[8:], packetShowInfo)
+	binary.NativeEndian.PutUint32(b[8:], packetShowInfo|packetShowFilter)
 	return b
 }
 
-// parsePacket reads a packet_diag_msg: a taker when the socket receives
-// IPv4, IPv6 or every protocol on ifindex or every interface.
-func parsePacket(b []byte, ifindex int) (taker, bool) {
+// parsePacket reads a packet_diag_msg: ok when the socket receives IPv4,
+// IPv6 or every protocol on ifindex or every interface; then its filter
+// when it has one the burst core can run, else a taker.
+func parsePacket(b []byte, ifindex int) (taker, *Filter, bool) {
 	if len(b) < packetDiagMsgLen {
-		return taker{}, false
+		return taker{}, nil, false
 	}
 	// pdiag_num is the protocol bound, in host order.
 	num := binary.NativeEndian.Uint16(b[2:])
 	inode := binary.NativeEndian.Uint32(b[4:])
 	if num != ethPAll && num != ethPIP && num != ethPIPv6 {
-		return taker{}, false
+		return taker{}, nil, false
 	}
 	bound, uid := -1, -1
+	var prog []Insn
 	attrs(b[packetDiagMsgLen:], func(t uint16, v []byte) {
 		switch {
 		case t == packetDiagInfo && len(v) >= 4:
 			bound = int(binary.NativeEndian.Uint32(v))
 		case t == packetDiagUID && len(v) >= 4:
 			uid = int(binary.NativeEndian.Uint32(v))
+		case t == packetDiagFilter:
+			for ; len(v) >= 8; v = v[8:] {
+				prog = append(prog, Insn{Code: binary.NativeEndian.Uint16(v), Jt: v[2], Jf: v[3], K: binary.NativeEndian.Uint32(v[4:])})
+			}
 		}
 	})
 	if bound != 0 && bound != ifindex {
-		return taker{}, false
+		return taker{}, nil, false
+	}
+	if runnable(prog) {
+		return taker{}, &Filter{Insns: prog, Proto: num, Dgram: b[1] == sockDgram}, true
 	}
 	where := "on every interface"
 	if bound != 0 {
 		where = "on the interface"
 	}
-	return taker{0, fmt.Sprintf("a packet socket %s (inode %d, uid %d, protocol 0x%04x: tcpdump or the like)", where, inode, uid, num)}, true
+	what := "without a filter"
+	if len(prog) > 0 {
+		what = "with a filter kbridge cannot run"
+	}
+	return taker{0, fmt.Sprintf("a packet socket %s %s (inode %d, uid %d, protocol 0x%04x: tcpdump or the like)", where, what, inode, uid, num)}, nil, true
+}
+
+// runnable reports whether the burst core's interpreter (ring/cbpf.h) runs
+// prog as the kernel does: a classic program of at most MaxFilterInsns
+// known instructions, loading only from the frame's own bytes (no
+// ancillary data, SKF_AD_OFF, nor the kernel's SKF_NET_OFF and SKF_LL_OFF
+// offsets, which are negative).
+func runnable(prog []Insn) bool {
+	if len(prog) == 0 || len(prog) > MaxFilterInsns {
+		return false
+	}
+	for _, in := range prog {
+		class, mode := in.Code&0x07, in.Code&0xe0
+		switch class {
+		case 0x00, 0x01: // LD, LDX
+			switch mode {
+			case 0x00, 0x60, 0x80: // IMM, MEM, LEN
+			case 0x20, 0x40, 0xa0: // ABS, IND, MSH
+				if int32(in.K) < 0 {
+					return false
+				}
+			default:
+				return false
+			}
+		case 0x02, 0x03, 0x06, 0x07: // ST, STX, RET, MISC
+		case 0x04: // ALU
+			if op := in.Code & 0xf0; op > 0xa0 {
+				return false
+			}
+		case 0x05: // JMP
+			if op := in.Code & 0xf0; op > 0x40 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // natChains dumps nftables' chains and names each nat chain on the

@@ -70,32 +70,59 @@ func TestALocalRouteIsTheHostsOwnAndOthersAreNot(t *testing.T) {
 	}
 }
 
+// insns is a classic BPF program as PACKET_DIAG_FILTER carries it.
+func insns(prog ...Insn) []byte {
+	var b []byte
+	for _, in := range prog {
+		b = binary.NativeEndian.AppendUint16(b, in.Code)
+		b = append(b, in.Jt, in.Jf)
+		b = binary.NativeEndian.AppendUint32(b, in.K)
+	}
+	return b
+}
+
 func TestAPacketSocketTakesFramesWhenItListensToTheInterfaceForIP(t *testing.T) {
-	sock := func(proto uint16, ifindex uint32) []byte {
+	sock := func(typ byte, proto uint16, ifindex uint32, filter []byte) []byte {
 		b := make([]byte, packetDiagMsgLen)
-		b[0], b[1] = 17, 3
+		b[0], b[1] = 17, typ
 		binary.NativeEndian.PutUint16(b[2:], proto)
 		binary.NativeEndian.PutUint32(b[4:], 4242)
 		info := append(u32(ifindex), make([]byte, 20)...)
-		return append(append(b, attr(packetDiagInfo, info)...), attr(packetDiagUID, u32(0))...)
-	}
-	for _, c := range []struct {
-		name  string
-		b     []byte
-		takes bool
-	}{
-		{"tcpdump -i kb0", sock(ethPAll, 7), true},
-		{"tcpdump -i any", sock(ethPAll, 0), true},
-		{"IPv4 on kb0", sock(ethPIP, 7), true},
-		{"IPv6 on every interface", sock(ethPIPv6, 0), true},
-		{"every protocol on another interface", sock(ethPAll, 8), false},
-		{"LLDP on kb0", sock(0x88cc, 7), false},
-		{"no protocol (bound to none)", sock(0, 7), false},
-	} {
-		k, ok := parsePacket(c.b, 7)
-		if ok != c.takes || (ok && !strings.Contains(k.what, "inode 4242")) {
-			t.Errorf("%s: takes %v (%q), want %v", c.name, ok, k.what, c.takes)
+		b = append(append(b, attr(packetDiagInfo, info)...), attr(packetDiagUID, u32(0))...)
+		if filter != nil {
+			b = append(b, attr(packetDiagFilter, filter)...)
 		}
+		return b
+	}
+	acceptAll := insns(Insn{Code: 0x06, K: 262144})                                      // ret #262144
+	ancillary := insns(Insn{Code: 0x20, K: 0xfffff000 + 4}, Insn{Code: 0x06, K: 262144}) // ld #proto (SKF_AD_OFF+4)
+	for _, c := range []struct {
+		name           string
+		b              []byte
+		gets, filtered bool
+	}{
+		{"tcpdump -i kb0", sock(3, ethPAll, 7, nil), true, false},
+		{"tcpdump -i any", sock(3, ethPAll, 0, nil), true, false},
+		{"IPv4 on kb0", sock(3, ethPIP, 7, nil), true, false},
+		{"IPv6 on every interface", sock(3, ethPIPv6, 0, nil), true, false},
+		{"every protocol on another interface", sock(3, ethPAll, 8, nil), false, false},
+		{"LLDP on kb0", sock(3, 0x88cc, 7, nil), false, false},
+		{"no protocol (bound to none)", sock(3, 0, 7, nil), false, false},
+		{"a filter the burst core runs", sock(3, ethPAll, 7, acceptAll), true, true},
+		{"a filter reading ancillary data", sock(3, ethPAll, 7, ancillary), true, false},
+	} {
+		k, f, ok := parsePacket(c.b, 7)
+		switch {
+		case ok != c.gets:
+			t.Errorf("%s: gets the interface's IP frames: %v, want %v", c.name, ok, c.gets)
+		case ok && c.filtered && (f == nil || len(f.Insns) != 1 || f.Proto != ethPAll || f.Dgram):
+			t.Errorf("%s: filter %+v, want the one-instruction program of a SOCK_RAW socket", c.name, f)
+		case ok && !c.filtered && (f != nil || !strings.Contains(k.what, "inode 4242")):
+			t.Errorf("%s: filter %+v, taker %q; want it to take every frame", c.name, f, k.what)
+		}
+	}
+	if _, f, _ := parsePacket(sock(sockDgram, ethPIP, 0, acceptAll), 7); f == nil || !f.Dgram || f.Proto != ethPIP {
+		t.Errorf("a SOCK_DGRAM socket's filter: %+v", f)
 	}
 }
 

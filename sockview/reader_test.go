@@ -242,9 +242,11 @@ func TestAWalkListsTheHostsBGPSessions(t *testing.T) {
 
 // What takes frames whatever their port turns the judging off, and says
 // so: a packet socket on the interface or on every interface, for IPv4,
-// IPv6 or all protocols (tcpdump), a raw socket of UDP (UDP only), a nat
+// IPv6 or all protocols, without a filter (tcpdump with no expression) or
+// with one the burst core cannot run; a raw socket of UDP (UDP only); a nat
 // chain on prerouting. A packet socket on another interface or for ARP
-// alone does not.
+// alone does not, and one whose filter the burst core runs comes in the
+// view instead.
 func TestWhatTakesFramesWhateverTheirPortIsNamed(t *testing.T) {
 	ns := svNS(t)
 	harness.Run(t, "ip", "-n", ns, "link", "add", "kbsv1", "type", "dummy")
@@ -253,13 +255,20 @@ func TestWhatTakesFramesWhateverTheirPortIsNamed(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		packet := func(proto uint16, ifi int) (func(), error) {
+		packet := func(proto uint16, ifi int, prog ...unix.SockFilter) (func(), error) {
 			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(proto)))
 			if err != nil {
 				return nil, err
 			}
 			if ifi != 0 {
 				if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(proto), Ifindex: ifi}); err != nil {
+					unix.Close(fd)
+					return nil, err
+				}
+			}
+			if len(prog) > 0 {
+				f := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+				if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &f); err != nil {
 					unix.Close(fd)
 					return nil, err
 				}
@@ -304,6 +313,29 @@ func TestWhatTakesFramesWhateverTheirPortIsNamed(t *testing.T) {
 			}
 		}
 		if err := check("all closed", false, false, ""); err != nil {
+			return err
+		}
+		// A filter the burst core can run: carried in the view, nothing
+		// turned off; one that reads ancillary data: turned off.
+		done, err := packet(unix.ETH_P_ALL, ifindex, unix.SockFilter{Code: 0x28, K: 12}, unix.SockFilter{Code: 0x06, K: 0})
+		if err != nil {
+			return err
+		}
+		v, err := read(r, ifindex, false)
+		done()
+		if err != nil {
+			return err
+		}
+		if v.TCPOff != "" || len(v.Filters) != 1 || len(v.Filters[0].Insns) != 2 || v.Filters[0].Insns[0].K != 12 {
+			t.Errorf("a packet socket with a filter: tcp off %q, filters %+v; want its program carried, nothing off", v.TCPOff, v.Filters)
+		}
+		done, err = packet(unix.ETH_P_ALL, ifindex, unix.SockFilter{Code: 0x20, K: 0xfffff000}, unix.SockFilter{Code: 0x06, K: 0})
+		if err != nil {
+			return err
+		}
+		err = check("a packet socket whose filter reads ancillary data", true, true, "cannot run")
+		done()
+		if err != nil {
 			return err
 		}
 		raw, err := unix.Socket(unix.AF_INET6, unix.SOCK_RAW, unix.IPPROTO_UDP)

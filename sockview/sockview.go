@@ -47,6 +47,10 @@ type View struct {
 	Local []netip.Prefix
 	// BGP are the host's BGP sessions.
 	BGP []Session
+	// Filters are the packet sockets on the interface whose filters the
+	// burst core runs on a frame it would find unwanted (a frame one
+	// would capture is kept).
+	Filters []Filter
 	// TCPOff and UDPOff, when set, say why that protocol's frames cannot
 	// be judged by their port now: what on the host takes them without a
 	// socket of their port. Empty: they can.
@@ -54,6 +58,29 @@ type View struct {
 	// Sockets is how many TCP and UDP sockets were read.
 	Sockets int
 }
+
+// Filter is a packet socket's classic BPF program (struct sock_filter's)
+// and the frames it gets: Proto ETH_P_ALL, ETH_P_IP or ETH_P_IPV6; Dgram:
+// a SOCK_DGRAM socket, whose program sees a frame from its network header.
+type Filter struct {
+	Insns []Insn
+	Proto uint16
+	Dgram bool
+}
+
+// Insn is one classic BPF instruction.
+type Insn struct {
+	Code   uint16
+	Jt, Jf uint8
+	K      uint32
+}
+
+// The most filters, and instructions of one, a view carries
+// (ring/sockview.h); a packet socket beyond them turns the judging off.
+const (
+	MaxFilters     = 8
+	MaxFilterInsns = 128
+)
 
 // ErrRead wraps a reading that failed: the caller keeps no view.
 var ErrRead = errors.New("sockview: cannot read the host's sockets")
@@ -173,7 +200,8 @@ func (r *Reader) Read(ifindex int, walk bool) (View, error) {
 	if v.Local, err = r.locals(); err != nil {
 		return View{}, fmt.Errorf("%w: local routes: %w", ErrRead, err)
 	}
-	takers, err := r.takers(ifindex)
+	takers, filters, err := r.takers(ifindex)
+	v.Filters = filters
 	if err != nil {
 		return View{}, fmt.Errorf("%w: %w", ErrRead, err)
 	}

@@ -126,8 +126,8 @@ func renderSockets(w io.Writer, s *daemon.Sockets) {
 	if s == nil {
 		return
 	}
-	fmt.Fprintf(w, "sockets: tcp %s; udp %s; %d TCP and %d UDP ports, %d local prefixes, %d BGP sessions; read in %d us, %d errors\n",
-		s.TCP, s.UDP, s.TCPPorts, s.UDPPorts, s.LocalPrefixes, s.BGPSessions, s.ReadUs, s.Errors)
+	fmt.Fprintf(w, "sockets: tcp %s; udp %s; %d TCP and %d UDP ports, %d local prefixes, %d BGP sessions, %d packet filters; read in %d us, %d errors\n",
+		s.TCP, s.UDP, s.TCPPorts, s.UDPPorts, s.LocalPrefixes, s.BGPSessions, s.PacketFilters, s.ReadUs, s.Errors)
 }
 
 // quantile returns the upper bound of the histogram bucket holding quantile

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/tests/harness"
@@ -160,8 +162,9 @@ func classes(st daemon.Status) (seen [copp.NumClasses]uint64, policed [copp.NumC
 // BGP session stays up with none of its frames policed and the SSH-like
 // session keeps its round trips. A UDP socket opened on the flooded port
 // is served from the next reading of the host's sockets on, and the flood
-// is unwanted again once it closes; tcpdump on kb0 turns the judging off
-// while it runs, and it comes back after.
+// is unwanted again once it closes; a packet socket on kb0 without a filter
+// (tcpdump's kind) turns the judging off while it is open, and one whose
+// filter captures the flood keeps it from being unwanted.
 func TestAShortFloodFromTheNICIsFreedWhileTheSessionsLive(t *testing.T) {
 	f := upFloodBed(t)
 	var bgpBefore map[string]testbed.BGPSide
@@ -258,15 +261,9 @@ func TestAShortFloodFromTheNICIsFreedWhileTheSessionsLive(t *testing.T) {
 		t.Errorf("the socket closed, only %d frames unwanted in 1 s of 20000/s", u)
 	}
 
-	// tcpdump on kb0 wants every frame: the judging is off while it runs.
-	if _, err := exec.LookPath("tcpdump"); err != nil {
-		t.Log("no tcpdump: its packet socket is not tried here (sockview's tests do)")
-		return
-	}
-	dump := exec.Command("ip", "netns", "exec", "kbt-dut", "tcpdump", "-i", "kb0", "-w", "/dev/null", "-c", "100000000")
-	if err := dump.Start(); err != nil {
-		t.Fatal(err)
-	}
+	// A packet socket on kb0 without a filter (tcpdump with no
+	// expression) would capture every frame: the judging is off while it
+	// is open. One whose filter takes UDP to port 9 keeps exactly those.
 	udpState := func() string {
 		st := testbed.Status(t)
 		if st.Sockets == nil {
@@ -274,10 +271,65 @@ func TestAShortFloodFromTheNICIsFreedWhileTheSessionsLive(t *testing.T) {
 		}
 		return st.Sockets.UDP
 	}
-	harness.WaitUntil(t, "the judging to turn off under tcpdump", 5*time.Second, func() bool {
+	closePacket := openPacket(t, nil)
+	harness.WaitUntil(t, "the judging to turn off under an unfiltered packet socket", 5*time.Second, func() bool {
 		return strings.Contains(udpState(), "packet socket")
 	})
-	_ = dump.Process.Kill()
-	_ = dump.Wait()
-	harness.WaitUntil(t, "the judging to come back after tcpdump", 5*time.Second, func() bool { return udpState() == "on" })
+	closePacket()
+	harness.WaitUntil(t, "the judging to come back after it", 5*time.Second, func() bool { return udpState() == "on" })
+	closePacket = openPacket(t, udpToPort9)
+	defer closePacket()
+	harness.WaitUntil(t, "the packet socket's filter in the view", 5*time.Second, func() bool {
+		st := testbed.Status(t)
+		return st.Sockets != nil && st.Sockets.PacketFilters == 1 && st.Sockets.UDP == "on"
+	})
+	s0 = testbed.Status(t)
+	time.Sleep(time.Second)
+	s1 = testbed.Status(t)
+	seen0, _ = classes(s0)
+	seen1, _ = classes(s1)
+	if u := seen1[copp.Unwanted] - seen0[copp.Unwanted]; u > 100 {
+		t.Errorf("%d frames to port 9 unwanted in 1 s while a packet socket's filter captures them", u)
+	}
+	f.flood(t, "")
+}
+
+// udpToPort9 is a classic BPF program for IPv4 UDP to port 9 (the
+// flood's), as `tcpdump -dd ip and udp dst port 9` gives it.
+var udpToPort9 = []unix.SockFilter{
+	{Code: 0x28, K: 12}, {Code: 0x15, Jt: 0, Jf: 8, K: 0x800}, {Code: 0x30, K: 23},
+	{Code: 0x15, Jt: 0, Jf: 6, K: 17}, {Code: 0x28, K: 20}, {Code: 0x45, Jt: 4, Jf: 0, K: 0x1fff},
+	{Code: 0xb1, K: 14}, {Code: 0x48, K: 16}, {Code: 0x15, Jt: 0, Jf: 1, K: 9},
+	{Code: 0x06, K: 262144}, {Code: 0x06, K: 0},
+}
+
+// openPacket opens a packet socket on kb0 in kbt-dut, for every protocol,
+// with prog as its filter (none when nil); the returned function closes it.
+func openPacket(t *testing.T, prog []unix.SockFilter) func() {
+	t.Helper()
+	fd := -1
+	err := harness.InNS("kbt-dut", func() error {
+		ifi, err := net.InterfaceByName("kb0")
+		if err != nil {
+			return err
+		}
+		all := uint16(unix.ETH_P_ALL)<<8 | uint16(unix.ETH_P_ALL)>>8
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(all)); err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: all, Ifindex: ifi.Index}); err != nil {
+			return err
+		}
+		if prog == nil {
+			return nil
+		}
+		return unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
+	})
+	if err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		t.Fatal(err)
+	}
+	return func() { unix.Close(fd) }
 }
