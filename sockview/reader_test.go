@@ -17,8 +17,10 @@ import (
 	"github.com/kbridge/kbridge/tests/harness"
 )
 
-// A namespace of the test's own: an interface kbsv0 (a dummy) with
-// 198.18.5.2/24 and 2001:2:5::2/64, and lo.
+// A namespace of the test's own: an interface kbsv0 (one end of a veth
+// pair whose other end, kbsv0p, stays in the namespace: the dummy driver is
+// a module that machines without modules lack) with 198.18.5.2/24 and
+// 2001:2:5::2/64, and lo.
 const (
 	svIf    = "kbsv0"
 	svAddr4 = "198.18.5.2"
@@ -30,7 +32,7 @@ func svNS(t *testing.T) string {
 	harness.NeedRoot(t, "reading a namespace's sockets needs root (namespaces)")
 	ns := fmt.Sprintf("kbsv-%d", os.Getpid())
 	harness.NS(t, ns)
-	harness.Run(t, "ip", "-n", ns, "link", "add", svIf, "type", "dummy")
+	harness.Run(t, "ip", "-n", ns, "link", "add", svIf, "type", "veth", "peer", "name", svIf+"p")
 	harness.Run(t, "ip", "-n", ns, "addr", "add", svAddr4+"/24", "dev", svIf)
 	harness.Run(t, "ip", "-n", ns, "addr", "add", svAddr6+"/64", "dev", svIf, "nodad")
 	harness.Run(t, "ip", "-n", ns, "link", "set", svIf, "up")
@@ -249,7 +251,7 @@ func TestAWalkListsTheHostsBGPSessions(t *testing.T) {
 // view instead.
 func TestWhatTakesFramesWhateverTheirPortIsNamed(t *testing.T) {
 	ns := svNS(t)
-	harness.Run(t, "ip", "-n", ns, "link", "add", "kbsv1", "type", "dummy")
+	harness.Run(t, "ip", "-n", ns, "link", "add", "kbsv1", "type", "veth", "peer", "name", "kbsv1p")
 	inNS(t, ns, func(r *sockview.Reader, ifindex int) error {
 		other, err := net.InterfaceByName("kbsv1")
 		if err != nil {
