@@ -245,13 +245,21 @@ const ringCap, ringReserve = 255, 255 / 8
 
 // injectAll injects frames on queue 0 as the app does and returns how many
 // kbridge_to_kernel() queued.
+// injectAll hands frames to kbridge_to_kernel() in bursts of at most 512
+// (the test primary's burst array) and returns how many it queued.
 func injectAll(t *testing.T, b *bed, frames [][]byte) int {
 	t.Helper()
-	n, err := b.Port.Inject(0, frames, ringtestOpts(0, 0))
-	if err != nil {
-		t.Fatal(err)
+	queued := 0
+	for len(frames) > 0 {
+		burst := frames[:min(len(frames), 512)]
+		frames = frames[len(burst):]
+		n, err := b.Port.Inject(0, burst, ringtestOpts(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued += n
 	}
-	return n
+	return queued
 }
 
 func copies(f []byte, n int) [][]byte {
