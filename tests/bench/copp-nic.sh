@@ -90,7 +90,9 @@ sleep 1
 "${PEER[@]}" python3 -u "$TOP/tests/bench/pingpong.py" session "$KBT_DUT_IP" 22 200 >"$work/session.log" 2>&1 &
 session=$!
 pids+=("$session")
-sleep 2
+for _ in $(seq 300); do grep -qx connected "$work/session.log" 2>/dev/null && break; sleep 0.1; done
+grep -qx connected "$work/session.log" || die "the session did not connect: $(cat "$work/session.log")"
+sleep 1
 
 stats() { "$TOP/bin/kbridge" stats --socket "$KBT_RUN/kbridge.sock"; }
 ticks() { awk '{ print $14 + $15 }' "/proc/$kb/stat"; }
@@ -194,7 +196,7 @@ range() { tr ' ' '\n' | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } 
 echo "| flood | class | made kframes/s | queued kframes/s | policed kframes/s | app dropped | unaccounted | session rtt p50/p99 us | max ms | kbridge CPU % | CPU 0 softirq % | BGP, BFD | bgp+bfd dropped |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 for k in "${KINDS[@]}"; do
-	mk= qu= po= dr= un= p50= p99= mx= cpu= sq= bgp= ctl=
+	mk='' qu='' po='' dr='' un='' p50='' p99='' mx='' cpu='' sq='' bgp='' ctl=''
 	for ((r = 1; r <= ROUNDS; r++)); do
 		read -r a b c d e f g <<<"${R[$k,$r,ctr]}"
 		mk+="$(echo "scale=1; $a / $SECS / 1000" | bc) " qu+="$(echo "scale=1; $b / $SECS / 1000" | bc) "

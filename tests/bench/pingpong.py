@@ -15,8 +15,14 @@ the quiet window, the same for the flood window, and the replies counted in
 each ("- - -" for a window without one).
 
 session (copp-nic.sh) keeps one connection and its round trips going until
-killed; each SIGUSR1 ends a window: it prints the window's round-trip p50,
-p99 and max in us and how many there were, and starts the next.
+killed. It prints "connected" once its connection is up and SIGUSR1 is
+its own (a signal sent before then, on a loaded machine while Python
+starts, would end it); each SIGUSR1 then ends a window: it prints the
+window's round-trip p50, p99 and max in us and how many there were, and
+starts the next.
+
+A connection refused (the server not yet listening) is tried again for up
+to 30 s.
 """
 import os
 import signal
@@ -58,7 +64,15 @@ def summary(rtts):
 
 
 def connect(addr, port):
-    c = socket.create_connection((addr, port), timeout=30)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            c = socket.create_connection((addr, port), timeout=30)
+            break
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return c
 
@@ -99,12 +113,14 @@ def client(addr, port, rate, quiet, flood, mark):
 
 
 def session(addr, port, rate):
+    ends = []
+    signal.signal(signal.SIGUSR1, lambda *_: ends.append(1))
     c = connect(addr, port)
     msg = b"x" * 64
     gap = 1.0 / rate
     rtts = []
-    ends = []
-    signal.signal(signal.SIGUSR1, lambda *_: ends.append(1))
+    ends.clear()
+    print("connected", flush=True)
     nxt = time.monotonic()
     while True:
         if ends:

@@ -58,6 +58,9 @@ func upFloodBed(t *testing.T) *floodBed {
 				b, _ := os.ReadFile(filepath.Join(harness.RunDir, l))
 				t.Logf("%s:\n%s", l, harness.Tail(string(b), 40))
 			}
+			if f.out != nil {
+				t.Logf("the session's output:\n%s", harness.Tail(f.out.String(), 20))
+			}
 		}
 		harness.Sh(t, harness.LockedEnv, "bash", filepath.Join(root, "tests/testbed/down.sh"))
 		harness.CheckNothingLeft(t)
@@ -83,8 +86,13 @@ func upFloodBed(t *testing.T) *floodBed {
 		_ = f.session.Process.Kill()
 		_ = f.session.Wait()
 	})
+	// The session says "connected" once its connection is up and its
+	// SIGUSR1 handler set: a signal before then would end it.
+	harness.WaitUntil(t, "the session's connection", 30*time.Second, func() bool {
+		return strings.Contains(f.out.String(), "connected\n")
+	})
 	time.Sleep(time.Second)
-	f.window(t) // the session's connection and first round trips
+	f.window(t) // the session's first round trips
 	return f
 }
 
