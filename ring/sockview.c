@@ -278,6 +278,12 @@ kb_sv_learn(const uint8_t *buf, uint32_t stride, const uint32_t *lens, uint16_t 
 
 		if (!kb_sv_parse(buf + (size_t)i * stride, lens[i], &k))
 			continue;
+		/* A reset is the kernel's answer to a segment no socket
+		 * took: learning its port would let a SYN flood to a closed
+		 * port open that port for itself from its first answer on.
+		 * A socket that resets had sent from its port before. */
+		if (k.proto == 6 && (k.flags & 0x04))
+			continue;
 		w = &kb_sv.learned[g][k.proto == 6][k.sport >> 6];
 		bit = 1ULL << (k.sport & 63);
 		/* Read first: a port in use stays set, and its line is

@@ -180,6 +180,13 @@ func TestAPortTheHostSendsFromIsWantedUntilAReadingAfterItSaysOtherwise(t *testi
 	wantClass(t, "learned: the SYN-ACK to 40001", tcpTo(host6, 443, 40001, 0x12), copp.Default, -1)
 	wantClass(t, "learned for UDP only: TCP to 40000", tcpTo(host4, 443, 40000, 0x12), copp.Unwanted, copp.UnwantedTCP)
 
+	// The kernel's reset to a SYN for a closed port is not a socket's
+	// frame: a SYN flood to port 80 stays unwanted past the host's
+	// answers to it.
+	rst := frame(nil, nil, 0x0800, to(from(ipv4(6, src4, 0, tcp(80, 179, 0x14)), host4), peer4))
+	ring.LearnSockView(rst)
+	wantClass(t, "after the host's reset from 80: a SYN to 80", tcpTo(host4, 179, 80, 0x02), copp.Unwanted, copp.UnwantedSYN)
+
 	// A reading begins; the host sends from 40002 meanwhile. The reading,
 	// published, lists none of them (their sockets closed, or 40002's
 	// opened after the reading passed its bucket).

@@ -77,6 +77,10 @@ write_config() {
 write_config true
 KBRIDGE_CONFIG=$cfg KBT_FLOOD=$spec "$KBT_DIR/up.sh" >/dev/null
 kb=$(cat "$KBT_RUN/kbridge.pid") app=$(cat "$KBT_RUN/refapp.pid")
+# The wire's frames reach the app addressed to kb0's MAC (kb0 answers the
+# peer's ARP): so are the flood's, or the kernel drops them as another
+# host's before any socket or answer.
+mac=$(ip netns exec "$KBT_NS_DUT" cat /sys/class/net/kb0/address)
 if [ "$BFD" -gt 0 ]; then KBT_BGP_BFD=$BFD "$KBT_DIR/bgp.sh" up >/dev/null; else "$KBT_DIR/bgp.sh" up >/dev/null; fi
 unwanted=true
 
@@ -120,7 +124,7 @@ window() {
 	tail -1 "$work/session.log"
 }
 flood() { # KIND PPS: the generator makes KIND at PPS (none: nothing)
-	if [ "$1" = none ]; then : >"$spec"; else echo "$1=$2" >"$spec"; fi
+	if [ "$1" = none ]; then : >"$spec"; else echo "mac=$mac $1=$2" >"$spec"; fi
 	kill -USR2 "$app"
 }
 bgp_since() { { "$KBT_DIR/bgp.sh" state 2>/dev/null || true; } | awk '$1 == "dut" && $2 == "Established" { print $3 }'; }

@@ -27,6 +27,7 @@ import (
 // server on kb0's port 22.
 type floodBed struct {
 	root, spec string
+	mac        string // kb0's, the frames' destination as the wire has it
 	app        int
 	session    *exec.Cmd
 	out        *harness.Buffer
@@ -67,6 +68,18 @@ func upFloodBed(t *testing.T) *floodBed {
 	})
 	harness.Sh(t, bed, "bash", filepath.Join(root, "tests/testbed/up.sh"))
 	f.app = harness.PidOf(t, "refapp")
+	// The peer's frames reach the app addressed to kb0's MAC (kb0 answers
+	// its ARP): so are the flood's, or the kernel would drop them as
+	// another host's before any socket sees them.
+	if err := harness.InNS("kbt-dut", func() error {
+		ifi, err := net.InterfaceByName("kb0")
+		if err == nil {
+			f.mac = ifi.HardwareAddr.String()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := exec.LookPath("bird"); err == nil {
 		testbed.BGPUp(t, root)
 		f.bgp = true
@@ -96,10 +109,11 @@ func upFloodBed(t *testing.T) *floodBed {
 	return f
 }
 
-// flood has the generator make what spec says ("udp=50000"), "" for none.
+// flood has the generator make what spec says ("udp=50000"), "" for none,
+// to kb0's MAC.
 func (f *floodBed) flood(t *testing.T, spec string) {
 	t.Helper()
-	if err := os.WriteFile(f.spec, []byte(spec+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(f.spec, []byte("mac="+f.mac+" "+spec+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Kill(f.app, syscall.SIGUSR2); err != nil {
