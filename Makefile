@@ -100,15 +100,15 @@ $(BIN)/man/kbridge.8: $(GOSRC)
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || date +%s) \
 		$(GO) run -trimpath -tags kbridge_man -ldflags "-X main.version=$(VERSION)" ./cmd/kbridge gen-man $(BIN)/man
 
-$(BIN)/kbridge-refapp: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
+$(BIN)/kbridge-refapp: tests/refapp/refapp.c tests/refapp/flood.c tests/refapp/flood.h $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ tests/refapp/refapp.c tests/refapp/flood.c $(DPDK_LIBS)
 
 # The two apps again, linked with DPDK statically (pkg-config --static): the
 # test bed's KBT_APP for tests/e2e's static mode, and tests/kni's.
-$(BIN)/kbridge-refapp-static: tests/refapp/refapp.c $(KBRIDGE_HEADERS)
+$(BIN)/kbridge-refapp-static: tests/refapp/refapp.c tests/refapp/flood.c tests/refapp/flood.h $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_STATIC_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ tests/refapp/refapp.c tests/refapp/flood.c $(DPDK_STATIC_LIBS)
 
 $(BIN)/kbridge-kniapp-static: tests/kniapp/kniapp.c $(APP_HEADERS)
 	@mkdir -p $(BIN)

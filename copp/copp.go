@@ -17,9 +17,13 @@ import (
 	"github.com/kbridge/kbridge/internal/conferr"
 )
 
-// The classes (the order of ring/kbridge_classify.h).
+// The classes (the order of ring/kbridge_classify.h). A routing protocol's
+// frame earns its class only by what proves it came from the link (TTL or
+// hop limit 255, a link-scoped address) or, for BGP, by being one of the
+// host's own sessions; otherwise it is classed as if it used no control
+// port, so that a forged flood never takes a real peer's bucket.
 const (
-	Control    = iota // BGP, BFD, OSPF, IS-IS, VRRP, LACP, LLDP, STP, DHCPv4/v6
+	Control    = iota // the rest of the control plane: OSPF, IS-IS, VRRP, DHCPv4/v6
 	Neighbor          // ARP, IPv6 neighbour and router discovery
 	Management        // what Config.Management lists
 	Default           // everything else
@@ -28,11 +32,35 @@ const (
 	// SYN flood to a served port cannot take its established sessions'
 	// class.
 	ManagementSYN
+	BGP  // TCP port 179 with TTL 255 (GTSM) or of one of the host's sessions
+	BFD  // UDP to BFD's ports with TTL 255 (RFC 5881)
+	Link // LACP, LLDP, STP, 802.1X
+	// Unwanted is a frame for one of the host's own addresses, TCP or
+	// UDP, to a port no socket of the host holds: the kernel would
+	// answer it with a RST or a port unreachable and nothing more.
+	Unwanted
 	NumClasses
 )
 
 // ClassNames are the classes' names in counters and metrics.
-var ClassNames = [NumClasses]string{"control", "neighbor", "management", "default", "management_syn"}
+var ClassNames = [NumClasses]string{"control", "neighbor", "management", "default", "management_syn",
+	"bgp", "bfd", "link", "unwanted"}
+
+// ControlClasses are the control plane's classes: with Neighbor, those that
+// may take the reserves.
+var ControlClasses = []int{Control, BGP, BFD, Link}
+
+// Why a frame is unwanted (Snapshot.Unwanted): a UDP datagram, a TCP
+// connection opening (SYN without ACK), another TCP segment.
+const (
+	UnwantedUDP = iota
+	UnwantedSYN
+	UnwantedTCP
+	NumUnwantedWhys
+)
+
+// UnwantedWhyNames name the reasons a frame is unwanted.
+var UnwantedWhyNames = [NumUnwantedWhys]string{"udp", "tcp_syn", "tcp"}
 
 // Why a frame's headers could not be read to their end: it is classed
 // default and counted by reason.
@@ -88,6 +116,17 @@ type ManagementClass struct {
 	Sources    []string `mapstructure:"sources" json:"sources"`
 }
 
+// UnwantedClass is the unwanted class's rates and the socket view that
+// finds its frames.
+type UnwantedClass struct {
+	Rate `mapstructure:",squash"`
+	// Enabled classes frames no socket of the host wants as unwanted
+	// (see the constant Unwanted); false: they keep their class.
+	Enabled bool `mapstructure:"enabled" json:"enabled"`
+	// Refresh is how often the view of the host's sockets is read anew.
+	Refresh time.Duration `mapstructure:"refresh" json:"refresh"`
+}
+
 // Config is the copp section of kbridge's configuration.
 type Config struct {
 	// Enabled turns classification, policing, the control classes'
@@ -100,33 +139,59 @@ type Config struct {
 	Management ManagementClass `mapstructure:"management" json:"management"`
 	Default    Rate            `mapstructure:"default" json:"default"`
 	// ManagementSYN polices the management ports' connection openings.
-	ManagementSYN Rate `mapstructure:"management_syn" json:"management_syn"`
+	ManagementSYN Rate          `mapstructure:"management_syn" json:"management_syn"`
+	BGP           Rate          `mapstructure:"bgp" json:"bgp"`
+	BFD           Rate          `mapstructure:"bfd" json:"bfd"`
+	Link          Rate          `mapstructure:"link" json:"link"`
+	Unwanted      UnwantedClass `mapstructure:"unwanted" json:"unwanted"`
 }
 
-// DefaultConfig returns the defaults: on, the control and neighbour
-// classes policed as SONiC's CoPP polices them (BGP and LACP's group at
-// 6000 pps, ARP and ND's at 600, each with a burst of one second's
-// packets), SSH as management; management and default unlimited, because
-// they carry the host's bulk TCP (NFS, iperf3, scp), whose ACK streams are
-// small frames at rates no flood bound below them would spare. Priority,
-// not a rate, is what keeps control frames ahead of a flood there. The
-// management ports' connection openings are policed at 100 per second,
-// more than sshd serves (MaxStartups lets 10 wait for authentication at
-// once), so that a SYN flood to port 22 is freed in the burst core, not
-// written, while the sessions already open keep their unlimited class.
+// The bounds of copp.unwanted.refresh: often enough that a socket just
+// opened is seen within a few milliseconds, seldom enough that reading
+// the host's sockets stays a small cost (docs/CONFIG.md has the figures).
+const (
+	MinRefresh = time.Millisecond
+	MaxRefresh = 10 * time.Second
+)
+
+// DefaultConfig returns the defaults: on; the control plane's classes (bgp,
+// bfd, link, control) and the neighbour class policed as SONiC's CoPP
+// polices them (6000 pps for BGP's and LACP's groups, 600 for ARP and
+// ND's, each with a burst of one second's packets), each in a bucket of its
+// own so that one protocol's flood cannot starve another; SSH as
+// management; management and default unlimited, because they carry the
+// host's bulk TCP (NFS, iperf3, scp), whose ACK streams are small frames at
+// rates no flood bound below them would spare. Priority, not a rate, is
+// what keeps control frames ahead of a flood there. The management ports'
+// connection openings are policed at 100 per second, more than sshd serves
+// (MaxStartups lets 10 wait for authentication at once), so that a SYN
+// flood to port 22 is freed in the burst core, not written, while the
+// sessions already open keep their unlimited class. Frames no socket wants
+// are classed unwanted and policed at 100 per second: the kernel would
+// only answer them (a RST, a port unreachable), so a flood of them is
+// freed before a syscall while a traceroute's probes and a refused
+// connection's SYN still get their answer; the view of the host's sockets
+// is read every 100 ms.
 func DefaultConfig() Config {
+	control := Rate{PPS: 6000, Burst: 6000}
 	return Config{
 		Enabled:       true,
-		Control:       Rate{PPS: 6000, Burst: 6000},
+		Control:       control,
 		Neighbor:      Rate{PPS: 600, Burst: 600},
 		Management:    ManagementClass{Ports: []int{22}},
 		ManagementSYN: Rate{PPS: 100, Burst: 100},
+		BGP:           control,
+		BFD:           control,
+		Link:          control,
+		Unwanted: UnwantedClass{Rate: Rate{PPS: 100, Burst: 100}, Enabled: true,
+			Refresh: 100 * time.Millisecond},
 	}
 }
 
 // Rates returns the classes' rates in class order.
 func (c Config) Rates() [NumClasses]Rate {
-	return [NumClasses]Rate{c.Control, c.Neighbor, c.Management.Rate, c.Default, c.ManagementSYN}
+	return [NumClasses]Rate{c.Control, c.Neighbor, c.Management.Rate, c.Default, c.ManagementSYN,
+		c.BGP, c.BFD, c.Link, c.Unwanted.Rate}
 }
 
 // Prefixes parses Management.Sources; Validate has checked them.
@@ -170,6 +235,9 @@ func (c Config) Validate(prefix string) error {
 				errs.Addf(conferr.Index(key, i), v, "must be %s", l.what)
 			}
 		}
+	}
+	if r := c.Unwanted.Refresh; r < MinRefresh || r > MaxRefresh {
+		errs.Addf("unwanted.refresh", r, "must be between %v and %v", MinRefresh, MaxRefresh)
 	}
 	if len(m.Sources) > MaxSources {
 		errs.Addf("management.sources", m.Sources, "at most %d entries", MaxSources)
@@ -218,6 +286,9 @@ type Snapshot struct {
 	// Unparsed counts frames whose headers could not be read to their
 	// end, by reason (Unparsed[Parsed] stays 0).
 	Unparsed [NumWhys]uint64 `json:"unparsed"`
+	// Unwanted counts the frames classed unwanted by reason
+	// (UnwantedWhyNames), passed or policed.
+	Unwanted [NumUnwantedWhys]uint64 `json:"unwanted"`
 }
 
 // PolicingWindow is how recent a refusal makes a class "being policed".

@@ -38,6 +38,8 @@ type collector struct {
 	coppPolicing              *prometheus.Desc
 	offload                   map[string]*prometheus.Desc // by bridge.Event name
 	carrierRestored           *prometheus.Desc
+	coppUnwanted, sockFilter  *prometheus.Desc
+	sockReadings              *prometheus.Desc
 }
 
 // offloadMetric is the metric of one offload event (bridge.OffloadSnapshot's
@@ -96,6 +98,9 @@ func newCollector(d snapshotter) *collector {
 		canKick:    desc("wakeup_registered", "1 when the app holds the worker's eventfd."),
 		coppPackets: desc("copp_packets_total", "Frames toward the kernel by control-plane class ("+strings.Join(copp.ClassNames[:], ", ")+
 			") and what its policer did: passed or policed (freed before a TAP write); while copp.enabled is on.", "class", "verdict"),
+		coppUnwanted: desc("copp_unwanted_total", "Frames toward the kernel classed unwanted (TCP or UDP for one of the "+
+			"host's own addresses, to a port no socket holds), by reason: udp, tcp_syn, tcp; passed or policed as the "+
+			"class unwanted.", "reason"),
 		coppUnparsed: desc("copp_unparsed_total", "Frames whose headers the classifier could not read to their end, "+
 			"classed default, by reason: truncated, malformed, deep_ipv6_extensions.", "reason"),
 		coppRoomDropped: desc("copp_room_dropped_total", "Frames freed for want of room in the app's room, by direction (to_kernel: "+
@@ -105,6 +110,10 @@ func newCollector(d snapshotter) *collector {
 		coppPolicing: desc("copp_policing", "1 while the class's policer refused a frame within the last second.", "class"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use (absent for an app of "+
 			"kbridge.h version 7, whose pool kbridge never calls).", nil, nil),
+		sockFilter: prometheus.NewDesc("kbridge_copp_sockets_filter", "1 while the protocol's frames are judged by the "+
+			"host's sockets (copp.unwanted), 0 while they are not: kbridge stats' sockets says why.", []string{"protocol"}, nil),
+		sockReadings: prometheus.NewDesc("kbridge_copp_sockets_readings_total", "Readings of the host's sockets, by "+
+			"result: ok (published to the burst core) or error.", []string{"result"}, nil),
 		recovery: prometheus.NewDesc("kbridge_takeover_recovered_total", "What this kbridge put right of a killed predecessor "+
 			"when it started, by what: held_to_kernel_freed and held_from_kernel_freed (mbufs its held record named), "+
 			"to_kernel_reclaimed (entries it had claimed and not released, dequeued again), to_kernel_freed (mbufs it had "+
@@ -141,7 +150,8 @@ func newCollector(d snapshotter) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
 		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.recovery,
-		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoomDropped, c.coppReserved, c.coppPolicing, c.carrierRestored} {
+		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoomDropped, c.coppReserved, c.coppPolicing, c.carrierRestored,
+		c.coppUnwanted, c.sockFilter, c.sockReadings} {
 		ch <- d
 	}
 	seen := map[*prometheus.Desc]bool{}
@@ -166,6 +176,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.adopted, prometheus.GaugeValue, 1, how)
 		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.CounterValue, float64(a.Backlog))
+	}
+	if so := st.Sockets; so != nil {
+		for proto, state := range map[string]string{"tcp": so.TCP, "udp": so.UDP} {
+			on := 0.0
+			if state == sockOn {
+				on = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.sockFilter, prometheus.GaugeValue, on, proto)
+		}
+		ch <- prometheus.MustNewConstMetric(c.sockReadings, prometheus.CounterValue, float64(so.Readings), "ok")
+		ch <- prometheus.MustNewConstMetric(c.sockReadings, prometheus.CounterValue, float64(so.Errors), "error")
 	}
 	if r := st.Recovery; r != nil {
 		for _, v := range []struct {
@@ -215,6 +236,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			for k, v := range cs.Unparsed[copp.Parsed+1:] {
 				counter(c.coppUnparsed, v, copp.WhyNames[copp.Parsed+1+k])
+			}
+			for k, v := range cs.Unwanted {
+				counter(c.coppUnwanted, v, copp.UnwantedWhyNames[k])
 			}
 			c.collectRoom(ch, id, cs)
 		}

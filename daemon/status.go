@@ -28,6 +28,9 @@ type Status struct {
 	// Adopted is the interface this kbridge adopted rather than made
 	// (modes ring and vhost); nil: it made it.
 	Adopted *Adopted `json:"adopted,omitempty"`
+	// Sockets is the view of the host's sockets CoPP judges frames by
+	// (nil while copp.enabled is off).
+	Sockets *Sockets `json:"sockets,omitempty"`
 }
 
 // Queue is one queue's counters: the worker's and, in ring mode, the app's

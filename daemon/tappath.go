@@ -39,6 +39,9 @@ type tapPath struct {
 	stored bool
 	// carrierRestored counts the carriers the keeper set back.
 	carrierRestored atomic.Uint64
+	// sockets keeps the burst core's view of the host's sockets current
+	// (sockets.go); nil until the workers run.
+	sockets *sockWatch
 }
 
 // appSide is one queue's app side, as a mode makes it.
@@ -80,6 +83,7 @@ func (p *tapPath) startWorkers(app func(q int) (appSide, error)) error {
 	}
 	go p.waitWorkers()
 	p.beats = make([]uint64, len(p.workers))
+	p.sockets = watchSockets(func() copp.Config { return p.Config().CoPP }, p.dev.Index, p.log)
 	return err
 }
 
@@ -212,6 +216,10 @@ func (p *tapPath) Device() *tap.Device { return p.dev }
 // worker counters. extra adds a mode's own to queue q.
 func (p *tapPath) status(cfg config.Config, extra func(q int, qs *Queue)) Status {
 	s := Status{Interface: cfg.Interface.Name, Carrier: p.dev.Carrier(), CarrierRestored: p.carrierRestored.Load(), Adopted: p.adoptedNow()}
+	if p.sockets != nil && cfg.CoPP.Enabled {
+		st := p.sockets.Status()
+		s.Sockets = &st
+	}
 	for q, w := range p.workers {
 		snap := w.Counters().Snapshot()
 		snap.Queue = q
@@ -266,6 +274,9 @@ func (p *tapPath) halt(first func() error, last func(), closeDev bool) {
 	}
 	if p.stopKeep != nil {
 		p.stopKeep()
+	}
+	if p.sockets != nil {
+		p.sockets.Stop()
 	}
 	for _, w := range p.workers {
 		w.Stop()

@@ -40,11 +40,24 @@ func checkCoPP(ctx context.Context, e *env) []Result {
 	if r == nil {
 		return []Result{{Check: CheckCoPP, Status: Skip, Evidence: "no running kbridge to read (no control socket given)"}}
 	}
-	window := e.opts.CoPPWindow
+	before, after, window, err := readTwice(ctx, e.opts.CoPPWindow, r.Policed)
+	switch {
+	case errors.Is(err, ErrNoInstance), errors.Is(err, ErrCoPPOff):
+		return []Result{{Check: CheckCoPP, Status: Skip, Evidence: err.Error()}}
+	case err != nil:
+		return []Result{{Check: CheckCoPP, Status: Warn, Evidence: "cannot read the policed counters: " + err.Error()}}
+	}
+	return policedNow(before, after, window, e.opts.CoPPRates)
+}
+
+// readTwice calls read, waits window (DefaultCoPPWindow when 0) unless
+// ctx ends first, and calls it again: the running kbridge's counters over a
+// window, for the checks that read it.
+func readTwice[T any](ctx context.Context, window time.Duration, read func(context.Context) (T, error)) (before, after T, _ time.Duration, err error) {
 	if window <= 0 {
 		window = DefaultCoPPWindow
 	}
-	before, err := r.Policed(ctx)
+	before, err = read(ctx)
 	if err == nil {
 		t := time.NewTimer(window)
 		select {
@@ -54,17 +67,10 @@ func checkCoPP(ctx context.Context, e *env) []Result {
 		}
 		t.Stop()
 	}
-	var after [copp.NumClasses]uint64
 	if err == nil {
-		after, err = r.Policed(ctx)
+		after, err = read(ctx)
 	}
-	switch {
-	case errors.Is(err, ErrNoInstance), errors.Is(err, ErrCoPPOff):
-		return []Result{{Check: CheckCoPP, Status: Skip, Evidence: err.Error()}}
-	case err != nil:
-		return []Result{{Check: CheckCoPP, Status: Warn, Evidence: "cannot read the policed counters: " + err.Error()}}
-	}
-	return policedNow(before, after, window, e.opts.CoPPRates)
+	return before, after, window, err
 }
 
 // policedNow turns two readings of the policed counters, window apart, into

@@ -78,6 +78,9 @@ type Options struct {
 	CoPP       CoPPReader
 	CoPPRates  [copp.NumClasses]copp.Rate
 	CoPPWindow time.Duration
+	// Sockets reads the running kbridge's view of the host's sockets;
+	// nil skips the sockets check. It reads twice, CoPPWindow apart.
+	Sockets SocketsReader
 }
 
 // Status is the verdict of one check.
@@ -147,6 +150,7 @@ const (
 	CheckIRQAffinity  = "irq-affinity"
 	CheckXDP          = "xdp"
 	CheckCoPP         = "copp"
+	CheckSockets      = "sockets"
 )
 
 // DefaultMaxHeaderBytes is the worst-case header kbridge assumes when the
@@ -178,6 +182,7 @@ var checks = []check{
 	{CheckIRQAffinity, checkIRQAffinity},
 	{CheckXDP, checkXDP},
 	{CheckCoPP, checkCoPP},
+	{CheckSockets, checkSockets},
 }
 
 // Run runs every check and returns the findings in a fixed order. It

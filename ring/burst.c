@@ -253,6 +253,8 @@ kb_out_police(struct kb_out *b)
 {
 	uint64_t now = kb_now_ns();
 	uint16_t i, k = 0, d = 0;
+	int sv_slot;
+	const struct kb_sv_view *sv = kb_sv_enter(now, &sv_slot);
 
 	for (i = 0; i < b->n; i++) {
 		struct rte_mbuf *m = b->mbufs[i];
@@ -260,6 +262,9 @@ kb_out_police(struct kb_out *b)
 		uint8_t why;
 		unsigned int c = kbridge_classify(rte_pktmbuf_mtod(m, const uint8_t *), len,
 					     &b->copp.match, &why);
+
+		c = kb_sv_class(sv, c, rte_pktmbuf_mtod(m, const uint8_t *), len,
+				rte_pktmbuf_pkt_len(m), b->copp_stats.unwanted);
 
 		if (unlikely(why != KBRIDGE_HDR_PARSED))
 			b->copp_stats.why[why]++;
@@ -272,6 +277,7 @@ kb_out_police(struct kb_out *b)
 			b->policed[d++] = m;
 		}
 	}
+	kb_sv_leave(sv_slot);
 	b->last_policed = d;
 	if (d == 0)
 		return k;
@@ -460,7 +466,7 @@ kb_in_admits(struct kb_in *b, const uint8_t *data, uint32_t len, unsigned int *r
 		(*room)--;
 		return 1;
 	}
-	c = kbridge_classify(data, len, &none, &why);
+	c = kbridge_classify_host(data, len, &none, &why);
 	if (*room > 0 && kbridge_class_reserved(c)) {
 		(*room)--;
 		b->reserved++;
@@ -492,7 +498,7 @@ kb_in_admit_n(struct kb_in *b, const uint8_t *data, uint32_t len, unsigned int n
 	}
 	/* One class for all n: classified once, as kb_in_admits would have
 	 * classified each. */
-	c = kbridge_classify(data, len, &none, &why);
+	c = kbridge_classify_host(data, len, &none, &why);
 	if (kbridge_class_reserved(c)) {
 		unsigned int r = RTE_MIN(n - k, room);
 
@@ -545,6 +551,7 @@ kb_in_put(struct kb_in *b)
 	uint16_t i, k = 0;
 
 	b->queued = b->no_mbuf = b->ring_full = 0;
+	kb_sv_learn(b->buf, b->stride, b->lens, b->n);
 	b->kept = b->n;
 	if (!kb_in_flush(b)) {
 		b->no_mbuf = b->n;

@@ -25,6 +25,7 @@
 #include "kbridge_classify.h"
 #include "kbridge_owner.h"
 #include "policer.h"
+#include "sockview.h"
 
 /* A record, in memory the app shares, of the mbufs a buffer holds between
  * two ring operations (kbridge.h's struct kbridge_held_q): m[0..*n), room for
@@ -137,12 +138,15 @@ struct kb_copp {
 };
 
 /* What an out buffer's classifier and policers did; policed_at: when (ns,
- * CLOCK_MONOTONIC) each class's policer last refused a frame, 0 never. */
+ * CLOCK_MONOTONIC) each class's policer last refused a frame, 0 never.
+ * Unwanted frames are classed so by the view of the host's sockets
+ * (sockview.h), read once per burst. */
 struct kb_copp_stats {
 	uint64_t passed[KBRIDGE_CLASSES];
 	uint64_t policed[KBRIDGE_CLASSES];
 	uint64_t why[KBRIDGE_HDR_WHYS];
 	uint64_t policed_at[KBRIDGE_CLASSES];
+	uint64_t unwanted[KB_SV_WHYS]; /* frames classed unwanted, by reason */
 };
 
 /* A reusable burst buffer for one worker in the app -> kernel direction. */

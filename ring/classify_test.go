@@ -2,6 +2,7 @@ package ring_test
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/kbridge/kbridge/copp"
@@ -10,6 +11,9 @@ import (
 )
 
 var (
+	hops     = copptest.Hops
+	to       = copptest.To
+	from     = copptest.From
 	frame    = copptest.Ethernet
 	ipv4     = copptest.IPv4
 	ipv6     = copptest.IPv6
@@ -35,18 +39,49 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		class int
 	}{
 		{"ARP", func(tg []uint16) []byte { return frame(nil, tg, 0x0806, make([]byte, 28)) }, copp.Neighbor},
-		{"LACP", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 2}, tg, 0x8809, make([]byte, 110)) }, copp.Control},
-		{"LACP to a unicast address", func(tg []uint16) []byte { return frame(nil, tg, 0x8809, make([]byte, 110)) }, copp.Control},
-		{"LLDP", func(tg []uint16) []byte { return frame(nil, tg, 0x88cc, make([]byte, 40)) }, copp.Control},
-		{"STP", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 0}, tg, 38, llc) }, copp.Control},
+		{"LACP", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 2}, tg, 0x8809, make([]byte, 110)) }, copp.Link},
+		{"LACP to a unicast address", func(tg []uint16) []byte { return frame(nil, tg, 0x8809, make([]byte, 110)) }, copp.Link},
+		{"LLDP", func(tg []uint16) []byte { return frame(nil, tg, 0x88cc, make([]byte, 40)) }, copp.Link},
+		{"STP", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 0}, tg, 38, llc) }, copp.Link},
 		{"IS-IS", func(tg []uint16) []byte { return frame([]byte{1, 0x80, 0xc2, 0, 0, 0x14}, tg, 27, llc) }, copp.Control},
-		{"BGP to 179", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, ports(40000, 179))) }, copp.Control},
-		{"BGP from 179", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, ports(179, 40000))) }, copp.Control},
-		{"BFD", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(49152, 3784))) }, copp.Control},
-		{"BFD multihop", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(49152, 4784))) }, copp.Control},
-		{"OSPF", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(89, src4, 0, make([]byte, 24))) }, copp.Control},
-		{"VRRP", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(112, src4, 0, make([]byte, 8))) }, copp.Control},
-		{"DHCPv4", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(67, 68))) }, copp.Control},
+		{"BGP to 179 with GTSM", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, ports(40000, 179)), 255))
+		}, copp.BGP},
+		{"BGP from 179 with GTSM", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, ports(179, 40000)), 255))
+		}, copp.BGP},
+		{"BGP to 179 without GTSM", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, ports(40000, 179))) }, copp.Default},
+		{"BGP with TTL 254 (one router away)", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, ports(179, 40000)), 254))
+		}, copp.Default},
+		{"a forged BGP SYN from 179 to 80", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(179, 80, 0x02))) }, copp.Default},
+		{"a forged BGP SYN from 179 to 22", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(179, 22, 0x02))) }, copp.ManagementSYN},
+		{"BFD", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(49152, 3784)), 255))
+		}, copp.BFD},
+		{"BFD echo", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(3785, 3785)), 255))
+		}, copp.BFD},
+		{"micro-BFD", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(49152, 6784)), 255))
+		}, copp.BFD},
+		{"BFD with TTL 64 (forged)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(49152, 3784))) }, copp.Default},
+		{"BFD multihop (TTL 64)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(49152, 4784))) }, copp.Default},
+		{"OSPF to AllSPFRouters", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, to(hops(ipv4(89, src4, 0, make([]byte, 24)), 1), netip.MustParseAddr("224.0.0.5")))
+		}, copp.Control},
+		{"OSPF to AllDRouters", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, to(hops(ipv4(89, src4, 0, make([]byte, 24)), 1), netip.MustParseAddr("224.0.0.6")))
+		}, copp.Control},
+		{"OSPF unicast with TTL 1 (forgeable from afar)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(89, src4, 0, make([]byte, 24)), 1)) }, copp.Default},
+		{"VRRP", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, to(hops(ipv4(112, src4, 0, make([]byte, 8)), 255), netip.MustParseAddr("224.0.0.18")))
+		}, copp.Control},
+		{"VRRP with TTL 64 to a unicast address (forged)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(112, src4, 0, make([]byte, 8))) }, copp.Default},
+		{"a DHCPv4 discover", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, to(ipv4(17, [4]byte{}, 0, ports(68, 67)), netip.MustParseAddr("255.255.255.255")))
+		}, copp.Control},
+		{"a unicast DHCPv4 reply (from afar, through a relay)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(67, 68))) }, copp.Default},
 		{"SSH", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, ports(50000, 22))) }, copp.Management},
 		{"an SSH opening (SYN)", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x02))) }, copp.ManagementSYN},
 		{"an SSH opening with ECN bits", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0xc2))) }, copp.ManagementSYN},
@@ -54,7 +89,9 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		{"an SSH ACK", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x10))) }, copp.Management},
 		{"an SSH RST", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 22, 0x04))) }, copp.Management},
 		{"a SYN to a port no class lists", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 80, 0x02))) }, copp.Default},
-		{"a BGP opening", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 0, tcp(50000, 179, 0x02))) }, copp.Control},
+		{"a BGP opening with GTSM", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 0, tcp(50000, 179, 0x02)), 255))
+		}, copp.BGP},
 		{"a listed port", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(830, 50000))) }, copp.Management},
 		{"a listed protocol", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(47, src4, 0, make([]byte, 8))) }, copp.Management},
 		{"a listed source", func(tg []uint16) []byte {
@@ -62,27 +99,48 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 		}, copp.Management},
 		{"a listed ethertype", func(tg []uint16) []byte { return frame(nil, tg, 0x88b5, make([]byte, 46)) }, copp.Management},
 		{"UDP elsewhere", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(1234, 5678))) }, copp.Default},
-		{"UDP from 179", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(17, src4, 0, ports(179, 5678))) }, copp.Default},
-		{"an IPv4 fragment past the first", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, ipv4(6, src4, 10, ports(179, 179))) }, copp.Default},
+		{"UDP from 179", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x0800, hops(ipv4(17, src4, 0, ports(179, 5678)), 255))
+		}, copp.Default},
+		{"an IPv4 fragment past the first", func(tg []uint16) []byte { return frame(nil, tg, 0x0800, hops(ipv4(6, src4, 10, ports(179, 179)), 255)) }, copp.Default},
 		{"an IPv4 options header", func(tg []uint16) []byte {
-			p := ipv4(6, src4, 0, append([]byte{1, 1, 1, 0}, ports(40000, 179)...))
+			p := hops(ipv4(6, src4, 0, append([]byte{1, 1, 1, 0}, ports(40000, 179)...)), 255)
 			p[0] = 0x46
 			return frame(nil, tg, 0x0800, p)
-		}, copp.Control},
-		{"IPv6 NS", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(135))) }, copp.Neighbor},
-		{"IPv6 RA", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(134))) }, copp.Neighbor},
-		{"IPv6 RS after hop-by-hop", func(tg []uint16) []byte {
-			return frame(nil, tg, 0x86dd, ipv6(58, src6, [][]byte{hopByHop}, icmp6(133)))
+		}, copp.BGP},
+		{"IPv6 NS", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, hops(ipv6(58, src6, nil, icmp6(135)), 255)) }, copp.Neighbor},
+		{"IPv6 NS with hop limit 64 (forged: the kernel ignores it)", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(135))) }, copp.Default},
+		{"IPv6 NS to a solicited-node group", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, to(ipv6(58, src6, nil, icmp6(135)), netip.MustParseAddr("ff02::1:ff00:2")))
 		}, copp.Neighbor},
-		{"IPv6 echo", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(58, src6, nil, icmp6(128))) }, copp.Default},
+		{"IPv6 RA", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, from(ipv6(58, src6, nil, icmp6(134)), netip.MustParseAddr("fe80::1")))
+		}, copp.Neighbor},
+		{"IPv6 RS after hop-by-hop", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, hops(ipv6(58, src6, [][]byte{hopByHop}, icmp6(133)), 255))
+		}, copp.Neighbor},
+		{"IPv6 echo", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, hops(ipv6(58, src6, nil, icmp6(128)), 255)) }, copp.Default},
 		{"IPv6 BGP after hop-by-hop and a first fragment", func(tg []uint16) []byte {
-			return frame(nil, tg, 0x86dd, ipv6(6, src6, [][]byte{hopByHop, fragment(0)}, ports(40000, 179)))
-		}, copp.Control},
+			return frame(nil, tg, 0x86dd, hops(ipv6(6, src6, [][]byte{hopByHop, fragment(0)}, ports(40000, 179)), 255))
+		}, copp.BGP},
+		{"IPv6 BGP without GTSM", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(6, src6, nil, ports(40000, 179))) }, copp.Default},
+		{"IPv6 BGP unnumbered (link-local)", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, from(ipv6(6, src6, nil, ports(40000, 179)), netip.MustParseAddr("fe80::2")))
+		}, copp.BGP},
 		{"IPv6 BGP's later fragment", func(tg []uint16) []byte {
-			return frame(nil, tg, 0x86dd, ipv6(6, src6, [][]byte{fragment(100)}, ports(40000, 179)))
+			return frame(nil, tg, 0x86dd, hops(ipv6(6, src6, [][]byte{fragment(100)}, ports(40000, 179)), 255))
 		}, copp.Default},
-		{"DHCPv6", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(17, src6, nil, ports(546, 547))) }, copp.Control},
-		{"OSPFv3", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(89, src6, nil, make([]byte, 16))) }, copp.Control},
+		{"DHCPv6 to All_DHCP_Relay_Agents_and_Servers", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, to(ipv6(17, src6, nil, ports(546, 547)), netip.MustParseAddr("ff02::1:2")))
+		}, copp.Control},
+		{"DHCPv6 to a global address", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(17, src6, nil, ports(547, 546))) }, copp.Default},
+		{"OSPFv3", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, from(ipv6(89, src6, nil, make([]byte, 16)), netip.MustParseAddr("fe80::7")))
+		}, copp.Control},
+		{"OSPFv3 from a global address", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(89, src6, nil, make([]byte, 16))) }, copp.Default},
+		{"IPv6 BFD", func(tg []uint16) []byte {
+			return frame(nil, tg, 0x86dd, hops(ipv6(17, src6, nil, ports(49152, 3784)), 255))
+		}, copp.BFD},
 		{"IPv6 SSH", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(6, src6, nil, ports(22, 50000))) }, copp.Management},
 		{"an IPv6 SSH opening", func(tg []uint16) []byte { return frame(nil, tg, 0x86dd, ipv6(6, src6, nil, tcp(50000, 22, 0x02))) }, copp.ManagementSYN},
 		{"an IPv6 SSH opening after hop-by-hop", func(tg []uint16) []byte {
@@ -318,5 +376,36 @@ func BenchmarkClassifier(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n*rounds), "ns/frame")
 		})
+	}
+}
+
+// What the host itself sends is classed by its ports and protocols alone:
+// nothing on the wire forged it, and a BGP session without GTSM sends with
+// TTL 1 or 64. The from_kernel ring's reserve keeps room for it.
+func TestTheHostsOwnFramesNeedNoProofOfTheLink(t *testing.T) {
+	cfg := copp.DefaultConfig()
+	for _, c := range []struct {
+		name  string
+		f     []byte
+		class int
+	}{
+		{"BGP with TTL 1", frame(nil, nil, 0x0800, hops(ipv4(6, src4, 0, ports(179, 40000)), 1)), copp.BGP},
+		{"IPv6 BGP with hop limit 64", frame(nil, nil, 0x86dd, ipv6(6, src6, nil, ports(40000, 179))), copp.BGP},
+		{"BFD multihop", frame(nil, nil, 0x0800, ipv4(17, src4, 0, ports(49152, 4784))), copp.BFD},
+		{"OSPF unicast", frame(nil, nil, 0x0800, ipv4(89, src4, 0, make([]byte, 24))), copp.Control},
+		{"a DHCPv4 reply", frame(nil, nil, 0x0800, ipv4(17, src4, 0, ports(67, 68))), copp.Control},
+		{"IPv6 NA", frame(nil, nil, 0x86dd, ipv6(58, src6, nil, []byte{136, 0, 0, 0})), copp.Neighbor},
+		{"UDP elsewhere", frame(nil, nil, 0x0800, ipv4(17, src4, 0, ports(1234, 5678))), copp.Default},
+	} {
+		class, _, err := ring.ClassifyHost(c.f, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if class != c.class {
+			t.Errorf("%s sent by the host: %s, want %s", c.name, copp.ClassNames[class], copp.ClassNames[c.class])
+		}
+		if wire, _, _ := ring.Classify(c.f, cfg); c.class != copp.Default && wire != copp.Default {
+			t.Errorf("%s from the wire: %s, want default (nothing proves it on-link)", c.name, copp.ClassNames[wire])
+		}
 	}
 }

@@ -150,6 +150,9 @@ func (o *outBuf) CoPP(dst *copp.Snapshot) bool {
 	for i := range dst.Unparsed {
 		dst.Unparsed[i] = uint64(s.why[i])
 	}
+	for i := range dst.Unwanted {
+		dst.Unwanted[i] = uint64(s.unwanted[i])
+	}
 	return true
 }
 
@@ -192,6 +195,16 @@ func (o *outBuf) Policed() int { return int(o.b.last_policed) }
 // management match, and why its headers could not be read to their end
 // (copp.Parsed when they could): the burst core's classifier, for tests.
 func Classify(frame []byte, c copp.Config) (class, why int, err error) {
+	return classify(frame, c, false)
+}
+
+// ClassifyHost is Classify for a frame the host sends (the reserve toward
+// the app, kbridge_classify_host): its ports alone make it control.
+func ClassifyHost(frame []byte, c copp.Config) (class, why int, err error) {
+	return classify(frame, c, true)
+}
+
+func classify(frame []byte, c copp.Config, host bool) (class, why int, err error) {
 	k, err := coppC(c)
 	if err != nil {
 		return 0, 0, err
@@ -201,7 +214,12 @@ func Classify(frame []byte, c copp.Config) (class, why int, err error) {
 	if len(frame) > 0 {
 		p = (*C.uint8_t)(unsafe.Pointer(&frame[0]))
 	}
-	cls := C.kbridge_classify(p, C.uint32_t(len(frame)), &k.match, &w)
+	var cls C.uint
+	if host {
+		cls = C.kbridge_classify_host(p, C.uint32_t(len(frame)), &k.match, &w)
+	} else {
+		cls = C.kbridge_classify(p, C.uint32_t(len(frame)), &k.match, &w)
+	}
 	return int(cls), int(w), nil
 }
 

@@ -453,7 +453,7 @@ kbridge_admit_(struct kbridge_queue_ctl *qc, struct rte_mbuf **pkts, uint16_t n,
 			continue;
 		}
 		qc->to_kernel_dropped++;
-		if (c == KBRIDGE_CLASS_CONTROL)
+		if (kbridge_class_control(c))
 			qc->to_kernel_dropped_control++;
 		else if (c == KBRIDGE_CLASS_NEIGHBOR)
 			qc->to_kernel_dropped_neighbor++;

@@ -76,6 +76,7 @@ func doctorCmd(src configSource, f doctorFlags, stdout io.Writer) error {
 	}
 	if *coppWindow > 0 && *root == "/" {
 		opts.CoPP = socketCoPP(cfg.Stats.Socket)
+		opts.Sockets = socketCoPP(cfg.Stats.Socket)
 	}
 	if cfg.Policy.Mode == policy.Fixed {
 		opts.FixedInterval = cfg.Policy.Interval
@@ -117,17 +118,66 @@ type socketCoPP string
 
 // Policed implements doctor.CoPPReader.
 func (s socketCoPP) Policed(ctx context.Context) ([copp.NumClasses]uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return [copp.NumClasses]uint64{}, err
-	}
-	raw, err := daemon.ReadStatusRaw(string(s))
-	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-		return [copp.NumClasses]uint64{}, fmt.Errorf("%w on %s", doctor.ErrNoInstance, string(s))
-	}
+	raw, err := s.status(ctx)
 	if err != nil {
 		return [copp.NumClasses]uint64{}, err
 	}
 	return policedInStatus(raw)
+}
+
+// status reads the status document; doctor.ErrNoInstance when no kbridge
+// answers.
+func (s socketCoPP) status(ctx context.Context) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	raw, err := daemon.ReadStatusRaw(string(s))
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("%w on %s", doctor.ErrNoInstance, string(s))
+	}
+	return raw, err
+}
+
+// Sockets implements doctor.SocketsReader.
+func (s socketCoPP) Sockets(ctx context.Context) (doctor.SocketsState, error) {
+	raw, err := s.status(ctx)
+	if err != nil {
+		return doctor.SocketsState{}, err
+	}
+	return socketsInStatus(raw)
+}
+
+// socketsInStatus reads a status document's sockets state and sums its
+// queues' unwanted counters; doctor.ErrCoPPOff without a sockets state.
+func socketsInStatus(raw []byte) (doctor.SocketsState, error) {
+	var out doctor.SocketsState
+	var st struct {
+		Sockets *struct {
+			TCP string `json:"tcp"`
+			UDP string `json:"udp"`
+		} `json:"sockets"`
+		Queues []struct {
+			CoPP *struct {
+				Unwanted [copp.NumUnwantedWhys]uint64 `json:"unwanted"`
+			} `json:"copp"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return out, fmt.Errorf("status: %w", err)
+	}
+	if st.Sockets == nil {
+		return out, doctor.ErrCoPPOff
+	}
+	out.TCP, out.UDP = st.Sockets.TCP, st.Sockets.UDP
+	for _, q := range st.Queues {
+		if q.CoPP == nil {
+			continue
+		}
+		for k, n := range q.CoPP.Unwanted {
+			out.Unwanted[k] += n
+		}
+	}
+	return out, nil
 }
 
 // policedInStatus sums a status document's policed counters over its

@@ -38,3 +38,19 @@ func TestASocketNobodyServesIsNoInstance(t *testing.T) {
 		t.Errorf("got %v, want ErrNoInstance", err)
 	}
 }
+
+func TestTheSocketsStateOfAStatusSumsItsQueuesUnwantedCounters(t *testing.T) {
+	got, err := socketsInStatus([]byte(`{"sockets":{"tcp":"on","udp":"a raw socket of UDP"},"queues":[
+		{"copp":{"unwanted":[1,2,3]}},
+		{"copp":{"unwanted":[10,20,30]}},
+		{}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TCP != "on" || got.UDP != "a raw socket of UDP" || got.Unwanted != [copp.NumUnwantedWhys]uint64{11, 22, 33} {
+		t.Errorf("got %+v", got)
+	}
+	if _, err := socketsInStatus([]byte(`{"queues":[{"cpu":1}]}`)); !errors.Is(err, doctor.ErrCoPPOff) {
+		t.Errorf("no sockets state: got %v, want ErrCoPPOff", err)
+	}
+}

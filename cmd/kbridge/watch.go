@@ -98,6 +98,7 @@ func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {
 			renderCoPP(w, q.Queue, pc, c, rate)
 		}
 	}
+	renderSockets(w, cur.Sockets)
 }
 
 // renderCoPP shows one queue's classes per second (passed, policed, dropped
@@ -116,6 +117,21 @@ func renderCoPP(w io.Writer, queue int, p, c *copp.Snapshot, rate func(a, b uint
 		now = []string{"none"}
 	}
 	fmt.Fprintf(w, "; policing now: %s\n", strings.Join(now, ", "))
+	fmt.Fprintf(w, "queue %d unwanted/s (no socket for them):", queue)
+	for k, name := range copp.UnwantedWhyNames {
+		fmt.Fprintf(w, " %s %.0f", name, rate(p.Unwanted[k], c.Unwanted[k]))
+	}
+	fmt.Fprintln(w)
+}
+
+// renderSockets shows whether frames are judged by the host's sockets, per
+// protocol, and what the last reading found.
+func renderSockets(w io.Writer, s *daemon.Sockets) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(w, "sockets: tcp %s; udp %s; %d TCP and %d UDP ports, %d local prefixes, %d BGP sessions, %d packet filters; read in %d us, %d errors\n",
+		s.TCP, s.UDP, s.TCPPorts, s.UDPPorts, s.LocalPrefixes, s.BGPSessions, s.PacketFilters, s.ReadUs, s.Errors)
 }
 
 // quantile returns the upper bound of the histogram bucket holding quantile

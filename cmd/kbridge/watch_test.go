@@ -52,14 +52,17 @@ func TestWatchShowsEachClassesRatesAndNamesThoseBeingPolicedNow(t *testing.T) {
 		c.Passed[copp.Control], c.Passed[copp.Default] = passed, passed
 		c.Policed[copp.Default], c.Policed[copp.Neighbor] = policed, 7
 		c.ToKernelRoom[copp.Default], c.FromKernelRoom[copp.Default] = policed/10, policed/100
+		c.Unwanted[copp.UnwantedSYN] = policed * 2
 		return daemon.Queue{Snapshot: bridge.Snapshot{Drops: map[string]uint64{}}, CoPP: c}
 	}
 	prev := daemon.Status{Queues: []daemon.Queue{q(100, 1000)}}
-	cur := daemon.Status{Queues: []daemon.Queue{q(300, 5000)}}
+	cur := daemon.Status{Queues: []daemon.Queue{q(300, 5000)},
+		Sockets: &daemon.Sockets{TCP: "on", UDP: "a raw socket of UDP (/proc/net/raw, inode 7)", TCPPorts: 3}}
 	var out bytes.Buffer
 	renderRates(&out, prev, cur, 2*time.Second)
 	s := out.String()
-	for _, want := range []string{"control 100/0/0/0", "default 100/2000/200/20", "neighbor 0/0/0/0", "policing now: default\n"} {
+	for _, want := range []string{"control 100/0/0/0", "default 100/2000/200/20", "neighbor 0/0/0/0", "policing now: default\n",
+		"unwanted/s (no socket for them): udp 0 tcp_syn 4000 tcp 0", "sockets: tcp on; udp a raw socket of UDP"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}

@@ -4,7 +4,10 @@
 // 2001:db8::/32.
 package copptest
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"net/netip"
+)
 
 // Unicast is the destination MAC Ethernet uses when given none.
 var Unicast = []byte{0x02, 0, 0, 0, 0, 1}
@@ -50,6 +53,7 @@ func IPv4(proto byte, src [4]byte, fragOff uint16, l4 []byte) []byte {
 func IPv6(proto byte, src [16]byte, ext [][]byte, l4 []byte) []byte {
 	h := make([]byte, 40)
 	h[0] = 0x60
+	h[7] = 64
 	copy(h[8:], src[:])
 	h[24], h[25] = 0x20, 0x01
 	nh := proto
@@ -64,6 +68,41 @@ func IPv6(proto byte, src [16]byte, ext [][]byte, l4 []byte) []byte {
 	h = append(h, chain...)
 	binary.BigEndian.PutUint16(h[4:], uint16(len(h)-40+len(l4)))
 	return append(h, l4...)
+}
+
+// Hops sets an IPv4 packet's TTL or an IPv6 packet's hop limit to n: 255
+// proves a packet came from the link it arrived on (GTSM, RFC 5082).
+func Hops(ip []byte, n byte) []byte {
+	if ip[0]>>4 == 6 {
+		ip[7] = n
+	} else {
+		ip[8] = n
+	}
+	return ip
+}
+
+// To sets an IP packet's destination address.
+func To(ip []byte, dst netip.Addr) []byte {
+	if ip[0]>>4 == 6 {
+		a := dst.As16()
+		copy(ip[24:40], a[:])
+	} else {
+		a := dst.As4()
+		copy(ip[16:20], a[:])
+	}
+	return ip
+}
+
+// From sets an IP packet's source address.
+func From(ip []byte, src netip.Addr) []byte {
+	if ip[0]>>4 == 6 {
+		a := src.As16()
+		copy(ip[8:24], a[:])
+	} else {
+		a := src.As4()
+		copy(ip[12:16], a[:])
+	}
+	return ip
 }
 
 // Ports is a 20-byte TCP (or, its first 8 bytes, UDP) header's start.
@@ -94,8 +133,12 @@ func Fragment(off uint16) []byte {
 // ARP is an ARP request, classed neighbor.
 func ARP() []byte { return Ethernet(nil, nil, 0x0806, make([]byte, 28)) }
 
-// BGP is a BGP segment to port 179, classed control.
-func BGP() []byte { return Ethernet(nil, nil, 0x0800, IPv4(6, Src4, 0, Ports(40000, 179))) }
+// BGP is a BGP segment to port 179 sent with TTL 255 (GTSM), classed bgp.
+func BGP() []byte { return Ethernet(nil, nil, 0x0800, Hops(IPv4(6, Src4, 0, Ports(40000, 179)), 255)) }
+
+// ForgedBGP is a SYN from port 179 to port 80 with TTL 64, as hping3 -s 179
+// sends from anywhere: classed default, never bgp.
+func ForgedBGP() []byte { return Ethernet(nil, nil, 0x0800, IPv4(6, Src4, 0, TCP(179, 80, 0x02))) }
 
 // UDP is a UDP datagram to a port no class lists, classed default.
 func UDP() []byte { return Ethernet(nil, nil, 0x0800, IPv4(17, Src4, 0, Ports(1234, 5678))) }

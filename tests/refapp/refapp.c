@@ -118,6 +118,7 @@
 #include <rte_tcp.h>
 #include <rte_udp.h>
 
+#include "flood.h"
 #include "kbridge.h"
 
 #define BURST 32
@@ -156,6 +157,7 @@ struct opts {
 	unsigned int request_delay_ms; /* each request takes this long: a port restart */
 	bool sw_offload;	/* LRO and TSO in software (ring mode only) */
 	bool no_tso;		/* declare no TSO to kbridge, whatever the port does */
+	const char *flood;	/* --flood FILE: the flood generator's spec (flood.h) */
 };
 
 struct counters {
@@ -188,7 +190,7 @@ usage(const char *prog)
 		"usage: %s <EAL args> -- [--port NAME]... [--queues N] [--ring-size N]\n"
 		"       [--pool-size N] [--mbuf-size BYTES] [--own-udp-port P] [--free-wait SECONDS]\n"
 		"       [--requests serve|none|unanswered] [--request-delay MS] [--sw-offload | --no-tso]\n"
-		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]]\n"
+		"       [--vhost PATH [--vhost-queues N] [--vhost-server] [--vhost-no-gro]] [--flood FILE]\n"
 		"--port NAME may repeat (up to %d, not with --vhost): each the next ethdev port\n"
 		"--sw-offload (not with --vhost): LRO (librte_gro) and TSO (librte_gso) in software\n"
 		"--no-tso: declare no TSO to kbridge (as a KNI app), even where the port has it\n",
@@ -214,6 +216,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "request-delay", required_argument, NULL, 'D' },
 		{ "sw-offload", no_argument, NULL, 'O' },
 		{ "no-tso", no_argument, NULL, 'T' },
+		{ "flood", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -272,6 +275,9 @@ parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'T':
 			o->no_tso = true;
+			break;
+		case 'f':
+			o->flood = optarg;
 			break;
 		default:
 			usage(argv[0]);
@@ -1076,6 +1082,7 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 	static struct txbuf tb;
 	struct txbuf *t = &tb;
 	bool port_tso, gro;
+	struct flood *fl = NULL;
 	int vport;
 	uint16_t q, i;
 
@@ -1103,8 +1110,17 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 	       o->pool_size, rte_mempool_in_use_count(mp));
 	fflush(stdout);
 
+	if (o->flood != NULL) {
+		struct rte_ether_addr mac;
+
+		if (rte_eth_macaddr_get(nic, &mac) != 0 || (fl = flood_new(o->flood, mp, &mac)) == NULL)
+			stop = 1;
+	}
 	/* One lcore serves every queue: enough for an exception path. */
 	while (!stop) {
+		/* --flood: frames as the NIC would bring them (mac= names kb0's). */
+		if (fl != NULL && (i = flood_burst(fl, pkts, BURST)) > 0)
+			flood_took(fl, vhost_tx((uint16_t)vport, 0, pkts, i, false, &v));
 		for (q = 0; q < o->queues; q++) {
 			uint16_t n = rte_eth_rx_burst(nic, q, pkts, BURST), k;
 
@@ -1177,8 +1193,11 @@ run_vhost(const struct opts *o, uint16_t nic, struct rte_mempool *mp)
 		if (dump) {
 			dump = 0;
 			print_vcounters(nic, mp, ind, &c, &v, &gro_ctx, o->vhost_queues);
+			if (fl != NULL)
+				flood_print(fl);
 		}
 	}
+	flood_free(fl);
 
 	print_vcounters(nic, mp, ind, &c, &v, &gro_ctx, o->vhost_queues);
 	rte_eth_dev_stop((uint16_t)vport);
@@ -1485,6 +1504,7 @@ main(int argc, char **argv)
 			  .own_udp_port = 0, .vhost_queues = 1,
 			  .free_wait = 10, .requests = "serve" };
 	struct rte_mbuf *pkts[BURST], *fwd[BURST];
+	struct flood *fl = NULL;
 	static struct app_port ap[MAX_PORTS];
 	static struct link_watch lw[MAX_PORTS];
 	static struct txbuf tb;
@@ -1645,6 +1665,13 @@ main(int argc, char **argv)
 	       rte_mempool_in_use_count(mp), sw ? " sw_offload=1" : "");
 	fflush(stdout);
 
+	if (o.flood != NULL) {
+		struct rte_ether_addr mac;
+
+		if (rte_eth_macaddr_get(ap[0].port, &mac) != 0 ||
+		    (fl = flood_new(o.flood, mp, &mac)) == NULL)
+			stop = 1;
+	}
 	/* One lcore serves every port and queue: enough for an exception path.
 	 * --sw-offload is chosen per burst, never per packet. */
 	while (!stop) {
@@ -1675,6 +1702,9 @@ main(int argc, char **argv)
 					}
 					kbridge_to_kernel(kp, q, fwd, k);
 				}
+				/* --flood: frames as the NIC would bring them. */
+				if (fl != NULL && p == 0 && q == 0 && (k = flood_burst(fl, fwd, BURST)) > 0)
+					flood_took(fl, kbridge_to_kernel(kp, q, fwd, k));
 
 				n = kbridge_from_kernel(kp, q, pkts, BURST);
 				if (n > 0) {
@@ -1695,8 +1725,11 @@ main(int argc, char **argv)
 			dump = 0;
 			for (p = 0; p < nports; p++)
 				print_port(&ap[p], mp, o.queues, nports > 1 ? o.ports[p] : NULL, sw);
+			if (fl != NULL)
+				flood_print(fl);
 		}
 	}
+	flood_free(fl);
 
 	for (p = 0; p < nports; p++)
 		print_port(&ap[p], mp, o.queues, nports > 1 ? o.ports[p] : NULL, sw);

@@ -13,6 +13,7 @@ import (
 	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/copp/copptest"
+	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/ring/ringtest"
 	"github.com/kbridge/kbridge/tap/vnet"
 	"golang.org/x/sys/unix"
@@ -79,14 +80,14 @@ func TestAFloodIsPolicedWhileControlFramesAllPass(t *testing.T) {
 	if !w.CoPP(&s) {
 		t.Fatal("no CoPP counters")
 	}
-	if s.Passed[copp.Control] != each || s.Passed[copp.Neighbor] != each || s.Policed[copp.Control]+s.Policed[copp.Neighbor] != 0 {
-		t.Errorf("control passed %d, neighbor passed %d, %d policed; want %d each and none policed",
-			s.Passed[copp.Control], s.Passed[copp.Neighbor], s.Policed[copp.Control]+s.Policed[copp.Neighbor], each)
+	if s.Passed[copp.BGP] != each || s.Passed[copp.Neighbor] != each || s.Policed[copp.BGP]+s.Policed[copp.Neighbor] != 0 {
+		t.Errorf("bgp passed %d, neighbor passed %d, %d policed; want %d each and none policed",
+			s.Passed[copp.BGP], s.Passed[copp.Neighbor], s.Policed[copp.BGP]+s.Policed[copp.Neighbor], each)
 	}
 	if p := s.Passed[copp.Default]; p < 50 || p > 52 || s.Policed[copp.Default] != flood-p {
 		t.Errorf("default passed %d and policed %d of %d, want the burst of 50 (and at most a token or two) through", p, s.Policed[copp.Default], flood)
 	}
-	if want := int(s.Passed[copp.Control] + s.Passed[copp.Neighbor] + s.Passed[copp.Default]); got != want {
+	if want := int(s.Passed[copp.BGP] + s.Passed[copp.Neighbor] + s.Passed[copp.Default]); got != want {
 		t.Errorf("the kernel side got %d frames, the policers passed %d", got, want)
 	}
 	// Policing keeps the hot path's promise: one cgo call per burst, no
@@ -144,7 +145,8 @@ func TestASYNFloodToAManagementPortIsPolicedWhileItsSessionsPass(t *testing.T) {
 
 // The drain rate of the to-kernel path, logged: bursts of 32 small UDP
 // frames dequeued and written (copp off, or on with the default class
-// unlimited) against dequeued and freed by the default policer. The ring's
+// unlimited) against dequeued and freed by the default policer, or found
+// unwanted in a socket view and freed by the unwanted class's. The ring's
 // refill is the test's and is not timed. What it checks is the accounting: every frame written or policed.
 func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
 	ringtest.Preload(copptest.UDP())
@@ -153,11 +155,16 @@ func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
 		name string
 		on   bool
 		rate int
-	}{{"off", false, 0}, {"on, passed", true, 0}, {"on, policed", true, 1}} {
+		view bool // the frames are unwanted: a socket view is published
+	}{{"off", false, 0, false}, {"on, passed", true, 0, false}, {"on, policed", true, 1, false}, {"on, unwanted", true, 0, true}} {
 		b := newBed(t, bedOpts{noStart: true})
 		cfg := copp.DefaultConfig()
 		cfg.Enabled = c.on
 		cfg.Default = copp.Rate{PPS: c.rate, Burst: 1}
+		cfg.Unwanted.Rate = copp.Rate{PPS: 1, Burst: 1}
+		if c.view {
+			publishHost(t)
+		}
 		w, peer := coppWorker(t, b, cfg)
 		buf := make([]byte, 1<<16)
 		var took time.Duration
@@ -171,11 +178,15 @@ func TestToKernelDrainRateWithAndWithoutPolicing(t *testing.T) {
 		}
 		var s copp.Snapshot
 		w.CoPP(&s)
-		if total := written + int(s.Policed[copp.Default]); total != 32*bursts {
-			t.Errorf("copp %s: %d written and %d policed of %d", c.name, written, s.Policed[copp.Default], 32*bursts)
+		policed := int(s.Policed[copp.Default] + s.Policed[copp.Unwanted])
+		if total := written + policed; total != 32*bursts {
+			t.Errorf("copp %s: %d written and %d policed of %d", c.name, written, policed, 32*bursts)
 		}
-		t.Logf("copp %-11s: %6.1f ns/frame, %5.2f Mframes/s; %d written, %d policed", c.name,
-			float64(took.Nanoseconds())/(32*bursts), 32*bursts/took.Seconds()/1e6, written, s.Policed[copp.Default])
+		t.Logf("copp %-12s: %6.1f ns/frame, %5.2f Mframes/s; %d written, %d policed", c.name,
+			float64(took.Nanoseconds())/(32*bursts), 32*bursts/took.Seconds()/1e6, written, policed)
+		if c.view {
+			ring.WithdrawSockView()
+		}
 	}
 }
 
@@ -213,8 +224,8 @@ func TestCoPPSwitchesOnLiveAndShowsInStats(t *testing.T) {
 		return c != nil && c.Passed[copp.Default]+c.Policed[copp.Default] == 100
 	})
 	c := b.Status().CoPP
-	if c.Passed[copp.Control] != 5 || c.Passed[copp.Neighbor] != 5 || c.Policed[copp.Control]+c.Policed[copp.Neighbor] != 0 {
-		t.Errorf("copp counters %+v: want 5 control and 5 neighbor frames passed, none policed", *c)
+	if c.Passed[copp.BGP] != 5 || c.Passed[copp.Neighbor] != 5 || c.Policed[copp.BGP]+c.Policed[copp.Neighbor] != 0 {
+		t.Errorf("copp counters %+v: want 5 bgp and 5 neighbor frames passed, none policed", *c)
 	}
 	if c.Passed[copp.Default] > 6 {
 		t.Errorf("%d default frames passed a burst of 5", c.Passed[copp.Default])
@@ -231,6 +242,25 @@ func TestCoPPSwitchesOnLiveAndShowsInStats(t *testing.T) {
 // A ring of 256 slots holds 255 frames, the last 255/8 kept for the control
 // plane (KBRIDGE_RESERVE).
 const ringCap, ringReserve = 255, 255 / 8
+
+// injectAll injects frames on queue 0 as the app does and returns how many
+// kbridge_to_kernel() queued.
+// injectAll hands frames to kbridge_to_kernel() in bursts of at most 512
+// (the test primary's burst array) and returns how many it queued.
+func injectAll(t *testing.T, b *bed, frames [][]byte) int {
+	t.Helper()
+	queued := 0
+	for len(frames) > 0 {
+		burst := frames[:min(len(frames), 512)]
+		frames = frames[len(burst):]
+		n, err := b.Port.Inject(0, burst, ringtestOpts(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued += n
+	}
+	return queued
+}
 
 func copies(f []byte, n int) [][]byte {
 	out := make([][]byte, n)
@@ -249,14 +279,7 @@ func copies(f []byte, n int) [][]byte {
 func TestControlFramesEnterAToKernelRingThatDefaultTrafficFilled(t *testing.T) {
 	b := newBed(t, bedOpts{noStart: true, ringSize: 256})
 	w, peer := coppWorker(t, b, copp.DefaultConfig())
-	inject := func(frames [][]byte) int {
-		t.Helper()
-		n, err := b.Port.Inject(0, frames, ringtestOpts(0, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	inject := func(frames [][]byte) int { return injectAll(t, b, frames) }
 	if n := inject(copies(copptest.UDP(), 300)); n != ringCap-ringReserve {
 		t.Fatalf("the flood queued %d, want %d (all but the reserve)", n, ringCap-ringReserve)
 	}
@@ -317,7 +340,7 @@ func TestControlFramesReachTheAppWhileTheKernelFillsTheFromKernelRing(t *testing
 	if !w.CoPP(&s) {
 		t.Fatal("no CoPP counters")
 	}
-	if s.FromKernelReserved != 2 || s.FromKernelRoom[copp.Default] != 320-(ringCap-ringReserve)+1 || s.FromKernelRoom[copp.Control] != 0 {
+	if s.FromKernelReserved != 2 || s.FromKernelRoom[copp.Default] != 320-(ringCap-ringReserve)+1 || s.FromKernelRoom[copp.BGP] != 0 {
 		t.Errorf("reserved %d, dropped for room %v; want 2 reserved and %d default dropped", s.FromKernelReserved, s.FromKernelRoom, 320-(ringCap-ringReserve)+1)
 	}
 	got := b.Port.Collect(0, 300)
@@ -344,5 +367,45 @@ func TestTheToKernelReserveCostsTheAppNothingWhileThereIsRoom(t *testing.T) {
 		}
 		per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / (n * rounds) }
 		t.Logf("%-20s: kbridge_to_kernel %5.1f ns/frame, bare enqueue %5.1f ns/frame (each with its dequeue)", c.name, per(hdr), per(bare))
+	}
+}
+
+// A flood of forged BGP (from port 179, TTL 64, as hping3 -s 179 sends it
+// from anywhere) never takes a real peer's place: it is classed default,
+// so the bgp bucket passes every segment of the real (GTSM) session among
+// it, and the app's to_kernel ring, full above its reserve, admits the
+// real segments into the reserve and frees the forged ones as default.
+func TestAForgedBGPFloodTakesNeitherTheBGPBucketNorTheReserve(t *testing.T) {
+	b := newBed(t, bedOpts{noStart: true, ringSize: 1024})
+	c := copp.DefaultConfig()
+	c.BGP = copp.Rate{PPS: 1, Burst: 50}
+	w, peer := coppWorker(t, b, c)
+
+	const flood, each = 600, 20
+	got := floodThrough(t, b, w, peer, copptest.ForgedBGP(), flood, each, copptest.BGP())
+	var s copp.Snapshot
+	if !w.CoPP(&s) {
+		t.Fatal("no CoPP counters")
+	}
+	if s.Passed[copp.BGP] != each || s.Policed[copp.BGP] != 0 || s.Passed[copp.Default] != flood {
+		t.Errorf("bgp passed %d, policed %d; default passed %d: want the %d real segments passed as bgp, the %d forged as default",
+			s.Passed[copp.BGP], s.Policed[copp.BGP], s.Passed[copp.Default], each, flood)
+	}
+	if got != flood+each {
+		t.Errorf("the kernel side got %d frames, want %d", got, flood+each)
+	}
+
+	inject := func(frames [][]byte) int { return injectAll(t, b, frames) }
+	if n := inject(copies(copptest.UDP(), 1024)); n != 1024-1024/8 {
+		t.Fatalf("the flood queued %d, want all but the reserve", n)
+	}
+	if n := inject([][]byte{copptest.ForgedBGP(), copptest.BGP(), copptest.ForgedBGP(), copptest.BGP()}); n != 2 {
+		t.Errorf("with the ring full above its reserve, %d of forged, real, forged, real BGP went in; want the 2 real", n)
+	}
+	if ac := b.Port.Counters(0); ac.ToKernelReserved != 2 || ac.ToKernelDroppedControl != 0 {
+		t.Errorf("app counters %+v: want 2 reserved, no control frame dropped (the forged count as default)", ac)
+	}
+	for w.ToKernel() > 0 {
+		drain(peer, make([]byte, 1<<16))
 	}
 }

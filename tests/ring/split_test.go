@@ -280,8 +280,8 @@ func TestTheReserveAdmitsPartOfACutSuperFrameAndCountsTheRest(t *testing.T) {
 	}
 	s = copp.Snapshot{}
 	in.Reserve(&s)
-	if s.FromKernelReserved != reserve || s.FromKernelRoom[copp.Control] != uint64(len(bwant)-reserve) {
-		t.Errorf("reserved %d, refused for room %v; want %d and %d control", s.FromKernelReserved, s.FromKernelRoom, reserve, len(bwant)-reserve)
+	if s.FromKernelReserved != reserve || s.FromKernelRoom[copp.BGP] != uint64(len(bwant)-reserve) {
+		t.Errorf("reserved %d, refused for room %v; want %d and %d bgp", s.FromKernelReserved, s.FromKernelRoom, reserve, len(bwant)-reserve)
 	}
 	got := b.Port.Collect(0, 128)
 	if len(got) != ringCap {

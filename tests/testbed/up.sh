@@ -34,6 +34,9 @@
 #                        before its port), and GRO is on at the veths'
 #                        receivers (kbt-wire, kbt-alt, kbt-base: the floor gets
 #                        super-frames too). Unset: neither.
+#   KBT_FLOOD=FILE       the ring bed's reference app runs --flood FILE: its flood
+#                        generator (tests/refapp/flood.h) makes the floods FILE
+#                        names on its lcore, re-read on SIGUSR2 (tests/bench/copp-nic.sh)
 #   KBT_NO_TSO=1         the ring bed's reference app runs --no-tso: it declares
 #                        no TSO to kbridge even where its port has TSO, as an app
 #                        written for KNI (net_af_packet has none: then as unset).
@@ -572,6 +575,7 @@ if [ "${KBT_JUMBO:-}" = 1 ]; then
 fi
 [ "$SW_OFFLOAD" = 1 ] && APP_ARGS+=(--sw-offload)
 [ "$NO_TSO" = 1 ] && APP_ARGS+=(--no-tso)
+[ -n "${KBT_FLOOD:-}" ] && APP_ARGS+=(--flood "$KBT_FLOOD")
 APP_VDEVS=(--vdev "$APP_NIC") APP_PORTS=(--port kb0)
 if [ "$PORTS" = 2 ]; then
 	# The second port: ethdev 1, kbridge port kb1 (the refapp bridges the

@@ -74,8 +74,8 @@ func TestVhostPolicesAFloodWhileControlFramesPass(t *testing.T) {
 		t.Fatalf("no copp counters in the stats: %+v", s)
 	}
 	c := s.Queues[0].CoPP
-	if c.Passed[copp.Control] != each || c.Passed[copp.Neighbor] != each || c.Policed[copp.Control]+c.Policed[copp.Neighbor] != 0 {
-		t.Errorf("copp counters %+v: want %d control and %d neighbor frames passed, none policed", *c, each, each)
+	if c.Passed[copp.BGP] != each || c.Passed[copp.Neighbor] != each || c.Policed[copp.BGP]+c.Policed[copp.Neighbor] != 0 {
+		t.Errorf("copp counters %+v: want %d bgp and %d neighbor frames passed, none policed", *c, each, each)
 	}
 	if c.Passed[copp.Default]+c.Policed[copp.Default] != flood || c.Policed[copp.Default] < flood-21 {
 		t.Errorf("default passed %d, policed %d of %d", c.Passed[copp.Default], c.Policed[copp.Default], flood)

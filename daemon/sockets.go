@@ -1,0 +1,187 @@
+package daemon
+
+import (
+	"sync"
+	"time"
+
+	"github.com/kbridge/kbridge/copp"
+	"github.com/kbridge/kbridge/ring"
+	"github.com/kbridge/kbridge/sockview"
+)
+
+// Sockets is what the view of the host's sockets, which classes unwanted
+// frames and BGP sessions in the burst core, says now: `kbridge stats`'
+// "sockets".
+type Sockets struct {
+	// TCP and UDP are "on" while that protocol's frames are judged by
+	// their ports, else why not ("copp.unwanted.enabled is false", a
+	// packet socket on the interface, a raw socket, NAT, IPVS, no view).
+	TCP string `json:"tcp"`
+	UDP string `json:"udp"`
+	// Ports in use by TCP and UDP sockets, the host's own address
+	// prefixes and BGP sessions, as last read.
+	TCPPorts      int `json:"tcp_ports"`
+	UDPPorts      int `json:"udp_ports"`
+	LocalPrefixes int `json:"local_prefixes"`
+	BGPSessions   int `json:"bgp_sessions"`
+	// PacketFilters are the packet sockets on the interface whose filters
+	// are run on a frame before it is judged unwanted.
+	PacketFilters int `json:"packet_filters"`
+	// Readings counts the readings published, Walks those that walked
+	// the TCP connections too, Errors those that failed; LastError is
+	// the last failure, ReadUs how long the last reading took.
+	Readings  uint64 `json:"readings"`
+	Walks     uint64 `json:"walks"`
+	Errors    uint64 `json:"errors"`
+	LastError string `json:"last_error,omitempty"`
+	ReadUs    int64  `json:"read_us"`
+}
+
+// The filter's state when it judges a protocol's frames.
+const sockOn = "on"
+
+// sockWatch keeps the burst core's view of the host's sockets current while
+// the path runs: every copp.unwanted.refresh it reads them
+// (sockview.Reader) and publishes them (ring.PublishSockView). A view lives
+// three refreshes (a second at least): a reader that fails or stalls lets
+// it expire, and the burst core then judges no frame by sockets rather
+// than by a stale view. One per process, as the burst core's view is.
+type sockWatch struct {
+	cfg     func() copp.Config
+	ifindex func() int
+	log     logger
+	stop    chan struct{}
+	done    chan struct{}
+
+	mu sync.Mutex // guards st
+	st Sockets
+}
+
+// logger is what sockWatch logs with (a *slog.Logger).
+type logger interface {
+	Warn(msg string, args ...any)
+	Info(msg string, args ...any)
+}
+
+// watchSockets starts a sockWatch reading the configuration cfg returns
+// at each refresh.
+func watchSockets(cfg func() copp.Config, ifindex func() int, log logger) *sockWatch {
+	w := &sockWatch{cfg: cfg, ifindex: ifindex, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	w.st.TCP, w.st.UDP = "no view read yet", "no view read yet"
+	go w.run()
+	return w
+}
+
+func (w *sockWatch) run() {
+	defer close(w.done)
+	defer ring.WithdrawSockView()
+	var r *sockview.Reader
+	defer func() {
+		if r != nil {
+			r.Close()
+		}
+	}()
+	failing := false
+	for {
+		c := w.cfg()
+		refresh := c.Unwanted.Refresh
+		if refresh <= 0 {
+			refresh = copp.DefaultConfig().Unwanted.Refresh
+		}
+		if !c.Enabled {
+			ring.WithdrawSockView()
+			w.set(func(s *Sockets) { s.TCP, s.UDP = "copp.enabled is false", "copp.enabled is false" })
+		} else {
+			var err error
+			if r == nil {
+				r, err = sockview.Open()
+			}
+			if err == nil {
+				err = w.read(r, c, refresh)
+			}
+			switch {
+			case err != nil && !failing:
+				w.log.Warn("cannot read the host's sockets: frames are not judged by them until a reading succeeds", "err", err)
+			case err == nil && failing:
+				w.log.Info("reading the host's sockets again")
+			}
+			failing = err != nil
+			if err != nil {
+				w.set(func(s *Sockets) { s.Errors++; s.LastError = err.Error() })
+			}
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-time.After(refresh):
+		}
+	}
+}
+
+// read takes one reading and publishes it.
+func (w *sockWatch) read(r *sockview.Reader, c copp.Config, refresh time.Duration) error {
+	start := time.Now()
+	walk := r.WalkDue(start)
+	// Ports learned from what the host sends are forgotten only once a
+	// reading begun after them is published.
+	ring.RotateSockView()
+	v, err := r.Read(w.ifindex(), walk)
+	if err != nil {
+		return err
+	}
+	f := ring.SockViewFilter{TCP: v.TCPOff == "", UDP: v.UDPOff == ""}
+	tcp, udp := onOr(v.TCPOff), onOr(v.UDPOff)
+	if !c.Unwanted.Enabled {
+		f = ring.SockViewFilter{}
+		tcp, udp = "copp.unwanted.enabled is false", "copp.unwanted.enabled is false"
+	}
+	if len(v.Local) > ring.MaxLocalPrefixes {
+		// More addresses than the burst core looks through: judge
+		// nothing rather than some.
+		why := "more local address prefixes than the view holds"
+		v.Local, f, tcp, udp = nil, ring.SockViewFilter{}, why, why
+	}
+	if err := ring.PublishSockView(v, f, ring.MonotonicNow()+max(3*refresh, time.Second)); err != nil {
+		return err
+	}
+	took := time.Since(start)
+	w.set(func(s *Sockets) {
+		s.TCP, s.UDP = tcp, udp
+		s.TCPPorts, s.UDPPorts, s.LocalPrefixes = len(v.TCP), len(v.UDP), len(v.Local)
+		s.BGPSessions = min(len(v.BGP), ring.MaxBGPSessions)
+		s.PacketFilters = len(v.Filters)
+		s.Readings++
+		if walk {
+			s.Walks++
+		}
+		s.ReadUs = took.Microseconds()
+	})
+	return nil
+}
+
+func onOr(why string) string {
+	if why == "" {
+		return sockOn
+	}
+	return why
+}
+
+func (w *sockWatch) set(f func(*Sockets)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f(&w.st)
+}
+
+// Status is the view's state now.
+func (w *sockWatch) Status() Sockets {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.st
+}
+
+// Stop ends the readings and withdraws the view: no frame is judged by
+// sockets from then on.
+func (w *sockWatch) Stop() {
+	close(w.stop)
+	<-w.done
+}
