@@ -83,7 +83,7 @@ deps:
 	@bash deploy/deps.sh
 
 build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check man \
-	$(BIN)/kbridge-refapp-static $(BIN)/kbridge-kniapp-static
+	$(BIN)/kbridge-refapp-static $(BIN)/kbridge-kniapp-static librte_kni
 
 # A position-independent executable, as Debian builds its binaries
 # (ASLR for the program too; lintian's hardening-no-pie).
@@ -124,6 +124,29 @@ $(BIN)/kbridge-floor: tests/floor/floor.c $(KBRIDGE_HEADERS) ring/prefetch.h
 $(BIN)/kbridge-kniapp: tests/kniapp/kniapp.c $(APP_HEADERS)
 	@mkdir -p $(BIN)
 	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+
+# librte_kni: rte_kni.h's bodies compiled once as exported functions
+# (librte_kni/rte_kni.c), shared and static, in $(BIN)/lib/ (docs/KNI.md,
+# librte_kni). The soname is librte_kni.so.ABI, ABI the DPDK's own (23 for
+# 22.11: DPDK's librte_kni.so.23), read from its librte_eal.so, and the
+# version script's nodes are named after it (DPDK_23). One object, -fPIC,
+# for both: a static app is a position-independent executable too.
+.PHONY: librte_kni
+librte_kni: $(BIN)/lib/librte_kni.so $(BIN)/lib/librte_kni.a
+DPDK_ABI = $(shell readelf -d $(shell pkg-config --variable=libdir libdpdk)/librte_eal.so 2>/dev/null | sed -n 's/.*(SONAME).*\[librte_eal\.so\.\([0-9]*\)\]/\1/p')
+KNI_LIB_CFLAGS = -O2 -g $(HDR_WARN) -fPIC -fvisibility=hidden -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+$(BIN)/lib/rte_kni.o: librte_kni/rte_kni.c $(APP_HEADERS)
+	@mkdir -p $(BIN)/lib
+	$(CC) $(KNI_LIB_CFLAGS) -Iring $(DPDK_CFLAGS) -c -o $@ $<
+$(BIN)/lib/librte_kni.so: $(BIN)/lib/rte_kni.o librte_kni/rte_kni.map
+	@abi='$(DPDK_ABI)'; [ -n "$$abi" ] || { echo "librte_kni: no librte_eal.so in $$(pkg-config --variable=libdir libdpdk) to take DPDK's ABI from" >&2; exit 1; }; \
+	sed "s/@ABI@/$$abi/" librte_kni/rte_kni.map >$(BIN)/lib/rte_kni.map && \
+	$(CC) -shared -o $@ $< -Wl,-soname,librte_kni.so.$$abi -Wl,--version-script=$(BIN)/lib/rte_kni.map \
+		-Wl,-z,relro -Wl,-z,now -Wl,--no-undefined $(DPDK_LIBS) -lpthread && \
+	ln -sfn librte_kni.so $(BIN)/lib/librte_kni.so.$$abi && echo "librte_kni: $@, soname librte_kni.so.$$abi"
+$(BIN)/lib/librte_kni.a: $(BIN)/lib/rte_kni.o
+	rm -f $@
+	$(AR) rcD $@ $<
 
 # The app's headers compile without a warning, each alone, as C and as C++
 # (many DPDK apps are C++), against whichever DPDK pkg-config finds, and
@@ -285,7 +308,7 @@ profile: deps build
 # release's Debian root of tests/dpdkroot, against its DPDK and depending
 # on its packages: bin/dpdk<release>/kbridge_<version>_<arch>.deb.
 DEB_DPDK ?=
-deb: $(if $(DEB_DPDK),,$(BIN)/kbridge man)
+deb: $(if $(DEB_DPDK),,$(BIN)/kbridge man librte_kni)
 	@KBRIDGE_DEB_DPDK=$(DEB_DPDK) GO=$(GO) bash deploy/deb.sh $(if $(DEB_DPDK),$(BIN)/dpdk$(DEB_DPDK),$(BIN))
 
 # The OCI image of kbridge (root): bin/kbridge, the DPDK runtime it was
@@ -302,16 +325,30 @@ image: $(BIN)/kbridge
 generate:
 	$(GO) generate ./xdp/
 
-# The app's headers in include/kbridge/, and kbridge.h linked into include/
-# itself with the headers it includes: the compiler looks for a quoted
-# include beside the link, not beside its target.
-install: build
-	install -D -m 0755 $(BIN)/kbridge $(DESTDIR)$(PREFIX)/bin/kbridge
+# What an app builds with (install-dev, alone needs no make build): the
+# app's headers in include/kbridge/, and kbridge.h linked into include/
+# itself with the headers it includes (the compiler looks for a quoted
+# include beside the link, not beside its target); librte_kni in lib/ with
+# its soname link and the link -lrte_kni finds; the pkg-config files. Then
+# ldconfig, unless staged in a DESTDIR, so that dlopen finds librte_kni.so
+# (in PREFIX/lib, which must be in ld.so.conf: /usr/local/lib is on Debian).
+.PHONY: install-dev
+install-dev: librte_kni
 	install -d $(DESTDIR)$(PREFIX)/include/kbridge
 	install -m 0644 $(APP_HEADERS) $(DESTDIR)$(PREFIX)/include/kbridge/
 	for h in $(notdir $(KBRIDGE_HEADERS)); do ln -sfn kbridge/$$h $(DESTDIR)$(PREFIX)/include/$$h || exit 1; done
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/kbridge.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/kbridge.pc
+	soname=$$(readelf -d $(BIN)/lib/librte_kni.so | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p') && \
+	install -m 0644 $(BIN)/lib/librte_kni.so $(DESTDIR)$(PREFIX)/lib/$$soname.0 && \
+	ln -sfn $$soname.0 $(DESTDIR)$(PREFIX)/lib/$$soname && ln -sfn $$soname $(DESTDIR)$(PREFIX)/lib/librte_kni.so
+	install -m 0644 $(BIN)/lib/librte_kni.a $(DESTDIR)$(PREFIX)/lib/librte_kni.a
+	for pc in kbridge librte_kni librte_kni-libs; do \
+		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(PREFIX)/lib|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/$$pc.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc || exit 1; \
+	done
+	if [ -z "$(DESTDIR)" ]; then ldconfig 2>/dev/null || echo "install-dev: run ldconfig as root, for dlopen to find $(PREFIX)/lib/librte_kni.so"; fi
+
+install: build install-dev
+	install -D -m 0755 $(BIN)/kbridge $(DESTDIR)$(PREFIX)/bin/kbridge
 	bash deploy/unit.sh $(PREFIX) >$(BIN)/kbridge.service
 	install -D -m 0644 $(BIN)/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf

@@ -3,8 +3,8 @@
  * rte_kni.h: KNI's API (DPDK 22.11's librte_kni) on kbridge, so that an
  * application written for KNI builds and runs unchanged on a DPDK without
  * KNI (23.11 and later, or a 22.11 built without it). Header-only, over
- * kbridge.h and kbridge_child.h: no library, no kernel module, nothing to
- * link but DPDK. What each call does here and where it differs from KNI:
+ * kbridge.h and kbridge_child.h: no kernel module, nothing to link but
+ * DPDK. What each call does here and where it differs from KNI:
  * docs/KNI.md.
  *
  * A KNI is a kbridge port of one queue pair (kbridge_port_create()) and a
@@ -15,6 +15,10 @@
  *
  * rte_kni_compat.h gives back what DPDK removed beside KNI and KNI
  * applications call (rte_ctrl_thread_create() on DPDK 23.11 and later).
+ *
+ * librte_kni (librte_kni/rte_kni.c) is these same bodies compiled once as
+ * exported functions, for what links -lrte_kni or looks the functions up by
+ * name instead of including this header (docs/KNI.md, librte_kni).
  *
  * Threads, as with KNI: one lcore calls rte_kni_tx_burst() for a KNI (the
  * to_kernel ring has one producer), one calls rte_kni_rx_burst() (one
@@ -43,6 +47,12 @@ extern "C" {
 
 struct rte_mbuf;
 struct rte_mempool;
+
+/* How KNI's functions are defined: inline in the app that includes this
+ * header, exported definitions where librte_kni/rte_kni.c includes it. */
+#ifndef RTE_KNI_API
+#define RTE_KNI_API static inline
+#endif
 
 /* The callbacks for what is done to the kernel interface. Each runs in the
  * thread that calls rte_kni_handle_request() and returns 0, or -errno to
@@ -119,7 +129,7 @@ rte_kni_log_type_(void)
  * type and returns 0. max_kni_ifaces has no effect: the bound is
  * KBRIDGE_MAX_PORTS KNIs per process. rte_kni_alloc() works without it.
  */
-static inline int
+RTE_KNI_API int
 rte_kni_init(unsigned int max_kni_ifaces)
 {
 	if (max_kni_ifaces > KBRIDGE_MAX_PORTS)
@@ -217,7 +227,7 @@ rte_kni_undo_(struct rte_kni *kni)
  * kbridge not serving the port within $KBRIDGE_KNI_WAIT_MS (default
  * RTE_KNI_KBRIDGE_WAIT_MS).
  */
-static inline struct rte_kni *
+RTE_KNI_API struct rte_kni *
 rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
 	      struct rte_kni_ops *ops)
 {
@@ -320,7 +330,7 @@ fail:
  * The name can be allocated again. 0, or -1 (an unknown KNI; a kbridge
  * that did not let go, named in the log: the KNI is then left as it is).
  */
-static inline int
+RTE_KNI_API int
 rte_kni_release(struct rte_kni *kni)
 {
 	char why[256] = "";
@@ -359,7 +369,7 @@ rte_kni_release(struct rte_kni *kni)
  * with KNI (free or retry them). No system call, but the eventfd write
  * that wakes a parked kbridge worker.
  */
-static inline unsigned
+RTE_KNI_API unsigned
 rte_kni_tx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num)
 {
 	unsigned int room, reserve;
@@ -380,7 +390,7 @@ rte_kni_tx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num)
 }
 
 /* Takes up to num packets the kernel sent; the caller owns them. */
-static inline unsigned
+RTE_KNI_API unsigned
 rte_kni_rx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num)
 {
 	if (kni == NULL || kni->port == NULL)
@@ -433,7 +443,7 @@ rte_kni_default_(const struct rte_kni *kni, const struct kbridge_request *r)
  * within its request timeout (requests.timeout, 3 s by default). 0, or -1
  * for a NULL kni.
  */
-static inline int
+RTE_KNI_API int
 rte_kni_handle_request(struct rte_kni *kni)
 {
 	const struct rte_kni_ops *o;
@@ -472,7 +482,7 @@ rte_kni_handle_request(struct rte_kni *kni)
 }
 
 /* The KNI of that name in this process, or NULL. */
-static inline struct rte_kni *
+RTE_KNI_API struct rte_kni *
 rte_kni_get(const char *name)
 {
 	struct rte_kni *kni;
@@ -488,7 +498,7 @@ rte_kni_get(const char *name)
 	return kni;
 }
 
-static inline const char *
+RTE_KNI_API const char *
 rte_kni_get_name(const struct rte_kni *kni)
 {
 	return kni != NULL ? kni->name : NULL;
@@ -496,7 +506,7 @@ rte_kni_get_name(const struct rte_kni *kni)
 
 /* Sets the callbacks, as KNI: -1 when kni or ops is NULL or callbacks are
  * registered already (rte_kni_unregister_handlers() first). */
-static inline int
+RTE_KNI_API int
 rte_kni_register_handlers(struct rte_kni *kni, struct rte_kni_ops *ops)
 {
 	const struct rte_kni_ops *o;
@@ -516,7 +526,7 @@ rte_kni_register_handlers(struct rte_kni *kni, struct rte_kni_ops *ops)
 }
 
 /* Clears the callbacks, port_id with them (to 0, as KNI did). */
-static inline int
+RTE_KNI_API int
 rte_kni_unregister_handlers(struct rte_kni *kni)
 {
 	if (kni == NULL)
@@ -530,7 +540,7 @@ rte_kni_unregister_handlers(struct rte_kni *kni)
  * previous state, 1 or 0; -1 for a NULL kni. kbridge applies it within
  * milliseconds; until the first call the carrier is on.
  */
-static inline int
+RTE_KNI_API int
 rte_kni_update_link(struct rte_kni *kni, unsigned int linkup)
 {
 	uint64_t link;
@@ -547,7 +557,7 @@ rte_kni_update_link(struct rte_kni *kni, unsigned int linkup)
 
 /* KNI closed /dev/kni here; nothing to close on kbridge. KNIs still
  * allocated stay: rte_kni_release() each. */
-static inline void
+RTE_KNI_API void
 rte_kni_close(void)
 {
 }

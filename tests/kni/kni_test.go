@@ -230,6 +230,39 @@ func (a *app) childCPUs(t *testing.T, name string) string {
 	return ""
 }
 
+// buildAgainstDPDKHeader builds tests/kniapp/kniapp.c against DPDK's own
+// rte_kni.h, not kbridge's, and links it with `pkg-config [--static] --libs
+// librte_kni libdpdk` from make install-dev: what a KNI app of DPDK 22.11
+// does unchanged. It returns the binary and the environment it runs with
+// (the installed librte_kni on LD_LIBRARY_PATH). Skipped on a DPDK without
+// KNI (23.11 on): there is no DPDK header to build against.
+func buildAgainstDPDKHeader(t *testing.T, root, kind string) (string, []string) {
+	t.Helper()
+	inc := harness.DPDKKNIHeaderDir(t)
+	prefix := harness.InstallDev(t, root)
+	pc := []string{"--libs", "librte_kni", "libdpdk"}
+	if kind == "static" {
+		pc = append([]string{"--static"}, pc...)
+	}
+	bin := filepath.Join(t.TempDir(), "kniapp-dpdk-header-"+kind)
+	// DPDK's header marks rte_kni_update_link experimental, as DPDK's
+	// examples/kni's Makefile allows it.
+	args := append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-DALLOW_EXPERIMENTAL_API", "-I" + inc},
+		harness.PkgConfig(t, prefix, "--cflags", "libdpdk")...)
+	args = append(append(args, "-o", bin, filepath.Join(root, "tests/kniapp/kniapp.c")), harness.PkgConfig(t, prefix, pc...)...)
+	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("cc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	dyn := sh(t, "readelf", "-d", bin)
+	if uses := strings.Contains(dyn, "[librte_kni.so."); uses != (kind == "shared") {
+		t.Fatalf("linked %s, the app needs librte_kni.so: %v\n%s", kind, uses, dyn)
+	}
+	if kind == "static" && strings.Contains(dyn, "[librte_") {
+		t.Fatalf("linked statically, the app still needs a shared DPDK library:\n%s", dyn)
+	}
+	return bin, []string{"LD_LIBRARY_PATH=" + filepath.Join(prefix, "lib")}
+}
+
 func sh(t *testing.T, args ...string) string {
 	t.Helper()
 	return harness.Sh(t, nil, args[0], args[1:]...)
@@ -330,6 +363,25 @@ func TestKNIApplication(t *testing.T) {
 		harness.BedTraffic(t)
 		a.stop(t)
 	})
+
+	// An app written against DPDK 22.11's own rte_kni.h, which knows
+	// nothing of kbridge, linked -lrte_kni as pkg-config gives it: KNI's
+	// structures as DPDK lays them out reach librte_kni (the MAC, the
+	// callbacks); static, it carries librte_kni.a and no shared DPDK.
+	for _, kind := range []string{"shared", "static"} {
+		t.Run("built against DPDK's own rte_kni.h, linked -lrte_kni ("+kind+"): traffic, requests, the pool whole", func(t *testing.T) {
+			bin, env := buildAgainstDPDKHeader(t, root, kind)
+			a := startApp(t, root, append(env, "KBT_KNIAPP="+bin), nil, []string{"vEth0"}, "--loop", "split", "--ops", "all", "--mac", kniMAC)
+			if got := attr(t, "vEth0", "address"); got != kniMAC {
+				t.Errorf("vEth0 has MAC %s, want conf.mac_addr %s", got, kniMAC)
+			}
+			harness.BedTraffic(t)
+			a.request(t, "vEth0", "mtu", "1400", true, "mtu", "1400")
+			a.WaitLog("kniapp: change_mtu(0, 1400) = 0", 5*time.Second)
+			a.request(t, "vEth0", "mtu", "1500", true, "mtu", "1500")
+			a.stop(t)
+		})
+	}
 
 	t.Run("one loop, ops NULL, two KNIs allocated twice, named as DPVS names them (dpdk0.kni)", func(t *testing.T) {
 		a := startApp(t, root, nil, nil, []string{"dpdk0.kni_0", "dpdk0.kni_1"}, "--loop", "one", "--ops", "null", "--kni", "2",
