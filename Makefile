@@ -343,7 +343,7 @@ install-dev: librte_kni
 	ln -sfn $$soname.0 $(DESTDIR)$(PREFIX)/lib/$$soname && ln -sfn $$soname $(DESTDIR)$(PREFIX)/lib/librte_kni.so
 	install -m 0644 $(BIN)/lib/librte_kni.a $(DESTDIR)$(PREFIX)/lib/librte_kni.a
 	for pc in kbridge librte_kni librte_kni-libs; do \
-		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(PREFIX)/lib|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/$$pc.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc || exit 1; \
+		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/$$pc.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc || exit 1; \
 	done
 	if [ -z "$(DESTDIR)" ]; then ldconfig 2>/dev/null || echo "install-dev: run ldconfig as root, for dlopen to find $(PREFIX)/lib/librte_kni.so"; fi
 

@@ -105,7 +105,7 @@ ln -s "$soname" "$lib/librte_kni.so"
 install -m 0644 "$top/bin/lib/librte_kni.a" "$lib/librte_kni.a"
 strip --strip-debug --enable-deterministic-archives --remove-section=.comment --remove-section=.note "$lib/librte_kni.a"
 for pc in kbridge librte_kni librte_kni-libs; do
-	sed -e "s|@PREFIX@|/usr|" -e "s|@LIBDIR@|/usr/lib/$multiarch|" -e "s|@VERSION@|$ver|" "$top/deploy/debian/$pc.pc.in" >"$lib/pkgconfig/$pc.pc"
+	sed -e "s|@PREFIX@|/usr|" -e "s|@LIBDIR@|\${prefix}/lib/$multiarch|" -e "s|@VERSION@|$ver|" "$top/deploy/debian/$pc.pc.in" >"$lib/pkgconfig/$pc.pc"
 	chmod 0644 "$lib/pkgconfig/$pc.pc"
 done
 # A man page per command (make man), and bash and zsh completion, from
