@@ -150,11 +150,13 @@ $(BIN)/lib/librte_kni.a: $(BIN)/lib/rte_kni.o
 
 # The app's headers compile without a warning, each alone, as C and as C++
 # (many DPDK apps are C++), against whichever DPDK pkg-config finds, and
-# README.md's example of kbridge.h compiles (tests/header-check.sh).
+# README.md's example of kbridge.h compiles (tests/header-check.sh); rte_kni.h
+# also as librte_kni.pc's Cflags use it (RTE_KNI_LIBRARY).
 header-check: $(BIN)/.header-check
 $(BIN)/.header-check: $(APP_HEADERS) tests/header-check.sh README.md
 	@mkdir -p $(BIN)
 	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
+	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -DRTE_KNI_LIBRARY -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh ring/rte_kni.h
 	@touch $@
 
 # govulncheck over the daemon's module, offline: the Go vulnerability

@@ -48,9 +48,32 @@ extern "C" {
 struct rte_mbuf;
 struct rte_mempool;
 
-/* How KNI's functions are defined: inline in the app that includes this
- * header, exported definitions where librte_kni/rte_kni.c includes it. */
-#ifndef RTE_KNI_API
+/*
+ * How KNI's functions are defined: inline in the app that includes this
+ * header; exported definitions where librte_kni/rte_kni.c includes it
+ * (RTE_KNI_API set). With RTE_KNI_LIBRARY (librte_kni.pc's Cflags) the app
+ * calls librte_kni's instead, declared at the end: then every part of a
+ * process (libmoon's C and its Lua FFI) shares librte_kni's KNIs. The
+ * bodies are then compiled under other names, and unused.
+ */
+#if defined(RTE_KNI_API)
+#define RTE_KNI_DECLARE_
+#elif defined(RTE_KNI_LIBRARY)
+#define RTE_KNI_DECLARE_
+#define RTE_KNI_API static inline
+#define rte_kni_init rte_kni_init_inline_
+#define rte_kni_alloc rte_kni_alloc_inline_
+#define rte_kni_release rte_kni_release_inline_
+#define rte_kni_tx_burst rte_kni_tx_burst_inline_
+#define rte_kni_rx_burst rte_kni_rx_burst_inline_
+#define rte_kni_handle_request rte_kni_handle_request_inline_
+#define rte_kni_get rte_kni_get_inline_
+#define rte_kni_get_name rte_kni_get_name_inline_
+#define rte_kni_register_handlers rte_kni_register_handlers_inline_
+#define rte_kni_unregister_handlers rte_kni_unregister_handlers_inline_
+#define rte_kni_update_link rte_kni_update_link_inline_
+#define rte_kni_close rte_kni_close_inline_
+#else
 #define RTE_KNI_API static inline
 #endif
 
@@ -561,6 +584,39 @@ RTE_KNI_API void
 rte_kni_close(void)
 {
 }
+
+/* librte_kni's functions: what an app built with RTE_KNI_LIBRARY calls,
+ * and, in librte_kni's own build, a check that each definition above has
+ * this signature. */
+#ifdef RTE_KNI_LIBRARY
+#undef rte_kni_init
+#undef rte_kni_alloc
+#undef rte_kni_release
+#undef rte_kni_tx_burst
+#undef rte_kni_rx_burst
+#undef rte_kni_handle_request
+#undef rte_kni_get
+#undef rte_kni_get_name
+#undef rte_kni_register_handlers
+#undef rte_kni_unregister_handlers
+#undef rte_kni_update_link
+#undef rte_kni_close
+#endif
+#ifdef RTE_KNI_DECLARE_
+int rte_kni_init(unsigned int max_kni_ifaces);
+struct rte_kni *rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
+			      struct rte_kni_ops *ops);
+int rte_kni_release(struct rte_kni *kni);
+unsigned rte_kni_tx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num);
+unsigned rte_kni_rx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num);
+int rte_kni_handle_request(struct rte_kni *kni);
+struct rte_kni *rte_kni_get(const char *name);
+const char *rte_kni_get_name(const struct rte_kni *kni);
+int rte_kni_register_handlers(struct rte_kni *kni, struct rte_kni_ops *ops);
+int rte_kni_unregister_handlers(struct rte_kni *kni);
+int rte_kni_update_link(struct rte_kni *kni, unsigned int linkup);
+void rte_kni_close(void);
+#endif
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@ package libkni
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,34 +154,46 @@ func TestPkgConfigNamesDPDKOnce(t *testing.T) {
 // (testdata/knilink.c, no kbridge header) links with `pkg-config --libs
 // librte_kni libdpdk` against librte_kni.so.N, and with --static against
 // librte_kni.a: no librte_* library needed at run time at all (a shared
-// DPDK beside the static one would be a second EAL). Both start: the
-// loader resolved every function (-z now).
+// DPDK beside the static one would be a second EAL). The same program
+// including kbridge's rte_kni.h with librte_kni.pc's Cflags calls the
+// library too (RTE_KNI_LIBRARY), not the header's inline bodies. Each
+// starts: the loader resolved every function (-z now).
 func TestLinkMinusLrteKni(t *testing.T) {
 	root := harness.RepoRoot(t)
 	prefix := harness.InstallDev(t, root)
 	abi := soABI(t, prefix)
 	dir := t.TempDir()
-	for _, kind := range []string{"shared", "static"} {
-		t.Run(kind, func(t *testing.T) {
-			pc := []string{"--libs", "librte_kni", "libdpdk"}
-			if kind == "static" {
+	for _, c := range []struct {
+		name           string
+		static, header bool
+	}{{"shared", false, false}, {"static", true, false}, {"shared, rte_kni.h with librte_kni's Cflags", false, true},
+		{"static, rte_kni.h with librte_kni's Cflags", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			pc := []string{"--cflags", "--libs", "librte_kni", "libdpdk"}
+			if c.static {
 				pc = append([]string{"--static"}, pc...)
 			}
-			prog := filepath.Join(dir, "knilink-"+kind)
-			args := append([]string{"-O1", "-Wall", "-Werror", "-Wl,-z,now", "-o", prog, "testdata/knilink.c"}, harness.PkgConfig(t, prefix, pc...)...)
+			prog := filepath.Join(dir, fmt.Sprintf("knilink-%v-%v", c.static, c.header))
+			args := []string{"-O1", "-Wall", "-Werror", "-Wl,-z,now", "-o", prog, "testdata/knilink.c"}
+			if c.header {
+				args = append(args, "-DKNILINK_HEADER")
+			}
+			args = append(args, harness.PkgConfig(t, prefix, pc...)...)
 			if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
 				t.Fatalf("cc %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 			needed := neededRTE(t, prog)
-			if kind == "shared" && !slices.Contains(needed, "librte_kni.so."+abi) {
+			if !c.static && !slices.Contains(needed, "librte_kni.so."+abi) {
 				t.Errorf("linked shared, it needs %v: no librte_kni.so.%s", needed, abi)
 			}
-			if kind == "static" {
+			if c.static {
 				if len(needed) > 0 {
 					t.Errorf("linked statically, it still needs %v at run time", needed)
 				}
+				// The archive's exported definition, not an inline copy
+				// (t: a local function).
 				if nm := harness.Sh(t, nil, "nm", prog); !strings.Contains(nm, " T rte_kni_alloc\n") {
-					t.Errorf("linked statically, rte_kni_alloc is not in the binary")
+					t.Errorf("linked statically, librte_kni.a's rte_kni_alloc is not in the binary")
 				}
 			}
 			harness.Sh(t, []string{"LD_LIBRARY_PATH=" + filepath.Join(prefix, "lib")}, prog)

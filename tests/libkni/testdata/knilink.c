@@ -5,11 +5,16 @@
  * CMake check_function_exists does), includes no header of kbridge's and
  * links -lrte_kni. It calls each only when given an argument, so that it
  * runs without an EAL: run bare, it shows the loader resolved every one
- * (linked with -z now) and exits 0.
+ * (linked with -z now) and exits 0. With KNILINK_HEADER it includes
+ * kbridge's rte_kni.h instead, as librte_kni.pc's Cflags name it
+ * (RTE_KNI_LIBRARY: the library's functions, not the header's inline ones).
  */
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef KNILINK_HEADER
+#include <rte_kni.h>
+#else
 struct rte_kni;
 struct rte_kni_conf;
 struct rte_kni_ops;
@@ -29,6 +34,7 @@ int rte_kni_register_handlers(struct rte_kni *kni, struct rte_kni_ops *ops);
 int rte_kni_unregister_handlers(struct rte_kni *kni);
 int rte_kni_update_link(struct rte_kni *kni, unsigned int linkup);
 void rte_kni_close(void);
+#endif
 
 int
 main(int argc, char **argv)
