@@ -214,6 +214,28 @@ func TestNoOutsideCitations(t *testing.T) {
 	}
 }
 
+// TestNoMergeConflictLeft reads every file git tracks for a merge's
+// conflict markers: a merge once committed a document with both sides in
+// it, and nothing else reads a document's text as text.
+func TestNoMergeConflictLeft(t *testing.T) {
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("no git work tree: %v", err)
+	}
+	start, end := strings.Repeat("<", 7)+" ", strings.Repeat(">", 7)+" "
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			continue // a file deleted in the work tree
+		}
+		for i, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, start) || strings.HasPrefix(l, end) {
+				t.Errorf("%s:%d: a merge conflict's marker: %.40s", name, i+1, l)
+			}
+		}
+	}
+}
+
 func TestSlug(t *testing.T) {
 	for title, want := range map[string]string{
 		"Mode vhost: the app side over vhost-user":                                    "mode-vhost-the-app-side-over-vhost-user",
