@@ -140,7 +140,8 @@ $(BIN)/lib/rte_kni.o: librte_kni/rte_kni.c $(APP_HEADERS)
 	$(CC) $(KNI_LIB_CFLAGS) -Iring $(DPDK_CFLAGS) -c -o $@ $<
 $(BIN)/lib/librte_kni.so: $(BIN)/lib/rte_kni.o librte_kni/rte_kni.map
 	@abi='$(DPDK_ABI)'; [ -n "$$abi" ] || { echo "librte_kni: no librte_eal.so in $$(pkg-config --variable=libdir libdpdk) to take DPDK's ABI from" >&2; exit 1; }; \
-	sed "s/@ABI@/$$abi/" librte_kni/rte_kni.map >$(BIN)/lib/rte_kni.map && \
+	kbv=$$(sed -n 's/^#define KBRIDGE_REGISTRY_V_ \([0-9]*\) .*/\1/p' ring/kbridge_wakeup.h); [ -n "$$kbv" ] || { echo "librte_kni: no KBRIDGE_REGISTRY_V_ in ring/kbridge_wakeup.h" >&2; exit 1; }; \
+	sed -e "s/@ABI@/$$abi/" -e "s/@KBV@/$$kbv/" librte_kni/rte_kni.map >$(BIN)/lib/rte_kni.map && \
 	$(CC) -shared -o $@ $< -Wl,-soname,librte_kni.so.$$abi -Wl,--version-script=$(BIN)/lib/rte_kni.map \
 		-Wl,-z,relro -Wl,-z,now -Wl,--no-undefined $(DPDK_LIBS) -lpthread && \
 	ln -sfn librte_kni.so $(BIN)/lib/librte_kni.so.$$abi && echo "librte_kni: $@, soname librte_kni.so.$$abi"
@@ -332,8 +333,11 @@ generate:
 # itself with the headers it includes (the compiler looks for a quoted
 # include beside the link, not beside its target); librte_kni in lib/ with
 # its soname link and the link -lrte_kni finds; the pkg-config files. Then
-# ldconfig, unless staged in a DESTDIR, so that dlopen finds librte_kni.so
-# (in PREFIX/lib, which must be in ld.so.conf: /usr/local/lib is on Debian).
+# ldconfig, unless staged in a DESTDIR, so that dlopen finds librte_kni.so,
+# when PREFIX/lib is on the loader's path (/usr/local/lib is, on Debian);
+# otherwise it says so, since ldconfig would not look there. LDCONFIG=: (the
+# tests') leaves the host's cache alone.
+LDCONFIG ?= ldconfig
 .PHONY: install-dev
 install-dev: librte_kni
 	install -d $(DESTDIR)$(PREFIX)/include/kbridge
@@ -347,7 +351,12 @@ install-dev: librte_kni
 	for pc in kbridge librte_kni librte_kni-libs; do \
 		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/$$pc.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc || exit 1; \
 	done
-	if [ -z "$(DESTDIR)" ]; then ldconfig 2>/dev/null || echo "install-dev: run ldconfig as root, for dlopen to find $(PREFIX)/lib/librte_kni.so"; fi
+	@if [ -n "$(DESTDIR)" ]; then exit 0; fi; \
+	lib=$$(readlink -f $(PREFIX)/lib); \
+	for d in $$($(LDCONFIG) -v -N 2>/dev/null | sed -n 's/^\([^[:space:]][^:]*\):.*/\1/p'); do \
+		[ "$$(readlink -f "$$d")" = "$$lib" ] && { $(LDCONFIG) 2>/dev/null || echo "install-dev: run ldconfig as root, for dlopen to find $(PREFIX)/lib/librte_kni.so"; exit 0; }; \
+	done; \
+	echo "install-dev: $(PREFIX)/lib is not on the loader's path (ldconfig -v -N): dlopen(\"librte_kni.so\") and an app linked -lrte_kni find it only with LD_LIBRARY_PATH=$(PREFIX)/lib, or once it is in /etc/ld.so.conf.d/ and ldconfig has run"
 
 install: build install-dev
 	install -D -m 0755 $(BIN)/kbridge $(DESTDIR)$(PREFIX)/bin/kbridge

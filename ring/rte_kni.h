@@ -33,6 +33,7 @@
 
 #include <rte_ethdev.h>
 #include <rte_ether.h>
+#include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_pci.h>
 
@@ -58,6 +59,7 @@ struct rte_mempool;
  */
 #if defined(RTE_KNI_API)
 #define RTE_KNI_DECLARE_
+#define RTE_KNI_EAL_CHECK_
 #elif defined(RTE_KNI_LIBRARY)
 #define RTE_KNI_DECLARE_
 #define RTE_KNI_API static inline
@@ -124,10 +126,14 @@ struct rte_kni {
 };
 
 /* The KNIs of this process, for rte_kni_get(); weak, as kbridge.h's ports
- * registry, so that every translation unit shares one. */
-__attribute__((weak)) struct rte_kni *rte_kni_list_[KBRIDGE_MAX_PORTS];
-__attribute__((weak)) pthread_mutex_t rte_kni_lock_ = PTHREAD_MUTEX_INITIALIZER;
-__attribute__((weak)) int rte_kni_logtype_ = -1;
+ * registry, so that every translation unit shares one, and exported by
+ * librte_kni.so as that registry is (kbridge_wakeup.h), under names that
+ * carry the header's version as struct rte_kni changes with it. */
+#define rte_kni_list_ KBRIDGE_REGISTRY_NAME_(rte_kni_list_v)
+#define rte_kni_lock_ KBRIDGE_REGISTRY_NAME_(rte_kni_lock_v)
+KBRIDGE_REGISTRY_ struct rte_kni *rte_kni_list_[KBRIDGE_MAX_PORTS];
+KBRIDGE_REGISTRY_ pthread_mutex_t rte_kni_lock_ = PTHREAD_MUTEX_INITIALIZER;
+KBRIDGE_REGISTRY_ int rte_kni_logtype_ = -1;
 
 /* KNI's log type, "lib.kni", registered once. */
 static inline int
@@ -148,13 +154,41 @@ rte_kni_log_type_(void)
 	rte_log(RTE_LOG_##level, rte_kni_log_type_(), "KNI: " __VA_ARGS__)
 
 /*
+ * Whether this copy of DPDK's EAL was initialised. librte_kni.so calls the
+ * shared DPDK libraries it was linked with: an app linked with DPDK
+ * statically that loads it (dlopen, LuaJIT's ffi.load, a stray -lrte_kni)
+ * brings in a second EAL, never initialised, whose empty tables
+ * rte_kni_alloc() would crash in: no lcore is no EAL. Said on stderr,
+ * since that EAL's log is no one's. Checked in librte_kni only: inline,
+ * the header calls the app's own EAL, as KNI did.
+ */
+static inline int
+rte_kni_eal_ready_(const char *fn)
+{
+#ifdef RTE_KNI_EAL_CHECK_
+	if (rte_lcore_count() > 0)
+		return 1;
+	fprintf(stderr,
+		"KNI: %s: the DPDK this librte_kni calls was never initialised (rte_eal_init): a second DPDK in the process? An app linked with DPDK statically takes librte_kni.a, not librte_kni.so (docs/KNI.md, librte_kni)\n",
+		fn);
+	return 0;
+#else
+	(void)fn;
+	return 1;
+#endif
+}
+
+/*
  * KNI opened /dev/kni here. Nothing to open on kbridge: registers the log
- * type and returns 0. max_kni_ifaces has no effect: the bound is
- * KBRIDGE_MAX_PORTS KNIs per process. rte_kni_alloc() works without it.
+ * type and returns 0 (librte_kni: -1 when its EAL was never initialised).
+ * max_kni_ifaces has no effect: the bound is KBRIDGE_MAX_PORTS KNIs per
+ * process. rte_kni_alloc() works without it.
  */
 RTE_KNI_API int
 rte_kni_init(unsigned int max_kni_ifaces)
 {
+	if (!rte_kni_eal_ready_("rte_kni_init"))
+		return -1;
 	if (max_kni_ifaces > KBRIDGE_MAX_PORTS)
 		RTE_KNI_LOG_(WARNING, "%u interfaces asked for: kbridge's rte_kni.h takes %d per process\n",
 			     max_kni_ifaces, KBRIDGE_MAX_PORTS);
@@ -261,6 +295,8 @@ rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
 	char why[256] = "";
 	int i, slot = -1, ret;
 
+	if (!rte_kni_eal_ready_("rte_kni_alloc"))
+		return NULL;
 	if (pktmbuf_pool == NULL || conf == NULL || conf->name[0] == '\0' ||
 	    strnlen(conf->name, RTE_KNI_NAMESIZE) >= RTE_KNI_NAMESIZE) {
 		RTE_KNI_LOG_(ERR, "rte_kni_alloc: no mbuf pool, no configuration, or no name of at most %d characters\n",

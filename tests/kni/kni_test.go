@@ -263,6 +263,48 @@ func buildAgainstDPDKHeader(t *testing.T, root, kind string) (string, []string) 
 	return bin, []string{"LD_LIBRARY_PATH=" + filepath.Join(prefix, "lib")}
 }
 
+// mixedWakeups runs testdata/mixwake.c, built with librte_kni's Cflags and
+// libs from make install-dev (shared): one process with a kbridge.h port of
+// its own and a KNI of librte_kni.so, kniFirst saying which comes first
+// (whose kbridge.h copy registers DPDK's wakeup action). It checks that both
+// ports got their worker's eventfd (the app's word) and that both kbridges
+// started with wakeups.
+func mixedWakeups(t *testing.T, root string, kniFirst bool) {
+	t.Helper()
+	prefix := harness.InstallDev(t, root)
+	bin := filepath.Join(t.TempDir(), "mixwake")
+	args := append([]string{"-O2", "-Wall", "-Werror", "-o", bin, "testdata/mixwake.c"},
+		harness.PkgConfig(t, prefix, "--cflags", "--libs", "librte_kni", "libdpdk")...)
+	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("cc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	cmd := []string{"ip", "netns", "exec", "kbt-dut", bin, "-l", "0", "--file-prefix", "kbt-kni",
+		"--proc-type", "primary", "--no-pci", "--"}
+	if kniFirst {
+		cmd = append(cmd, "--kni-first")
+	}
+	p := harness.StartSpec(t, "mixwake", harness.Spec{Env: []string{"KBRIDGE_BIN=" + filepath.Join(root, "bin/kbridge"),
+		"LD_LIBRARY_PATH=" + filepath.Join(prefix, "lib")}}, cmd...)
+	if !p.ExitedWithin(90 * time.Second) {
+		t.Fatalf("mixwake still runs after 90 s:\n%s", p.Log.String())
+	}
+	log := p.Log.String()
+	if !strings.Contains(log, "mixwake: eventfd port=1 kni=1\n") || p.ExitCode() != 0 {
+		t.Errorf("mixwake exited %d; both ports must get their eventfd:\n%s", p.ExitCode(), log)
+	}
+	if got := strings.Count(log, "wakeups=true"); got != 2 {
+		t.Errorf("%d kbridges started with wakeups, want 2 (the app's port and the KNI):\n%s", got, log)
+	}
+	if strings.Contains(log, "is another copy's of kbridge.h") {
+		t.Errorf("a kbridge.h copy found the wakeup action another registry's:\n%s", log)
+	}
+	for _, n := range []string{"kbmix", "kbmixkni"} {
+		if gone, out := harness.LinkGone("kbt-dut", n); !gone {
+			t.Errorf("%s still exists after mixwake exited: %s", n, out)
+		}
+	}
+}
+
 func sh(t *testing.T, args ...string) string {
 	t.Helper()
 	return harness.Sh(t, nil, args[0], args[1:]...)
@@ -302,7 +344,7 @@ func TestKNIApplication(t *testing.T) {
 	env := append([]string{"KBT_NO_BRIDGE=1"}, harness.LockedEnv...)
 	t.Cleanup(func() {
 		harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/down.sh"))
-		harness.CheckNothingLeft(t, "vEth0", "dpdk0.kni_0", "dpdk0.kni_1")
+		harness.CheckNothingLeft(t, "vEth0", "dpdk0.kni_0", "dpdk0.kni_1", "kbmix", "kbmixkni")
 	})
 	if out := harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/up.sh")); !strings.Contains(out, "testbed up") {
 		t.Fatalf("up.sh did not say 'testbed up':\n%s", out)
@@ -380,6 +422,15 @@ func TestKNIApplication(t *testing.T) {
 			a.WaitLog("kniapp: change_mtu(0, 1400) = 0", 5*time.Second)
 			a.request(t, "vEth0", "mtu", "1500", true, "mtu", "1500")
 			a.stop(t)
+		})
+	}
+
+	// librte_kni.so exports its registries (KBRIDGE_PRIVATE_<ABI>): the
+	// dynamic linker binds them to the app's own kbridge.h copies, so one
+	// wakeup handler knows both ports, whichever copy registered it.
+	for _, kniFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a kbridge.h port and a librte_kni KNI in one process both get wakeups (KNI first: %v)", kniFirst), func(t *testing.T) {
+			mixedWakeups(t, root, kniFirst)
 		})
 	}
 
