@@ -15,16 +15,19 @@ import (
 )
 
 // InstallDev runs `make install-dev PREFIX=<a temporary directory>` in the
-// repository (building librte_kni first if it is not up to date) and returns
-// the prefix: PREFIX/lib holds librte_kni, PREFIX/lib/pkgconfig the .pc
-// files, naming PREFIX itself.
+// repository and returns the prefix: PREFIX/lib holds librte_kni,
+// PREFIX/lib/pkgconfig the .pc files, naming PREFIX itself. librte_kni is
+// built into a temporary BIN, never the tree's bin/ (which deploy/deb.sh
+// may be packaging meanwhile), and LDCONFIG=: keeps the host's
+// /etc/ld.so.cache out of it: the tests find the library by
+// LD_LIBRARY_PATH.
 func InstallDev(t *testing.T, root string) string {
 	t.Helper()
 	if _, err := exec.LookPath("pkg-config"); err != nil {
 		t.Skip("pkg-config missing: make deps installs it")
 	}
 	prefix := t.TempDir()
-	c := exec.Command("make", "-s", "--no-print-directory", "install-dev", "PREFIX="+prefix)
+	c := exec.Command("make", "-s", "--no-print-directory", "install-dev", "PREFIX="+prefix, "BIN="+t.TempDir(), "LDCONFIG=:")
 	c.Dir = root
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("make install-dev PREFIX=%s: %v\n%s", prefix, err, out)
@@ -86,6 +89,18 @@ func DPDKKNIHeaderDir(t *testing.T) string {
 		t.Fatalf("no DPDK %s rte_kni.h in %s: make deps keeps it (deploy/dpdk-src.sh), or set DPDK_SRC to the source tree", v, dir)
 	}
 	return dir
+}
+
+// DPDKKNIVersionMap is DPDK's own lib/kni/version.map beside the header
+// DPDKKNIHeaderDir finds (skipped, failed, as it is): the exports of
+// DPDK's librte_kni.so.
+func DPDKKNIVersionMap(t *testing.T) string {
+	t.Helper()
+	m := filepath.Join(DPDKKNIHeaderDir(t), "version.map")
+	if _, err := os.Stat(m); err != nil {
+		t.Fatalf("no DPDK version.map beside its rte_kni.h: make deps keeps it (deploy/dpdk-src.sh), or set DPDK_SRC to the source tree: %v", err)
+	}
+	return m
 }
 
 // KNIAPIFunctions are the functions rte_kni.h defines with RTE_KNI_API:

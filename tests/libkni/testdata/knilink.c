@@ -3,9 +3,10 @@
  * knilink: a program that declares KNI's functions itself, as DPDK 22.11's
  * lib/kni/rte_kni.h declares them (and as a Rust crate's extern block or a
  * CMake check_function_exists does), includes no header of kbridge's and
- * links -lrte_kni. It calls each only when given an argument, so that it
- * runs without an EAL: run bare, it shows the loader resolved every one
- * (linked with -z now) and exits 0. With KNILINK_HEADER it includes
+ * links -lrte_kni. It calls each only when given an argument, without an
+ * EAL (librte_kni must refuse: rte_kni_init's and rte_kni_alloc's answers
+ * printed); run bare, it shows the loader resolved every one (linked with
+ * -z now) and exits 0. With KNILINK_HEADER it includes
  * kbridge's rte_kni.h instead, as librte_kni.pc's Cflags name it
  * (RTE_KNI_LIBRARY: the library's functions, not the header's inline ones).
  */
@@ -44,15 +45,16 @@ main(int argc, char **argv)
 	(void)argv;
 	if (argc < 2)
 		return 0;
-	rte_kni_init(1);
+	printf("rte_kni_init(1) = %d\n", rte_kni_init(1));
 	kni = rte_kni_alloc(NULL, NULL, NULL);
+	printf("rte_kni_alloc = %s\n", kni == NULL ? "NULL" : "a KNI");
 	rte_kni_handle_request(kni);
 	rte_kni_rx_burst(kni, NULL, 0);
 	rte_kni_tx_burst(kni, NULL, 0);
 	rte_kni_register_handlers(kni, NULL);
 	rte_kni_unregister_handlers(kni);
 	rte_kni_update_link(kni, 1);
-	printf("%s\n", rte_kni_get_name(rte_kni_get("x")));
+	printf("rte_kni_get = %s\n", rte_kni_get("x") == NULL ? "NULL" : "a KNI");
 	rte_kni_release(kni);
 	rte_kni_close();
 	return 0;
