@@ -131,7 +131,14 @@ install -m 0644 "$top/deploy/debian/copyright" "$doc/copyright"
 commit=$(git -C "$top" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 {
 	printf 'kbridge (%s) unstable; urgency=medium\n\n' "$ver"
-	printf '  * Built by make deb from commit %s against DPDK %s.\n\n' "$commit" "$dpdk"
+	printf '  * Built by make deb from commit %s against DPDK %s.\n' "$commit" "$dpdk"
+	# What an app's build must change (deploy/debian/NEWS), wrapped as
+	# dpkg-parsechangelog and lintian take a changelog's lines.
+	grep -v '^#' "$top/deploy/debian/NEWS" | while IFS= read -r line; do
+		printf '%s\n' "$line" | fold -s -w 72 | sed -e 's/ *$//' -e '1s/^/  * /' -e '1!s/^/    /'
+	done
+	printf '\n'
+
 	printf ' -- %s  %s\n' "${DEB_MAINTAINER:-kbridge maintainers <kbridge@example.org>}" \
 		"$(LC_ALL=C date -u -R -d "@$(git -C "$top" log -1 --format=%ct 2>/dev/null || date +%s)")"
 } | gzip -9n >"$doc/changelog.gz"
@@ -162,6 +169,9 @@ sed '1a\* Build-Depends-Package: kbridge' "$work/symbols" >"$root/DEBIAN/symbols
 echo "librte_kni ${soname#librte_kni.so.} kbridge (>= $ver)" >"$root/DEBIAN/shlibs"
 chmod 0644 "$root/DEBIAN/symbols" "$root/DEBIAN/shlibs"
 echo "activate-noawait ldconfig" >"$root/DEBIAN/triggers"
+# Conflicts: DPDK's own KNI package of this ABI (librte-kni23 for 22.11)
+# ships the same librte_kni.so.N: apt refuses the pair up front instead of
+# dpkg failing on the overlap in the middle of an unpack.
 # md5sums: every file but the conffile (dpkg keeps the conffile's own sum).
 (cd "$root" && find . -type f ! -path ./DEBIAN/\* ! -path ./etc/kbridge/kbridge.yaml -printf '%P\0' |
 	LC_ALL=C sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
@@ -172,6 +182,7 @@ Architecture: $arch
 Maintainer: ${DEB_MAINTAINER:-kbridge maintainers <kbridge@example.org>}
 Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
 Depends: $deps
+Conflicts: librte-kni${soname#librte_kni.so.}
 Section: net
 Priority: optional
 Description: DPDK-to-kernel exception path bridge
