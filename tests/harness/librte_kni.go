@@ -26,8 +26,21 @@ func InstallDev(t *testing.T, root string) string {
 	if _, err := exec.LookPath("pkg-config"); err != nil {
 		t.Skip("pkg-config missing: make deps installs it")
 	}
-	prefix := t.TempDir()
-	c := exec.Command("make", "-s", "--no-print-directory", "install-dev", "PREFIX="+prefix, "BIN="+t.TempDir(), "LDCONFIG=:")
+	// Directories of its own, not t.TempDir(): that is named after the
+	// test, whose name may hold a comma, which the linker's -Wl, splits.
+	prefix, err := os.MkdirTemp("", "kbridge-prefix-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.MkdirTemp("", "kbridge-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(prefix)
+		os.RemoveAll(bin)
+	})
+	c := exec.Command("make", "-s", "--no-print-directory", "install-dev", "PREFIX="+prefix, "BIN="+bin, "LDCONFIG=:")
 	c.Dir = root
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("make install-dev PREFIX=%s: %v\n%s", prefix, err, out)
