@@ -37,13 +37,10 @@ else
 	for h in $hdrs; do install -m 0644 "$TREE/$h" "$P/include/kbridge/"; done
 	ver=$(git -C "$TREE" describe --always --dirty 2>/dev/null || echo dev)
 	sed -e "s|@PREFIX@|$P|" -e "s|@VERSION@|$ver|" "$TREE/deploy/debian/kbridge.pc.in" >"$P/lib/pkgconfig/kbridge.pc"
-	# a librte_kni.pc, if the tree carries a template for one
-	for t in "$TREE"/deploy/debian/*.pc.in; do
-		n=$(basename "$t" .in)
-		[ "$n" = kbridge.pc ] && continue
-		sed -e "s|@PREFIX@|$P|" -e "s|@VERSION@|$ver|" "$t" >"$P/lib/pkgconfig/$n"
-		echo "kbprefix: also installed $n; its library is NOT built by this mode: use KB_MAKE_INSTALL=1" >&2
-	done
+	# librte_kni's .pc files are left out: this mode builds no library, and
+	# the build scripts link librte_kni whenever pkg-config finds it.
+	[ -e "$TREE/deploy/debian/librte_kni.pc.in" ] &&
+		echo "kbprefix: the headers alone; for librte_kni use KB_MAKE_INSTALL=1" >&2
 	if [ -z "${KB_NO_BINARY:-}" ]; then
 		go=$(cd "$TREE" && bash deploy/go.sh)
 		(cd "$TREE" && nice -n 19 "$go" build -trimpath -ldflags "-X main.version=$ver" -o "$P/bin/kbridge" ./cmd/kbridge) >&2
