@@ -83,7 +83,7 @@ deps:
 	@bash deploy/deps.sh
 
 build: $(BIN)/kbridge $(BIN)/kbridge-refapp $(BIN)/kbridge-kniapp $(BIN)/kbridge-floor header-check man \
-	$(BIN)/kbridge-refapp-static $(BIN)/kbridge-kniapp-static
+	$(BIN)/kbridge-refapp-static $(BIN)/kbridge-kniapp-static librte_kni
 
 # A position-independent executable, as Debian builds its binaries
 # (ASLR for the program too; lintian's hardening-no-pie).
@@ -125,13 +125,39 @@ $(BIN)/kbridge-kniapp: tests/kniapp/kniapp.c $(APP_HEADERS)
 	@mkdir -p $(BIN)
 	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
+# librte_kni: rte_kni.h's bodies compiled once as exported functions
+# (librte_kni/rte_kni.c), shared and static, in $(BIN)/lib/ (docs/KNI.md,
+# librte_kni). The soname is librte_kni.so.ABI, ABI the DPDK's own (23 for
+# 22.11: DPDK's librte_kni.so.23), read from its librte_eal.so, and the
+# version script's nodes are named after it (DPDK_23). One object, -fPIC,
+# for both: a static app is a position-independent executable too.
+.PHONY: librte_kni
+librte_kni: $(BIN)/lib/librte_kni.so $(BIN)/lib/librte_kni.a
+DPDK_ABI = $(shell readelf -d $(shell pkg-config --variable=libdir libdpdk)/librte_eal.so 2>/dev/null | sed -n 's/.*(SONAME).*\[librte_eal\.so\.\([0-9]*\)\]/\1/p')
+KNI_LIB_CFLAGS = -O2 -g $(HDR_WARN) -fPIC -fvisibility=hidden -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+$(BIN)/lib/rte_kni.o: librte_kni/rte_kni.c $(APP_HEADERS)
+	@mkdir -p $(BIN)/lib
+	$(CC) $(KNI_LIB_CFLAGS) -Iring $(DPDK_CFLAGS) -c -o $@ $<
+$(BIN)/lib/librte_kni.so: $(BIN)/lib/rte_kni.o librte_kni/rte_kni.map
+	@abi='$(DPDK_ABI)'; [ -n "$$abi" ] || { echo "librte_kni: no librte_eal.so in $$(pkg-config --variable=libdir libdpdk) to take DPDK's ABI from" >&2; exit 1; }; \
+	kbv=$$(sed -n 's/^#define KBRIDGE_REGISTRY_V_ \([0-9]*\) .*/\1/p' ring/kbridge_wakeup.h); [ -n "$$kbv" ] || { echo "librte_kni: no KBRIDGE_REGISTRY_V_ in ring/kbridge_wakeup.h" >&2; exit 1; }; \
+	sed -e "s/@ABI@/$$abi/" -e "s/@KBV@/$$kbv/" librte_kni/rte_kni.map >$(BIN)/lib/rte_kni.map && \
+	$(CC) -shared -o $@ $< -Wl,-soname,librte_kni.so.$$abi -Wl,--version-script=$(BIN)/lib/rte_kni.map \
+		-Wl,-z,relro -Wl,-z,now -Wl,--no-undefined $(DPDK_LIBS) -lpthread && \
+	ln -sfn librte_kni.so $(BIN)/lib/librte_kni.so.$$abi && echo "librte_kni: $@, soname librte_kni.so.$$abi"
+$(BIN)/lib/librte_kni.a: $(BIN)/lib/rte_kni.o
+	rm -f $@
+	$(AR) rcD $@ $<
+
 # The app's headers compile without a warning, each alone, as C and as C++
 # (many DPDK apps are C++), against whichever DPDK pkg-config finds, and
-# README.md's example of kbridge.h compiles (tests/header-check.sh).
+# README.md's example of kbridge.h compiles (tests/header-check.sh); rte_kni.h
+# also as librte_kni.pc's Cflags use it (RTE_KNI_LIBRARY).
 header-check: $(BIN)/.header-check
 $(BIN)/.header-check: $(APP_HEADERS) tests/header-check.sh README.md
 	@mkdir -p $(BIN)
 	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
+	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -DRTE_KNI_LIBRARY -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh ring/rte_kni.h
 	@touch $@
 
 # govulncheck over the daemon's module, offline: the Go vulnerability
@@ -285,7 +311,7 @@ profile: deps build
 # release's Debian root of tests/dpdkroot, against its DPDK and depending
 # on its packages: bin/dpdk<release>/kbridge_<version>_<arch>.deb.
 DEB_DPDK ?=
-deb: $(if $(DEB_DPDK),,$(BIN)/kbridge man)
+deb: $(if $(DEB_DPDK),,$(BIN)/kbridge man librte_kni)
 	@KBRIDGE_DEB_DPDK=$(DEB_DPDK) GO=$(GO) bash deploy/deb.sh $(if $(DEB_DPDK),$(BIN)/dpdk$(DEB_DPDK),$(BIN))
 
 # The OCI image of kbridge (root): bin/kbridge, the DPDK runtime it was
@@ -302,16 +328,38 @@ image: $(BIN)/kbridge
 generate:
 	$(GO) generate ./xdp/
 
-# The app's headers in include/kbridge/, and kbridge.h linked into include/
-# itself with the headers it includes: the compiler looks for a quoted
-# include beside the link, not beside its target.
-install: build
-	install -D -m 0755 $(BIN)/kbridge $(DESTDIR)$(PREFIX)/bin/kbridge
+# What an app builds with (install-dev, alone needs no make build): the
+# app's headers in include/kbridge/, and kbridge.h linked into include/
+# itself with the headers it includes (the compiler looks for a quoted
+# include beside the link, not beside its target); librte_kni in lib/ with
+# its soname link and the link -lrte_kni finds; the pkg-config files. Then
+# ldconfig, unless staged in a DESTDIR, so that dlopen finds librte_kni.so,
+# when PREFIX/lib is on the loader's path (/usr/local/lib is, on Debian);
+# otherwise it says so, since ldconfig would not look there. LDCONFIG=: (the
+# tests') leaves the host's cache alone.
+LDCONFIG ?= ldconfig
+.PHONY: install-dev
+install-dev: librte_kni
 	install -d $(DESTDIR)$(PREFIX)/include/kbridge
 	install -m 0644 $(APP_HEADERS) $(DESTDIR)$(PREFIX)/include/kbridge/
 	for h in $(notdir $(KBRIDGE_HEADERS)); do ln -sfn kbridge/$$h $(DESTDIR)$(PREFIX)/include/$$h || exit 1; done
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/kbridge.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/kbridge.pc
+	soname=$$(readelf -d $(BIN)/lib/librte_kni.so | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p') && \
+	install -m 0644 $(BIN)/lib/librte_kni.so $(DESTDIR)$(PREFIX)/lib/$$soname.0 && \
+	ln -sfn $$soname.0 $(DESTDIR)$(PREFIX)/lib/$$soname && ln -sfn $$soname $(DESTDIR)$(PREFIX)/lib/librte_kni.so
+	install -m 0644 $(BIN)/lib/librte_kni.a $(DESTDIR)$(PREFIX)/lib/librte_kni.a
+	for pc in kbridge librte_kni librte_kni-libs; do \
+		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$${prefix}/lib|' -e 's|@VERSION@|$(VERSION)|' deploy/debian/$$pc.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc || exit 1; \
+	done
+	@if [ -n "$(DESTDIR)" ]; then exit 0; fi; \
+	lib=$$(readlink -f $(PREFIX)/lib); \
+	for d in $$($(LDCONFIG) -v -N 2>/dev/null | sed -n 's/^\([^[:space:]][^:]*\):.*/\1/p'); do \
+		[ "$$(readlink -f "$$d")" = "$$lib" ] && { $(LDCONFIG) 2>/dev/null || echo "install-dev: run ldconfig as root, for dlopen to find $(PREFIX)/lib/librte_kni.so"; exit 0; }; \
+	done; \
+	echo "install-dev: $(PREFIX)/lib is not on the loader's path (ldconfig -v -N): dlopen(\"librte_kni.so\") and an app linked -lrte_kni find it only with LD_LIBRARY_PATH=$(PREFIX)/lib, or once it is in /etc/ld.so.conf.d/ and ldconfig has run"
+
+install: build install-dev
+	install -D -m 0755 $(BIN)/kbridge $(DESTDIR)$(PREFIX)/bin/kbridge
 	bash deploy/unit.sh $(PREFIX) >$(BIN)/kbridge.service
 	install -D -m 0644 $(BIN)/kbridge.service $(DESTDIR)/etc/systemd/system/kbridge.service
 	install -D -m 0644 deploy/kbridge.service.d/10-dpdk-app.conf $(DESTDIR)/etc/systemd/system/kbridge.service.d/10-dpdk-app.conf

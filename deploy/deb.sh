@@ -88,9 +88,26 @@ install -D -m 0644 "$top/deploy/kbridge.yaml" "$root/etc/kbridge/kbridge.yaml"
 # kbridge.h with the headers it includes, and KNI's API over it (docs/KNI.md).
 install -d "$root/usr/include/kbridge"
 install -m 0644 "$top"/ring/kbridge*.h "$top"/ring/rte_kni*.h "$root/usr/include/kbridge/"
-install -d "$root/usr/lib/$multiarch/pkgconfig"
-sed -e "s|@PREFIX@|/usr|" -e "s|@VERSION@|$ver|" "$top/deploy/debian/kbridge.pc.in" >"$root/usr/lib/$multiarch/pkgconfig/kbridge.pc"
-chmod 0644 "$root/usr/lib/$multiarch/pkgconfig/kbridge.pc"
+# librte_kni (make build's bin/lib; docs/KNI.md): the shared library under
+# its soname (librte_kni.so.23 on 22.11) with the link -lrte_kni and dlopen
+# find, the archive for static links, stripped as Debian ships them; and
+# the pkg-config files.
+lib=$root/usr/lib/$multiarch
+for f in librte_kni.so librte_kni.a; do
+	[ -f "$top/bin/lib/$f" ] || { echo "deb: $top/bin/lib/$f missing: make build first (make deb does)" >&2; exit 1; }
+done
+soname=$(readelf -d "$top/bin/lib/librte_kni.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+install -d "$lib/pkgconfig"
+install -m 0644 "$top/bin/lib/librte_kni.so" "$lib/$soname.0"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$lib/$soname.0"
+ln -s "$soname.0" "$lib/$soname"
+ln -s "$soname" "$lib/librte_kni.so"
+install -m 0644 "$top/bin/lib/librte_kni.a" "$lib/librte_kni.a"
+strip --strip-debug --enable-deterministic-archives --remove-section=.comment --remove-section=.note "$lib/librte_kni.a"
+for pc in kbridge librte_kni librte_kni-libs; do
+	sed -e "s|@PREFIX@|/usr|" -e "s|@LIBDIR@|\${prefix}/lib/$multiarch|" -e "s|@VERSION@|$ver|" "$top/deploy/debian/$pc.pc.in" >"$lib/pkgconfig/$pc.pc"
+	chmod 0644 "$lib/pkgconfig/$pc.pc"
+done
 # A man page per command (make man), and bash and zsh completion, from
 # the binary's own command line.
 ls "$top"/bin/man/*.8 >/dev/null 2>&1 || { echo "deb: $top/bin/man has no man pages: make man first (make deb does)" >&2; exit 1; }
@@ -114,27 +131,47 @@ install -m 0644 "$top/deploy/debian/copyright" "$doc/copyright"
 commit=$(git -C "$top" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 {
 	printf 'kbridge (%s) unstable; urgency=medium\n\n' "$ver"
-	printf '  * Built by make deb from commit %s against DPDK %s.\n\n' "$commit" "$dpdk"
+	printf '  * Built by make deb from commit %s against DPDK %s.\n' "$commit" "$dpdk"
+	# What an app's build must change (deploy/debian/NEWS), wrapped as
+	# dpkg-parsechangelog and lintian take a changelog's lines.
+	grep -v '^#' "$top/deploy/debian/NEWS" | while IFS= read -r line; do
+		printf '%s\n' "$line" | fold -s -w 72 | sed -e 's/ *$//' -e '1s/^/  * /' -e '1!s/^/    /'
+	done
+	printf '\n'
+
 	printf ' -- %s  %s\n' "${DEB_MAINTAINER:-kbridge maintainers <kbridge@example.org>}" \
 		"$(LC_ALL=C date -u -R -d "@$(git -C "$top" log -1 --format=%ct 2>/dev/null || date +%s)")"
 } | gzip -9n >"$doc/changelog.gz"
 chmod 0644 "$doc/changelog.gz"
 
 # Depends from what the binary links (see the top).
-deps=$(cd "$work" && dpkg-shlibdeps -O --ignore-missing-info -e"$root/usr/bin/kbridge" 2>"$work/shlibdeps.err") || {
+deps=$(cd "$work" && dpkg-shlibdeps -O --ignore-missing-info -e"$root/usr/bin/kbridge" -e"$lib/$soname.0" 2>"$work/shlibdeps.err") || {
 	cat "$work/shlibdeps.err" >&2
 	exit 1
 }
 deps=${deps#shlibs:Depends=}
-for lib in $(readelf -d "$root/usr/bin/kbridge" | sed -n 's/.*NEEDED.*\[\(librte_[^]]*\)\].*/\1/p'); do
-	if ! dpkg -S "*/$lib" >/dev/null 2>&1; then
-		echo "deb: warning: $lib is in no Debian package (a DPDK built from source?): the package does not depend on it" >&2
+for so in $(readelf -d "$root/usr/bin/kbridge" "$lib/$soname.0" | sed -n 's/.*NEEDED.*\[\(librte_[^]]*\)\].*/\1/p' | sort -u); do
+	if ! dpkg -S "*/$so" >/dev/null 2>&1; then
+		echo "deb: warning: $so is in no Debian package (a DPDK built from source?): the package does not depend on it" >&2
 	fi
 done
 
 mkdir -p "$root/DEBIAN"
 install -m 0755 "$top/deploy/debian/postinst" "$top/deploy/debian/prerm" "$top/deploy/debian/postrm" "$root/DEBIAN/"
 echo /etc/kbridge/kbridge.yaml >"$root/DEBIAN/conffiles"
+# librte_kni's symbols, each with the version that first had it (this one),
+# for the packages of apps linked against it (dpkg-shlibdeps reads it), and
+# the trigger that runs ldconfig after an install or removal.
+# The shlibs file says the same for what reads no symbols file.
+(cd "$work" && dpkg-gensymbols -q -pkbridge -P"$root" -v"$ver" -e"$lib/$soname.0" -O"$work/symbols") ||
+	{ echo "deb: dpkg-gensymbols failed" >&2; exit 1; }
+sed '1a\* Build-Depends-Package: kbridge' "$work/symbols" >"$root/DEBIAN/symbols"
+echo "librte_kni ${soname#librte_kni.so.} kbridge (>= $ver)" >"$root/DEBIAN/shlibs"
+chmod 0644 "$root/DEBIAN/symbols" "$root/DEBIAN/shlibs"
+echo "activate-noawait ldconfig" >"$root/DEBIAN/triggers"
+# Conflicts: DPDK's own KNI package of this ABI (librte-kni23 for 22.11)
+# ships the same librte_kni.so.N: apt refuses the pair up front instead of
+# dpkg failing on the overlap in the middle of an unpack.
 # md5sums: every file but the conffile (dpkg keeps the conffile's own sum).
 (cd "$root" && find . -type f ! -path ./DEBIAN/\* ! -path ./etc/kbridge/kbridge.yaml -printf '%P\0' |
 	LC_ALL=C sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
@@ -145,6 +182,7 @@ Architecture: $arch
 Maintainer: ${DEB_MAINTAINER:-kbridge maintainers <kbridge@example.org>}
 Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
 Depends: $deps
+Conflicts: librte-kni${soname#librte_kni.so.}
 Section: net
 Priority: optional
 Description: DPDK-to-kernel exception path bridge
@@ -154,7 +192,8 @@ Description: DPDK-to-kernel exception path bridge
  a systemd unit that starts and stops it with the app.
  .
  Built against DPDK $dpdk: in ring mode the app must run this same DPDK.
- The package also carries kbridge.h and kbridge.pc for building apps.
+ The package also carries kbridge.h and kbridge.pc for building apps, and
+ librte_kni, KNI's API over kbridge for apps written for KNI.
 EOF
 deb=$out/kbridge_${ver}_$arch.deb
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null

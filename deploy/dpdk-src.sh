@@ -2,7 +2,12 @@
 # dpdk-src.sh: prints a directory that holds what kbridge's build checks
 # against in DPDK's source, for the DPDK installed here: lib/vhost/vhost_user.h
 # (librte_vhost's private message layout, which DPDK does not install; ring/
-# vhost_msg.h mirrors it) and VERSION. Taken once from Debian's source
+# vhost_msg.h mirrors it), VERSION and, for a DPDK that still had KNI
+# (22.11 and before), lib/kni/rte_kni.h and rte_kni_common.h: DPDK's own KNI
+# header, which tests/kni builds an app against to link it with kbridge's
+# librte_kni (docs/KNI.md; Debian's 22.11 installs no KNI), and
+# lib/kni/version.map, KNI's exports, which tests/libkni checks librte_kni's
+# against. Taken once from Debian's source
 # package of the installed libdpdk-dev, with its patches applied, and kept
 # in KB_DPDK_SRC_CACHE/<version> (default /var/cache/kbridge/dpdk-src); the
 # Makefile finds it there (DPDK_SRC, docs/DPDK.md). make deps runs it on
@@ -21,7 +26,10 @@ up=$(pkg-config --modversion libdpdk 2>/dev/null) || die "pkg-config finds no li
 deb=$(dpkg-query -W -f='${Version}' libdpdk-dev 2>/dev/null) ||
 	die "libdpdk-dev is not a Debian package here (DPDK $up built from source?): give make its source yourself (DPDK_SRC=DIR)"
 dir=$cache/$up
-if [ -f "$dir/lib/vhost/vhost_user.h" ] && [ -f "$dir/VERSION" ]; then
+# KNI left DPDK in 23.11: before it, a cache without its header or map is refreshed.
+had_kni() { [ "$(printf '%s\n23.11\n' "${up%.*}" | sort -V | head -1)" != 23.11 ]; }
+if [ -f "$dir/lib/vhost/vhost_user.h" ] && [ -f "$dir/VERSION" ] &&
+	{ ! had_kni || { [ -f "$dir/lib/kni/rte_kni.h" ] && [ -f "$dir/lib/kni/version.map" ]; }; }; then
 	echo "$dir"
 	exit 0
 fi
@@ -49,6 +57,10 @@ apt=(apt-get -q -o Dir::Etc::SourceList="$tmp/sources.list" -o Dir::Etc::SourceP
 mkdir -p "$dir.new/lib/vhost"
 cp "$tmp/src/lib/vhost/vhost_user.h" "$dir.new/lib/vhost/"
 cp "$tmp/src/VERSION" "$dir.new/"
+if [ -f "$tmp/src/lib/kni/rte_kni.h" ]; then
+	mkdir -p "$dir.new/lib/kni"
+	cp "$tmp/src/lib/kni/rte_kni.h" "$tmp/src/lib/kni/rte_kni_common.h" "$tmp/src/lib/kni/version.map" "$dir.new/lib/kni/"
+fi
 echo "Debian source package dpdk $deb" >"$dir.new/SOURCE"
 rm -rf "$dir"
 mv "$dir.new" "$dir"

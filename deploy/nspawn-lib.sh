@@ -135,7 +135,8 @@ nspawn_config() {
 
 # nspawn_install: dpkg -i of $deb in the booted container, and what the
 # package must give: the unit and drop-in systemd runs, the conffile,
-# kbridge.pc, kbridge.h and rte_kni.h for a C build. Writes down first which of the
+# kbridge.pc, kbridge.h and rte_kni.h for a C build, librte_kni and its .pc
+# for a link. Writes down first which of the
 # package's paths exist before it (the directories it shares with the
 # system): nspawn_purge_checks wants exactly these back.
 nspawn_install() {
@@ -167,18 +168,33 @@ nspawn_install() {
 #include <kbridge.h>
 int main(void) { printf("kbridge.h version %u\n", KBRIDGE_VERSION); return 0; }
 EOT
-	check "package: a C file including <kbridge.h> builds with \$(pkg-config --cflags --libs kbridge) and runs" \
-		inside sh -c 'gcc -o /tmp/kbh /opt/kbridge/etc/kbh.c $(pkg-config --cflags --libs kbridge) && /tmp/kbh'
+	check "package: a C file including <kbridge.h> builds with \$(pkg-config --cflags --libs kbridge libdpdk) and runs" \
+		inside sh -c 'gcc -o /tmp/kbh /opt/kbridge/etc/kbh.c $(pkg-config --cflags --libs kbridge libdpdk) && /tmp/kbh'
 	# An app written for KNI builds against the package's rte_kni.h as it
 	# did against librte_kni: the two pkg-config names of docs/KNI.md.
 	cp "$(dirname "${BASH_SOURCE[0]}")/../tests/kniapp/kniapp.c" "$work/etc/kniapp.c"
 	check "package: the KNI app (tests/kniapp) builds with \$(pkg-config --cflags --libs kbridge libdpdk)" \
 		inside sh -c 'gcc -O2 -Wall -Werror -o /tmp/kniapp /opt/kbridge/etc/kniapp.c $(pkg-config --cflags --libs kbridge libdpdk)'
+	# librte_kni, for what includes no kbridge header (tests/libkni): the
+	# ldconfig trigger ran, so dlopen("librte_kni.so") finds it, and every
+	# function the package's symbols file names, in its version (DPDK's
+	# nodes; KBRIDGE_PRIVATE_<ABI> holds the registries); a program
+	# declaring KNI's functions itself links -lrte_kni shared and static.
+	cp "$(dirname "${BASH_SOURCE[0]}")"/../tests/libkni/testdata/{dlsym,knilink}.c "$work/etc/"
+	check "package: dlopen(\"librte_kni.so\") and dlsym find every rte_kni_* of its symbols file, versioned" \
+		inside sh -c 'gcc -o /tmp/dlsym /opt/kbridge/etc/dlsym.c -ldl &&
+			names=$(sed -n "s/^ \(rte_kni_[a-z_]*@\(DPDK_[0-9]*\|EXPERIMENTAL\)\) .*/\1/p" /var/lib/dpkg/info/kbridge.symbols) &&
+			[ "$(echo "$names" | wc -l)" = 12 ] && [ "$(/tmp/dlsym $names | grep -c " found versioned$")" = 12 ]'
+	check "package: a program declaring KNI's functions links \$(pkg-config [--static] --libs librte_kni libdpdk), shared and static, and runs" \
+		inside sh -c 'gcc -Wl,-z,now -o /tmp/knilink /opt/kbridge/etc/knilink.c $(pkg-config --libs librte_kni libdpdk) &&
+			readelf -d /tmp/knilink | grep -q "\[librte_kni\.so\." && /tmp/knilink &&
+			gcc -Wl,-z,now -o /tmp/knilink-static /opt/kbridge/etc/knilink.c $(pkg-config --static --libs librte_kni libdpdk) &&
+			! readelf -d /tmp/knilink-static | grep -q "\[librte_" && /tmp/knilink-static'
 	# meson (make deps installs it): dependency('kbridge') finds kbridge.pc.
 	if inside sh -c 'command -v meson && command -v ninja' >/dev/null; then
 		cat >"$work/etc/meson.build" <<'EOT'
 project('kbh', 'c')
-executable('kbh', 'kbh.c', dependencies: dependency('kbridge'))
+executable('kbh', 'kbh.c', dependencies: [dependency('kbridge'), dependency('libdpdk')])
 EOT
 		check "package: meson's dependency('kbridge') builds it too" inside sh -c \
 			'rm -rf /tmp/kbm && mkdir /tmp/kbm && cp /opt/kbridge/etc/meson.build /opt/kbridge/etc/kbh.c /tmp/kbm/ &&

@@ -230,8 +230,7 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 		kbridge_refill_(p, q);
 	}
 
-	if (rte_mp_action_register(KBRIDGE_MP_WAKEUP, kbridge_mp_wakeup_) < 0 &&
-	    rte_errno != EEXIST && rte_errno != ENOTSUP)
+	if (kbridge_mp_wakeup_register_(name) < 0)
 		goto fail;
 	/* The slot seen free above may have been taken since (another thread
 	 * creating a port): look again under the lock. */

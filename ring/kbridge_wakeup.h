@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <rte_eal.h>
+#include <rte_errno.h>
 #include <rte_spinlock.h>
 #include <rte_string_fns.h>
 
@@ -46,10 +47,37 @@ KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_mp_wakeup) == 18);
  * every translation unit that includes this header shares one registry, so
  * a port created in one file and freed in another is never left stale. The
  * lock keeps the handler (on DPDK's IPC thread) and kbridge_port_free()
- * apart: the handler never uses a port that is being freed. */
+ * apart: the handler never uses a port that is being freed.
+ *
+ * One registry per process, across shared objects too: DPDK's IPC action
+ * is process-wide, so only the first copy of this header to register it
+ * answers kbridge, and a port in another copy's registry would get no
+ * eventfd. librte_kni.so exports its copies (KBRIDGE_REGISTRY_ is default
+ * visibility there; node KBRIDGE_PRIVATE_<ABI> of librte_kni/rte_kni.map)
+ * and the dynamic linker binds them to the app's, which an executable
+ * linked against the library exports. The link names carry the header's
+ * version, since struct kbridge_port is laid out per version: copies of
+ * two versions keep two registries (kbridge_port_create() then says so)
+ * rather than read each other's ports. */
 #define KBRIDGE_MAX_PORTS 8
-__attribute__((weak)) struct kbridge_port *kbridge_ports_[KBRIDGE_MAX_PORTS];
-__attribute__((weak)) rte_spinlock_t kbridge_ports_lock_ = RTE_SPINLOCK_INITIALIZER;
+#ifndef KBRIDGE_REGISTRY_
+#define KBRIDGE_REGISTRY_ __attribute__((weak))
+#endif
+#define KBRIDGE_REGISTRY_V_ 7 /* KBRIDGE_VERSION, as a token for the names */
+KBRIDGE_LAYOUT_ASSERT_(KBRIDGE_REGISTRY_V_ == KBRIDGE_VERSION);
+#define KBRIDGE_REGISTRY_PASTE2_(a, v) a##v##_
+#define KBRIDGE_REGISTRY_PASTE_(a, v) KBRIDGE_REGISTRY_PASTE2_(a, v)
+#define KBRIDGE_REGISTRY_NAME_(a) KBRIDGE_REGISTRY_PASTE_(a, KBRIDGE_REGISTRY_V_)
+#define kbridge_ports_ KBRIDGE_REGISTRY_NAME_(kbridge_ports_v)
+#define kbridge_ports_lock_ KBRIDGE_REGISTRY_NAME_(kbridge_ports_lock_v)
+#define kbridge_mp_registered_ KBRIDGE_REGISTRY_NAME_(kbridge_mp_registered_v)
+#define kbridge_mp_foreign_said_ KBRIDGE_REGISTRY_NAME_(kbridge_mp_foreign_said_v)
+KBRIDGE_REGISTRY_ struct kbridge_port *kbridge_ports_[KBRIDGE_MAX_PORTS];
+KBRIDGE_REGISTRY_ rte_spinlock_t kbridge_ports_lock_ = RTE_SPINLOCK_INITIALIZER;
+/* This registry's handler is DPDK's KBRIDGE_MP_WAKEUP action; and whether
+ * the warning that another copy's is was given. */
+KBRIDGE_REGISTRY_ int kbridge_mp_registered_;
+KBRIDGE_REGISTRY_ int kbridge_mp_foreign_said_;
 
 /* The pid in a DPDK IPC peer name: a secondary process binds its socket at
  * "<runtime dir>/mp_socket_<pid>_<tsc>" (DPDK 17.11 to 24.11). -1 when the
@@ -163,6 +191,35 @@ kbridge_mp_wakeup_(const struct rte_mp_msg *msg, const void *peer)
 	reply.len_param = sizeof(status);
 	memcpy(reply.param, &status, sizeof(status));
 	return rte_mp_reply(&reply, (const char *)peer);
+}
+
+/*
+ * Registers kbridge_mp_wakeup_() as DPDK's KBRIDGE_MP_WAKEUP action. 0, or
+ * -1 with rte_errno set. EEXIST is no failure: the action is this
+ * registry's (an earlier port) or another copy's of this header, in a
+ * shared object that keeps its own registry (an older or newer kbridge.h,
+ * one built -fvisibility=hidden, a librte_kni.so loaded with dlopen by an
+ * executable that exports nothing). Then that copy answers kbridge for
+ * every port, finds none of this registry's, and their workers get no
+ * eventfd: they fall back to bounded sleeps. Said once, with the cause.
+ */
+static inline int
+kbridge_mp_wakeup_register_(const char *port)
+{
+	if (rte_mp_action_register(KBRIDGE_MP_WAKEUP, kbridge_mp_wakeup_) == 0) {
+		__atomic_store_n(&kbridge_mp_registered_, 1, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (rte_errno == ENOTSUP)
+		return 0;
+	if (rte_errno != EEXIST)
+		return -1;
+	if (!__atomic_load_n(&kbridge_mp_registered_, __ATOMIC_ACQUIRE) &&
+	    !__atomic_exchange_n(&kbridge_mp_foreign_said_, 1, __ATOMIC_ACQ_REL))
+		fprintf(stderr,
+			"kbridge.h: port %s: DPDK's IPC action " KBRIDGE_MP_WAKEUP " is another copy's of kbridge.h in this process, with a port registry of its own: this copy's ports get no wakeup eventfd and their kbridge workers sleep in bounded steps instead (two kbridge.h versions, or a shared object that keeps its copy hidden: docs/KNI.md, librte_kni)\n",
+			port);
+	return 0;
 }
 
 #ifdef __cplusplus

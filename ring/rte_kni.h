@@ -3,8 +3,8 @@
  * rte_kni.h: KNI's API (DPDK 22.11's librte_kni) on kbridge, so that an
  * application written for KNI builds and runs unchanged on a DPDK without
  * KNI (23.11 and later, or a 22.11 built without it). Header-only, over
- * kbridge.h and kbridge_child.h: no library, no kernel module, nothing to
- * link but DPDK. What each call does here and where it differs from KNI:
+ * kbridge.h and kbridge_child.h: no kernel module, nothing to link but
+ * DPDK. What each call does here and where it differs from KNI:
  * docs/KNI.md.
  *
  * A KNI is a kbridge port of one queue pair (kbridge_port_create()) and a
@@ -15,6 +15,10 @@
  *
  * rte_kni_compat.h gives back what DPDK removed beside KNI and KNI
  * applications call (rte_ctrl_thread_create() on DPDK 23.11 and later).
+ *
+ * librte_kni (librte_kni/rte_kni.c) is these same bodies compiled once as
+ * exported functions, for what links -lrte_kni or looks the functions up by
+ * name instead of including this header (docs/KNI.md, librte_kni).
  *
  * Threads, as with KNI: one lcore calls rte_kni_tx_burst() for a KNI (the
  * to_kernel ring has one producer), one calls rte_kni_rx_burst() (one
@@ -29,6 +33,7 @@
 
 #include <rte_ethdev.h>
 #include <rte_ether.h>
+#include <rte_lcore.h>
 #include <rte_log.h>
 #include <rte_pci.h>
 
@@ -43,6 +48,36 @@ extern "C" {
 
 struct rte_mbuf;
 struct rte_mempool;
+
+/*
+ * How KNI's functions are defined: inline in the app that includes this
+ * header; exported definitions where librte_kni/rte_kni.c includes it
+ * (RTE_KNI_API set). With RTE_KNI_LIBRARY (librte_kni.pc's Cflags) the app
+ * calls librte_kni's instead, declared at the end: then every part of a
+ * process (libmoon's C and its Lua FFI) shares librte_kni's KNIs. The
+ * bodies are then compiled under other names, and unused.
+ */
+#if defined(RTE_KNI_API)
+#define RTE_KNI_DECLARE_
+#define RTE_KNI_EAL_CHECK_
+#elif defined(RTE_KNI_LIBRARY)
+#define RTE_KNI_DECLARE_
+#define RTE_KNI_API static inline
+#define rte_kni_init rte_kni_init_inline_
+#define rte_kni_alloc rte_kni_alloc_inline_
+#define rte_kni_release rte_kni_release_inline_
+#define rte_kni_tx_burst rte_kni_tx_burst_inline_
+#define rte_kni_rx_burst rte_kni_rx_burst_inline_
+#define rte_kni_handle_request rte_kni_handle_request_inline_
+#define rte_kni_get rte_kni_get_inline_
+#define rte_kni_get_name rte_kni_get_name_inline_
+#define rte_kni_register_handlers rte_kni_register_handlers_inline_
+#define rte_kni_unregister_handlers rte_kni_unregister_handlers_inline_
+#define rte_kni_update_link rte_kni_update_link_inline_
+#define rte_kni_close rte_kni_close_inline_
+#else
+#define RTE_KNI_API static inline
+#endif
 
 /* The callbacks for what is done to the kernel interface. Each runs in the
  * thread that calls rte_kni_handle_request() and returns 0, or -errno to
@@ -91,10 +126,14 @@ struct rte_kni {
 };
 
 /* The KNIs of this process, for rte_kni_get(); weak, as kbridge.h's ports
- * registry, so that every translation unit shares one. */
-__attribute__((weak)) struct rte_kni *rte_kni_list_[KBRIDGE_MAX_PORTS];
-__attribute__((weak)) pthread_mutex_t rte_kni_lock_ = PTHREAD_MUTEX_INITIALIZER;
-__attribute__((weak)) int rte_kni_logtype_ = -1;
+ * registry, so that every translation unit shares one, and exported by
+ * librte_kni.so as that registry is (kbridge_wakeup.h), under names that
+ * carry the header's version as struct rte_kni changes with it. */
+#define rte_kni_list_ KBRIDGE_REGISTRY_NAME_(rte_kni_list_v)
+#define rte_kni_lock_ KBRIDGE_REGISTRY_NAME_(rte_kni_lock_v)
+KBRIDGE_REGISTRY_ struct rte_kni *rte_kni_list_[KBRIDGE_MAX_PORTS];
+KBRIDGE_REGISTRY_ pthread_mutex_t rte_kni_lock_ = PTHREAD_MUTEX_INITIALIZER;
+KBRIDGE_REGISTRY_ int rte_kni_logtype_ = -1;
 
 /* KNI's log type, "lib.kni", registered once. */
 static inline int
@@ -115,13 +154,41 @@ rte_kni_log_type_(void)
 	rte_log(RTE_LOG_##level, rte_kni_log_type_(), "KNI: " __VA_ARGS__)
 
 /*
- * KNI opened /dev/kni here. Nothing to open on kbridge: registers the log
- * type and returns 0. max_kni_ifaces has no effect: the bound is
- * KBRIDGE_MAX_PORTS KNIs per process. rte_kni_alloc() works without it.
+ * Whether this copy of DPDK's EAL was initialised. librte_kni.so calls the
+ * shared DPDK libraries it was linked with: an app linked with DPDK
+ * statically that loads it (dlopen, LuaJIT's ffi.load, a stray -lrte_kni)
+ * brings in a second EAL, never initialised, whose empty tables
+ * rte_kni_alloc() would crash in: no lcore is no EAL. Said on stderr,
+ * since that EAL's log is no one's. Checked in librte_kni only: inline,
+ * the header calls the app's own EAL, as KNI did.
  */
 static inline int
+rte_kni_eal_ready_(const char *fn)
+{
+#ifdef RTE_KNI_EAL_CHECK_
+	if (rte_lcore_count() > 0)
+		return 1;
+	fprintf(stderr,
+		"KNI: %s: the DPDK this librte_kni calls was never initialised (rte_eal_init): a second DPDK in the process? An app linked with DPDK statically takes librte_kni.a, not librte_kni.so (docs/KNI.md, librte_kni)\n",
+		fn);
+	return 0;
+#else
+	(void)fn;
+	return 1;
+#endif
+}
+
+/*
+ * KNI opened /dev/kni here. Nothing to open on kbridge: registers the log
+ * type and returns 0 (librte_kni: -1 when its EAL was never initialised).
+ * max_kni_ifaces has no effect: the bound is KBRIDGE_MAX_PORTS KNIs per
+ * process. rte_kni_alloc() works without it.
+ */
+RTE_KNI_API int
 rte_kni_init(unsigned int max_kni_ifaces)
 {
+	if (!rte_kni_eal_ready_("rte_kni_init"))
+		return -1;
 	if (max_kni_ifaces > KBRIDGE_MAX_PORTS)
 		RTE_KNI_LOG_(WARNING, "%u interfaces asked for: kbridge's rte_kni.h takes %d per process\n",
 			     max_kni_ifaces, KBRIDGE_MAX_PORTS);
@@ -217,7 +284,7 @@ rte_kni_undo_(struct rte_kni *kni)
  * kbridge not serving the port within $KBRIDGE_KNI_WAIT_MS (default
  * RTE_KNI_KBRIDGE_WAIT_MS).
  */
-static inline struct rte_kni *
+RTE_KNI_API struct rte_kni *
 rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
 	      struct rte_kni_ops *ops)
 {
@@ -228,6 +295,8 @@ rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
 	char why[256] = "";
 	int i, slot = -1, ret;
 
+	if (!rte_kni_eal_ready_("rte_kni_alloc"))
+		return NULL;
 	if (pktmbuf_pool == NULL || conf == NULL || conf->name[0] == '\0' ||
 	    strnlen(conf->name, RTE_KNI_NAMESIZE) >= RTE_KNI_NAMESIZE) {
 		RTE_KNI_LOG_(ERR, "rte_kni_alloc: no mbuf pool, no configuration, or no name of at most %d characters\n",
@@ -320,7 +389,7 @@ fail:
  * The name can be allocated again. 0, or -1 (an unknown KNI; a kbridge
  * that did not let go, named in the log: the KNI is then left as it is).
  */
-static inline int
+RTE_KNI_API int
 rte_kni_release(struct rte_kni *kni)
 {
 	char why[256] = "";
@@ -359,7 +428,7 @@ rte_kni_release(struct rte_kni *kni)
  * with KNI (free or retry them). No system call, but the eventfd write
  * that wakes a parked kbridge worker.
  */
-static inline unsigned
+RTE_KNI_API unsigned
 rte_kni_tx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num)
 {
 	unsigned int room, reserve;
@@ -380,7 +449,7 @@ rte_kni_tx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num)
 }
 
 /* Takes up to num packets the kernel sent; the caller owns them. */
-static inline unsigned
+RTE_KNI_API unsigned
 rte_kni_rx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num)
 {
 	if (kni == NULL || kni->port == NULL)
@@ -433,7 +502,7 @@ rte_kni_default_(const struct rte_kni *kni, const struct kbridge_request *r)
  * within its request timeout (requests.timeout, 3 s by default). 0, or -1
  * for a NULL kni.
  */
-static inline int
+RTE_KNI_API int
 rte_kni_handle_request(struct rte_kni *kni)
 {
 	const struct rte_kni_ops *o;
@@ -472,7 +541,7 @@ rte_kni_handle_request(struct rte_kni *kni)
 }
 
 /* The KNI of that name in this process, or NULL. */
-static inline struct rte_kni *
+RTE_KNI_API struct rte_kni *
 rte_kni_get(const char *name)
 {
 	struct rte_kni *kni;
@@ -488,7 +557,7 @@ rte_kni_get(const char *name)
 	return kni;
 }
 
-static inline const char *
+RTE_KNI_API const char *
 rte_kni_get_name(const struct rte_kni *kni)
 {
 	return kni != NULL ? kni->name : NULL;
@@ -496,7 +565,7 @@ rte_kni_get_name(const struct rte_kni *kni)
 
 /* Sets the callbacks, as KNI: -1 when kni or ops is NULL or callbacks are
  * registered already (rte_kni_unregister_handlers() first). */
-static inline int
+RTE_KNI_API int
 rte_kni_register_handlers(struct rte_kni *kni, struct rte_kni_ops *ops)
 {
 	const struct rte_kni_ops *o;
@@ -516,7 +585,7 @@ rte_kni_register_handlers(struct rte_kni *kni, struct rte_kni_ops *ops)
 }
 
 /* Clears the callbacks, port_id with them (to 0, as KNI did). */
-static inline int
+RTE_KNI_API int
 rte_kni_unregister_handlers(struct rte_kni *kni)
 {
 	if (kni == NULL)
@@ -530,7 +599,7 @@ rte_kni_unregister_handlers(struct rte_kni *kni)
  * previous state, 1 or 0; -1 for a NULL kni. kbridge applies it within
  * milliseconds; until the first call the carrier is on.
  */
-static inline int
+RTE_KNI_API int
 rte_kni_update_link(struct rte_kni *kni, unsigned int linkup)
 {
 	uint64_t link;
@@ -547,10 +616,43 @@ rte_kni_update_link(struct rte_kni *kni, unsigned int linkup)
 
 /* KNI closed /dev/kni here; nothing to close on kbridge. KNIs still
  * allocated stay: rte_kni_release() each. */
-static inline void
+RTE_KNI_API void
 rte_kni_close(void)
 {
 }
+
+/* librte_kni's functions: what an app built with RTE_KNI_LIBRARY calls,
+ * and, in librte_kni's own build, a check that each definition above has
+ * this signature. */
+#ifdef RTE_KNI_LIBRARY
+#undef rte_kni_init
+#undef rte_kni_alloc
+#undef rte_kni_release
+#undef rte_kni_tx_burst
+#undef rte_kni_rx_burst
+#undef rte_kni_handle_request
+#undef rte_kni_get
+#undef rte_kni_get_name
+#undef rte_kni_register_handlers
+#undef rte_kni_unregister_handlers
+#undef rte_kni_update_link
+#undef rte_kni_close
+#endif
+#ifdef RTE_KNI_DECLARE_
+int rte_kni_init(unsigned int max_kni_ifaces);
+struct rte_kni *rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
+			      struct rte_kni_ops *ops);
+int rte_kni_release(struct rte_kni *kni);
+unsigned rte_kni_tx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num);
+unsigned rte_kni_rx_burst(struct rte_kni *kni, struct rte_mbuf **mbufs, unsigned num);
+int rte_kni_handle_request(struct rte_kni *kni);
+struct rte_kni *rte_kni_get(const char *name);
+const char *rte_kni_get_name(const struct rte_kni *kni);
+int rte_kni_register_handlers(struct rte_kni *kni, struct rte_kni_ops *ops);
+int rte_kni_unregister_handlers(struct rte_kni *kni);
+int rte_kni_update_link(struct rte_kni *kni, unsigned int linkup);
+void rte_kni_close(void);
+#endif
 
 #ifdef __cplusplus
 }

@@ -230,6 +230,81 @@ func (a *app) childCPUs(t *testing.T, name string) string {
 	return ""
 }
 
+// buildAgainstDPDKHeader builds tests/kniapp/kniapp.c against DPDK's own
+// rte_kni.h, not kbridge's, and links it with `pkg-config [--static] --libs
+// librte_kni libdpdk` from make install-dev: what a KNI app of DPDK 22.11
+// does unchanged. It returns the binary and the environment it runs with
+// (the installed librte_kni on LD_LIBRARY_PATH). Skipped on a DPDK without
+// KNI (23.11 on): there is no DPDK header to build against.
+func buildAgainstDPDKHeader(t *testing.T, root, kind string) (string, []string) {
+	t.Helper()
+	inc := harness.DPDKKNIHeaderDir(t)
+	prefix := harness.InstallDev(t, root)
+	pc := []string{"--libs", "librte_kni", "libdpdk"}
+	if kind == "static" {
+		pc = append([]string{"--static"}, pc...)
+	}
+	bin := filepath.Join(t.TempDir(), "kniapp-dpdk-header-"+kind)
+	// DPDK's header marks rte_kni_update_link experimental, as DPDK's
+	// examples/kni's Makefile allows it.
+	args := append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-DALLOW_EXPERIMENTAL_API", "-I" + inc},
+		harness.PkgConfig(t, prefix, "--cflags", "libdpdk")...)
+	args = append(append(args, "-o", bin, filepath.Join(root, "tests/kniapp/kniapp.c")), harness.PkgConfig(t, prefix, pc...)...)
+	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("cc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	dyn := sh(t, "readelf", "-d", bin)
+	if uses := strings.Contains(dyn, "[librte_kni.so."); uses != (kind == "shared") {
+		t.Fatalf("linked %s, the app needs librte_kni.so: %v\n%s", kind, uses, dyn)
+	}
+	if kind == "static" && strings.Contains(dyn, "[librte_") {
+		t.Fatalf("linked statically, the app still needs a shared DPDK library:\n%s", dyn)
+	}
+	return bin, []string{"LD_LIBRARY_PATH=" + filepath.Join(prefix, "lib")}
+}
+
+// mixedWakeups runs testdata/mixwake.c, built with librte_kni's Cflags and
+// libs from make install-dev (shared): one process with a kbridge.h port of
+// its own and a KNI of librte_kni.so, kniFirst saying which comes first
+// (whose kbridge.h copy registers DPDK's wakeup action). It checks that both
+// ports got their worker's eventfd (the app's word) and that both kbridges
+// started with wakeups.
+func mixedWakeups(t *testing.T, root string, kniFirst bool) {
+	t.Helper()
+	prefix := harness.InstallDev(t, root)
+	bin := filepath.Join(t.TempDir(), "mixwake")
+	args := append([]string{"-O2", "-Wall", "-Werror", "-o", bin, "testdata/mixwake.c"},
+		harness.PkgConfig(t, prefix, "--cflags", "--libs", "librte_kni", "libdpdk")...)
+	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("cc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	cmd := []string{"ip", "netns", "exec", "kbt-dut", bin, "-l", "0", "--file-prefix", "kbt-kni",
+		"--proc-type", "primary", "--no-pci", "--"}
+	if kniFirst {
+		cmd = append(cmd, "--kni-first")
+	}
+	p := harness.StartSpec(t, "mixwake", harness.Spec{Env: []string{"KBRIDGE_BIN=" + filepath.Join(root, "bin/kbridge"),
+		"LD_LIBRARY_PATH=" + filepath.Join(prefix, "lib")}}, cmd...)
+	if !p.ExitedWithin(90 * time.Second) {
+		t.Fatalf("mixwake still runs after 90 s:\n%s", p.Log.String())
+	}
+	log := p.Log.String()
+	if !strings.Contains(log, "mixwake: eventfd port=1 kni=1\n") || p.ExitCode() != 0 {
+		t.Errorf("mixwake exited %d; both ports must get their eventfd:\n%s", p.ExitCode(), log)
+	}
+	if got := strings.Count(log, "wakeups=true"); got != 2 {
+		t.Errorf("%d kbridges started with wakeups, want 2 (the app's port and the KNI):\n%s", got, log)
+	}
+	if strings.Contains(log, "is another copy's of kbridge.h") {
+		t.Errorf("a kbridge.h copy found the wakeup action another registry's:\n%s", log)
+	}
+	for _, n := range []string{"kbmix", "kbmixkni"} {
+		if gone, out := harness.LinkGone("kbt-dut", n); !gone {
+			t.Errorf("%s still exists after mixwake exited: %s", n, out)
+		}
+	}
+}
+
 func sh(t *testing.T, args ...string) string {
 	t.Helper()
 	return harness.Sh(t, nil, args[0], args[1:]...)
@@ -269,7 +344,7 @@ func TestKNIApplication(t *testing.T) {
 	env := append([]string{"KBT_NO_BRIDGE=1"}, harness.LockedEnv...)
 	t.Cleanup(func() {
 		harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/down.sh"))
-		harness.CheckNothingLeft(t, "vEth0", "dpdk0.kni_0", "dpdk0.kni_1")
+		harness.CheckNothingLeft(t, "vEth0", "dpdk0.kni_0", "dpdk0.kni_1", "kbmix", "kbmixkni")
 	})
 	if out := harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/up.sh")); !strings.Contains(out, "testbed up") {
 		t.Fatalf("up.sh did not say 'testbed up':\n%s", out)
@@ -330,6 +405,34 @@ func TestKNIApplication(t *testing.T) {
 		harness.BedTraffic(t)
 		a.stop(t)
 	})
+
+	// An app written against DPDK 22.11's own rte_kni.h, which knows
+	// nothing of kbridge, linked -lrte_kni as pkg-config gives it: KNI's
+	// structures as DPDK lays them out reach librte_kni (the MAC, the
+	// callbacks); static, it carries librte_kni.a and no shared DPDK.
+	for _, kind := range []string{"shared", "static"} {
+		t.Run("built against DPDK's own rte_kni.h, linked -lrte_kni ("+kind+"): traffic, requests, the pool whole", func(t *testing.T) {
+			bin, env := buildAgainstDPDKHeader(t, root, kind)
+			a := startApp(t, root, append(env, "KBT_KNIAPP="+bin), nil, []string{"vEth0"}, "--loop", "split", "--ops", "all", "--mac", kniMAC)
+			if got := attr(t, "vEth0", "address"); got != kniMAC {
+				t.Errorf("vEth0 has MAC %s, want conf.mac_addr %s", got, kniMAC)
+			}
+			harness.BedTraffic(t)
+			a.request(t, "vEth0", "mtu", "1400", true, "mtu", "1400")
+			a.WaitLog("kniapp: change_mtu(0, 1400) = 0", 5*time.Second)
+			a.request(t, "vEth0", "mtu", "1500", true, "mtu", "1500")
+			a.stop(t)
+		})
+	}
+
+	// librte_kni.so exports its registries (KBRIDGE_PRIVATE_<ABI>): the
+	// dynamic linker binds them to the app's own kbridge.h copies, so one
+	// wakeup handler knows both ports, whichever copy registered it.
+	for _, kniFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a kbridge.h port and a librte_kni KNI in one process both get wakeups (KNI first: %v)", kniFirst), func(t *testing.T) {
+			mixedWakeups(t, root, kniFirst)
+		})
+	}
 
 	t.Run("one loop, ops NULL, two KNIs allocated twice, named as DPVS names them (dpdk0.kni)", func(t *testing.T) {
 		a := startApp(t, root, nil, nil, []string{"dpdk0.kni_0", "dpdk0.kni_1"}, "--loop", "one", "--ops", "null", "--kni", "2",

@@ -72,7 +72,7 @@ func runChecks(t *testing.T, cmd *exec.Cmd, min int, name string) []string {
 
 // packageChecks fails t unless the package checks of nspawn-lib.sh ran and
 // passed: the install's (dpkg -i, unit, conffile, pkg-config, a C build,
-// the KNI app's build) and the purge's.
+// the KNI app's build, librte_kni's dlopen and links) and the purge's.
 func packageChecks(t *testing.T, checks []string) {
 	t.Helper()
 	var installed, purged int
@@ -84,8 +84,8 @@ func packageChecks(t *testing.T, checks []string) {
 			purged++
 		}
 	}
-	if installed < 7 || purged < 7 {
-		t.Errorf("package checks: %d install and %d purge checks passed, want 7 and 7", installed, purged)
+	if installed < 9 || purged < 7 {
+		t.Errorf("package checks: %d install and %d purge checks passed, want 9 and 7", installed, purged)
 	}
 }
 
