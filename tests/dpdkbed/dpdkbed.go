@@ -175,10 +175,12 @@ func (e *Env) NewBed(t *testing.T, o Opts) *Bed {
 	t.Cleanup(func() {
 		if err := b.Port.Free(); err != nil {
 			t.Error(err)
+			return // a kbridge may still use the pool
 		}
 		if n := b.Pool.InUse(); n != 0 {
 			t.Errorf("mbuf leak: %d mbufs of the pool still in use after kbridge stopped and the port was freed", n)
 		}
+		b.Pool.Free()
 	})
 	dir := t.TempDir()
 	b.Sock = filepath.Join(dir, "kbridge.sock")
