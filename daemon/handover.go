@@ -310,34 +310,46 @@ const (
 // process, librte_vhost serves one backend), and a fresh start is the
 // path every start takes. It returns only if the exec failed.
 func TakeBack(e *TakeBackError) error {
-	// Every other fd goes with the exec: DPDK opens its files (the memseg
-	// lists, the hugepages) without O_CLOEXEC and locks them, and the new
-	// image's EAL, under the same pid, would find them locked.
-	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		cloexecAll()
-	}
-	nums := make([]string, len(e.Fds))
-	for i, fd := range e.Fds {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
-			return fmt.Errorf("take back: fd %d: %w", fd, err)
-		}
-		nums[i] = strconv.Itoa(fd)
-	}
-	env := []string{envTakenBackFds + "=" + e.Interface + ":" + strings.Join(nums, ","), envTakenBackFrom + "=" + strconv.Itoa(e.Successor)}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, envTakenBackFds+"=") && !strings.HasPrefix(kv, envTakenBackFrom+"=") {
-			env = append(env, kv)
-		}
-	}
 	var args []string
 	for _, a := range os.Args {
 		if flag, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); !strings.HasPrefix(a, "-") || flag != "takeover" {
 			args = append(args, a)
 		}
 	}
+	return execAgain("take back", args, e.Interface, e.Fds, e.Successor)
+}
+
+// execAgain executes kbridge again under this pid with args, passing the
+// queues of interface iface (fds, in queue order) as TakenBack finds them,
+// with from, the pid whose takeover was not confirmed (0: none, the queues
+// were systemd's). The environment is kept. It returns only if the exec
+// failed; what names the error.
+func execAgain(what string, args []string, iface string, fds []int, from int, set ...string) error {
+	// Every other fd goes with the exec: DPDK opens its files (the memseg
+	// lists, the hugepages) without O_CLOEXEC and locks them, and the new
+	// image's EAL, under the same pid, would find them locked.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		cloexecAll()
+	}
+	nums := make([]string, len(fds))
+	for i, fd := range fds {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("%s: fd %d: %w", what, fd, err)
+		}
+		nums[i] = strconv.Itoa(fd)
+	}
+	env := set
+	if len(fds) > 0 {
+		env = append(env, envTakenBackFds+"="+iface+":"+strings.Join(nums, ","), envTakenBackFrom+"="+strconv.Itoa(from))
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envTakenBackFds+"=") && !strings.HasPrefix(kv, envTakenBackFrom+"=") && !strings.HasPrefix(kv, envEALAttempt+"=") {
+			env = append(env, kv)
+		}
+	}
 	Notify("WATCHDOG=1") // the new image's EAL takes a second or two before it pings
 	err := syscall.Exec("/proc/self/exe", args, env)
-	return fmt.Errorf("take back: execute kbridge again: %w", err)
+	return fmt.Errorf("%s: execute kbridge again: %w", what, err)
 }
 
 // cloexecAll marks every fd from 3 on close-on-exec, as close_range does
@@ -351,8 +363,9 @@ func cloexecAll() {
 	}
 }
 
-// TakenBack returns the queues a kbridge executed again by TakeBack holds,
-// named as systemd's fd store names them, and the successor's pid; none
+// TakenBack returns the queues a kbridge executed again by TakeBack (or
+// Reattach) holds, named as systemd's fd store names them, and the
+// successor's pid (0 after Reattach of queues systemd had passed); none
 // when it was not. The fds are marked close-on-exec and the variables
 // unset.
 func TakenBack() (fds []ListenFd, from int) {

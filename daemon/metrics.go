@@ -40,6 +40,7 @@ type collector struct {
 	carrierRestored           *prometheus.Desc
 	coppUnwanted, sockFilter  *prometheus.Desc
 	sockReadings              *prometheus.Desc
+	ealAttachRetries          *prometheus.Desc
 }
 
 // offloadMetric is the metric of one offload event (bridge.OffloadSnapshot's
@@ -127,6 +128,9 @@ func newCollector(d snapshotter) *collector {
 			"when it was adopted (sent by the kernel while no kbridge read them), delivered since.", nil, nil),
 		carrierRestored: prometheus.NewDesc("kbridge_carrier_restored_total", "Times kbridge set the interface's carrier "+
 			"back after something else turned it (TUNSETCARRIER from another queue, ip link set carrier).", nil, nil),
+		ealAttachRetries: prometheus.NewDesc("kbridge_eal_attach_retries_total", "Starts of EAL this kbridge made before the one "+
+			"that attached, each refused because something of its own sat at one of the app's memory addresses, and followed by "+
+			"an exec of kbridge for a fresh layout (ring mode).", nil, nil),
 	}
 	c.offload = make(map[string]*prometheus.Desc, len(offloadMetrics))
 	byName := map[string]*prometheus.Desc{}
@@ -151,7 +155,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.drops, c.parks, c.wakeups, c.timeouts,
 		c.sleeps, c.spin, c.residence, c.mode, c.appKicks, c.appDropped, c.canKick, c.poolInUse, c.recovery,
 		c.coppPackets, c.coppUnparsed, c.adopted, c.backlog, c.coppRoomDropped, c.coppReserved, c.coppPolicing, c.carrierRestored,
-		c.coppUnwanted, c.sockFilter, c.sockReadings} {
+		c.coppUnwanted, c.sockFilter, c.sockReadings, c.ealAttachRetries} {
 		ch <- d
 	}
 	seen := map[*prometheus.Desc]bool{}
@@ -189,6 +193,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.sockReadings, prometheus.CounterValue, float64(so.Errors), "error")
 	}
 	if r := st.Recovery; r != nil {
+		ch <- prometheus.MustNewConstMetric(c.ealAttachRetries, prometheus.CounterValue, float64(st.EALAttachRetries))
 		for _, v := range []struct {
 			what string
 			n    int

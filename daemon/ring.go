@@ -29,6 +29,9 @@ type Ring struct {
 	maxMTU   int      // the largest MTU the app's side can carry (appRequests)
 	// reqTimeout bounds the wait for the app's answer (requests.timeout).
 	reqTimeout time.Duration
+	// ealRetries counts the starts of EAL before the one that attached
+	// (StartOpts.EALAttempt).
+	ealRetries int
 }
 
 var _ Runner = (*Ring)(nil)
@@ -66,8 +69,9 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		CPU:         cfg.WorkerCPU(0),
 		ControlCPUs: cfg.WorkerCPUs(),
 		Args:        cfg.DPDK.EALArgs,
+		Attempt:     opts.EALAttempt,
 	}); err != nil {
-		return nil, err
+		return nil, reattach(err, opts, cfg.Interface.Name, adopt, log)
 	}
 	var port *ring.Port
 	if err := cancelled(ctx); err != nil {
@@ -137,7 +141,7 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		}
 	}
 	d := &Ring{tapPath: p, port: port, stopApp: func() {}, recovery: recovery, maxMTU: maxMTU,
-		reqTimeout: cfg.Requests.Timeout}
+		reqTimeout: cfg.Requests.Timeout, ealRetries: opts.EALAttempt}
 	if serves != nil {
 		p.asks, p.ask = serves, d.askApp
 		log.Info("the app takes the interface's changes as requests", "max_mtu", maxMTU)

@@ -85,6 +85,9 @@ type StartOpts struct {
 	// TakenBackFrom is the pid whose takeover was not confirmed, when
 	// Stored are this kbridge's own queues taken back; 0 otherwise.
 	TakenBackFrom int
+	// EALAttempt counts the starts of EAL this pid made before this
+	// image (EALAttempt): each failed on the app's addresses (Reattach).
+	EALAttempt int
 }
 
 // StartWith is StartContext with opts.

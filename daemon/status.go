@@ -15,11 +15,15 @@ type Status struct {
 	Carrier bool `json:"carrier"`
 	// CarrierRestored counts the times the keeper set the carrier back
 	// after something else turned it.
-	CarrierRestored uint64  `json:"carrier_restored"`
-	AppPID          int     `json:"app_pid"`
-	PoolInUse       int     `json:"pool_in_use"`
-	PoolSize        int     `json:"pool_size"`
-	Queues          []Queue `json:"queues"`
+	CarrierRestored uint64 `json:"carrier_restored"`
+	// EALAttachRetries counts the starts of EAL this kbridge made before
+	// the one that attached, each refused at the app's addresses and
+	// followed by an exec of kbridge (mode ring; daemon/reattach.go).
+	EALAttachRetries int     `json:"eal_attach_retries"`
+	AppPID           int     `json:"app_pid"`
+	PoolInUse        int     `json:"pool_in_use"`
+	PoolSize         int     `json:"pool_size"`
+	Queues           []Queue `json:"queues"`
 	// ResidenceBoundsNs[i] is the upper bound of Queues[].Residence[i].
 	ResidenceBoundsNs []uint64 `json:"residence_bounds_ns"`
 	// Recovery is what this kbridge put right of a killed predecessor
@@ -66,6 +70,7 @@ func (d *Ring) Snapshot() Status {
 	})
 	s.Port = cfg.Port
 	s.AppPID = d.port.AppPID()
+	s.EALAttachRetries = d.ealRetries
 	s.PoolInUse, s.PoolSize = d.port.PoolInUse(), d.port.PoolSize()
 	r := d.recovery
 	s.Recovery = &r

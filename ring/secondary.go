@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultRuntimeDir is where a DPDK process running as root keeps the
@@ -22,6 +24,17 @@ const DefaultRuntimeDir = "/var/run/dpdk"
 
 // ErrNoPrimary means no DPDK primary process with the given file prefix runs.
 var ErrNoPrimary = errors.New("ring: no DPDK primary process is running")
+
+// ErrAddressTaken means EAL could not map the app's DPDK memory: a
+// secondary must map it at the very addresses the primary chose, and
+// something of this process (its Go heap, a library, a thread's stack:
+// placed at random) already sat at one of them. EAL reports it as
+// "Cannot get a virtual area at requested address", "Cannot init memory"
+// (rte_errno ENOMEM). DPDK's guide (Multi-process Support, its limitations)
+// knows it: mappings differ per process under ASLR. EAL starts once per
+// process, so only a fresh process, with a fresh layout, can try again
+// (daemon.Reattach executes kbridge again).
+var ErrAddressTaken = errors.New("EAL could not map the app's DPDK memory at the app's addresses")
 
 // EALConfig says how to join the app's DPDK instance.
 type EALConfig struct {
@@ -38,6 +51,10 @@ type EALConfig struct {
 	ControlCPUs []int
 	// Args are extra EAL arguments (for example --log-level=...).
 	Args []string
+	// Attempt counts this process's starts of EAL before this one
+	// (executed again after ErrAddressTaken); a kbridge built with the
+	// test hook reads it (occupyForTest).
+	Attempt int
 }
 
 // InitSecondary starts the EAL as a secondary process of the primary that
@@ -60,11 +77,15 @@ func InitSecondary(cfg EALConfig) error {
 	if err := os.Setenv("RUNTIME_DIRECTORY", filepath.Dir(cfg.RuntimeDir)); err != nil {
 		return fmt.Errorf("ring: %w", err)
 	}
+	occupyForTest(cfg.Attempt)
 	err := startEAL(ealConfig{
 		CPU:         cfg.CPU,
 		ControlCPUs: cfg.ControlCPUs,
 		Args:        append([]string{"--proc-type=secondary", "--file-prefix=" + cfg.FilePrefix}, cfg.Args...),
 	})
+	if errors.Is(err, unix.ENOMEM) { // a secondary allocates nothing: its mapping failed
+		return fmt.Errorf("ring: %w: %w", ErrAddressTaken, err)
+	}
 	if err != nil {
 		return fmt.Errorf("ring: %w", err)
 	}

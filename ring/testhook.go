@@ -9,8 +9,12 @@ package ring
 import "C"
 
 import (
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestHook reports whether this build has the ring test hook.
@@ -38,4 +42,24 @@ func init() {
 		}
 	}
 	C.kb_ring_test_park = bits
+}
+
+// occupyForTest, in a kbridge built with the test hook, maps a page where
+// KBRIDGE_TEST_EAL_OCCUPY (an address in hex: one of the app's hugepages)
+// says, in the first KBRIDGE_TEST_EAL_OCCUPY_STARTS starts of EAL of this
+// process (attempt counts those before): that start's EAL finds the
+// address taken, as ASLR can make it (ErrAddressTaken), deterministically.
+func occupyForTest(attempt int) {
+	addr, err := strconv.ParseUint(strings.TrimPrefix(os.Getenv("KBRIDGE_TEST_EAL_OCCUPY"), "0x"), 16, 64)
+	starts, _ := strconv.Atoi(os.Getenv("KBRIDGE_TEST_EAL_OCCUPY_STARTS"))
+	if err != nil || attempt >= starts {
+		return
+	}
+	page := uintptr(addr) &^ 0xfff
+	// A raw mmap: the address is no Go pointer.
+	got, _, errno := unix.Syscall6(unix.SYS_MMAP, page, 4096, unix.PROT_NONE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, ^uintptr(0), 0)
+	if errno != 0 || got != page {
+		fmt.Fprintf(os.Stderr, "kbridge test hook: occupy %#x: got %#x, %v\n", page, got, errno)
+	}
 }

@@ -70,6 +70,7 @@ func runCmd(src configSource, takeover bool, logLevel string) error {
 	// executed itself again (daemon.TakeBack), are this one's alone.
 	stored, lerr := daemon.TakeListenFds()
 	back, backFrom := daemon.TakenBack()
+	ealAttempt := daemon.EALAttempt() // executed again after EAL found the app's addresses taken
 
 	level := new(slog.LevelVar)
 	if logLevel != "" {
@@ -110,11 +111,11 @@ func runCmd(src configSource, takeover bool, logLevel string) error {
 			": a kbridge started from each would fight over it (the second is refused at start)",
 			"file", src.file(), "other", c.File, c.Key, c.Val)
 	}
-	opts := daemon.StartOpts{Stored: stored}
-	if len(back) > 0 {
+	opts := daemon.StartOpts{Stored: append(stored, back...), EALAttempt: ealAttempt}
+	if len(back) > 0 && backFrom != 0 {
 		log.Warn("taking the port and the interface back: the takeover by pid "+strconv.Itoa(backFrom)+" was not confirmed",
 			"queues", len(back))
-		opts = daemon.StartOpts{Stored: append(stored, back...), TakenBackFrom: backFrom}
+		opts.TakenBackFrom = backFrom
 	}
 	var ctl *daemon.Control
 	switch {
@@ -133,6 +134,12 @@ func runCmd(src configSource, takeover bool, logLevel string) error {
 		}
 	}
 	r, reload, err := start(cfg, log, sigs, opts)
+	if again := (*daemon.ReattachError)(nil); errors.As(err, &again) {
+		if ctl != nil {
+			_ = ctl.Close() // the next image claims it anew
+		}
+		return daemon.Reattach(again)
+	}
 	if err == nil && r != nil && ctl == nil {
 		if ctl, err = listenAfter(cfg.Stats.Socket, log); err != nil {
 			err = errors.Join(err, r.Stop())
@@ -212,7 +219,7 @@ func start(cfg config.Config, log *slog.Logger, sigs <-chan os.Signal, opts daem
 				err := s.r.Stop()
 				log.Info("stopped during start-up", "signal", stop.String(), "err", err)
 				return nil, false, err
-			case errors.Is(s.err, daemon.ErrStartCancelled):
+			case errors.Is(s.err, daemon.ErrStartCancelled) || errors.As(s.err, new(*daemon.ReattachError)):
 				log.Info("stopped during start-up", "signal", stop.String())
 				return nil, false, nil
 			}

@@ -110,6 +110,15 @@ func newPool(name string, create func(*C.char) *C.struct_rte_mempool) (*Pool, er
 	return &Pool{mp: mp, name: name}, nil
 }
 
+// Free frees the pool and its memory (rte_mempool_free), once no port and
+// no kbridge uses it: a test binary run with -count=N makes its pools N
+// times, and the primary's memory would grow by each until the hugepages
+// ran out.
+func (p *Pool) Free() {
+	C.rte_mempool_free(p.mp)
+	p.mp = nil
+}
+
 // Name returns the pool's name.
 func (p *Pool) Name() string { return p.name }
 

@@ -77,6 +77,7 @@ func Setup(name string) *Env {
 	for _, k := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
 		_ = exec.Command("ip", "netns", "exec", e.NS, "sysctl", "-qw", k+"=1").Run()
 	}
+	removeDeadPrimariesFiles(name)
 	if err := ringtest.InitPrimary(e.Prefix, 256); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -92,6 +93,7 @@ func (e *Env) Teardown() {
 	harness.DelNS(e.NS)
 	harness.Teardown()
 	_ = os.RemoveAll(filepath.Join("/var/run/dpdk", e.Prefix))
+	removePrefixFiles(e.Prefix)
 }
 
 // NeedRoot skips t when the tests cannot run here.
@@ -173,10 +175,12 @@ func (e *Env) NewBed(t *testing.T, o Opts) *Bed {
 	t.Cleanup(func() {
 		if err := b.Port.Free(); err != nil {
 			t.Error(err)
+			return // a kbridge may still use the pool
 		}
 		if n := b.Pool.InUse(); n != 0 {
 			t.Errorf("mbuf leak: %d mbufs of the pool still in use after kbridge stopped and the port was freed", n)
 		}
+		b.Pool.Free()
 	})
 	dir := t.TempDir()
 	b.Sock = filepath.Join(dir, "kbridge.sock")
@@ -286,7 +290,10 @@ func StartRefapp(t *testing.T, prefix, port string, extra ...string) *harness.Pr
 	if _, err := os.Stat(refapp); err != nil {
 		t.Skip("bin/kbridge-refapp missing: run make build (make test does)")
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Join("/var/run/dpdk", prefix)) })
+	t.Cleanup(func() {
+		_ = os.RemoveAll(filepath.Join("/var/run/dpdk", prefix))
+		removePrefixFiles(prefix) // the app stopped: harness.Start's cleanup ran first
+	})
 	args := append([]string{refapp, "-l", "0", "--file-prefix", prefix, "--proc-type", "primary",
 		"--no-pci", "--vdev", "net_ring0", "-m", "64", "--", "--port", port}, extra...)
 	app := harness.Start(t, "kbridge-refapp", args...)

@@ -72,6 +72,9 @@ func (e *Env) NewPortPool(t *testing.T, pool func(name string) (*ringtest.Pool, 
 		if n := p.Pool.InUse(); n != 0 {
 			t.Errorf("mbuf leak: %d mbufs of the pool still in use after the port was freed", n)
 		}
+		if p.freed {
+			p.Pool.Free()
+		}
 	})
 	return p
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -30,12 +31,28 @@ func BuildKbridge() (string, error) {
 			return
 		}
 		build.bin = filepath.Join(build.dir, "kbridge")
-		out, err := exec.Command("go", "build", "-o", build.bin, "github.com/kbridge/kbridge/cmd/kbridge").CombinedOutput()
+		out, err := goBuild("-o", build.bin, "github.com/kbridge/kbridge/cmd/kbridge")
 		if err != nil {
 			build.err = fmt.Errorf("go build kbridge: %w\n%s", err, out)
 		}
 	})
 	return build.bin, build.err
+}
+
+// goBuild runs go build with args as the Makefile builds kbridge, also
+// under a plain go test: GOEXPERIMENT with norandomizedheapbase64, without
+// which a kbridge's Go heap lands at a random address, now and then one
+// the app's DPDK memory must be mapped at (docs/DPDK.md). A go test run
+// without make met it in tests/app: EAL's "Cannot get a virtual area at
+// requested address".
+func goBuild(args ...string) ([]byte, error) {
+	exp := os.Getenv("GOEXPERIMENT")
+	if !strings.Contains(exp, "norandomizedheapbase64") {
+		exp = strings.TrimPrefix(exp+",norandomizedheapbase64", ",")
+	}
+	cmd := exec.Command("go", append([]string{"build"}, args...)...)
+	cmd.Env = append(os.Environ(), "GOEXPERIMENT="+exp) // the last one counts
+	return cmd.CombinedOutput()
 }
 
 // The kbridge binary with the test hooks (ring/testhook.go, tap/testhook.go):
@@ -58,8 +75,7 @@ func BuildKbridgeTestHook() (string, error) {
 			return
 		}
 		hookBuild.bin = filepath.Join(hookBuild.dir, "kbridge")
-		out, err := exec.Command("go", "build", "-tags", "kbridge_testhook", "-o", hookBuild.bin,
-			"github.com/kbridge/kbridge/cmd/kbridge").CombinedOutput()
+		out, err := goBuild("-tags", "kbridge_testhook", "-o", hookBuild.bin, "github.com/kbridge/kbridge/cmd/kbridge")
 		if err != nil {
 			hookBuild.err = fmt.Errorf("go build -tags kbridge_testhook kbridge: %w\n%s", err, out)
 		}
