@@ -41,34 +41,57 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 }
 
 func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts) (*Ring, error) {
-	// The stored queues are this interface's or nobody's.
-	adopt, store, had := storedAdoption(opts, cfg.Interface.Name, log)
-	defer func() { adopt.close() }() // what was not adopted
+	deadline, err := joinApp(ctx, cfg, log, progress)
+	if err != nil {
+		return nil, err
+	}
+	d, err := openRing(ctx, cfg, log, progress, opts, deadline)
+	if err != nil {
+		return nil, err
+	}
+	d.watchClosing()
+	d.watchApp()
+	return d, nil
+}
+
+// joinApp waits for the DPDK primary and joins it as a secondary (the EAL,
+// once a process). It returns the deadline dpdk.wait set, which the wait
+// for a port shares.
+func joinApp(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string)) (time.Time, error) {
 	progress("joining the DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
 	deadline := time.Now().Add(cfg.DPDK.Wait)
 	if err := waitFor(ctx, deadline, log, progress, "the DPDK primary with --file-prefix="+cfg.DPDK.FilePrefix,
 		func() error { return ring.PrimaryAlive(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix) }); err != nil {
-		return nil, err
+		return deadline, err
 	}
 	// Before EAL: a secondary of another DPDK fails inside rte_eal_init
 	// with a line of EAL's log; this says which versions and what to do.
 	if err := ring.CheckPrimaryVersion(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix); err != nil {
-		return nil, err
+		return deadline, err
 	}
 	// The owner rule and the app's exit watch exchange pids: refuse a
 	// primary whose process kbridge cannot see, rather than misread them.
 	if err := ring.CheckPrimaryVisible(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix); err != nil {
-		return nil, err
+		return deadline, err
 	}
-	if err := ring.InitSecondary(ring.EALConfig{
+	return deadline, ring.InitSecondary(ring.EALConfig{
 		FilePrefix:  cfg.DPDK.FilePrefix,
 		RuntimeDir:  cfg.DPDK.RuntimeDir,
 		CPU:         cfg.WorkerCPU(0),
 		ControlCPUs: cfg.WorkerCPUs(),
 		Args:        cfg.DPDK.EALArgs,
-	}); err != nil {
-		return nil, err
-	}
+	})
+}
+
+// openRing serves port cfg.Port of the app joined already, waiting for it
+// up to deadline: it claims the port, recovers what a dead owner held,
+// makes or adopts the interface and starts the workers and the keeper. The
+// watch of the port's closing and link (tick) and of the app's exit are
+// the caller's: one port's own, or the port set's for all.
+func openRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts, deadline time.Time) (*Ring, error) {
+	// The stored queues are this interface's or nobody's.
+	adopt, store, had := storedAdoption(opts, cfg.Interface.Name, log)
+	defer func() { adopt.close() }() // what was not adopted
 	var port *ring.Port
 	if err := cancelled(ctx); err != nil {
 		return nil, err
@@ -142,7 +165,6 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		p.asks, p.ask = serves, d.askApp
 		log.Info("the app takes the interface's changes as requests", "max_mtu", maxMTU)
 	}
-	d.watchClosing()
 	if err := d.startWorkers(d.appSide); err != nil {
 		return nil, errors.Join(err, d.Stop())
 	}
@@ -153,7 +175,6 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		log.Info("handover: the workers run again", "after", time.Since(handedAt).Round(time.Microsecond).String())
 	}
 	p.storeFds(had)
-	d.watchApp()
 	d.keepInterface()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mbufs", mbufModel(port),

@@ -101,6 +101,13 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	// No typed nil in the interface: a failed start returns a nil Runner.
 	switch cfg.Mode {
 	case config.ModeRing, "":
+		if cfg.ServesMany() {
+			s, err := startPortSet(ctx, cfg, log, progress, opts)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		}
 		r, err := startRing(ctx, cfg, log, progress, opts)
 		if err != nil {
 			return nil, err

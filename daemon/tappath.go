@@ -39,6 +39,10 @@ type tapPath struct {
 	stored bool
 	// carrierRestored counts the carriers the keeper set back.
 	carrierRestored atomic.Uint64
+	// releaseFirst runs stop's last (a Ring: the port's release) before
+	// the interface closes, which takes the kernel tens of milliseconds:
+	// a port set lets the app's free go on at once (portset.go).
+	releaseFirst bool
 }
 
 // appSide is one queue's app side, as a mode makes it.
@@ -254,6 +258,18 @@ func (p *tapPath) handOff(first func() error, last func()) (fds []int, release f
 	return p.dev.Fds(), func() { _ = p.dev.Close() }, nil
 }
 
+// unstore drops the interface's queues from systemd's fd store, where this
+// path stored them: a port set's port that went for good must not keep its
+// interface there.
+func (p *tapPath) unstore() {
+	if !p.stored {
+		return
+	}
+	for q := range p.dev.NumQueues() {
+		p.store.remove(queueFdName(p.dev.Name(), q))
+	}
+}
+
 // handingOver reports whether handOff stopped the path.
 func (p *tapPath) handingOver() bool { return p.handing.Load() }
 
@@ -272,6 +288,10 @@ func (p *tapPath) halt(first func() error, last func(), closeDev bool) {
 	}
 	<-p.workersDone
 	p.finish(nil)
+	if p.releaseFirst && last != nil {
+		last()
+		last = nil
+	}
 	if p.dev != nil && closeDev {
 		errs = append(errs, p.dev.Close())
 	}

@@ -304,6 +304,47 @@ kb_port_open(const char *name, struct kb_port_info *info)
 	return 0;
 }
 
+struct kb_port_walk {
+	char (*names)[KBRIDGE_NAME_MAX + 1];
+	int max, n;
+};
+
+/* One memzone of the walk: a port's control block is memzone
+ * "kbridge_<name>" holding its own name after a published magic. The
+ * held record ("kbridge_<name>_held") and anything else fail that. */
+static void
+kb_port_walk_one(const struct rte_memzone *mz, void *arg)
+{
+	struct kb_port_walk *w = arg;
+	const struct kbridge_ctl *c = mz->addr;
+	const char *name = mz->name + sizeof(KBRIDGE_MZ_PREFIX) - 1;
+	size_t len;
+
+	if (strncmp(mz->name, KBRIDGE_MZ_PREFIX, sizeof(KBRIDGE_MZ_PREFIX) - 1) != 0 ||
+	    mz->len < offsetof(struct kbridge_ctl, app_offloads))
+		return;
+	len = strnlen(name, KBRIDGE_NAME_MAX + 1);
+	if (len == 0 || len > KBRIDGE_NAME_MAX ||
+	    __atomic_load_n(&c->magic, __ATOMIC_ACQUIRE) != KBRIDGE_MAGIC ||
+	    strncmp(c->name, name, KBRIDGE_NAME_MAX + 1) != 0)
+		return;
+	if (c->version >= 2 && mz->len >= offsetof(struct kbridge_ctl, dpdk_version) &&
+	    __atomic_load_n(&c->closing, __ATOMIC_ACQUIRE) != 0)
+		return;
+	if (w->n < w->max)
+		memcpy(w->names[w->n], name, len + 1);
+	w->n++;
+}
+
+int
+kb_port_names(char (*names)[KBRIDGE_NAME_MAX + 1], int max)
+{
+	struct kb_port_walk w = { names, max, 0 };
+
+	rte_memzone_walk(kb_port_walk_one, &w);
+	return w.n;
+}
+
 int
 kb_send_eventfd(const char *name, uint16_t queue, int fd)
 {

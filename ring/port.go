@@ -275,3 +275,22 @@ func (c AppCounters) RoomDrops(dst *copp.Snapshot) {
 	dst.ToKernelRoom[copp.Neighbor] = c.ToKernelDroppedNeighbor
 	dst.ToKernelRoom[copp.Default] = c.ToKernelDropped - c.ToKernelDroppedControl - c.ToKernelDroppedNeighbor
 }
+
+// PortNames names the ports the app has created and not begun to free, in
+// the order of its memzones: what `discover` serves.
+func PortNames() []string {
+	n := 64
+	for {
+		buf := make([][C.KBRIDGE_NAME_MAX + 1]C.char, n)
+		got := int(C.kb_port_names(&buf[0], C.int(n)))
+		if got > n {
+			n = got + 16 // more were made meanwhile: look again
+			continue
+		}
+		names := make([]string, got)
+		for i := range names {
+			names[i] = C.GoString(&buf[i][0])
+		}
+		return names
+	}
+}
