@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,9 @@ type PortSet struct {
 	stopErr  error
 	quit     chan struct{} // ends the tick and the scan
 	rescan   chan struct{} // a scan now
+	poke     chan struct{} // a tick now
+	doorbell *os.File      // the app rings it on each create and free; nil: none
+	rang     bool          // the doorbell was tried
 	loops    sync.WaitGroup
 	bg       sync.WaitGroup // ports stopping in the background
 }
@@ -94,7 +98,7 @@ func startPortSet(ctx context.Context, cfg config.Config, log *slog.Logger, prog
 	}
 	s := &PortSet{log: log, cfg: cfg, ports: map[string]*setPort{}, failed: map[string]portFailure{},
 		going: map[string]chan struct{}{}, stored: opts.Stored, store: newFdStore(log), stopApp: func() {},
-		done: make(chan struct{}), quit: make(chan struct{}), rescan: make(chan struct{}, 1)}
+		done: make(chan struct{}), quit: make(chan struct{}), rescan: make(chan struct{}, 1), poke: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, s.cancel) // a stop during start-up
 	defer stop()
@@ -114,7 +118,7 @@ func startPortSet(ctx context.Context, cfg config.Config, log *slog.Logger, prog
 	}
 	s.dropStored()
 	s.loops.Add(2)
-	go s.every(closingPoll, nil, s.tickAll)
+	go s.every(closingPoll, s.poke, s.tickAll)
 	go s.every(scanEvery, s.rescan, s.look)
 	log.Info("serving the app's ports", "ports", len(s.ports), "discover", cfg.Discover)
 	return s, nil
@@ -126,8 +130,12 @@ func (s *PortSet) add(spec config.PortSpec, discovered bool, deadline time.Time,
 	s.waitGone(spec.Interface.Name)
 	cfg := s.Config().ForPort(spec)
 	log := s.log.With("port", spec.Port)
-	r, err := openRing(s.ctx, cfg, log, progress, StartOpts{Stored: s.takeStored(spec.Interface.Name)}, deadline)
+	r, err := openRing(s.ctx, cfg, log, progress, StartOpts{Stored: s.takeStored(spec.Interface.Name), hinted: discovered}, deadline)
 	if err != nil {
+		// The app may wait for an answer (kbridge_port_wait_served()).
+		if rerr := ring.RefusePort(spec.Port, err.Error()); rerr == nil {
+			log.Debug("told the app that kbridge refuses the port", "port", spec.Port)
+		}
 		return fmt.Errorf("port %s: %w", spec.Port, err)
 	}
 	r.releaseFirst = true
@@ -140,7 +148,44 @@ func (s *PortSet) add(spec config.PortSpec, discovered bool, deadline time.Time,
 	s.mu.Unlock()
 	s.watchApp(r.port.AppPID())
 	go s.watchPort(spec.Port, r)
+	s.takeDoorbell()
 	return nil
+}
+
+// takeDoorbell hands the app a doorbell (ring.Doorbell), once it has a
+// port (its header registers the doorbell with its first), and rings the
+// tick and the scan whenever the app rings it: a port it creates is served,
+// and one it frees let go of, at once rather than at the next look.
+func (s *PortSet) takeDoorbell() {
+	s.mu.Lock()
+	tried := s.rang
+	s.rang = true
+	s.mu.Unlock()
+	if tried {
+		return
+	}
+	f, err := ring.Doorbell()
+	if err != nil {
+		s.log.Info("no doorbell from the app: kbridge looks for new ports every second and freed ones every 20 ms", "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.doorbell = f
+	s.mu.Unlock()
+	go func() {
+		var b [8]byte
+		for {
+			if _, err := f.Read(b[:]); err != nil {
+				return // closed by Stop
+			}
+			for _, ch := range []chan struct{}{s.poke, s.rescan} {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
 }
 
 // waitGone waits until the interface name, of a port that went, is closed:
@@ -320,12 +365,12 @@ func (s *PortSet) scan() {
 		if s.ctx.Err() != nil {
 			return
 		}
-		spec := cfg.DiscoveredSpec(name)
+		spec, named := cfg.DiscoveredSpec(name), false
 		if i := slices.IndexFunc(specs, func(p config.PortSpec) bool { return p.Port == name }); i >= 0 {
-			spec = specs[i]
+			spec, named = specs[i], true
 		}
 		start := time.Now()
-		err := s.add(spec, true, start, func(string) {})
+		err := s.add(spec, !named, start, func(string) {})
 		s.mu.Lock()
 		f, failed := s.failed[name]
 		switch {
@@ -467,6 +512,11 @@ func (s *PortSet) Reload(cfg config.Config) error {
 		} else if sp.discovered {
 			spec = cfg.DiscoveredSpec(spec.Port)
 		}
+		if sp.discovered {
+			// What the app wanted of the interface stays (withHints).
+			running := sp.r.Config().Interface
+			spec.Interface.MTU, spec.Interface.Up = running.MTU, running.Up
+		}
 		err := sp.r.Reload(cfg.ForPort(spec))
 		var re *RestartError
 		switch {
@@ -549,6 +599,9 @@ func (s *PortSet) Stop() error {
 		s.loops.Wait()
 		s.mu.Lock()
 		s.stopApp()
+		if s.doorbell != nil {
+			_ = s.doorbell.Close()
+		}
 		ports := make([]*setPort, 0, len(s.ports))
 		for _, sp := range s.ports {
 			ports = append(ports, sp)

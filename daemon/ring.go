@@ -122,6 +122,14 @@ func openRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress
 	if err != nil {
 		return nil, err
 	}
+	hints := port.Hints()
+	if opts.hinted {
+		cfg.Interface = withHints(cfg.Interface, hints)
+		if err := cfg.Interface.Validate("the app's kbridge_port_set_interface(): interface"); err != nil {
+			port.Release()
+			return nil, err
+		}
+	}
 	mtu := cfg.Interface.MTU
 	if frame, room := tap.FrameLen(mtu), port.DataRoom()*cfg.Workers.MaxSegments; frame > room {
 		port.Release()
@@ -154,6 +162,7 @@ func openRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress
 	}
 	p.store = store
 	p.cfg = cfg
+	p.mtuFromApp = opts.hinted && hints.MTU != 0
 	if a := accepted; p.adopted == nil && (a.Promisc != nil || a.Allmulti != nil) { // an adopted one has its own
 		if err := p.dev.SetFlags(a.Promisc != nil && *a.Promisc, a.Allmulti != nil && *a.Allmulti); err != nil {
 			log.Warn("the interface does not take the flags the app's port accepted", "err", err)
@@ -176,11 +185,24 @@ func openRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress
 	}
 	p.storeFds(had)
 	d.keepInterface()
+	port.SetServed()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mbufs", mbufModel(port),
 		"pool_handler", port.PoolHandler(), "mode", cfg.Policy.Mode,
 		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", p.dev.Queue(0).Merging())
 	return d, nil
+}
+
+// withHints is ifc with the MTU and admin state the app wants of its port's
+// interface, where it says.
+func withHints(ifc tap.Config, h ring.Hints) tap.Config {
+	if h.MTU != 0 {
+		ifc.MTU = h.MTU
+	}
+	if h.Up != nil {
+		ifc.Up = *h.Up
+	}
+	return ifc
 }
 
 // mbufModel says who allocates and frees the app's mbufs, for the log.

@@ -85,6 +85,10 @@ type StartOpts struct {
 	// TakenBackFrom is the pid whose takeover was not confirmed, when
 	// Stored are this kbridge's own queues taken back; 0 otherwise.
 	TakenBackFrom int
+	// hinted makes the interface's MTU and admin state the port's own
+	// wish (kbridge_port_set_interface()) where it has one: a port set's
+	// discovered ports.
+	hinted bool
 }
 
 // StartWith is StartContext with opts.

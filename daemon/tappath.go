@@ -43,6 +43,9 @@ type tapPath struct {
 	// the interface closes, which takes the kernel tens of milliseconds:
 	// a port set lets the app's free go on at once (portset.go).
 	releaseFirst bool
+	// mtuFromApp: the interface's MTU is what the app asked for, which
+	// the keeper need not tell it at start.
+	mtuFromApp bool
 }
 
 // appSide is one queue's app side, as a mode makes it.
@@ -134,6 +137,7 @@ func (p *tapPath) keepInterface() {
 			p.finish(err)
 		},
 		carrierRestored: func() { p.carrierRestored.Add(1) },
+		mtuAgreed:       p.mtuFromApp,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -50,6 +50,7 @@ type Port struct {
 	released bool
 	owner    uint64                 // this process's owner value once claimed
 	held     *C.struct_kbridge_held // the record of what workers hold, or nil
+	served   bool                   // SetServed told the app; Release takes it back
 
 	// Of the mailbox (requests.go), touched only by the keeper, which
 	// serializes requests: the value the app must take before another is
