@@ -304,7 +304,11 @@ func (s *PortSet) every(d time.Duration, kick <-chan struct{}, f func() bool) {
 // ticker for all.
 func (s *PortSet) tickAll() bool {
 	for _, sp := range s.served() {
-		sp.r.tick(&sp.link)
+		select {
+		case <-sp.r.Done(): // going: watchPort takes it out
+		default:
+			sp.r.tick(&sp.link)
+		}
 	}
 	return true
 }

@@ -2,12 +2,15 @@ package ports
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/ring/ringtest"
@@ -23,13 +26,18 @@ import (
 // pools are whole at the end (dpdkbed.NewPort's cleanup).
 func TestDiscoverServesPortsTheAppCreatesAndFrees(t *testing.T) {
 	first, k := startDiscovering(t)
+	var more []*dpdkbed.Port
 
-	more := []*dpdkbed.Port{env.NewPort(t), env.NewPort(t), env.NewPort(t)}
-	created := time.Now()
-	for _, p := range more {
+	for i := 0; i < 3; i++ {
+		p := env.NewPort(t)
+		created := time.Now()
+		if err := p.Port.WaitServed(5 * time.Second); err != nil {
+			t.Fatalf("port %s: %v", p.Name, err)
+		}
+		t.Logf("port %s served %v after kbridge_port_create returned (the doorbell)", p.Name, time.Since(created).Round(time.Microsecond))
 		waitLink(t, k, p.Name, true)
+		more = append(more, p)
 	}
-	t.Logf("%d ports made by the app served (interfaces up) %v after the first was created", len(more), time.Since(created).Round(time.Millisecond))
 
 	ifname := map[string]string{first.Name: k.Ifname}
 	for _, p := range more {
@@ -119,6 +127,11 @@ func TestDiscoveredPortThatFailsLeavesTheOthers(t *testing.T) {
 		t.Errorf("failed %+v, want port %s with its error", f, name)
 	}
 	t.Logf("failed: %s: %s", failed[0].Port, failed[0].Err)
+	if err := blocked.WaitServed(time.Second); !errors.Is(err, unix.ECONNREFUSED) {
+		t.Errorf("the app's wait for the port it cannot have served: %v, want kbridge's refusal", err)
+	} else {
+		t.Logf("the app was told: %v", err)
+	}
 	roundTrip(t, k, first.Port, first.Name, k.Ifname, 0)
 	if out, err := exec.Command("ip", "-n", env.NS, "link", "del", name).CombinedOutput(); err != nil {
 		t.Fatalf("ip link del: %v: %s", err, out)
@@ -126,6 +139,9 @@ func TestDiscoveredPortThatFailsLeavesTheOthers(t *testing.T) {
 	harness.WaitUntil(t, "the port to be served once its name is free", 20*time.Second, func() bool {
 		return slices.ContainsFunc(statuses(t, k), func(s daemon.Status) bool { return s.Port == name })
 	})
+	if err := blocked.WaitServed(time.Second); err != nil {
+		t.Errorf("the app's wait for the port served at last: %v", err)
+	}
 	roundTrip(t, k, blocked, name, name, 0)
 	k.Stop(true)
 }
