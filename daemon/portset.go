@@ -134,7 +134,7 @@ func (s *PortSet) add(spec config.PortSpec, discovered bool, deadline time.Time,
 	if err != nil {
 		// The app may wait for an answer (kbridge_port_wait_served()).
 		if rerr := ring.RefusePort(spec.Port, err.Error()); rerr == nil {
-			log.Debug("told the app that kbridge refuses the port", "port", spec.Port)
+			log.Debug("told the app that kbridge refuses the port")
 		}
 		return fmt.Errorf("port %s: %w", spec.Port, err)
 	}

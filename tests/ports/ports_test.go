@@ -99,13 +99,13 @@ func TestNamedPortsEndWithOne(t *testing.T) {
 	}
 }
 
-// A port discover cannot serve (an interface of its name exists, which
-// kbridge does not take) is named in the status's failed list while the
+// A port discover cannot serve (an interface of its name exists, a veth,
+// which kbridge does not take) is named in the status's failed list while the
 // others are served; once the name is free it is served, at the next retry.
 func TestDiscoveredPortThatFailsLeavesTheOthers(t *testing.T) {
 	first, k := startDiscovering(t)
 	name := fmt.Sprintf("kbps%dd", env.Next())
-	if out, err := exec.Command("ip", "-n", env.NS, "link", "add", name, "type", "dummy").CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "-n", env.NS, "link", "add", name, "type", "veth", "peer", "name", name+"p").CombinedOutput(); err != nil {
 		t.Fatalf("ip link add: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "-n", env.NS, "link", "del", name).Run() })
