@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -157,23 +158,44 @@ func (a *app) allmulticastFollowsTheCallback(t *testing.T) {
 // end.
 func idleCost(t *testing.T, pid string, d time.Duration) (cpu float64, rssKB int) {
 	t.Helper()
-	ticks := func() float64 {
-		b, err := os.ReadFile("/proc/" + pid + "/stat")
+	ticksOf := func(path string) (float64, string) {
+		b, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatal(err)
+			return 0, ""
 		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])) // f[0] is field 3
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:])) // f[0] is field 3
 		u, err1 := strconv.ParseFloat(f[11], 64)
 		s, err2 := strconv.ParseFloat(f[12], 64)
 		if err1 != nil || err2 != nil {
-			t.Fatalf("/proc/%s/stat: %q", pid, b)
+			t.Fatalf("%s: %q", path, b)
 		}
-		return u + s
+		return u + s, string(b[bytes.IndexByte(b, '(')+1 : i])
 	}
-	start, t0 := ticks(), time.Now()
+	threads := func() map[string]float64 {
+		m := map[string]float64{}
+		tasks, _ := filepath.Glob("/proc/" + pid + "/task/*/stat")
+		for _, p := range tasks {
+			v, comm := ticksOf(p)
+			m[filepath.Base(filepath.Dir(p))+" "+comm] = v
+		}
+		return m
+	}
+	start, before, t0 := 0.0, threads(), time.Now()
+	start, _ = ticksOf("/proc/" + pid + "/stat")
 	time.Sleep(d)
-	used, took := ticks()-start, time.Since(t0)
+	end, _ := ticksOf("/proc/" + pid + "/stat")
+	used, took := end-start, time.Since(t0)
 	cpu = used / 100 / took.Seconds() * 100 // USER_HZ is 100
+	// Which threads: the busiest few, to tell the workers from the rest.
+	var busy []string
+	for id, v := range threads() {
+		if dv := v - before[id]; dv > 0 {
+			busy = append(busy, fmt.Sprintf("%s: %.0f ticks", id, dv))
+		}
+	}
+	slices.Sort(busy)
+	t.Logf("threads of pid %s that ran over %v (tid comm: ticks of 10 ms): %s", pid, d, strings.Join(busy, "; "))
 	status, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		t.Fatal(err)

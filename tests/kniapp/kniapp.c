@@ -38,8 +38,9 @@
  *   and gets the port's frames to that MAC, and a copy of its broadcast and
  *   multicast frames (the rest go to the first).
  * --churn (with --loop one): the lcore releases a KNI from the third on
- *   and allocates it again every 50 ms while it forwards, as DPVS adds and
- *   removes VLAN KNIs from its lcore loop.
+ *   and allocates it again, under its other name (NAME.<100+i+N>, and back),
+ *   every 50 ms while it forwards, as DPVS adds and removes VLAN KNIs from
+ *   its lcore loop.
  * Each allocation and release is timed; at exit the app prints the first
  * allocation's time (it starts kbridge) and the others' median and
  * maximum ("kniapp: alloc ...", "kniapp: release ...").
@@ -84,6 +85,10 @@ static int refuse_down;
 static struct rte_mempool *pool;
 static int dotted;
 static int churn;
+/* --churn: KNI i's name alternates between NAME.<100+i> and
+ * NAME.<100+i+nb_kni> at each allocation, as VLAN KNIs come and go: a
+ * name reused at once waits for the kernel to remove the old interface. */
+static unsigned char second_name[MAX_KNI];
 
 static void
 logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -209,7 +214,8 @@ alloc_kni(unsigned int i)
 	if (dotted && i == 0)
 		snprintf(conf.name, RTE_KNI_NAMESIZE, "%.10s.kni", kni_name);
 	else if (dotted)
-		snprintf(conf.name, RTE_KNI_NAMESIZE, "%.10s.%u", kni_name, 100 + i);
+		snprintf(conf.name, RTE_KNI_NAMESIZE, "%.10s.%u", kni_name,
+			 100 + i + (second_name[i] ? nb_kni : 0));
 	else if (nb_kni == 1)
 		snprintf(conf.name, RTE_KNI_NAMESIZE, "%s", kni_name);
 	else
@@ -348,6 +354,7 @@ churn_one(uint64_t *next, unsigned int *k)
 	if (!churn || nb_kni < 3 || now < *next)
 		return;
 	*next = now + rte_get_timer_hz() / 20;
+	second_name[*k] = !second_name[*k];
 	if (release_kni(*k) != 0 || (knis[*k] = alloc_kni(*k)) == NULL) {
 		logf_("kniapp: churn: KNI %u failed\n", *k);
 		quit = 1;
