@@ -127,6 +127,9 @@ func startPortSet(ctx context.Context, cfg config.Config, log *slog.Logger, prog
 // add serves one port: it waits for an interface of that name still going,
 // then opens the port as a Ring whose ticks and app watch are the set's.
 func (s *PortSet) add(spec config.PortSpec, discovered bool, deadline time.Time, progress func(string)) error {
+	// Before the first port is served: the app, told it is, makes its
+	// next port at once, and must find the doorbell there to ring.
+	s.takeDoorbell()
 	s.waitGone(spec.Interface.Name)
 	cfg := s.Config().ForPort(spec)
 	log := s.log.With("port", spec.Port)
@@ -148,12 +151,12 @@ func (s *PortSet) add(spec config.PortSpec, discovered bool, deadline time.Time,
 	s.mu.Unlock()
 	s.watchApp(r.port.AppPID())
 	go s.watchPort(spec.Port, r)
-	s.takeDoorbell()
 	return nil
 }
 
 // takeDoorbell hands the app a doorbell (ring.Doorbell), once it has a
-// port (its header registers the doorbell with its first), and rings the
+// port (its header registers the doorbell with its first; the scan saw
+// one), and rings the
 // tick and the scan whenever the app rings it: a port it creates is served,
 // and one it frees let go of, at once rather than at the next look.
 func (s *PortSet) takeDoorbell() {
@@ -172,6 +175,7 @@ func (s *PortSet) takeDoorbell() {
 	s.mu.Lock()
 	s.doorbell = f
 	s.mu.Unlock()
+	s.Rescan() // what the app made before it had the doorbell
 	go func() {
 		var b [8]byte
 		for {

@@ -480,7 +480,9 @@ func TestKNIApplication(t *testing.T) {
 		t.Run("ping both ways through the second", func(t *testing.T) {
 			for _, c := range []struct{ ns, ip string }{{"kbt-dut", peer1}, {"kbt-peer", dut1}} {
 				if out := harness.In(t, nil, c.ns, "ping", "-c", "10", "-i", "0.1", "-W", "2", c.ip); !strings.Contains(out, " 0% packet loss") {
-					t.Errorf("ping from %s to %s:\n%s", c.ns, c.ip, out)
+					t.Errorf("ping from %s to %s:\n%s\nneighbours: dut %s; peer %s", c.ns, c.ip, out,
+						harness.In(t, nil, "kbt-dut", "ip", "neigh", "show", "dev", kni1),
+						harness.In(t, nil, "kbt-peer", "ip", "neigh", "show", "dev", "kbt-wire"))
 				}
 			}
 		})
