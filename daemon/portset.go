@@ -151,6 +151,7 @@ func (s *PortSet) add(spec config.PortSpec, discovered bool, deadline time.Time,
 	s.mu.Unlock()
 	s.watchApp(r.port.AppPID())
 	go s.watchPort(spec.Port, r)
+	s.takeDoorbell() // a port named in the file, which the app made only now
 	return nil
 }
 
@@ -161,20 +162,19 @@ func (s *PortSet) add(spec config.PortSpec, discovered bool, deadline time.Time,
 // and one it frees let go of, at once rather than at the next look.
 func (s *PortSet) takeDoorbell() {
 	s.mu.Lock()
-	tried := s.rang
-	s.rang = true
-	s.mu.Unlock()
-	if tried {
+	defer s.mu.Unlock()
+	// Asked before the app has a port, its DPDK would log that it has no
+	// such action and leave kbridge waiting for an answer.
+	if s.rang || len(ring.PortNames()) == 0 {
 		return
 	}
+	s.rang = true
 	f, err := ring.Doorbell()
 	if err != nil {
 		s.log.Info("no doorbell from the app: kbridge looks for new ports every second and freed ones every 20 ms", "err", err)
 		return
 	}
-	s.mu.Lock()
 	s.doorbell = f
-	s.mu.Unlock()
 	s.Rescan() // what the app made before it had the doorbell
 	go func() {
 		var b [8]byte

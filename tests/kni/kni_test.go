@@ -467,7 +467,7 @@ func TestKNIApplication(t *testing.T) {
 
 	t.Run("64 KNIs, the lcore loop releasing and allocating VLAN KNIs while two carry traffic", func(t *testing.T) {
 		a := startApp(t, root, nil, nil, []string{"dpdk0.kni"}, "--loop", "one", "--kni", "64", "--dotted", "--name", "dpdk0", "--churn")
-		const kni1, peer1, dut1 = "dpdk0.101", "198.18.1.1", "198.18.1.2"
+		const kni1, peer1, dut1 = "dpdk0.101", "198.18.7.1", "198.18.7.2" // a subnet the bed leaves free
 		sh(t, "ip", "-n", "kbt-peer", "addr", "add", peer1+"/24", "dev", "kbt-wire")
 		t.Cleanup(func() {
 			_, _ = exec.Command("ip", "-n", "kbt-peer", "addr", "del", peer1+"/24", "dev", "kbt-wire").CombinedOutput()
