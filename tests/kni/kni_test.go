@@ -474,6 +474,9 @@ func TestKNIApplication(t *testing.T) {
 		})
 		// Only the second answers for its address: no reply through the first.
 		sh(t, "ip", "netns", "exec", "kbt-dut", "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1")
+		t.Cleanup(func() {
+			_, _ = exec.Command("ip", "netns", "exec", "kbt-dut", "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=0").CombinedOutput()
+		})
 		sh(t, "ip", "-n", "kbt-dut", "addr", "add", dut1+"/24", "dev", kni1)
 		sh(t, "ip", "-n", "kbt-dut", "link", "set", "dev", kni1, "up")
 		t.Run("ping both ways through the first", harness.PingBothWays)
