@@ -118,8 +118,8 @@ func startPortSet(ctx context.Context, cfg config.Config, log *slog.Logger, prog
 	}
 	s.dropStored()
 	s.loops.Add(2)
-	go s.every(closingPoll, s.poke, s.tickAll)
-	go s.every(scanEvery, s.rescan, s.look)
+	go s.every(s.tickEvery, s.poke, s.tickAll)
+	go s.every(func() time.Duration { return scanEvery }, s.rescan, s.look)
 	log.Info("serving the app's ports", "ports", len(s.ports), "discover", cfg.Discover)
 	return s, nil
 }
@@ -157,9 +157,9 @@ func (s *PortSet) add(spec config.PortSpec, discovered bool, deadline time.Time,
 
 // takeDoorbell hands the app a doorbell (ring.Doorbell), once it has a
 // port (its header registers the doorbell with its first; the scan saw
-// one), and rings the
-// tick and the scan whenever the app rings it: a port it creates is served,
-// and one it frees let go of, at once rather than at the next look.
+// one), and rings the tick and the scan whenever the app rings it: a port
+// it creates is served, one it frees let go of, and a link it reports
+// followed at once rather than at the next look.
 func (s *PortSet) takeDoorbell() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -171,7 +171,7 @@ func (s *PortSet) takeDoorbell() {
 	s.rang = true
 	f, err := ring.Doorbell()
 	if err != nil {
-		s.log.Info("no doorbell from the app: kbridge looks for new ports every second and freed ones every 20 ms", "err", err)
+		s.log.Info("no doorbell from the app: kbridge looks for new ports every second, and for freed ones and links every 20 ms", "err", err)
 		return
 	}
 	s.doorbell = f
@@ -285,11 +285,11 @@ func (s *PortSet) watchApp(pid int) {
 	}()
 }
 
-// every runs f every d, and at once when kick fires (nil: never), until
-// the set stops or f returns false.
-func (s *PortSet) every(d time.Duration, kick <-chan struct{}, f func() bool) {
+// every runs f every d() (asked again after each run), and at once when
+// kick fires (nil: never), until the set stops or f returns false.
+func (s *PortSet) every(d func() time.Duration, kick <-chan struct{}, f func() bool) {
 	defer s.loops.Done()
-	t := time.NewTicker(d)
+	t := time.NewTimer(d())
 	defer t.Stop()
 	for {
 		select {
@@ -301,7 +301,22 @@ func (s *PortSet) every(d time.Duration, kick <-chan struct{}, f func() bool) {
 		if !f() {
 			return
 		}
+		t.Reset(d())
 	}
+}
+
+// tickEvery is how often the tick looks at every port: every closingPoll
+// until the app has the doorbell, which it rings when it frees a port or
+// reports a link (kbridge_port_free, kbridge_port_set_link), and from then
+// on every scanEvery only, for a ring lost. A tick of 64 ports every 20 ms
+// was most of what an idle port set cost (docs/runs/2026-12-07-64-knis.md).
+func (s *PortSet) tickEvery() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.doorbell != nil {
+		return scanEvery
+	}
+	return closingPoll
 }
 
 // tickAll follows every port's link and notices a port the app frees: one

@@ -97,10 +97,11 @@ kbridge_registry_del_(const struct kbridge_port *p)
 /*
  * The doorbell: a kbridge that serves every port of the app (discover)
  * hands the app an eventfd over IPC (action KBRIDGE_MP_DOORBELL), which
- * kbridge_port_create() and kbridge_port_free() write, so that it serves a
- * new port, and lets go of a freed one, at once rather than at its next
- * look (every second for new ports, every 20 ms for freed ones). One write
- * per create or free; without a doorbell nothing is written. Any secondary
+ * kbridge_port_create(), kbridge_port_free() and kbridge_port_set_link()
+ * write, so that it serves a new port, lets go of a freed one and follows a
+ * link at once rather than at its next look (every second; every 20 ms
+ * for freed ones and links without a doorbell). One write per create,
+ * free or link; without a doorbell nothing is written. Any secondary
  * may ring it: the worst one can do is take the rings away from kbridge,
  * which then finds the ports by looking, as without one. The number is
  * never closed: a later doorbell is dup2()ed onto it, as the wakeup
