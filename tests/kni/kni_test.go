@@ -155,7 +155,7 @@ func (a *app) allmulticastFollowsTheCallback(t *testing.T) {
 
 // idleCost measures process pid over d: its CPU (utime and stime, from
 // /proc/PID/stat) as a percentage of one core, and its VmRSS in kB at the
-// end.
+// end; it logs the busiest threads, and what the RSS is made of.
 func idleCost(t *testing.T, pid string, d time.Duration) (cpu float64, rssKB int) {
 	t.Helper()
 	ticksOf := func(path string) (float64, string) {
@@ -200,11 +200,18 @@ func idleCost(t *testing.T, pid string, d time.Duration) (cpu float64, rssKB int
 	if err != nil {
 		t.Fatal(err)
 	}
+	var parts []string // what the RSS is made of, and how many threads hold it
 	for _, l := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
 			rssKB, _ = strconv.Atoi(strings.Fields(v)[0])
 		}
+		for _, k := range []string{"RssAnon:", "RssFile:", "RssShmem:", "Threads:"} {
+			if v, ok := strings.CutPrefix(l, k); ok {
+				parts = append(parts, k+" "+strings.Join(strings.Fields(v), " "))
+			}
+		}
 	}
+	t.Logf("pid %s: %s", pid, strings.Join(parts, ", "))
 	return cpu, rssKB
 }
 

@@ -39,6 +39,15 @@ func TestDiscoverServesPortsTheAppCreatesAndFrees(t *testing.T) {
 		more = append(more, p)
 	}
 
+	// A link the app reports is followed when it rings the doorbell
+	// (kbridge_port_set_link), not at the tick's next look, a second on.
+	for _, up := range []bool{false, true} {
+		reported := time.Now()
+		more[0].Port.SetLink(up, 10000, true)
+		waitCarrier(t, k, more[0].Name, up)
+		t.Logf("port %s: the carrier followed the link reported %v after %v", more[0].Name, up, time.Since(reported).Round(time.Microsecond))
+	}
+
 	ifname := map[string]string{first.Name: k.Ifname}
 	for _, p := range more {
 		ifname[p.Name] = p.Name
@@ -166,6 +175,16 @@ func waitLink(t *testing.T, k *dpdkbed.Kbridge, name string, up bool) {
 		k.CheckRunning(t)
 		_, err := env.Link(name)
 		return (err == nil) == up
+	})
+}
+
+// waitCarrier waits until interface name's carrier is on or off.
+func waitCarrier(t *testing.T, k *dpdkbed.Kbridge, name string, on bool) {
+	t.Helper()
+	harness.WaitUntil(t, fmt.Sprintf("interface %s's carrier %v", name, on), 10*time.Second, func() bool {
+		k.CheckRunning(t)
+		l, err := env.Link(name)
+		return err == nil && (l.Attrs().RawFlags&unix.IFF_LOWER_UP != 0) == on
 	})
 }
 
