@@ -213,14 +213,14 @@ func (w *Worker) Run() error {
 				// sleep. An app that cannot kick gets a plain precise
 				// sleep, and so does fixed mode, whose uninterruptible
 				// sleep is the KNI behaviour it exists to reproduce.
-				if err := w.park(step.D, cur); err != nil {
+				if err := w.park(step.D, cur, false); err != nil {
 					return err
 				}
 				break
 			}
 			w.waiter.Sleep(step.D)
 		case policy.Park:
-			if err := w.park(step.D, cur); err != nil {
+			if err := w.park(step.D, cur, ladder.Idle()); err != nil {
 				return err
 			}
 		case policy.PolicedSleep:
@@ -243,8 +243,9 @@ func (w *Worker) Run() error {
 }
 
 // park publishes need-wakeup, re-checks the ring (the app may have enqueued
-// before it saw the flag) and blocks until a kick, TAP data or the timeout.
-func (w *Worker) park(timeout time.Duration, p *policy.Policy) error {
+// before it saw the flag) and blocks until a kick, TAP data or the timeout;
+// idle: in the netpoller from the start (policy.Waiter.ParkIdle).
+func (w *Worker) park(timeout time.Duration, p *policy.Policy, idle bool) error {
 	if !w.canKick {
 		// Nobody will kick: bound the park by the backoff ceiling, or
 		// by noKickBound when the backoff is off, so that the app's
@@ -260,7 +261,13 @@ func (w *Worker) park(timeout time.Duration, p *policy.Policy) error {
 		return nil
 	}
 	w.counters.Parks.Add(1)
-	woken, err := w.waiter.Park(timeout)
+	var woken bool
+	var err error
+	if idle && w.canKick {
+		woken, err = w.waiter.ParkIdle(timeout)
+	} else {
+		woken, err = w.waiter.Park(timeout)
+	}
 	w.waker.Unpark()
 	if woken {
 		w.counters.Wakeups.Add(1)

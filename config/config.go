@@ -35,11 +35,18 @@ type Config struct {
 	Mode Mode `mapstructure:"mode" json:"mode"`
 	DPDK DPDK `mapstructure:"dpdk" json:"dpdk"`
 	// Port is the name the DPDK app gave kbridge_port_create().
-	Port      string        `mapstructure:"port" json:"port"`
-	Interface tap.Config    `mapstructure:"interface" json:"interface"`
-	Workers   Workers       `mapstructure:"workers" json:"workers"`
-	Policy    policy.Policy `mapstructure:"policy" json:"policy"`
-	Stats     Stats         `mapstructure:"stats" json:"stats"`
+	Port      string     `mapstructure:"port" json:"port"`
+	Interface tap.Config `mapstructure:"interface" json:"interface"`
+	// Ports are more ports of the same app, each with its interface
+	// (mode ring; ports.go). Port, when not empty, is served too.
+	Ports []PortConfig `mapstructure:"ports" json:"ports,omitempty"`
+	// Discover serves every other port the app creates too, each with the
+	// interface section as its template, and lets a freed or failed port
+	// go without ending kbridge (mode ring).
+	Discover bool          `mapstructure:"discover" json:"discover"`
+	Workers  Workers       `mapstructure:"workers" json:"workers"`
+	Policy   policy.Policy `mapstructure:"policy" json:"policy"`
+	Stats    Stats         `mapstructure:"stats" json:"stats"`
 	// XDP configures mode xdp. Its exception interface and addresses
 	// default to interface.name and interface.addresses.
 	XDP xdp.Config `mapstructure:"xdp" json:"xdp"`
@@ -165,10 +172,21 @@ func (c Config) Validate() error {
 	if c.Requests.Timeout < 10*time.Millisecond || c.Requests.Timeout > time.Minute {
 		errs.Add("requests.timeout", c.Requests.Timeout, "must be between 10ms and 1m (the app answers from its control path; an MTU change may restart its port)")
 	}
-	if c.Port == "" || len(c.Port) > limits.PortNameMax {
+	switch {
+	case c.Port == "" && !c.Discover:
+		errs.Addf("port", c.Port, "must be 1 to %d characters, the name given to kbridge_port_create() (empty only with discover: true)", limits.PortNameMax)
+	case len(c.Port) > limits.PortNameMax:
 		errs.Addf("port", c.Port, "must be 1 to %d characters, the name given to kbridge_port_create()", limits.PortNameMax)
 	}
 	errs.Include(c.Interface.Validate("interface"))
+	if c.ServesMany() && c.Mode != ModeRing && c.Mode != "" {
+		key, val := "discover", any(c.Discover)
+		if len(c.Ports) > 0 {
+			key, val = "ports", "["+c.Ports[0].Port+" ...]"
+		}
+		errs.Addf(key, val, "serves several ports of an app in mode ring only, not in mode %s", c.Mode)
+	}
+	c.portSpecs(&errs)
 	online := onlineCPUs()
 	for i, cpu := range c.Workers.CPUs {
 		if !slices.Contains(online, cpu) {

@@ -274,6 +274,29 @@ func ReadStatus(path string) (Status, error) {
 	return s, nil
 }
 
+// ReadStatuses returns each port's status: a port set's ports (SetStatus),
+// or the one port of any other runner.
+func ReadStatuses(path string) ([]Status, error) {
+	raw, err := ReadStatusRaw(path)
+	if err != nil {
+		return nil, err
+	}
+	var set struct {
+		Ports *[]Status `json:"ports"`
+	}
+	if err := json.Unmarshal(raw, &set); err != nil {
+		return nil, fmt.Errorf("kbridge on %s: %w", path, err)
+	}
+	if set.Ports != nil {
+		return *set.Ports, nil
+	}
+	var s Status
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("kbridge on %s: %w", path, err)
+	}
+	return []Status{s}, nil
+}
+
 // ReadStatusRaw returns the daemon's status document as it sent it, whatever
 // its mode.
 func ReadStatusRaw(path string) (json.RawMessage, error) {

@@ -80,6 +80,9 @@ type keeper struct {
 	// carrierRestored is called each time the keeper set back a carrier
 	// someone else turned; nil: nobody counts.
 	carrierRestored func()
+	// mtuAgreed: the interface's MTU is the one the app asked for
+	// (kbridge_port_set_interface()), which it need not be told.
+	mtuAgreed bool
 }
 
 // run looks at the interface as it is (events before the watch began were
@@ -117,7 +120,9 @@ func (k *keeper) start(ctx context.Context) bool {
 	if !k.sync(ctx) {
 		return false
 	}
-	k.agreeMTU(ctx)
+	if !k.mtuAgreed {
+		k.agreeMTU(ctx)
+	}
 	return true
 }
 

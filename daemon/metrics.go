@@ -77,10 +77,14 @@ var adoptedHow = map[string]string{HowHanded: "handed_over", HowStored: "fd_stor
 // *Vhost).
 type snapshotter interface{ Snapshot() Status }
 
-func newCollector(d snapshotter) *collector {
+func newCollector(d snapshotter) *collector { return newLabelledCollector(d, nil) }
+
+// newLabelledCollector is newCollector with labels of constant value on
+// every metric: a port set's port label.
+func newLabelledCollector(d snapshotter, cl prometheus.Labels) *collector {
 	q := []string{"queue"}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc("kbridge_"+name, help, append(q, labels...), nil)
+		return prometheus.NewDesc("kbridge_"+name, help, append(q, labels...), cl)
 	}
 	c := &collector{
 		d:          d,
@@ -110,27 +114,27 @@ func newCollector(d snapshotter) *collector {
 			"by direction.", "direction"),
 		coppPolicing: desc("copp_policing", "1 while the class's policer refused a frame within the last second.", "class"),
 		poolInUse: prometheus.NewDesc("kbridge_mempool_in_use", "Mbufs of the app's mempool in use (absent for an app of "+
-			"kbridge.h version 7, whose pool kbridge never calls).", nil, nil),
+			"kbridge.h version 7, whose pool kbridge never calls).", nil, cl),
 		sockFilter: prometheus.NewDesc("kbridge_copp_sockets_filter", "1 while the protocol's frames are judged by the "+
-			"host's sockets (copp.unwanted), 0 while they are not: kbridge stats' sockets says why.", []string{"protocol"}, nil),
+			"host's sockets (copp.unwanted), 0 while they are not: kbridge stats' sockets says why.", []string{"protocol"}, cl),
 		sockReadings: prometheus.NewDesc("kbridge_copp_sockets_readings_total", "Readings of the host's sockets, by "+
-			"result: ok (published to the burst core) or error.", []string{"result"}, nil),
+			"result: ok (published to the burst core) or error.", []string{"result"}, cl),
 		recovery: prometheus.NewDesc("kbridge_takeover_recovered_total", "What this kbridge put right of a killed predecessor "+
 			"when it started, by what: held_to_kernel_freed and held_from_kernel_freed (mbufs its held record named), "+
 			"to_kernel_reclaimed (entries it had claimed and not released, dequeued again), to_kernel_freed (mbufs it had "+
 			"dequeued and not recorded), from_kernel_discarded (slots it had reserved and not published), from_kernel_freed "+
 			"(mbufs of that enqueue); for an app of kbridge.h version 7 fresh_reclaimed, fresh_freed, spent_discarded and "+
-			"spent_freed, the same of its fresh and spent rings, and what is freed goes to its spent ring (ring mode).", []string{"what"}, nil),
+			"spent_freed, the same of its fresh and spent rings, and what is freed goes to its spent ring (ring mode).", []string{"what"}, cl),
 		adopted: prometheus.NewDesc("kbridge_interface_adopted", "1 when this kbridge adopted its interface rather than "+
 			"made it, by how: handed_over (--takeover), fd_store (systemd's, across a restart), persistent (interface.on_stop: keep), taken_back (a takeover not confirmed).",
-			[]string{"how"}, nil),
+			[]string{"how"}, cl),
 		backlog: prometheus.NewDesc("kbridge_adopted_backlog_frames_total", "Frames an adopted interface's queues held "+
-			"when it was adopted (sent by the kernel while no kbridge read them), delivered since.", nil, nil),
+			"when it was adopted (sent by the kernel while no kbridge read them), delivered since.", nil, cl),
 		carrierRestored: prometheus.NewDesc("kbridge_carrier_restored_total", "Times kbridge set the interface's carrier "+
-			"back after something else turned it (TUNSETCARRIER from another queue, ip link set carrier).", nil, nil),
+			"back after something else turned it (TUNSETCARRIER from another queue, ip link set carrier).", nil, cl),
 		ealAttachRetries: prometheus.NewDesc("kbridge_eal_attach_retries_total", "Starts of EAL this kbridge made before the one "+
 			"that attached, each refused because something of its own sat at one of the app's memory addresses, and followed by "+
-			"an exec of kbridge for a fresh layout (ring mode).", nil, nil),
+			"an exec of kbridge for a fresh layout (ring mode).", nil, cl),
 	}
 	c.offload = make(map[string]*prometheus.Desc, len(offloadMetrics))
 	byName := map[string]*prometheus.Desc{}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +270,9 @@ func TestMetricsTableMatchesTheExposition(t *testing.T) {
 	}
 	exposed := append(names(t, newCollector(fakeStatus(fullStatus()))), names(t, xdpCollector{})...)
 	exposed = append(exposed, "kbridge_build_info")
+	// The port set's collector is unchecked (its ports come and go): what
+	// it adds shows in a scrape only.
+	exposed = append(exposed, gathered(t, testSetCollector())...)
 	for _, n := range exposed {
 		if !documented[n] {
 			t.Errorf("%s has no row in docs/CONFIG.md's metrics table", n)
@@ -285,6 +289,80 @@ func TestMetricsTableMatchesTheExposition(t *testing.T) {
 	for _, p := range []string{"go_*", "process_*"} {
 		if !documented[p] {
 			t.Errorf("docs/CONFIG.md's metrics table has no row for the %s collector", p)
+		}
+	}
+}
+
+// testSetCollector is a port set's collector over two ports and one
+// failed.
+func testSetCollector() *setCollector {
+	return newSetCollector(func() ([]portSnapshot, int) {
+		return []portSnapshot{{"dpdk0.kni", fakeStatus(fullStatus())}, {"vlan100", fakeStatus(fullStatus())}}, 1
+	})
+}
+
+// gathered returns the kbridge_ metric families a scrape of c shows.
+func gathered(t *testing.T, c prometheus.Collector) []string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		out = append(out, mf.GetName())
+	}
+	return out
+}
+
+// A port set exports each port's metrics with a port label beside the
+// queue, the same names as one port's, and kbridge_ports by state; it
+// passes promlint.
+func TestPortSetMetricsCarryThePort(t *testing.T) {
+	reg, err := NewRegistry(testSetCollector(), "1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := promlint.NewWithMetricFamilies(mfs).Lint(); err != nil || len(problems) > 0 {
+		t.Errorf("promlint: %v %v", problems, err)
+	}
+	single := names(t, newCollector(fakeStatus(fullStatus())))
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if name == "kbridge_ports" {
+			for _, m := range mf.GetMetric() {
+				seen["ports/"+m.GetLabel()[0].GetValue()+"/"+strconv.Itoa(int(m.GetGauge().GetValue()))] = true
+			}
+			continue
+		}
+		if !slices.Contains(single, name) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			port := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "port" {
+					port = l.GetValue()
+				}
+			}
+			if port == "" {
+				t.Errorf("%s has a series without a port label", name)
+			}
+			seen[port] = true
+		}
+	}
+	for _, want := range []string{"dpdk0.kni", "vlan100", "ports/served/2", "ports/failed/1"} {
+		if !seen[want] {
+			t.Errorf("no %s in the scrape", want)
 		}
 	}
 }

@@ -82,40 +82,54 @@ func claimPort(port *ring.Port, reqTimeout time.Duration, log *slog.Logger) (Rec
 // (kbridge_port_free): Stop then stops the workers and releases the port,
 // which is what the app waits for before it drains the rings. On the same
 // tick it makes the interface's carrier follow the link the app reports
-// (kbridge_port_set_link), as a NIC's driver makes its interface's.
+// (kbridge_port_set_link), as a NIC's driver makes its interface's. A port
+// set ticks all its ports from one ticker instead (portset.go).
 func (d *Ring) watchClosing() {
 	go func() {
 		t := time.NewTicker(closingPoll)
 		defer t.Stop()
-		var last ring.Link
-		reported, failing := false, false
+		var l linkFollow
 		for {
 			select {
 			case <-d.done:
 				return
 			case <-t.C:
-				// A link not followed (SetCarrier failed, as while the
-				// interface is being made again) is tried again on the
-				// next tick, and logged once.
-				if l, ok := d.port.Link(); ok && (!reported || l != last) {
-					err := d.followLink(l)
-					if err != nil && !failing {
-						d.log.Warn("the interface's carrier does not follow the app's link yet: trying again every tick",
-							"interface", d.cfg.Interface.Name, "link_up", l.Up, "err", err)
-					}
-					failing = err != nil
-					if err == nil {
-						last, reported = l, true
-					}
-				}
-				if d.port.Closing() {
-					d.log.Warn("the DPDK app is freeing the port: stopping", "port", d.port.Name())
-					d.finish(fmt.Errorf("%w %s: kbridge stops (restart it once the app recreated the port)", ErrAppFreesPort, d.port.Name()))
+				if d.tick(&l) {
 					return
 				}
 			}
 		}
 	}()
+}
+
+// linkFollow is what the tick remembers of the app port's link.
+type linkFollow struct {
+	last              ring.Link
+	reported, failing bool
+}
+
+// tick is one look at the port: the carrier follows the app's link, and a
+// port the app is freeing ends the path (true: it did).
+func (d *Ring) tick(f *linkFollow) bool {
+	// A link not followed (SetCarrier failed, as while the interface is
+	// being made again) is tried again on the next tick, and logged once.
+	if l, ok := d.port.Link(); ok && (!f.reported || l != f.last) {
+		err := d.followLink(l)
+		if err != nil && !f.failing {
+			d.log.Warn("the interface's carrier does not follow the app's link yet: trying again every tick",
+				"interface", d.cfg.Interface.Name, "link_up", l.Up, "err", err)
+		}
+		f.failing = err != nil
+		if err == nil {
+			f.last, f.reported = l, true
+		}
+	}
+	if d.port.Closing() {
+		d.log.Warn("the DPDK app is freeing the port: stopping", "port", d.port.Name())
+		d.finish(fmt.Errorf("%w %s: kbridge stops (restart it once the app recreated the port)", ErrAppFreesPort, d.port.Name()))
+		return true
+	}
+	return false
 }
 
 // followLink sets the interface's carrier to the app port's link, and its

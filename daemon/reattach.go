@@ -88,3 +88,16 @@ func reattach(err error, opts StartOpts, iface string, adopt *adoption, log *slo
 	adopt.fds = nil // not closed: the next image adopts them
 	return e
 }
+
+// reattachStored is reattach for a start that failed before any port took
+// its stored queues (joinApp): those of interface iface among stored go
+// with the next image, any other is closed as a start closes what it does
+// not adopt (storedAdoption).
+func reattachStored(err error, opts StartOpts, iface string, stored []ListenFd, log *slog.Logger) error {
+	o := opts
+	o.Stored = stored
+	adopt, _, _ := storedAdoption(o, iface, log)
+	err = reattach(err, opts, iface, adopt, log)
+	adopt.close()
+	return err
+}

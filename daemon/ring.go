@@ -44,35 +44,60 @@ func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Rin
 }
 
 func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts) (*Ring, error) {
-	// The stored queues are this interface's or nobody's.
-	adopt, store, had := storedAdoption(opts, cfg.Interface.Name, log)
-	defer func() { adopt.close() }() // what was not adopted
+	deadline, err := joinApp(ctx, cfg, log, progress, opts.EALAttempt)
+	if err != nil {
+		return nil, reattachStored(err, opts, cfg.Interface.Name, opts.Stored, log)
+	}
+	d, err := openRing(ctx, cfg, log, progress, opts, deadline)
+	if err != nil {
+		return nil, err
+	}
+	d.watchClosing()
+	d.watchApp()
+	return d, nil
+}
+
+// joinApp waits for the DPDK primary and joins it as a secondary (the EAL,
+// once a process), the start of EAL after attempt others under this pid
+// (StartOpts.EALAttempt). It returns the deadline dpdk.wait set, which the
+// wait for a port shares; a failure is the caller's to pass to
+// reattachStored, which knows the queues to carry.
+func joinApp(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), attempt int) (time.Time, error) {
 	progress("joining the DPDK primary (file prefix " + cfg.DPDK.FilePrefix + ")")
 	deadline := time.Now().Add(cfg.DPDK.Wait)
 	if err := waitFor(ctx, deadline, log, progress, "the DPDK primary with --file-prefix="+cfg.DPDK.FilePrefix,
 		func() error { return ring.PrimaryAlive(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix) }); err != nil {
-		return nil, err
+		return deadline, err
 	}
 	// Before EAL: a secondary of another DPDK fails inside rte_eal_init
 	// with a line of EAL's log; this says which versions and what to do.
 	if err := ring.CheckPrimaryVersion(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix); err != nil {
-		return nil, err
+		return deadline, err
 	}
 	// The owner rule and the app's exit watch exchange pids: refuse a
 	// primary whose process kbridge cannot see, rather than misread them.
 	if err := ring.CheckPrimaryVisible(cfg.DPDK.RuntimeDir, cfg.DPDK.FilePrefix); err != nil {
-		return nil, err
+		return deadline, err
 	}
-	if err := ring.InitSecondary(ring.EALConfig{
+	return deadline, ring.InitSecondary(ring.EALConfig{
 		FilePrefix:  cfg.DPDK.FilePrefix,
 		RuntimeDir:  cfg.DPDK.RuntimeDir,
 		CPU:         cfg.WorkerCPU(0),
 		ControlCPUs: cfg.WorkerCPUs(),
 		Args:        cfg.DPDK.EALArgs,
-		Attempt:     opts.EALAttempt,
-	}); err != nil {
-		return nil, reattach(err, opts, cfg.Interface.Name, adopt, log)
-	}
+		Attempt:     attempt,
+	})
+}
+
+// openRing serves port cfg.Port of the app joined already, waiting for it
+// up to deadline: it claims the port, recovers what a dead owner held,
+// makes or adopts the interface and starts the workers and the keeper. The
+// watch of the port's closing and link (tick) and of the app's exit are
+// the caller's: one port's own, or the port set's for all.
+func openRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts, deadline time.Time) (*Ring, error) {
+	// The stored queues are this interface's or nobody's.
+	adopt, store, had := storedAdoption(opts, cfg.Interface.Name, log)
+	defer func() { adopt.close() }() // what was not adopted
 	var port *ring.Port
 	if err := cancelled(ctx); err != nil {
 		return nil, err
@@ -102,6 +127,14 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	recovery, err := claimPort(port, cfg.Requests.Timeout, log)
 	if err != nil {
 		return nil, err
+	}
+	hints := port.Hints()
+	if opts.hinted {
+		cfg.Interface = withHints(cfg.Interface, hints)
+		if err := cfg.Interface.Validate("the app's kbridge_port_set_interface(): interface"); err != nil {
+			port.Release()
+			return nil, err
+		}
 	}
 	mtu := cfg.Interface.MTU
 	if frame, room := tap.FrameLen(mtu), port.DataRoom()*cfg.Workers.MaxSegments; frame > room {
@@ -135,6 +168,7 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	}
 	p.store = store
 	p.cfg = cfg
+	p.mtuFromApp = opts.hinted && hints.MTU != 0
 	if a := accepted; p.adopted == nil && (a.Promisc != nil || a.Allmulti != nil) { // an adopted one has its own
 		if err := p.dev.SetFlags(a.Promisc != nil && *a.Promisc, a.Allmulti != nil && *a.Allmulti); err != nil {
 			log.Warn("the interface does not take the flags the app's port accepted", "err", err)
@@ -146,7 +180,6 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		p.asks, p.ask = serves, d.askApp
 		log.Info("the app takes the interface's changes as requests", "max_mtu", maxMTU)
 	}
-	d.watchClosing()
 	if err := d.startWorkers(d.appSide); err != nil {
 		return nil, errors.Join(err, d.Stop())
 	}
@@ -157,13 +190,25 @@ func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		log.Info("handover: the workers run again", "after", time.Since(handedAt).Round(time.Microsecond).String())
 	}
 	p.storeFds(had)
-	d.watchApp()
 	d.keepInterface()
+	port.SetServed()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mbufs", mbufModel(port),
 		"pool_handler", port.PoolHandler(), "mode", cfg.Policy.Mode,
 		"wakeups", d.workers[0].CanKick(), "offload", cfg.Interface.Offload, "coalescing", p.dev.Queue(0).Merging())
 	return d, nil
+}
+
+// withHints is ifc with the MTU and admin state the app wants of its port's
+// interface, where it says.
+func withHints(ifc tap.Config, h ring.Hints) tap.Config {
+	if h.MTU != 0 {
+		ifc.MTU = h.MTU
+	}
+	if h.Up != nil {
+		ifc.Up = *h.Up
+	}
+	return ifc
 }
 
 // mbufModel says who allocates and frees the app's mbufs, for the log.

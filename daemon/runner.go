@@ -88,6 +88,10 @@ type StartOpts struct {
 	// EALAttempt counts the starts of EAL this pid made before this
 	// image (EALAttempt): each failed on the app's addresses (Reattach).
 	EALAttempt int
+	// hinted makes the interface's MTU and admin state the port's own
+	// wish (kbridge_port_set_interface()) where it has one: a port set's
+	// discovered ports.
+	hinted bool
 }
 
 // StartWith is StartContext with opts.
@@ -104,6 +108,13 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 	// No typed nil in the interface: a failed start returns a nil Runner.
 	switch cfg.Mode {
 	case config.ModeRing, "":
+		if cfg.ServesMany() {
+			s, err := startPortSet(ctx, cfg, log, progress, opts)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		}
 		r, err := startRing(ctx, cfg, log, progress, opts)
 		if err != nil {
 			return nil, err

@@ -42,6 +42,13 @@ type tapPath struct {
 	// sockets keeps the burst core's view of the host's sockets current
 	// (sockets.go); nil until the workers run.
 	sockets *sockWatch
+	// releaseFirst runs stop's last (a Ring: the port's release) before
+	// the interface closes, which takes the kernel tens of milliseconds:
+	// a port set lets the app's free go on at once (portset.go).
+	releaseFirst bool
+	// mtuFromApp: the interface's MTU is what the app asked for, which
+	// the keeper need not tell it at start.
+	mtuFromApp bool
 }
 
 // appSide is one queue's app side, as a mode makes it.
@@ -134,6 +141,7 @@ func (p *tapPath) keepInterface() {
 			p.finish(err)
 		},
 		carrierRestored: func() { p.carrierRestored.Add(1) },
+		mtuAgreed:       p.mtuFromApp,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -262,6 +270,18 @@ func (p *tapPath) handOff(first func() error, last func()) (fds []int, release f
 	return p.dev.Fds(), func() { _ = p.dev.Close() }, nil
 }
 
+// unstore drops the interface's queues from systemd's fd store, where this
+// path stored them: a port set's port that went for good must not keep its
+// interface there.
+func (p *tapPath) unstore() {
+	if !p.stored {
+		return
+	}
+	for q := range p.dev.NumQueues() {
+		p.store.remove(queueFdName(p.dev.Name(), q))
+	}
+}
+
 // handingOver reports whether handOff stopped the path.
 func (p *tapPath) handingOver() bool { return p.handing.Load() }
 
@@ -283,6 +303,10 @@ func (p *tapPath) halt(first func() error, last func(), closeDev bool) {
 	}
 	<-p.workersDone
 	p.finish(nil)
+	if p.releaseFirst && last != nil {
+		last()
+		last = nil
+	}
 	if p.dev != nil && closeDev {
 		errs = append(errs, p.dev.Close())
 	}

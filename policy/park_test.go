@@ -226,24 +226,69 @@ func TestOnlyALongParkGoesOnWhereTheRuntimeSeesIt(t *testing.T) {
 	}
 }
 
-// idleParkTimeout is the timeout BenchmarkIdleWorkers parks for: the
-// default policy.park_timeout.
+// The part of a park past RawPark waits in the runtime's netpoller: a
+// kick ends it, its timeout ends it no earlier than asked, and it allocates
+// nothing.
+func TestAnIdleParkWakesOnAKickTimesOutAndDoesNotAllocate(t *testing.T) {
+	wt, _ := pipeWaiter(t)
+	prepareThread(t)
+	go func() {
+		time.Sleep(4 * RawPark)
+		wt.Kick()
+	}()
+	if woken, err := wt.Park(time.Minute); err != nil || !woken {
+		t.Fatalf("long Park, then a kick: woken=%v err=%v, want woken", woken, err)
+	}
+	start := time.Now()
+	if woken, err := wt.Park(3 * RawPark); err != nil || woken {
+		t.Fatalf("Park of %v with nothing to do: woken=%v err=%v, want its timeout", 3*RawPark, woken, err)
+	}
+	if took := time.Since(start); took < 3*RawPark {
+		t.Errorf("Park of %v returned after %v", 3*RawPark, took)
+	}
+	if n := wt.VisibleParks(); n != 2 {
+		t.Errorf("%d parks went on in the netpoller, want 2", n)
+	}
+	if a := testing.AllocsPerRun(100, func() {
+		wt.Kick()
+		// ParkIdle: straight to the netpoller, where the kick is found.
+		if woken, err := wt.ParkIdle(time.Minute); err != nil || !woken {
+			t.Fatalf("ParkIdle after a kick: woken=%v err=%v", woken, err)
+		}
+	}); a != 0 {
+		t.Errorf("an idle park allocates %v times, want 0", a)
+	}
+	if n := wt.VisibleParks(); n < 2+100 {
+		t.Errorf("%d parks went on in the netpoller after ParkIdle's, want every one", n)
+	}
+}
+
+// idleParkTimeout is the timeout BenchmarkIdleWorkers parks for (its idle
+// ports aside): the default policy.park_timeout.
 var idleParkTimeout = Default().ParkTimeout
 
-// What idle workers cost: 16 prepared threads park for their whole
-// timeout while nothing happens; the metrics are the context switches of
-// all of the process's threads and the process's CPU time per second, for
-// parks as built (raw for RawPark, then visible) and, as baselines in the
-// same run, no workers at all and parks that stay raw throughout (sysmon
-// preempts each of those every 10 ms). Run it pinned to one CPU:
+// What idle workers cost: prepared threads park for their whole timeout
+// while nothing happens; the metrics are the context switches of all of
+// the process's threads and the process's CPU time per second, for parks
+// as built (raw for RawPark, then in the netpoller) and, as baselines in
+// the same run, no workers at all and parks that stay raw throughout
+// (sysmon preempts each of those every 10 ms); and 64 workers as a port
+// set's idle ports park (ParkIdle, IdleParkMax). Run it pinned to one CPU:
 // taskset -c 0 go test -run '^$' -bench IdleWorkers ./policy.
 
 func BenchmarkIdleWorkers(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		raw  time.Duration
-		n    int
-	}{{"none", RawPark, 0}, {"raw-throughout", time.Hour, 16}, {"as-built", RawPark, 16}} {
+		name    string
+		raw     time.Duration
+		n       int
+		timeout time.Duration
+		idle    bool // ParkIdle
+	}{
+		{"none", RawPark, 0, idleParkTimeout, false},
+		{"raw-throughout", time.Hour, 16, idleParkTimeout, false},
+		{"as-built", RawPark, 16, idleParkTimeout, false},
+		{"64-idle-ports", RawPark, 64, IdleParkMax, true},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			defer func(old time.Duration) { rawPark = old }(rawPark)
 			rawPark = c.raw
@@ -267,7 +312,11 @@ func BenchmarkIdleWorkers(b *testing.B) {
 							return
 						default:
 						}
-						if _, err := wt.Park(idleParkTimeout); err != nil {
+						park := wt.Park
+						if c.idle {
+							park = wt.ParkIdle
+						}
+						if _, err := park(c.timeout); err != nil {
 							b.Error(err)
 							return
 						}

@@ -8,7 +8,8 @@
 // It has no clock of its own, so tests drive it with a fake one. Waiter
 // carries a Step out: a park waits in epoll_pwait2, with a nanosecond
 // timeout, on the kernel side's fd, an eventfd the app kicks and any
-// descriptor a waker adds with Watch; a sleep is a clock_nanosleep on a
+// descriptor a waker adds with Watch, and past RawPark in Go's netpoller
+// on that epoll set; a sleep is a clock_nanosleep on a
 // thread that PrepareThread has locked, pinned and given a 1 ns timer slack.
 // A Policy validates itself, naming the policy.* key of a bad value.
 //
@@ -232,6 +233,11 @@ func (l *Ladder) park() Step {
 	}
 	return Step{Kind: Park, D: d}
 }
+
+// Idle reports whether the Park step Next just returned follows a park
+// after which the poll found no work: the worker has been idle for a whole
+// park timeout, and parks without a raw part (Waiter.ParkIdle).
+func (l *Ladder) Idle() bool { return l.parks > 1 }
 
 // Spinning reports whether adaptive would spin after the next idle poll
 // (always, unless Learn has seen idle gaps outlast twice Spin).

@@ -316,6 +316,29 @@ func TestIdleParksDoubleUpToIdleParkMax(t *testing.T) {
 	}
 }
 
+// A park that follows a park after which the poll found no work is an
+// idle worker's (Ladder.Idle); work makes the next park a first one again.
+func TestAParkAfterAnIdleParkIsIdle(t *testing.T) {
+	p := Default()
+	p.Mode = Interrupt
+	l := NewLadder(p, 0)
+	for i, c := range []struct {
+		moved int
+		idle  bool
+	}{{0, false}, {0, true}, {0, true}, {5, false}, {0, false}, {0, true}} {
+		s := l.Next(c.moved, 0, time.Duration(i)*us)
+		if c.moved > 0 {
+			if s.Kind != Poll {
+				t.Fatalf("step %d after work: %v, want poll", i, s.Kind)
+			}
+			continue
+		}
+		if s.Kind != Park || l.Idle() != c.idle {
+			t.Errorf("step %d: %v, Idle %v; want park, Idle %v", i, s.Kind, l.Idle(), c.idle)
+		}
+	}
+}
+
 // Switching policies is not a wait: what the polls moved before the switch
 // still counts.
 func TestALadderKeepsItsPolicedCountAcrossAPolicySwitch(t *testing.T) {

@@ -3,8 +3,10 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -17,6 +19,11 @@ import (
 // and an eventfd to stop.
 type Waiter struct {
 	epfd      int
+	ep        *os.File        // epfd in the runtime's netpoller, where an idle park waits
+	epc       syscall.RawConn // ep's
+	ready     func(uintptr) bool
+	n         uintptr // ready's result: the events it took, and its error
+	errno     unix.Errno
 	evfd      int
 	fd        int           // the watched fd
 	lost      bool          // fd reported an error or hang-up and is out of the epoll set
@@ -39,7 +46,18 @@ func NewWaiter(fd int) (*Waiter, error) {
 		unix.Close(evfd)
 		return nil, fmt.Errorf("policy: epoll_create1: %w", err)
 	}
-	w := &Waiter{epfd: epfd, evfd: evfd, fd: fd}
+	// An epoll fd is readable while any fd it watches is ready, so the
+	// runtime's netpoller can wait on it as on a socket (non-blocking:
+	// os.NewFile registers it there). A park that outlasts RawPark waits
+	// there: the goroutine holds no P and is in no syscall, so sysmon has
+	// nothing to retake and the runtime nothing to wake for it.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(evfd)
+		unix.Close(epfd)
+		return nil, fmt.Errorf("policy: epoll fd non-blocking: %w", err)
+	}
+	w := &Waiter{epfd: epfd, evfd: evfd, fd: fd, ep: os.NewFile(uintptr(epfd), "epoll")}
+	w.ready = w.takeEvents // made once: a park allocates nothing
 	for _, f := range []int{fd, evfd} {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(f)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, f, &ev); err != nil {
@@ -47,6 +65,12 @@ func NewWaiter(fd int) (*Waiter, error) {
 			return nil, fmt.Errorf("policy: epoll_ctl add fd %d: %w", f, err)
 		}
 	}
+	epc, err := w.ep.SyscallConn()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("policy: epoll fd: %w", err)
+	}
+	w.epc = epc
 	return w, nil
 }
 
@@ -123,7 +147,22 @@ func (w *Waiter) Kick() {
 //
 // With Follow, a park after the fd number got a new file watches the new
 // file whether or not an error was seen first (see Follow).
-func (w *Waiter) Park(timeout time.Duration) (bool, error) {
+func (w *Waiter) Park(timeout time.Duration) (bool, error) { return w.park(timeout, rawPark) }
+
+// ParkIdle is Park without the raw part: for a worker that found no work
+// after a whole park (Ladder.Idle), whose next frame is as likely to come
+// in the next RawPark as at any other time. It waits in the netpoller
+// from the start, holding no P, and so lets sysmon sleep. A park no longer
+// than RawPark stays raw: the netpoller's timeouts are not that precise.
+func (w *Waiter) ParkIdle(timeout time.Duration) (bool, error) {
+	if timeout <= rawPark {
+		return w.park(timeout, rawPark)
+	}
+	return w.park(timeout, 0)
+}
+
+// park is Park with raw for RawPark.
+func (w *Waiter) park(timeout, raw time.Duration) (bool, error) {
 	if w.gen != nil {
 		if g := w.gen(); g != w.seen {
 			w.seen = g
@@ -141,7 +180,6 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 	}
 	start := time.Now()
 	deadline := start.Add(timeout)
-	counted := false
 	for first := true; ; first = false {
 		rest := time.Until(deadline)
 		if rest <= 0 && !first {
@@ -157,31 +195,21 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 		// switches a second under traffic. Parked raw, the goroutine
 		// keeps its P (PrepareThread leaves the program another).
 		// A park that outlasts RawPark is an idle worker's: it goes on
-		// in a syscall the runtime sees, which gives the P up once and
-		// sleeps without sysmon's preemption signal every 10 ms (an
-		// idle kbridge with many ports would otherwise wake each worker
-		// a hundred times a second).
-		raw := time.Since(start) < rawPark
-		d := rest
-		if raw && d > rawPark-time.Since(start) {
-			d = rawPark - time.Since(start)
+		// in the runtime's netpoller (idle), which gives the P up once
+		// and sleeps without sysmon's preemption signal every 10 ms.
+		// A blocking syscall there instead (Syscall6) woke sysmon on
+		// every park and had it retake the P 10 ms later: an idle
+		// kbridge with 64 ports spent 4-5 % of a core so
+		// (docs/runs/2026-12-07-64-knis.md).
+		if time.Since(start) >= raw {
+			w.visible++
+			return w.idle(deadline)
 		}
+		d := min(rest, raw-time.Since(start))
 		ts := unix.NsecToTimespec(int64(max(d, 0)))
-		var n uintptr
-		var errno unix.Errno
-		if raw {
-			n, _, errno = unix.RawSyscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
-				uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)),
-				uintptr(unsafe.Pointer(&ts)), 0, 0)
-		} else {
-			if !counted {
-				w.visible++
-				counted = true
-			}
-			n, _, errno = unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
-				uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)),
-				uintptr(unsafe.Pointer(&ts)), 0, 0)
-		}
+		n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
+			uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)),
+			uintptr(unsafe.Pointer(&ts)), 0, 0)
 		switch {
 		case errno == unix.EINTR:
 			// A signal, for a running goroutine most likely the
@@ -189,9 +217,7 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 			// stop-the-world or a stack scan waiting for this P. A
 			// raw syscall returns to no preemption check, so yield
 			// here for it, then park for what is left.
-			if raw {
-				runtime.Gosched()
-			}
+			runtime.Gosched()
 			continue
 		case errno != 0:
 			return false, fmt.Errorf("policy: epoll_pwait2: %w", errno)
@@ -199,16 +225,58 @@ func (w *Waiter) Park(timeout time.Duration) (bool, error) {
 		if n == 0 {
 			continue // the raw part ended, or the timeout: the loop decides
 		}
-		for i := 0; i < int(n); i++ {
-			switch {
-			case w.events[i].Fd == int32(w.evfd):
-				_, _, _ = unix.RawSyscall(unix.SYS_READ, uintptr(w.evfd),
-					uintptr(unsafe.Pointer(&w.drain[0])), uintptr(len(w.drain)))
-			case w.events[i].Fd == int32(w.fd) && w.events[i].Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0:
-				w.unwatch() // fds added with Watch are their waker's to handle
-			}
-		}
+		w.handle(int(n))
 		return true, nil
+	}
+}
+
+// idle is the rest of a park, up to deadline, in the runtime's netpoller:
+// the goroutine blocks until the epoll fd is readable (the runtime's own
+// epoll watches it), and its thread sleeps until then.
+func (w *Waiter) idle(deadline time.Time) (bool, error) {
+	if err := w.ep.SetReadDeadline(deadline); err != nil {
+		return false, fmt.Errorf("policy: park deadline: %w", err)
+	}
+	err := w.epc.Read(w.ready)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("policy: park: %w", err)
+	case w.errno != 0:
+		return false, fmt.Errorf("policy: epoll_pwait2: %w", w.errno)
+	}
+	w.handle(int(w.n))
+	return true, nil
+}
+
+// takeEvents takes what the epoll set has ready, without waiting: false
+// (nothing) makes the netpoller wait for the epoll fd to be readable.
+func (w *Waiter) takeEvents(uintptr) bool {
+	var zero unix.Timespec
+	for {
+		n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT2, uintptr(w.epfd),
+			uintptr(unsafe.Pointer(&w.events[0])), uintptr(len(w.events)),
+			uintptr(unsafe.Pointer(&zero)), 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		w.n, w.errno = n, errno
+		return n > 0 || errno != 0
+	}
+}
+
+// handle acts on the n events a park took: it drains the eventfd, and
+// takes the watched fd out of the set when it reports an error.
+func (w *Waiter) handle(n int) {
+	for i := range n {
+		switch {
+		case w.events[i].Fd == int32(w.evfd):
+			_, _, _ = unix.RawSyscall(unix.SYS_READ, uintptr(w.evfd),
+				uintptr(unsafe.Pointer(&w.drain[0])), uintptr(len(w.drain)))
+		case w.events[i].Fd == int32(w.fd) && w.events[i].Events&(unix.EPOLLERR|unix.EPOLLHUP) != 0:
+			w.unwatch() // fds added with Watch are their waker's to handle
+		}
 	}
 }
 
@@ -246,7 +314,7 @@ func (w *Waiter) Sleep(d time.Duration) {
 
 // Close releases the epoll fd and the eventfd.
 func (w *Waiter) Close() error {
-	return errors.Join(unix.Close(w.epfd), unix.Close(w.evfd))
+	return errors.Join(w.ep.Close(), unix.Close(w.evfd))
 }
 
 // PrepareThread locks the calling goroutine to its OS thread, sets the

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * kbridge_child.h: runs a kbridge for one port of this application as a
- * child process, for apps that would rather not run kbridge as a service
- * of its own (rte_kni.h does; docs/KNI.md). Header-only, over kbridge.h.
+ * kbridge_child.h: runs a kbridge for one port of this application, or for
+ * every port it creates (discover), as a child process, for apps that
+ * would rather not run kbridge as a service of its own (rte_kni.h does:
+ * one for all its KNIs; docs/KNI.md). Header-only, over kbridge.h.
  *
  * kbridge_child_start() writes a configuration for the port (mode ring,
  * this process's --file-prefix and runtime directory, the port and the
@@ -60,11 +61,15 @@ extern unsigned int if_nametoindex(const char *__ifname);
 
 /* What the child kbridge makes. */
 struct kbridge_child_conf {
-	const char *port;   /* the kbridge_port_create() name */
-	const char *ifname; /* interface.name */
+	const char *port;   /* the kbridge_port_create() name; NULL with discover: none of its own */
+	const char *ifname; /* interface.name; with discover, the name of the instance (its socket, its log) */
 	uint16_t mtu;       /* interface.mtu; 0: kbridge's default (1500) */
 	const uint8_t *mac; /* interface.mac; NULL: the kernel picks one at random */
 	int up;             /* interface.up: bring the interface up at start */
+	/* discover: true: serve every port the app creates, each with an
+	 * interface named after it (MTU and admin state as the port asks:
+	 * kbridge_port_set_interface()), until stopped or the app exits. */
+	int discover;
 };
 
 /* One child kbridge. pid 0: none runs (then pidfd means nothing: a zeroed
@@ -280,7 +285,8 @@ kbridge_child_write_config_(struct kbridge_child *c, const struct kbridge_child_
 		return -EINVAL;
 	}
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - rt), rt);
-	if (snprintf(c->config, sizeof(c->config), "%s/kbridge-%s.yaml", rt, conf->port) >=
+	if (snprintf(c->config, sizeof(c->config), "%s/kbridge-%s.yaml", rt,
+		     conf->port != NULL ? conf->port : conf->ifname) >=
 	    (int)sizeof(c->config)) {
 		c->config[0] = '\0';
 		snprintf(why, whylen, "the runtime directory's path %.160s is too long", rt);
@@ -307,7 +313,9 @@ kbridge_child_write_config_(struct kbridge_child *c, const struct kbridge_child_
 		   "dpdk:\n  file_prefix: \"%s\"\n  runtime_dir: \"%s\"\n  wait: 10s\n"
 		   "port: ",
 		(int)getpid(), slash + 1, dir);
-	kbridge_child_yaml_str_(f, conf->port);
+	kbridge_child_yaml_str_(f, conf->port != NULL ? conf->port : "");
+	if (conf->discover)
+		fprintf(f, "\ndiscover: true");
 	fprintf(f, "\ninterface:\n  name: ");
 	kbridge_child_yaml_str_(f, conf->ifname);
 	fprintf(f, "\n  up: %s\n", conf->up ? "true" : "false");
@@ -484,7 +492,8 @@ kbridge_child_start(struct kbridge_child *c, const struct kbridge_child_conf *co
 
 	memset(c, 0, sizeof(*c));
 	c->pidfd = -1;
-	if (conf == NULL || !kbridge_child_ifname_(conf->port) || !kbridge_child_ifname_(conf->ifname)) {
+	if (conf == NULL || (conf->port == NULL && !conf->discover) ||
+	    (conf->port != NULL && !kbridge_child_ifname_(conf->port)) || !kbridge_child_ifname_(conf->ifname)) {
 		snprintf(why, whylen, "port and interface names must be names the kernel takes for an interface: 1 to %d bytes, not \".\" or \"..\", no '/', ':' or white space",
 			 KBRIDGE_NAME_MAX);
 		return -EINVAL;

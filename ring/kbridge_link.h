@@ -13,6 +13,7 @@
 #include <rte_atomic.h>
 
 #include "kbridge_ring.h"
+#include "kbridge_wakeup.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,7 +33,9 @@ extern "C" {
  * does: down, the interface shows NO-CARRIER and its routes linkdown. Call
  * it once the port is started and whenever its link changes: from an LSC
  * callback or the app's control path (rte_eth_link_get_nowait), never from
- * the lcore loop. An app that never calls it keeps the carrier on.
+ * the lcore loop. An app that never calls it keeps the carrier on. A
+ * kbridge that serves every port of the app (discover) hears it on the
+ * doorbell, and so looks at the links only then.
  */
 static inline void
 kbridge_port_set_link(struct kbridge_port *p, int up, uint32_t speed_mbps,
@@ -49,6 +52,7 @@ kbridge_port_set_link(struct kbridge_port *p, int up, uint32_t speed_mbps,
 	if (full_duplex)
 		v |= KBRIDGE_LINK_FULL_DUPLEX;
 	__atomic_store_n(&p->ctl->link, v, __ATOMIC_RELEASE);
+	kbridge_doorbell_ring_();
 }
 
 /*

@@ -192,7 +192,9 @@ kbridge_port_detach_(struct kbridge_port *p)
 	/* Store closing, full fence, load owner: paired with kbridge's claim
 	 * (CAS owner, then load closing), one of the two sees the other. */
 	__atomic_store_n(&c->closing, 1, __ATOMIC_SEQ_CST);
-	for (waited = 0;; waited += 10) {
+	/* Looked at every millisecond: a kbridge told at once (the doorbell)
+	 * lets go within about one. */
+	for (waited = 0;; waited++) {
 		owner = __atomic_load_n(&c->owner, __ATOMIC_SEQ_CST);
 		if (!kbridge_owner_alive_(owner))
 			return 0;
@@ -202,7 +204,7 @@ kbridge_port_detach_(struct kbridge_port *p)
 				c->name, (unsigned int)(uint32_t)owner, KBRIDGE_FREE_WAIT_MS);
 			return -EBUSY;
 		}
-		rte_delay_us_sleep(10000);
+		rte_delay_us_sleep(1000);
 	}
 }
 

@@ -81,15 +81,17 @@ kbridge_port_free(struct kbridge_port *p)
 
 	if (p == NULL)
 		return 0;
+	if (p->ctl != NULL && __atomic_load_n(&p->ctl->owner, __ATOMIC_SEQ_CST) != 0) {
+		/* Tell a kbridge that serves every port of the app at once:
+		 * closing first, then the doorbell. */
+		__atomic_store_n(&p->ctl->closing, 1, __ATOMIC_SEQ_CST);
+		kbridge_doorbell_ring_();
+	}
 	if (p->ctl != NULL && kbridge_port_detach_(p) < 0) {
 		rte_errno = EBUSY;
 		return -EBUSY;
 	}
-	rte_spinlock_lock(&kbridge_ports_lock_);
-	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
-		if (kbridge_ports_[i] == p)
-			kbridge_ports_[i] = NULL;
-	rte_spinlock_unlock(&kbridge_ports_lock_);
+	kbridge_registry_del_(p);
 	if (p->ctl != NULL)
 		kbridge_held_free_(p);
 	for (i = 0; i < KBRIDGE_MAX_QUEUES; i++) {
@@ -124,19 +126,15 @@ kbridge_port_free(struct kbridge_port *p)
 	rte_align32pow2(4 * (ring_size) + 2 * KBRIDGE_HELD_MAX)
 
 /*
- * Create exception port `name` with `nb_queues` queue pairs of `ring_size`
- * entries (a power of two), whose kernel-to-app mbufs come from `mp`: a
- * pktmbuf pool (rte_pktmbuf_pool_create) whose mbufs hold at least 128
- * bytes after RTE_PKTMBUF_HEADROOM, else kbridge refuses to attach (frames
- * longer than one mbuf arrive as chains). The app allocates them itself,
- * here and in kbridge_from_kernel(), and keeps up to
- * min(ring_size - 1, KBRIDGE_FRESH_TARGET) per queue on the fresh ring
- * (kbridge_port_set_fresh_target()): the pool must spare that many per
- * queue. Returns NULL and sets rte_errno on failure.
+ * kbridge_port_create() without its last step: the port is made but not
+ * published, so no kbridge sees it yet. Set what a kbridge reads when it
+ * takes the port (kbridge_port_set_mac(), kbridge_port_serve_requests(),
+ * kbridge_port_set_interface(), kbridge_port_set_offloads()), then
+ * kbridge_port_publish() it; or kbridge_port_free() it.
  */
 static inline struct kbridge_port *
-kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size,
-		    struct rte_mempool *mp, int socket_id)
+kbridge_port_prepare(const char *name, uint16_t nb_queues, unsigned int ring_size,
+		     struct rte_mempool *mp, int socket_id)
 {
 	static const struct rte_mbuf_dynfield tsc_field = {
 		.name = KBRIDGE_DYNFIELD_TSC,
@@ -149,7 +147,7 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 	struct kbridge_port *p;
 	struct kbridge_ctl *c;
 	uint16_t q;
-	int i, slot = -1;
+	int i;
 
 	if (name == NULL || name[0] == '\0' || strlen(name) > KBRIDGE_NAME_MAX ||
 	    nb_queues == 0 || nb_queues > KBRIDGE_MAX_QUEUES || mp == NULL ||
@@ -157,16 +155,6 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 		rte_errno = EINVAL;
 		return NULL;
 	}
-	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
-		if (kbridge_ports_[i] == NULL) {
-			slot = i;
-			break;
-		}
-	if (slot < 0) {
-		rte_errno = ENOSPC;
-		return NULL;
-	}
-
 	p = (struct kbridge_port *)rte_zmalloc("kbridge_port", sizeof(*p), 0);
 	if (p == NULL) {
 		rte_errno = ENOMEM;
@@ -232,24 +220,14 @@ kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size
 
 	if (kbridge_mp_wakeup_register_(name) < 0)
 		goto fail;
-	/* The slot seen free above may have been taken since (another thread
-	 * creating a port): look again under the lock. */
-	rte_spinlock_lock(&kbridge_ports_lock_);
-	for (slot = -1, i = 0; i < KBRIDGE_MAX_PORTS && slot < 0; i++)
-		if (kbridge_ports_[i] == NULL)
-			slot = i;
-	if (slot >= 0)
-		kbridge_ports_[slot] = p;
-	rte_spinlock_unlock(&kbridge_ports_lock_);
-	if (slot < 0) {
-		rte_errno = ENOSPC;
+	if (rte_mp_action_register(KBRIDGE_MP_DOORBELL, kbridge_mp_doorbell_) < 0 &&
+	    rte_errno != EEXIST && rte_errno != ENOTSUP)
+		goto fail;
+	if (kbridge_registry_add_(p) < 0) {
+		rte_errno = ENOMEM;
 		goto fail;
 	}
 
-	/* Publish last: kbridge checks the magic before it trusts the rest. */
-	rte_atomic_thread_fence(__ATOMIC_RELEASE);
-	c->version = KBRIDGE_VERSION;
-	c->magic = KBRIDGE_MAGIC;
 	return p;
 
 toolong:
@@ -259,6 +237,92 @@ fail:
 	kbridge_port_free(p);
 	rte_errno = i;
 	return NULL;
+}
+
+/* Publishes a port kbridge_port_prepare() made: kbridge may take it from
+ * now on, and one that serves every port of the app is told at once. */
+static inline void
+kbridge_port_publish(struct kbridge_port *p)
+{
+	/* Publish last: kbridge checks the magic before it trusts the rest. */
+	rte_atomic_thread_fence(__ATOMIC_RELEASE);
+	p->ctl->version = KBRIDGE_VERSION;
+	__atomic_store_n(&p->ctl->magic, KBRIDGE_MAGIC, __ATOMIC_RELEASE);
+	kbridge_doorbell_ring_();
+}
+
+/*
+ * Create exception port `name` with `nb_queues` queue pairs of `ring_size`
+ * entries (a power of two), whose kernel-to-app mbufs come from `mp`: a
+ * pktmbuf pool (rte_pktmbuf_pool_create) whose mbufs hold at least 128
+ * bytes after RTE_PKTMBUF_HEADROOM, else kbridge refuses to attach (frames
+ * longer than one mbuf arrive as chains). The app allocates them itself,
+ * here and in kbridge_from_kernel(), and keeps up to
+ * min(ring_size - 1, KBRIDGE_FRESH_TARGET) per queue on the fresh ring
+ * (kbridge_port_set_fresh_target()): the pool must spare that many per
+ * queue. Returns NULL and sets rte_errno on failure. A kbridge that serves
+ * every port of the app (discover) may take the port as soon as it is
+ * made: what it must know first (the MAC, the requests served, the
+ * interface wanted), make the port with kbridge_port_prepare() instead.
+ */
+static inline struct kbridge_port *
+kbridge_port_create(const char *name, uint16_t nb_queues, unsigned int ring_size,
+		    struct rte_mempool *mp, int socket_id)
+{
+	struct kbridge_port *p = kbridge_port_prepare(name, nb_queues, ring_size, mp, socket_id);
+
+	if (p != NULL)
+		kbridge_port_publish(p);
+	return p;
+}
+
+/*
+ * Says what the app wants of the interface a kbridge that discovers the
+ * port makes (one that names the port in its configuration makes what that
+ * says): its MTU (0: the kbridge's interface.mtu) and admin state (1 up, 0
+ * down, -1: the kbridge's interface.up). Before kbridge_port_publish().
+ */
+static inline void
+kbridge_port_set_interface(struct kbridge_port *p, uint16_t mtu, int up)
+{
+	p->ctl->if_mtu = mtu;
+	p->ctl->if_flags = up < 0 ? 0 : KBRIDGE_IF_UP_SET | (up > 0 ? KBRIDGE_IF_UP : 0);
+}
+
+/* Polls of kbridge_port_wait_served(), microseconds. */
+#define KBRIDGE_SERVED_POLL_US 100
+
+/*
+ * Waits up to timeout_ms for a kbridge to serve the port: its interface
+ * exists and its workers run. Returns 0 then; -ECONNREFUSED when kbridge
+ * refused the port as it is, with kbridge's reason in why (the interface's
+ * name taken, a layout that differs, ...); -ETIMEDOUT when no kbridge
+ * answered in time (why says so). why may be NULL.
+ */
+static inline int
+kbridge_port_wait_served(const struct kbridge_port *p, unsigned int timeout_ms, char *why,
+			 size_t whylen)
+{
+	const struct kbridge_ctl *c = p->ctl;
+	uint64_t end = rte_get_timer_cycles() + (uint64_t)timeout_ms * rte_get_timer_hz() / 1000;
+
+	for (;;) {
+		uint32_t s = __atomic_load_n(&c->served, __ATOMIC_ACQUIRE);
+
+		if (s == KBRIDGE_SERVED_YES)
+			return 0;
+		if (s == KBRIDGE_SERVED_REFUSED) {
+			if (why != NULL && whylen > 0)
+				snprintf(why, whylen, "%.*s", (int)sizeof(c->served_why), c->served_why);
+			return -ECONNREFUSED;
+		}
+		if (rte_get_timer_cycles() >= end) {
+			if (why != NULL && whylen > 0)
+				snprintf(why, whylen, "no kbridge served port %s within %u ms", c->name, timeout_ms);
+			return -ETIMEDOUT;
+		}
+		rte_delay_us_sleep(KBRIDGE_SERVED_POLL_US);
+	}
 }
 
 #ifdef __cplusplus

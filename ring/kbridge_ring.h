@@ -86,6 +86,15 @@ extern "C" {
 /* How many mbufs one refill allocates at a time, and one reap frees. */
 #define KBRIDGE_MBUF_BURST 32u
 
+/* What the app wants of the interface (kbridge_ctl.if_flags). */
+#define KBRIDGE_IF_UP_SET 0x1u /* the admin state is the app's: KBRIDGE_IF_UP or down */
+#define KBRIDGE_IF_UP 0x2u
+
+/* Whether kbridge serves the port (kbridge_ctl.served). */
+#define KBRIDGE_SERVED_NOT 0u     /* not (yet, or any more) */
+#define KBRIDGE_SERVED_YES 1u     /* served: the interface exists, the workers run */
+#define KBRIDGE_SERVED_REFUSED 2u /* kbridge will not serve it as it is: served_why says why */
+
 /* What the app's port can take from kbridge (kbridge_ctl.app_offloads). */
 /* TCP super-frames as one mbuf chain with RTE_MBUF_F_TX_TCP_SEG, l2/l3/l4
  * lengths, tso_segsz and the pseudo-header checksum: the port segments them.
@@ -268,6 +277,20 @@ struct kbridge_ctl {
 	volatile uint32_t fresh_target;
 	uint32_t reserved9;
 	struct kbridge_queue_mbufs qm[KBRIDGE_MAX_QUEUES];
+	/* ---- version 7: one kbridge for every port of an app ---- */
+	/* Written by the app before it publishes the block
+	 * (kbridge_port_set_interface()): the MTU and admin state it wants of
+	 * the interface a kbridge that discovers the port makes (0: the
+	 * kbridge's interface section's). KBRIDGE_IF_* flags. */
+	uint32_t if_mtu;
+	uint32_t if_flags;
+	/* Written by kbridge: whether it serves the port (KBRIDGE_SERVED_*),
+	 * and why not when it refused it (one line). It stores served_why,
+	 * then served with a release: kbridge_port_wait_served() reads them
+	 * the other way round. Back to KBRIDGE_SERVED_NOT when it lets go. */
+	volatile uint32_t served;
+	uint32_t reserved10;
+	char served_why[112];
 } __rte_cache_aligned;
 
 /* The layout both sides agree on: each version appends fields and moves
@@ -309,9 +332,13 @@ KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, fresh_target) ==
 KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, qm) ==
 		       RTE_ALIGN_CEIL(offsetof(struct kbridge_ctl, fresh_target) + 8,
 				      RTE_CACHE_LINE_SIZE));
-KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_ctl) ==
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, if_mtu) ==
 		       offsetof(struct kbridge_ctl, qm) +
 		       KBRIDGE_MAX_QUEUES * RTE_CACHE_LINE_SIZE);
+KBRIDGE_LAYOUT_ASSERT_(offsetof(struct kbridge_ctl, served) ==
+		       offsetof(struct kbridge_ctl, if_mtu) + 8);
+KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_ctl) ==
+		       offsetof(struct kbridge_ctl, served_why) + 112);
 
 /* What the app's build says of the mbuf and the ring (version 7). */
 #define KBRIDGE_LAYOUT_VALUE_(name, expr) l->v[KBRIDGE_LAYOUT_##name] = (uint32_t)(expr);

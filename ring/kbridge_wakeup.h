@@ -43,23 +43,27 @@ struct kbridge_mp_wakeup {
 
 KBRIDGE_LAYOUT_ASSERT_(sizeof(struct kbridge_mp_wakeup) == 18);
 
-/* Registry for the IPC handler, which gets no user data. Weak, not static:
- * every translation unit that includes this header shares one registry, so
- * a port created in one file and freed in another is never left stale. The
- * lock keeps the handler (on DPDK's IPC thread) and kbridge_port_free()
- * apart: the handler never uses a port that is being freed.
+/* Registry for the IPC handler, which gets no user data: every port of
+ * this process, in slots that grow as ports are made (what memory allows,
+ * no constant). Weak, not static: every translation unit that includes
+ * this header shares one registry, so a port created in one file and freed
+ * in another is never left stale. The lock keeps the handler (on DPDK's IPC
+ * thread) and kbridge_port_free() apart: the handler never uses a port
+ * that is being freed. The slots live as long as the process.
  *
- * One registry per process, across shared objects too: DPDK's IPC action
- * is process-wide, so only the first copy of this header to register it
+ * One registry per process, across shared objects too: DPDK's IPC actions
+ * are process-wide, so only the first copy of this header to register them
  * answers kbridge, and a port in another copy's registry would get no
- * eventfd. librte_kni.so exports its copies (KBRIDGE_REGISTRY_ is default
- * visibility there; node KBRIDGE_PRIVATE_<ABI> of librte_kni/rte_kni.map)
- * and the dynamic linker binds them to the app's, which an executable
- * linked against the library exports. The link names carry the header's
+ * eventfd (nor ring that copy's doorbell). librte_kni.so exports its copies
+ * of the registry, its lock, the doorbell and the flags below
+ * (KBRIDGE_REGISTRY_ is default visibility there; node
+ * KBRIDGE_PRIVATE_<ABI> of librte_kni/rte_kni.map) and the dynamic linker
+ * binds them to the app's, which an executable linked against the library
+ * exports. The slots are realloc()ed under the lock by whichever copy adds
+ * a port: one libc's heap for all. The link names carry the header's
  * version, since struct kbridge_port is laid out per version: copies of
  * two versions keep two registries (kbridge_port_create() then says so)
  * rather than read each other's ports. */
-#define KBRIDGE_MAX_PORTS 8
 #ifndef KBRIDGE_REGISTRY_
 #define KBRIDGE_REGISTRY_ __attribute__((weak))
 #endif
@@ -68,16 +72,140 @@ KBRIDGE_LAYOUT_ASSERT_(KBRIDGE_REGISTRY_V_ == KBRIDGE_VERSION);
 #define KBRIDGE_REGISTRY_PASTE2_(a, v) a##v##_
 #define KBRIDGE_REGISTRY_PASTE_(a, v) KBRIDGE_REGISTRY_PASTE2_(a, v)
 #define KBRIDGE_REGISTRY_NAME_(a) KBRIDGE_REGISTRY_PASTE_(a, KBRIDGE_REGISTRY_V_)
-#define kbridge_ports_ KBRIDGE_REGISTRY_NAME_(kbridge_ports_v)
+#define kbridge_registry_ KBRIDGE_REGISTRY_NAME_(kbridge_registry_v)
+#define kbridge_registry_len_ KBRIDGE_REGISTRY_NAME_(kbridge_registry_len_v)
 #define kbridge_ports_lock_ KBRIDGE_REGISTRY_NAME_(kbridge_ports_lock_v)
+#define kbridge_doorbell_fd_ KBRIDGE_REGISTRY_NAME_(kbridge_doorbell_fd_v)
 #define kbridge_mp_registered_ KBRIDGE_REGISTRY_NAME_(kbridge_mp_registered_v)
 #define kbridge_mp_foreign_said_ KBRIDGE_REGISTRY_NAME_(kbridge_mp_foreign_said_v)
-KBRIDGE_REGISTRY_ struct kbridge_port *kbridge_ports_[KBRIDGE_MAX_PORTS];
+KBRIDGE_REGISTRY_ struct kbridge_port **kbridge_registry_;
+KBRIDGE_REGISTRY_ unsigned int kbridge_registry_len_;
 KBRIDGE_REGISTRY_ rte_spinlock_t kbridge_ports_lock_ = RTE_SPINLOCK_INITIALIZER;
 /* This registry's handler is DPDK's KBRIDGE_MP_WAKEUP action; and whether
  * the warning that another copy's is was given. */
 KBRIDGE_REGISTRY_ int kbridge_mp_registered_;
 KBRIDGE_REGISTRY_ int kbridge_mp_foreign_said_;
+
+/* Puts p in a free slot, growing the slots when none is: 0, or -ENOMEM. */
+static inline int
+kbridge_registry_add_(struct kbridge_port *p)
+{
+	struct kbridge_port **grown;
+	unsigned int i, len;
+
+	rte_spinlock_lock(&kbridge_ports_lock_);
+	for (i = 0; i < kbridge_registry_len_; i++)
+		if (kbridge_registry_[i] == NULL) {
+			kbridge_registry_[i] = p;
+			rte_spinlock_unlock(&kbridge_ports_lock_);
+			return 0;
+		}
+	len = kbridge_registry_len_ == 0 ? 16 : 2 * kbridge_registry_len_;
+	grown = (struct kbridge_port **)realloc(kbridge_registry_, len * sizeof(*grown));
+	if (grown == NULL) {
+		rte_spinlock_unlock(&kbridge_ports_lock_);
+		return -ENOMEM;
+	}
+	memset(grown + kbridge_registry_len_, 0, (len - kbridge_registry_len_) * sizeof(*grown));
+	grown[kbridge_registry_len_] = p;
+	kbridge_registry_ = grown;
+	kbridge_registry_len_ = len;
+	rte_spinlock_unlock(&kbridge_ports_lock_);
+	return 0;
+}
+
+/* Takes p out of the registry. */
+static inline void
+kbridge_registry_del_(const struct kbridge_port *p)
+{
+	unsigned int i;
+
+	rte_spinlock_lock(&kbridge_ports_lock_);
+	for (i = 0; i < kbridge_registry_len_; i++)
+		if (kbridge_registry_[i] == p)
+			kbridge_registry_[i] = NULL;
+	rte_spinlock_unlock(&kbridge_ports_lock_);
+}
+
+/*
+ * The doorbell: a kbridge that serves every port of the app (discover)
+ * hands the app an eventfd over IPC (action KBRIDGE_MP_DOORBELL), which
+ * kbridge_port_create(), kbridge_port_free() and kbridge_port_set_link()
+ * write, so that it serves a new port, lets go of a freed one and follows a
+ * link at once rather than at its next look (every second; every 20 ms
+ * for freed ones and links without a doorbell). One write per create,
+ * free or link; without a doorbell nothing is written. Any secondary
+ * may ring it: the worst one can do is take the rings away from kbridge,
+ * which then finds the ports by looking, as without one. The number is
+ * never closed: a later doorbell is dup2()ed onto it, as the wakeup
+ * eventfds are.
+ */
+#define KBRIDGE_MP_DOORBELL "kbridge_doorbell"
+KBRIDGE_REGISTRY_ volatile int kbridge_doorbell_fd_ = -1;
+
+/* Rings the doorbell, if a kbridge gave one. */
+static inline void
+kbridge_doorbell_ring_(void)
+{
+	int fd = __atomic_load_n(&kbridge_doorbell_fd_, __ATOMIC_ACQUIRE);
+	uint64_t one = 1;
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
+		/* a full counter: kbridge wakes anyway */
+	}
+}
+
+/* Puts fd in *slot: the first as it is, a later one dup2()ed onto the
+ * number already there (an lcore may have loaded it and be about to write
+ * it: the file behind the number is swapped atomically, the number never
+ * closed) and closed. 0, or -errno (fd is then the caller's to close). */
+static inline int
+kbridge_fd_take_(volatile int *slot, int fd)
+{
+	int cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (cur < 0) {
+		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+		__atomic_store_n(slot, fd, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (dup2(fd, cur) < 0)
+		return errno > 0 ? -errno : -EBADF;
+	(void)fcntl(cur, F_SETFD, FD_CLOEXEC);
+	close(fd);
+	return 0;
+}
+
+/* Answers an IPC request with status; on a refusal the fds it carried are
+ * closed. */
+static inline int
+kbridge_mp_answer_(const struct rte_mp_msg *msg, const void *peer, int32_t status)
+{
+	struct rte_mp_msg reply;
+	int i;
+
+	if (status != 0)
+		for (i = 0; i < msg->num_fds && i < RTE_MP_MAX_FD_NUM; i++)
+			close(msg->fds[i]);
+	memset(&reply, 0, sizeof(reply));
+	rte_strlcpy(reply.name, msg->name, sizeof(reply.name));
+	reply.len_param = sizeof(status);
+	memcpy(reply.param, &status, sizeof(status));
+	return rte_mp_reply(&reply, (const char *)peer);
+}
+
+static inline int
+kbridge_mp_doorbell_(const struct rte_mp_msg *msg, const void *peer)
+{
+	int32_t status = -EINVAL;
+
+	if (msg->num_fds == 1) {
+		rte_spinlock_lock(&kbridge_ports_lock_);
+		status = kbridge_fd_take_(&kbridge_doorbell_fd_, msg->fds[0]);
+		rte_spinlock_unlock(&kbridge_ports_lock_);
+	}
+	return kbridge_mp_answer_(msg, peer, status);
+}
 
 /* The pid in a DPDK IPC peer name: a secondary process binds its socket at
  * "<runtime dir>/mp_socket_<pid>_<tsc>" (DPDK 17.11 to 24.11). -1 when the
@@ -129,7 +257,7 @@ kbridge_mp_wakeup_take_(struct kbridge_port *p, uint16_t q, int fd, const char *
 	struct kbridge_ctl *c = p->ctl;
 	uint64_t owner = __atomic_load_n(&c->owner, __ATOMIC_SEQ_CST);
 	long peer_pid = kbridge_mp_peer_pid_(peer);
-	int cur;
+	int ret;
 
 	if (q >= c->nb_queues)
 		return -ERANGE;
@@ -143,16 +271,9 @@ kbridge_mp_wakeup_take_(struct kbridge_port *p, uint16_t q, int fd, const char *
 			(unsigned int)(uint32_t)owner);
 		return -EPERM;
 	}
-	cur = __atomic_load_n(&p->eventfd[q], __ATOMIC_ACQUIRE);
-	if (cur < 0) {
-		(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-		__atomic_store_n(&p->eventfd[q], fd, __ATOMIC_RELEASE);
-	} else {
-		if (dup2(fd, cur) < 0)
-			return errno > 0 ? -errno : -EBADF;
-		(void)fcntl(cur, F_SETFD, FD_CLOEXEC);
-		close(fd);
-	}
+	ret = kbridge_fd_take_(&p->eventfd[q], fd);
+	if (ret < 0)
+		return ret;
 	c->q[q].have_eventfd = 1;
 	return 0;
 }
@@ -160,18 +281,17 @@ kbridge_mp_wakeup_take_(struct kbridge_port *p, uint16_t q, int fd, const char *
 static inline int
 kbridge_mp_wakeup_(const struct rte_mp_msg *msg, const void *peer)
 {
-	struct rte_mp_msg reply;
 	const struct kbridge_mp_wakeup *req =
 		(const struct kbridge_mp_wakeup *)msg->param;
 	int32_t status = -ENOENT;
-	int i;
+	unsigned int i;
 
 	if (msg->len_param < (int)sizeof(*req) || msg->num_fds != 1) {
 		status = -EINVAL;
 	} else {
 		rte_spinlock_lock(&kbridge_ports_lock_);
-		for (i = 0; i < KBRIDGE_MAX_PORTS; i++) {
-			struct kbridge_port *p = kbridge_ports_[i];
+		for (i = 0; i < kbridge_registry_len_; i++) {
+			struct kbridge_port *p = kbridge_registry_[i];
 
 			if (p == NULL ||
 			    strncmp(p->ctl->name, req->name, KBRIDGE_NAME_MAX) != 0)
@@ -182,15 +302,7 @@ kbridge_mp_wakeup_(const struct rte_mp_msg *msg, const void *peer)
 		}
 		rte_spinlock_unlock(&kbridge_ports_lock_);
 	}
-	if (status != 0)
-		for (i = 0; i < msg->num_fds && i < RTE_MP_MAX_FD_NUM; i++)
-			close(msg->fds[i]);
-
-	memset(&reply, 0, sizeof(reply));
-	rte_strlcpy(reply.name, msg->name, sizeof(reply.name));
-	reply.len_param = sizeof(status);
-	memcpy(reply.param, &status, sizeof(status));
-	return rte_mp_reply(&reply, (const char *)peer);
+	return kbridge_mp_answer_(msg, peer, status);
 }
 
 /*
@@ -201,7 +313,10 @@ kbridge_mp_wakeup_(const struct rte_mp_msg *msg, const void *peer)
  * one built -fvisibility=hidden, a librte_kni.so loaded with dlopen by an
  * executable that exports nothing). Then that copy answers kbridge for
  * every port, finds none of this registry's, and their workers get no
- * eventfd: they fall back to bounded sleeps. Said once, with the cause.
+ * eventfd: they fall back to bounded sleeps. A copy with a doorbell
+ * (KBRIDGE_MP_DOORBELL, registered next) holds it as well: this copy's
+ * ports then ring none, and a kbridge that discovers them finds them at
+ * its next look. Said once, with the cause.
  */
 static inline int
 kbridge_mp_wakeup_register_(const char *port)

@@ -217,6 +217,11 @@ func (p *Port) Release() {
 			p.giveHeld(&p.held.in[q], q)
 		}
 	}
+	if p.served {
+		// Not served any more, then no owner: the app never sees its
+		// port served by no one. (A refusal stays for the app to read.)
+		C.kb_port_set_served(p.info.ctl, C.uint32_t(p.info.version), C.KBRIDGE_SERVED_NOT, nil)
+	}
 	if p.owner != 0 {
 		C.kb_port_release(p.info.ctl, C.uint64_t(p.owner))
 	}

@@ -304,14 +304,118 @@ kb_port_open(const char *name, struct kb_port_info *info)
 	return 0;
 }
 
+struct kb_port_walk {
+	char (*names)[KBRIDGE_NAME_MAX + 1];
+	int max, n;
+};
+
+/* One memzone of the walk: a port's control block is memzone
+ * "kbridge_<name>" holding its own name after a published magic. The
+ * held record ("kbridge_<name>_held") and anything else fail that. */
+static void
+kb_port_walk_one(const struct rte_memzone *mz, void *arg)
+{
+	struct kb_port_walk *w = arg;
+	const struct kbridge_ctl *c = mz->addr;
+	const char *name = mz->name + sizeof(KBRIDGE_MZ_PREFIX) - 1;
+	size_t len;
+
+	if (strncmp(mz->name, KBRIDGE_MZ_PREFIX, sizeof(KBRIDGE_MZ_PREFIX) - 1) != 0 ||
+	    mz->len < offsetof(struct kbridge_ctl, app_offloads))
+		return;
+	len = strnlen(name, KBRIDGE_NAME_MAX + 1);
+	if (len == 0 || len > KBRIDGE_NAME_MAX ||
+	    __atomic_load_n(&c->magic, __ATOMIC_ACQUIRE) != KBRIDGE_MAGIC ||
+	    strncmp(c->name, name, KBRIDGE_NAME_MAX + 1) != 0)
+		return;
+	if (c->version >= 2 && mz->len >= offsetof(struct kbridge_ctl, dpdk_version) &&
+	    __atomic_load_n(&c->closing, __ATOMIC_ACQUIRE) != 0)
+		return;
+	if (w->n < w->max)
+		memcpy(w->names[w->n], name, len + 1);
+	w->n++;
+}
+
+int
+kb_port_names(char (*names)[KBRIDGE_NAME_MAX + 1], int max)
+{
+	struct kb_port_walk w = { names, max, 0 };
+
+	rte_memzone_walk(kb_port_walk_one, &w);
+	return w.n;
+}
+
+void
+kb_port_set_served(struct kbridge_ctl *c, uint32_t version, uint32_t state, const char *why)
+{
+	if (version < 7)
+		return;
+	if (why != NULL)
+		rte_strlcpy(c->served_why, why, sizeof(c->served_why));
+	__atomic_store_n(&c->served, state, __ATOMIC_RELEASE);
+}
+
+int
+kb_port_refuse(const char *name, const char *why)
+{
+	char mzname[RTE_MEMZONE_NAMESIZE];
+	const struct rte_memzone *mz;
+	struct kbridge_ctl *c;
+
+	if (snprintf(mzname, sizeof(mzname), KBRIDGE_MZ_PREFIX "%s", name) >= (int)sizeof(mzname))
+		return -ENAMETOOLONG;
+	mz = rte_memzone_lookup(mzname);
+	if (mz == NULL)
+		return -ENOENT;
+	c = mz->addr;
+	if (__atomic_load_n(&c->magic, __ATOMIC_ACQUIRE) != KBRIDGE_MAGIC || c->version < 7 ||
+	    c->version > KBRIDGE_VERSION || mz->len < sizeof(*c))
+		return -EPROTO;
+	if (__atomic_load_n(&c->closing, __ATOMIC_ACQUIRE) != 0)
+		return -ESHUTDOWN;
+	if (kb_owner_alive(__atomic_load_n(&c->owner, __ATOMIC_SEQ_CST)))
+		return -EBUSY;
+	kb_port_set_served(c, c->version, KBRIDGE_SERVED_REFUSED, why);
+	return 0;
+}
+
+/* Sends msg to the app and returns its answer: the status its handler
+ * replied, or -errno. */
+static int
+kb_mp_ask(struct rte_mp_msg *msg)
+{
+	struct rte_mp_reply reply;
+	struct timespec ts = { .tv_sec = 2, .tv_nsec = 0 };
+	int32_t status = -EIO;
+
+	memset(&reply, 0, sizeof(reply));
+	if (rte_mp_request_sync(msg, &reply, &ts) < 0)
+		return -rte_errno;
+	if (reply.nb_received == 1 && reply.msgs[0].len_param >= (int)sizeof(status))
+		memcpy(&status, reply.msgs[0].param, sizeof(status));
+	else
+		status = -ETIMEDOUT;
+	free(reply.msgs);
+	return status;
+}
+
+int
+kb_send_doorbell(int fd)
+{
+	struct rte_mp_msg msg;
+
+	memset(&msg, 0, sizeof(msg));
+	rte_strlcpy(msg.name, KBRIDGE_MP_DOORBELL, sizeof(msg.name));
+	msg.num_fds = 1;
+	msg.fds[0] = fd;
+	return kb_mp_ask(&msg);
+}
+
 int
 kb_send_eventfd(const char *name, uint16_t queue, int fd)
 {
 	struct kbridge_mp_wakeup req;
 	struct rte_mp_msg msg;
-	struct rte_mp_reply reply;
-	struct timespec ts = { .tv_sec = 2, .tv_nsec = 0 };
-	int32_t status = -EIO;
 
 	memset(&req, 0, sizeof(req));
 	rte_strlcpy(req.name, name, sizeof(req.name));
@@ -322,15 +426,7 @@ kb_send_eventfd(const char *name, uint16_t queue, int fd)
 	memcpy(msg.param, &req, sizeof(req));
 	msg.num_fds = 1;
 	msg.fds[0] = fd;
-	memset(&reply, 0, sizeof(reply));
-	if (rte_mp_request_sync(&msg, &reply, &ts) < 0)
-		return -rte_errno;
-	if (reply.nb_received == 1 && reply.msgs[0].len_param >= (int)sizeof(status))
-		memcpy(&status, reply.msgs[0].param, sizeof(status));
-	else
-		status = -ETIMEDOUT;
-	free(reply.msgs);
-	return status;
+	return kb_mp_ask(&msg);
 }
 
 unsigned int

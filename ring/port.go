@@ -50,6 +50,7 @@ type Port struct {
 	released bool
 	owner    uint64                 // this process's owner value once claimed
 	held     *C.struct_kbridge_held // the record of what workers hold, or nil
+	served   bool                   // SetServed told the app; Release takes it back
 
 	// Of the mailbox (requests.go), touched only by the keeper, which
 	// serializes requests: the value the app must take before another is
@@ -274,4 +275,23 @@ func (c AppCounters) RoomDrops(dst *copp.Snapshot) {
 	dst.ToKernelRoom[copp.Control] = c.ToKernelDroppedControl
 	dst.ToKernelRoom[copp.Neighbor] = c.ToKernelDroppedNeighbor
 	dst.ToKernelRoom[copp.Default] = c.ToKernelDropped - c.ToKernelDroppedControl - c.ToKernelDroppedNeighbor
+}
+
+// PortNames names the ports the app has created and not begun to free, in
+// the order of its memzones: what `discover` serves.
+func PortNames() []string {
+	n := 64
+	for {
+		buf := make([][C.KBRIDGE_NAME_MAX + 1]C.char, n)
+		got := int(C.kb_port_names(&buf[0], C.int(n)))
+		if got > n {
+			n = got + 16 // more were made meanwhile: look again
+			continue
+		}
+		names := make([]string, got)
+		for i := range names {
+			names[i] = C.GoString(&buf[i][0])
+		}
+		return names
+	}
 }

@@ -100,6 +100,18 @@ const char *kb_layout_name(unsigned int i);
 /* This kbridge's DPDK: RTE_VERSION of the headers it was built with. */
 uint32_t kb_rte_version(void);
 int kb_port_open(const char *name, struct kb_port_info *info);
+/* Names the ports the app created and publishes (their magic set), not
+ * those it is freeing (closing), into names[0..max): how many there are,
+ * which may be more than max. */
+int kb_port_names(char (*names)[KBRIDGE_NAME_MAX + 1], int max);
+/* Says whether kbridge serves the port (version 7): KBRIDGE_SERVED_*, and
+ * why not for KBRIDGE_SERVED_REFUSED. */
+void kb_port_set_served(struct kbridge_ctl *c, uint32_t version, uint32_t state, const char *why);
+/* Refuses port name, not opened, with why: when its block is version 7,
+ * it is not being freed and no live kbridge owns it. 0, or -errno. */
+int kb_port_refuse(const char *name, const char *why);
+/* Sends the app the doorbell eventfd fd (KBRIDGE_MP_DOORBELL). 0, or -errno. */
+int kb_send_doorbell(int fd);
 int kb_send_eventfd(const char *name, uint16_t queue, int fd);
 unsigned int kb_pool_in_use(const struct rte_mempool *mp);
 unsigned int kb_pool_size(const struct rte_mempool *mp);

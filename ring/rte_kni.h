@@ -7,11 +7,14 @@
  * DPDK. What each call does here and where it differs from KNI:
  * docs/KNI.md.
  *
- * A KNI is a kbridge port of one queue pair (kbridge_port_create()) and a
- * kbridge serving it: rte_kni_alloc() starts one as a child process
- * (kbridge_child.h) unless $KBRIDGE_KNI_SPAWN is 0, when a kbridge started
- * by someone else (systemd's kbridge@NAME) must come and take the port.
- * Either way the kernel interface exists when rte_kni_alloc() returns.
+ * A KNI is a kbridge port of one queue pair (kbridge_port_create()), and
+ * one kbridge serves every KNI of the app: the first rte_kni_alloc()
+ * starts it as a child process (kbridge_child.h, discover: true) unless
+ * $KBRIDGE_KNI_SPAWN is 0, when a kbridge started by someone else
+ * (systemd's kbridge@NAME) must come and take the ports. Either way the
+ * kernel interface exists when rte_kni_alloc() returns; later allocs and
+ * releases only make or free a port and wait for kbridge's word
+ * (milliseconds). The child lives until rte_kni_close() or the app's exit.
  *
  * rte_kni_compat.h gives back what DPDK removed beside KNI and KNI
  * applications call (rte_ctrl_thread_create() on DPDK 23.11 and later).
@@ -111,29 +114,36 @@ struct rte_kni_conf {
 
 /* How long rte_kni_alloc() waits for kbridge: $KBRIDGE_KNI_WAIT_MS, else this. */
 #define RTE_KNI_KBRIDGE_WAIT_MS 30000
-/* How long it then waits for kbridge's start-up MTU question (see rte_kni_alloc). */
-#define RTE_KNI_MTU_ASK_WAIT_MS 3000
 /* Ring entries per direction: KNI's FIFO size. */
 #define RTE_KNI_RING_SIZE 1024
+/* The MTU of a KNI whose conf->mtu is 0, as KNI's. */
+#define RTE_KNI_DEFAULT_MTU 1500
 
-/* A KNI: the port, its kbridge and the callbacks. */
+/* A KNI: the port and the callbacks. */
 struct rte_kni {
 	char name[RTE_KNI_NAMESIZE];
 	struct kbridge_port *port;
-	struct kbridge_child child; /* pid 0: a kbridge someone else started */
 	struct rte_kni_ops ops;
-	int ready; /* rte_kni_alloc() returned it */
+	unsigned int mtu; /* the interface's MTU as the app last took it */
+	int ready;        /* rte_kni_alloc() returned it */
 };
 
-/* The KNIs of this process, for rte_kni_get(); weak, as kbridge.h's ports
- * registry, so that every translation unit shares one, and exported by
+/* The KNIs of this process, for rte_kni_get(), in slots that grow (no
+ * bound but memory), and the app's one kbridge; weak, as kbridge.h's ports
+ * registry, so that every translation unit shares them, and exported by
  * librte_kni.so as that registry is (kbridge_wakeup.h), under names that
  * carry the header's version as struct rte_kni changes with it. */
-#define rte_kni_list_ KBRIDGE_REGISTRY_NAME_(rte_kni_list_v)
+#define rte_kni_registry_ KBRIDGE_REGISTRY_NAME_(rte_kni_registry_v)
+#define rte_kni_registry_len_ KBRIDGE_REGISTRY_NAME_(rte_kni_registry_len_v)
 #define rte_kni_lock_ KBRIDGE_REGISTRY_NAME_(rte_kni_lock_v)
-KBRIDGE_REGISTRY_ struct rte_kni *rte_kni_list_[KBRIDGE_MAX_PORTS];
+#define rte_kni_kbridge_ KBRIDGE_REGISTRY_NAME_(rte_kni_kbridge_v)
+KBRIDGE_REGISTRY_ struct rte_kni **rte_kni_registry_;
+KBRIDGE_REGISTRY_ unsigned int rte_kni_registry_len_;
 KBRIDGE_REGISTRY_ pthread_mutex_t rte_kni_lock_ = PTHREAD_MUTEX_INITIALIZER;
 KBRIDGE_REGISTRY_ int rte_kni_logtype_ = -1;
+/* The kbridge rte_kni_alloc() started (pid 0: none runs, or one someone
+ * else started serves the KNIs). Guarded by rte_kni_lock_. */
+KBRIDGE_REGISTRY_ struct kbridge_child rte_kni_kbridge_;
 
 /* KNI's log type, "lib.kni", registered once. */
 static inline int
@@ -181,17 +191,15 @@ rte_kni_eal_ready_(const char *fn)
 /*
  * KNI opened /dev/kni here. Nothing to open on kbridge: registers the log
  * type and returns 0 (librte_kni: -1 when its EAL was never initialised).
- * max_kni_ifaces has no effect: the bound is KBRIDGE_MAX_PORTS KNIs per
- * process. rte_kni_alloc() works without it.
+ * max_kni_ifaces has no effect: the KNIs of a process are bounded by its
+ * memory only. rte_kni_alloc() works without it.
  */
 RTE_KNI_API int
 rte_kni_init(unsigned int max_kni_ifaces)
 {
 	if (!rte_kni_eal_ready_("rte_kni_init"))
 		return -1;
-	if (max_kni_ifaces > KBRIDGE_MAX_PORTS)
-		RTE_KNI_LOG_(WARNING, "%u interfaces asked for: kbridge's rte_kni.h takes %d per process\n",
-			     max_kni_ifaces, KBRIDGE_MAX_PORTS);
+	(void)max_kni_ifaces;
 	(void)rte_kni_log_type_();
 	return 0;
 }
@@ -200,25 +208,61 @@ rte_kni_init(unsigned int max_kni_ifaces)
 static inline struct rte_kni *
 rte_kni_find_(const char *name)
 {
-	int i;
+	unsigned int i;
 
-	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
-		if (rte_kni_list_[i] != NULL &&
-		    strncmp(rte_kni_list_[i]->name, name, RTE_KNI_NAMESIZE) == 0)
-			return rte_kni_list_[i];
+	for (i = 0; i < rte_kni_registry_len_; i++)
+		if (rte_kni_registry_[i] != NULL &&
+		    strncmp(rte_kni_registry_[i]->name, name, RTE_KNI_NAMESIZE) == 0)
+			return rte_kni_registry_[i];
 	return NULL;
+}
+
+/* Whether kni is in the registry; the caller holds rte_kni_lock_. */
+static inline int
+rte_kni_listed_(const struct rte_kni *kni)
+{
+	unsigned int i;
+
+	for (i = 0; i < rte_kni_registry_len_; i++)
+		if (rte_kni_registry_[i] == kni)
+			return 1;
+	return 0;
+}
+
+/* Puts kni in a free slot, growing the slots when none is: 0, or -ENOMEM.
+ * The caller holds rte_kni_lock_. */
+static inline int
+rte_kni_list_(struct rte_kni *kni)
+{
+	struct rte_kni **grown;
+	unsigned int i, len;
+
+	for (i = 0; i < rte_kni_registry_len_; i++)
+		if (rte_kni_registry_[i] == NULL) {
+			rte_kni_registry_[i] = kni;
+			return 0;
+		}
+	len = rte_kni_registry_len_ == 0 ? 16 : 2 * rte_kni_registry_len_;
+	grown = (struct rte_kni **)realloc(rte_kni_registry_, len * sizeof(*grown));
+	if (grown == NULL)
+		return -ENOMEM;
+	memset(grown + rte_kni_registry_len_, 0, (len - rte_kni_registry_len_) * sizeof(*grown));
+	grown[rte_kni_registry_len_] = kni;
+	rte_kni_registry_ = grown;
+	rte_kni_registry_len_ = len;
+	return 0;
 }
 
 /* Takes kni off the registry. */
 static inline void
 rte_kni_unlist_(const struct rte_kni *kni)
 {
-	int i;
+	unsigned int i;
 
 	pthread_mutex_lock(&rte_kni_lock_);
-	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
-		if (rte_kni_list_[i] == kni)
-			rte_kni_list_[i] = NULL;
+	for (i = 0; i < rte_kni_registry_len_; i++)
+		if (rte_kni_registry_[i] == kni)
+			rte_kni_registry_[i] = NULL;
 	pthread_mutex_unlock(&rte_kni_lock_);
 }
 
@@ -236,52 +280,88 @@ rte_kni_env_ms_(const char *name, unsigned int def)
 	return *end == '\0' && n <= 3600000 ? (unsigned int)n : def;
 }
 
-/*
- * kbridge asks the app once at start to take the interface's MTU (so that
- * a port an earlier kbridge changed agrees again). KNI never asked: its
- * contract is that conf->mtu is already the port's. So the question is
- * answered yes here, without a callback, if it comes within
- * RTE_KNI_MTU_ASK_WAIT_MS (it does unless kbridge cannot watch the
- * interface); any other request is left for rte_kni_handle_request().
- */
-static inline void
-rte_kni_answer_start_mtu_(struct rte_kni *kni)
+/* Whether rte_kni_alloc() starts the app's kbridge ($KBRIDGE_KNI_SPAWN is
+ * not 0). */
+static inline int
+rte_kni_spawns_(void)
 {
-	struct kbridge_request r;
-	unsigned int waited;
+	const char *spawn = getenv("KBRIDGE_KNI_SPAWN");
 
-	for (waited = 0; waited < RTE_KNI_MTU_ASK_WAIT_MS; waited += 5) {
-		if (kbridge_port_poll_request(kni->port, &r)) {
-			if (r.type == KBRIDGE_REQ_MTU)
-				kbridge_port_reply(kni->port, &r, 0);
-			return;
-		}
-		rte_delay_us_sleep(5000);
-	}
+	return spawn == NULL || strcmp(spawn, "0") != 0;
 }
 
-/* Undoes a partial rte_kni_alloc(). */
+/* The name of the app's kbridge: its instance (log, control socket
+ * /run/kbridge/NAME/control.sock): the app's file prefix when that is a
+ * name the kernel takes for an interface, else kni<pid>. */
 static inline void
-rte_kni_undo_(struct rte_kni *kni)
+rte_kni_instance_(char *buf, size_t len)
 {
-	char why[256] = "";
+	const char *rt = rte_eal_get_runtime_dir();
+	const char *prefix = rt != NULL ? strrchr(rt, '/') : NULL;
 
-	if (kbridge_child_stop(&kni->child, why, sizeof(why)) < 0 && why[0] != '\0')
-		RTE_KNI_LOG_(WARNING, "%s: %s\n", kni->name, why);
-	if (kni->port != NULL && kbridge_port_free(kni->port) < 0)
-		RTE_KNI_LOG_(ERR, "%s: kbridge pid %d still serves the port\n", kni->name,
-			     (int)kbridge_port_owner_pid(kni->port));
-	rte_free(kni);
+	if (prefix != NULL && kbridge_child_ifname_(prefix + 1) && strcmp(prefix + 1, "kbridge") != 0)
+		rte_strlcpy(buf, prefix + 1, len);
+	else
+		snprintf(buf, len, "kni%d", (int)getpid());
+}
+
+/* Starts the app's kbridge unless it runs: 0, or -errno with why. The
+ * caller holds rte_kni_lock_. One that exited (killed, crashed) is started
+ * again: it serves every KNI there is, taking them over from the one gone. */
+static inline int
+rte_kni_kbridge_up_(char *why, size_t whylen)
+{
+	struct kbridge_child_conf cc;
+	char name[RTE_KNI_NAMESIZE];
+	char gone[256] = "";
+
+	if (rte_kni_kbridge_.pid > 0 && !kbridge_child_exited(&rte_kni_kbridge_, gone, sizeof(gone)))
+		return 0;
+	if (gone[0] != '\0')
+		RTE_KNI_LOG_(WARNING, "the app's kbridge is gone (%s): starting it again\n", gone);
+	rte_kni_instance_(name, sizeof(name));
+	memset(&cc, 0, sizeof(cc));
+	cc.ifname = name;
+	cc.discover = 1;
+	return kbridge_child_start(&rte_kni_kbridge_, &cc, why, whylen);
+}
+
+/* Waits up to ms for kbridge to serve kni's port: 0, or -errno with why
+ * (kbridge refused the port, its child exited, the time ran out). */
+static inline int
+rte_kni_wait_served_(struct rte_kni *kni, unsigned int ms, char *why, size_t whylen)
+{
+	uint64_t end = rte_get_timer_cycles() + (uint64_t)ms * rte_get_timer_hz() / 1000;
+	int ret;
+
+	for (;;) {
+		ret = kbridge_port_wait_served(kni->port, 5, why, whylen);
+		if (ret != -ETIMEDOUT)
+			return ret;
+		pthread_mutex_lock(&rte_kni_lock_);
+		ret = rte_kni_kbridge_.pid > 0 && kbridge_child_exited(&rte_kni_kbridge_, why, whylen);
+		pthread_mutex_unlock(&rte_kni_lock_);
+		if (ret)
+			return -ECHILD;
+		if (rte_get_timer_cycles() >= end) {
+			snprintf(why, whylen, "no kbridge served the port within %u ms%s", ms,
+				 rte_kni_spawns_() ? "" :
+				 " (KBRIDGE_KNI_SPAWN=0: start kbridge@NAME, or one with discover: true, or unset it)");
+			return -ETIMEDOUT;
+		}
+	}
 }
 
 /*
  * Makes kernel interface conf->name with conf->mac_addr (random if all
  * zero) and conf->mtu, down, as KNI did; it exists when the call returns.
  * Packets the kernel sends it are allocated from pktmbuf_pool. ops (may be
- * NULL, or fill only some callbacks) is copied. Returns NULL on failure,
- * the cause in the log: a bad argument, the name taken (by a KNI of this
- * process or a kernel interface), no kbridge binary, kbridge exiting, or
- * kbridge not serving the port within $KBRIDGE_KNI_WAIT_MS (default
+ * NULL, or fill only some callbacks) is copied. The first call starts the
+ * app's kbridge (see the top); the later ones make the port and wait for
+ * kbridge's word. Returns NULL on failure, the cause in the log: a bad
+ * argument, the name taken (by a KNI of this process, or a kernel
+ * interface: kbridge says), no kbridge binary, kbridge exiting, or kbridge
+ * not serving the port within $KBRIDGE_KNI_WAIT_MS (default
  * RTE_KNI_KBRIDGE_WAIT_MS).
  */
 RTE_KNI_API struct rte_kni *
@@ -289,11 +369,9 @@ rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
 	      struct rte_kni_ops *ops)
 {
 	static const uint8_t zero[RTE_ETHER_ADDR_LEN] = {0};
-	const char *spawn = getenv("KBRIDGE_KNI_SPAWN");
-	struct kbridge_child_conf cc;
 	struct rte_kni *kni;
 	char why[256] = "";
-	int i, slot = -1, ret;
+	int ret;
 
 	if (!rte_kni_eal_ready_("rte_kni_alloc"))
 		return NULL;
@@ -313,62 +391,49 @@ rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
 		memcpy(&kni->ops, ops, sizeof(kni->ops));
 	else
 		kni->ops.port_id = UINT16_MAX;
+	kni->mtu = conf->mtu != 0 ? conf->mtu : RTE_KNI_DEFAULT_MTU;
 
 	pthread_mutex_lock(&rte_kni_lock_);
-	for (i = 0; i < KBRIDGE_MAX_PORTS && slot < 0; i++)
-		if (rte_kni_list_[i] == NULL)
-			slot = i;
-	if (rte_kni_find_(kni->name) != NULL || slot < 0) {
-		pthread_mutex_unlock(&rte_kni_lock_);
-		RTE_KNI_LOG_(ERR, "%s: %s\n", kni->name,
-			     slot < 0 ? "no room: kbridge's rte_kni.h takes KBRIDGE_MAX_PORTS KNIs per process" :
-					"KNI already exists");
+	ret = rte_kni_find_(kni->name) != NULL ? -EEXIST : rte_kni_list_(kni);
+	pthread_mutex_unlock(&rte_kni_lock_);
+	if (ret < 0) { /* the slot holds the name while the rest is made */
+		RTE_KNI_LOG_(ERR, "%s: %s\n", kni->name, ret == -EEXIST ? "KNI already exists" : "out of memory");
 		rte_free(kni);
 		return NULL;
 	}
-	rte_kni_list_[slot] = kni; /* holds the name while the rest is made */
-	pthread_mutex_unlock(&rte_kni_lock_);
-
-	if (if_nametoindex(kni->name) != 0) {
+	if (!rte_kni_spawns_() && if_nametoindex(kni->name) != 0) {
 		RTE_KNI_LOG_(ERR, "%s: a kernel interface of that name exists already (a kbridge left by a crash? kbridge cleanup --instance %s)\n",
 			     kni->name, kni->name);
 		goto fail;
 	}
-	kni->port = kbridge_port_create(kni->name, 1, RTE_KNI_RING_SIZE, pktmbuf_pool,
-					pktmbuf_pool->socket_id);
+	/* What kbridge must know before it takes the port: made, told, then
+	 * published. */
+	kni->port = kbridge_port_prepare(kni->name, 1, RTE_KNI_RING_SIZE, pktmbuf_pool,
+					 pktmbuf_pool->socket_id);
 	if (kni->port == NULL) {
 		RTE_KNI_LOG_(ERR, "%s: kbridge_port_create: %s\n", kni->name, rte_strerror(rte_errno));
 		goto fail;
 	}
 	kbridge_port_serve_requests(kni->port, KBRIDGE_REQ_ALL, conf->max_mtu);
-	/* For a kbridge someone else started: the child's configuration
-	 * names the MAC itself (interface.mac, which takes precedence). */
 	if (memcmp(conf->mac_addr, zero, sizeof(zero)) != 0)
 		kbridge_port_set_mac(kni->port, conf->mac_addr);
-
-	memset(&cc, 0, sizeof(cc));
-	cc.port = kni->name;
-	cc.ifname = kni->name;
-	cc.mtu = conf->mtu;
-	cc.mac = memcmp(conf->mac_addr, zero, sizeof(zero)) != 0 ? conf->mac_addr : NULL;
-	cc.up = 0;
-	if (spawn == NULL || strcmp(spawn, "0") != 0) {
-		ret = kbridge_child_start(&kni->child, &cc, why, sizeof(why));
+	kbridge_port_set_interface(kni->port, (uint16_t)kni->mtu, 0);
+	if (rte_kni_spawns_()) {
+		pthread_mutex_lock(&rte_kni_lock_);
+		ret = rte_kni_kbridge_up_(why, sizeof(why));
+		pthread_mutex_unlock(&rte_kni_lock_);
 		if (ret < 0) {
 			RTE_KNI_LOG_(ERR, "%s: cannot start kbridge: %s\n", kni->name, why);
 			goto fail;
 		}
 	}
-	ret = kbridge_child_wait(&kni->child, kni->port, kni->name,
-				 rte_kni_env_ms_("KBRIDGE_KNI_WAIT_MS", RTE_KNI_KBRIDGE_WAIT_MS), why,
-				 sizeof(why));
+	kbridge_port_publish(kni->port);
+	ret = rte_kni_wait_served_(kni, rte_kni_env_ms_("KBRIDGE_KNI_WAIT_MS", RTE_KNI_KBRIDGE_WAIT_MS),
+				   why, sizeof(why));
 	if (ret < 0) {
-		RTE_KNI_LOG_(ERR, "%s: no kernel interface: %s%s\n", kni->name, why,
-			     kni->child.pid == 0 && kni->child.config[0] == '\0' ?
-				     " (KBRIDGE_KNI_SPAWN=0: start kbridge@NAME, or unset it)" : "");
+		RTE_KNI_LOG_(ERR, "%s: no kernel interface: %s\n", kni->name, why);
 		goto fail;
 	}
-	rte_kni_answer_start_mtu_(kni);
 	pthread_mutex_lock(&rte_kni_lock_);
 	kni->ready = 1;
 	pthread_mutex_unlock(&rte_kni_lock_);
@@ -378,45 +443,39 @@ rte_kni_alloc(struct rte_mempool *pktmbuf_pool, const struct rte_kni_conf *conf,
 
 fail:
 	rte_kni_unlist_(kni);
-	rte_kni_undo_(kni);
+	if (kni->port != NULL && kbridge_port_free(kni->port) < 0)
+		RTE_KNI_LOG_(ERR, "%s: kbridge pid %d still serves the port\n", kni->name,
+			     (int)kbridge_port_owner_pid(kni->port));
+	rte_free(kni);
 	return NULL;
 }
 
 /*
- * Removes the interface: stops the kbridge rte_kni_alloc() started (through
- * its pidfd; it frees what it holds and removes the interface) and frees the
- * port, the mbufs in its rings with it. No lcore may use the KNI any more.
- * The name can be allocated again. 0, or -1 (an unknown KNI; a kbridge
- * that did not let go, named in the log: the KNI is then left as it is).
+ * Removes the interface: frees the port (kbridge lets go of it at once,
+ * freeing what it holds, and removes the interface in the background; a
+ * KNI of the same name made meanwhile waits inside kbridge for it), the
+ * mbufs in its rings with it. No lcore may use the KNI any more. The name
+ * can be allocated again at once. 0, or -1 (an unknown KNI; a kbridge that
+ * did not let go, named in the log: the KNI is then left as it is).
  */
 RTE_KNI_API int
 rte_kni_release(struct rte_kni *kni)
 {
-	char why[256] = "";
-	int i, found = 0;
+	int found;
 
 	if (kni == NULL)
 		return -1;
 	pthread_mutex_lock(&rte_kni_lock_);
-	for (i = 0; i < KBRIDGE_MAX_PORTS; i++)
-		if (rte_kni_list_[i] == kni)
-			found = 1;
+	found = rte_kni_listed_(kni);
 	pthread_mutex_unlock(&rte_kni_lock_);
 	if (!found)
 		return -1;
-	if (kbridge_child_stop(&kni->child, why, sizeof(why)) < 0)
-		RTE_KNI_LOG_(WARNING, "%s: %s\n", kni->name, why);
 	if (kbridge_port_free(kni->port) < 0) {
 		RTE_KNI_LOG_(ERR, "%s: kbridge pid %d still serves the port: not released\n", kni->name,
 			     (int)kbridge_port_owner_pid(kni->port));
 		return -1;
 	}
 	kni->port = NULL;
-	/* A kbridge someone else started removes the interface as it exits,
-	 * after letting go of the port: wait for it, so that the name can be
-	 * allocated again at once. */
-	for (i = 0; i < 200 && if_nametoindex(kni->name) != 0; i++)
-		rte_delay_us_sleep(10000);
 	rte_kni_unlist_(kni);
 	rte_free(kni);
 	return 0;
@@ -516,8 +575,13 @@ rte_kni_handle_request(struct rte_kni *kni)
 	o = &kni->ops;
 	switch (r.type) {
 	case KBRIDGE_REQ_MTU:
-		if (o->change_mtu != NULL)
+		/* The MTU the port has already (kbridge's question at start,
+		 * which KNI never asked: conf->mtu is the port's) is taken
+		 * without a callback. */
+		if (r.value != kni->mtu && o->change_mtu != NULL)
 			ret = o->change_mtu(o->port_id, r.value);
+		if (ret == 0)
+			kni->mtu = r.value;
 		break;
 	case KBRIDGE_REQ_LINK:
 		if (o->config_network_if != NULL)
@@ -614,11 +678,21 @@ rte_kni_update_link(struct rte_kni *kni, unsigned int linkup)
 	return was;
 }
 
-/* KNI closed /dev/kni here; nothing to close on kbridge. KNIs still
- * allocated stay: rte_kni_release() each. */
+/*
+ * KNI closed /dev/kni here. Stops the kbridge rte_kni_alloc() started (it
+ * frees what it holds and removes the interfaces of the KNIs still
+ * allocated, which no longer move packets: rte_kni_release() each first);
+ * the next rte_kni_alloc() starts one again.
+ */
 RTE_KNI_API void
 rte_kni_close(void)
 {
+	char why[256] = "";
+
+	pthread_mutex_lock(&rte_kni_lock_);
+	if (kbridge_child_stop(&rte_kni_kbridge_, why, sizeof(why)) < 0 && why[0] != '\0')
+		RTE_KNI_LOG_(WARNING, "stopping the app's kbridge: %s\n", why);
+	pthread_mutex_unlock(&rte_kni_lock_);
 }
 
 /* librte_kni's functions: what an app built with RTE_KNI_LIBRARY calls,

@@ -3,6 +3,7 @@ package tap
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -80,9 +81,14 @@ type Queue struct {
 	lro      []bool
 	iov      []unix.Iovec
 	plain    [vnet.HdrLen]byte // all zero: a frame as it is
-	lbuf     []byte            // an LRO packet made contiguous, to split it
-	sbuf     []byte            // one segment of it, at up to maxMTU
-	valid    [vnet.HdrLen]byte // DATA_VALID: the app's NIC or the burst core checked it
+	// lbuf holds an LRO packet made contiguous, to split it, and sbuf
+	// one segment of it, at up to maxMTU: made by the first split. Most
+	// queues never split, and the 74 KiB, live on the heap, count twice
+	// towards the garbage collector's goal: a port set's dozens of idle
+	// queues paid for them in RSS.
+	lbuf  []byte
+	sbuf  []byte
+	valid [vnet.HdrLen]byte // DATA_VALID: the app's NIC or the burst core checked it
 
 	rbuf []byte
 	rlen int
@@ -109,6 +115,7 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 	cfg.Batch = max(cfg.Batch, 1)
 	cfg.MaxSegs = max(cfg.MaxSegs, 1)
 	cfg.MaxMTU = max(cfg.MaxMTU, cfg.MTU)
+	rbuf, mapped := readBuffer()
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -124,11 +131,11 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 		idx:      make([]int, cfg.Batch),
 		lro:      make([]bool, cfg.Batch),
 		iov:      make([]unix.Iovec, 0, maxWriteIov),
-		rbuf:     make([]byte, maxRead),
-		lbuf:     make([]byte, maxLRO),
-		// Sized for the largest MTU SetMTU may set, so that a change
-		// needs no new buffer on the worker's side.
-		sbuf: make([]byte, FrameLen(cfg.MaxMTU)+vlanTagLen),
+		rbuf:     rbuf,
+	}
+	if mapped {
+		// Once nothing reaches the queue, nothing reads into its buffer.
+		runtime.AddCleanup(q, func(b []byte) { _ = unix.Munmap(b) }, rbuf)
 	}
 	q.nextMTU.Store(int32(cfg.MTU))
 	q.merge.Store(cfg.Merge)
@@ -137,6 +144,19 @@ func NewQueue(fd int, cfg QueueConfig) *Queue {
 		q.pkts[i].Segs = q.segStore[i*cfg.MaxSegs : i*cfg.MaxSegs : (i+1)*cfg.MaxSegs]
 	}
 	return q
+}
+
+// readBuffer returns a buffer for one read of up to maxRead bytes, mapped
+// outside Go's heap where it can be: its pages are memory only once a
+// frame touched them (an idle queue's few), and it does not count towards
+// the garbage collector's goal, which a heap buffer of 64 KiB a queue
+// doubled for every port of a port set. The mapping goes with the queue.
+func readBuffer() (b []byte, mapped bool) {
+	b, err := unix.Mmap(-1, 0, maxRead, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return make([]byte, maxRead), false
+	}
+	return b, true
 }
 
 // Fd returns the queue's descriptor.
@@ -307,6 +327,12 @@ func (q *Queue) writePlain(k int, r *bridge.Result) bool {
 // not a whole TCP frame has no segments to cut: it is oversize.
 func (q *Queue) writeSplit(k int, r *bridge.Result) bool {
 	p := &q.pkts[k]
+	if q.lbuf == nil {
+		q.lbuf = make([]byte, maxLRO)
+		// Sized for the largest MTU SetMTU may set, so that a change
+		// needs no new buffer on the worker's side.
+		q.sbuf = make([]byte, FrameLen(q.maxMTU)+vlanTagLen)
+	}
 	if p.Len > len(q.lbuf) {
 		r.Drops[bridge.DropOversize]++
 		return false

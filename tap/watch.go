@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -49,11 +49,10 @@ func (e Event) String() string {
 	return strings.Join(names, "|")
 }
 
-// Watch reports the interface's link events from a netlink link
-// subscription in the current network namespace. It keeps reading the
-// subscription while its reader is busy and folds what it saw meanwhile
-// into one Event, so that a slow reader neither overruns the socket nor
-// handles a backlog of stale events.
+// Watch reports the interface's link events from the process's one link
+// subscription (links), in the current network namespace. It folds what
+// it saw while its reader was busy into one Event, so that a slow reader
+// neither holds the subscription up nor handles a backlog of stale events.
 type Watch struct {
 	d      *Device
 	log    *slog.Logger
@@ -61,6 +60,12 @@ type Watch struct {
 	done   chan struct{}
 	once   sync.Once
 	wg     sync.WaitGroup
+	// last is the interface as the subscription last showed it; seen
+	// holds the Events not yet taken, and kick says it grew. The
+	// subscription's reader alone touches last once the watch joined.
+	last State
+	seen atomic.Uint32
+	kick chan struct{}
 }
 
 // Watch starts watching the interface. Close the Watch before the Device.
@@ -68,48 +73,44 @@ func (d *Device) Watch(log *slog.Logger) (*Watch, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Watch{d: d, log: log.With("interface", d.name), events: make(chan Event), done: make(chan struct{})}
-	ch, stop, err := w.subscribe()
-	if err != nil {
+	w := &Watch{d: d, log: log.With("interface", d.name), events: make(chan Event), done: make(chan struct{}),
+		kick: make(chan struct{}, 1)}
+	if err := links.join(w, log); err != nil {
 		return nil, fmt.Errorf("tap: watch %s: %w", d.name, err)
 	}
-	// Read after subscribing: a change before this read is in it, one
-	// after it comes as an update.
-	last, _ := d.State()
 	w.wg.Add(1)
-	go w.run(ch, stop, last)
+	go w.run()
 	return w, nil
 }
 
 // Events returns the channel of events; it closes when the Watch does.
 func (w *Watch) Events() <-chan Event { return w.events }
 
-// Close ends the subscription and closes Events. It may be called more
+// Close leaves the subscription and closes Events. It may be called more
 // than once.
 func (w *Watch) Close() {
-	w.once.Do(func() { close(w.done) })
+	w.once.Do(func() {
+		links.leave(w)
+		close(w.done)
+	})
 	w.wg.Wait()
 }
 
-// subscribe starts a link subscription. Its channel closes when the
-// subscription fails (a socket overrun, say) or once stop is closed.
-func (w *Watch) subscribe() (<-chan netlink.LinkUpdate, chan struct{}, error) {
-	ch := make(chan netlink.LinkUpdate, 64)
-	stop := make(chan struct{})
-	err := netlink.LinkSubscribeWithOptions(ch, stop, netlink.LinkSubscribeOptions{
-		ErrorCallback:     func(err error) { w.log.Debug("link subscription", "err", err) },
-		ReceiveBufferSize: 1 << 20,
-	})
-	if err != nil {
-		close(stop)
-		return nil, nil, err
+// add folds e into what the reader has not taken yet (the subscription's
+// reader calls it).
+func (w *Watch) add(e Event) {
+	if e == 0 {
+		return
 	}
-	return ch, stop, nil
+	w.seen.Or(uint32(e))
+	select {
+	case w.kick <- struct{}{}:
+	default: // a kick is pending: the reader takes e with it
+	}
 }
 
-// run turns the subscription's updates for the interface into Events,
-// against last, the interface as last seen.
-func (w *Watch) run(ch <-chan netlink.LinkUpdate, stop chan struct{}, last State) {
+// run hands the folded Events to the reader.
+func (w *Watch) run() {
 	defer w.wg.Done()
 	defer close(w.events)
 	var pending Event
@@ -120,34 +121,11 @@ func (w *Watch) run(ch <-chan netlink.LinkUpdate, stop chan struct{}, last State
 		}
 		select {
 		case <-w.done:
-			close(stop)
-			for range ch { // until the subscription's goroutine closes it
-			}
 			return
 		case out <- pending:
 			pending = 0
-		case u, ok := <-ch:
-			if ok {
-				pending |= w.event(u, &last)
-				continue
-			}
-			// Events may have been lost: subscribe again, then have
-			// the interface looked at as it is.
-			close(stop)
-			for {
-				var err error
-				if ch, stop, err = w.subscribe(); err == nil {
-					break
-				}
-				w.log.Warn("link subscription ended; retrying", "err", err)
-				select {
-				case <-w.done:
-					return
-				case <-time.After(time.Second):
-				}
-			}
-			last, _ = w.d.State()
-			pending |= EventSync
+		case <-w.kick:
+			pending |= Event(w.seen.Swap(0))
 		}
 	}
 }

@@ -116,3 +116,55 @@ func TestRecreateLeavesAnInterfaceThatTookTheName(t *testing.T) {
 		t.Errorf("Recreate over a bridge of the name: %v, want ErrNameTaken", err)
 	}
 }
+
+// Watches share the process's one link subscription: each hears its own
+// interface only, and one that closes leaves the others hearing theirs.
+func TestWatchesShareOneSubscription(t *testing.T) {
+	a, la := rootDevice(t, "kbsha", true)
+	b, lb := rootDevice(t, "kbshb", true)
+	wa, err := a.Watch(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wa.Close()
+	wb, err := b.Watch(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	links.mu.Lock()
+	n := len(links.watches)
+	links.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("two watches, %d on the shared subscription", n)
+	}
+
+	if err := netlink.LinkSetMTU(la, mtu+100); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, wa, EventMTU)
+	for quiet := time.After(200 * time.Millisecond); ; {
+		select {
+		case e := <-wb.Events():
+			if e&EventMTU != 0 {
+				t.Fatalf("%s's watch heard %v when %s's MTU changed", lb.Attrs().Name, e, la.Attrs().Name)
+			}
+			continue
+		case <-quiet:
+		}
+		break
+	}
+
+	wa.Close()
+	if err := netlink.LinkSetMTU(lb, mtu+100); err != nil {
+		t.Fatal(err)
+	}
+	nextEvent(t, wb, EventMTU)
+	wb.Close()
+	links.mu.Lock()
+	running := links.stop != nil
+	links.mu.Unlock()
+	if running {
+		t.Error("the subscription runs on after the last watch closed")
+	}
+}

@@ -73,8 +73,20 @@ func checkCmd(src configSource, root string, jsonOut bool, out io.Writer) error 
 	if missing {
 		ev = src.file() + " missing: the defaults, as an empty file gives"
 	}
+	serves := "interface " + cfg.Interface.Name
+	if cfg.ServesMany() {
+		specs, _ := cfg.PortSpecs()
+		names := make([]string, len(specs))
+		for i, sp := range specs {
+			names[i] = sp.Port
+		}
+		serves = "ports [" + strings.Join(names, ", ") + "]"
+		if cfg.Discover {
+			serves += " and every other the app creates (discover)"
+		}
+	}
 	results := []doctor.Result{{Check: checkConfig, Status: doctor.Pass,
-		Evidence: fmt.Sprintf("%s (mode %s, interface %s)", ev, cfg.Mode, cfg.Interface.Name)}}
+		Evidence: fmt.Sprintf("%s (mode %s, %s)", ev, cfg.Mode, serves)}}
 	results = append(results, hostChecks(cfg, root)...)
 	results = append(results, privileges(), controlDir(cfg.Stats.Socket))
 	if cfg.Mode == config.ModeVhost && !cfg.Vhost.Client {

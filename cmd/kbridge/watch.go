@@ -15,9 +15,10 @@ import (
 	"github.com/kbridge/kbridge/daemon"
 )
 
-// watch redraws per-queue rates every interval, like top, until interrupted.
+// watch redraws per-queue rates every interval, like top, until
+// interrupted: each port's, for a kbridge serving several.
 func watch(sock string, interval time.Duration, out io.Writer) error {
-	prev, err := daemon.ReadStatus(sock)
+	prev, err := readByPort(sock)
 	if err != nil {
 		return err
 	}
@@ -32,15 +33,34 @@ func watch(sock string, interval time.Duration, out io.Writer) error {
 			return nil
 		case <-tick.C:
 		}
-		cur, err := daemon.ReadStatus(sock)
+		cur, err := daemon.ReadStatuses(sock)
 		if err != nil {
 			return err
 		}
 		now := time.Now()
 		fmt.Fprint(out, "\033[H\033[2J")
-		renderRates(out, prev, cur, now.Sub(last))
-		prev, last = cur, now
+		next := make(map[string]daemon.Status, len(cur))
+		for _, c := range cur {
+			if p, ok := prev[c.Port]; ok {
+				renderRates(out, p, c, now.Sub(last))
+			}
+			next[c.Port] = c
+		}
+		prev, last = next, now
 	}
+}
+
+// readByPort reads each port's status, by port.
+func readByPort(sock string) (map[string]daemon.Status, error) {
+	all, err := daemon.ReadStatuses(sock)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]daemon.Status, len(all))
+	for _, s := range all {
+		m[s.Port] = s
+	}
+	return m, nil
 }
 
 func renderRates(w io.Writer, prev, cur daemon.Status, dt time.Duration) {

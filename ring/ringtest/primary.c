@@ -330,6 +330,12 @@ kbt_owner(struct kbridge_port *p)
 	return __atomic_load_n(&p->ctl->owner, __ATOMIC_SEQ_CST);
 }
 
+int
+kbt_wait_served(struct kbridge_port *p, unsigned int timeout_ms, char *why, size_t len)
+{
+	return kbridge_port_wait_served(p, timeout_ms, why, len);
+}
+
 /* Queue q's ring `which`: KBT_FROM_KERNEL, KBT_TO_KERNEL, KBT_FRESH, KBT_SPENT. */
 static struct rte_ring *
 kbt_ring(struct kbridge_port *p, uint16_t q, int which)

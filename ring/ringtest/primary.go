@@ -347,6 +347,17 @@ func cbool(b bool) C.int {
 // kbridge's claim would: OwnerValue(pid, start).
 func (p *Port) SetOwner(v uint64) { C.kbt_set_owner(p.p, C.uint64_t(v)) }
 
+// WaitServed is kbridge_port_wait_served(): nil once a kbridge serves the
+// port, else an error matching unix.ECONNREFUSED (with kbridge's reason)
+// or unix.ETIMEDOUT.
+func (p *Port) WaitServed(timeout time.Duration) error {
+	var why [256]C.char
+	if rc := C.kbt_wait_served(p.p, C.uint(timeout.Milliseconds()), &why[0], C.size_t(len(why))); rc < 0 {
+		return fmt.Errorf("%w: %s", unix.Errno(-rc), C.GoString(&why[0]))
+	}
+	return nil
+}
+
 // Owner returns the control block's owner value.
 func (p *Port) Owner() uint64 { return uint64(C.kbt_owner(p.p)) }
 

@@ -55,6 +55,8 @@ int kbt_collect_one(struct kbridge_port *p, uint16_t q, uint8_t *out, uint32_t c
 void kbt_declare_tso(struct kbridge_port *p, uint16_t max_segs);
 void kbt_audit(struct rte_mempool *mp);
 uint64_t kbt_owner(struct kbridge_port *p);
+/* kbridge_port_wait_served() with timeout_ms: 0, -ECONNREFUSED, -ETIMEDOUT, why in why. */
+int kbt_wait_served(struct kbridge_port *p, unsigned int timeout_ms, char *why, size_t len);
 /* The rings of a queue, for kbt_ring_count and kbt_ring_state. */
 #define KBT_FROM_KERNEL 0
 #define KBT_TO_KERNEL 1

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -112,10 +113,14 @@ func (a *app) request(t *testing.T, name, change, value string, kept bool, args 
 	if kept {
 		msg = `msg="the app applied the interface's change"`
 	}
-	what := fmt.Sprintf("%s instance=%s interface=%s change=%s value=%s", msg, name, name, change, value)
-	n := a.kb.Log.Count(what)
+	// The app's one kbridge logs its instance and the port before the
+	// interface; a kbridge of one port its instance (the KNI's name).
+	tail := fmt.Sprintf(" interface=%s change=%s value=%s", name, change, value)
+	n := countWith(a.kb.Log.String(), msg, tail)
 	sh(t, append([]string{"ip", "-n", "kbt-dut", "link", "set", "dev", name}, args...)...)
-	a.kb.WaitCountIn(t, what, n+1, 10*time.Second)
+	harness.WaitUntil(t, "kbridge's "+msg+tail, 10*time.Second, func() bool {
+		return countWith(a.kb.Log.String(), msg, tail) > n
+	})
 }
 
 // allmulticastFollowsTheCallback sets all-multicast on the first KNI:
@@ -125,13 +130,13 @@ func (a *app) request(t *testing.T, name, change, value string, kept bool, args 
 func (a *app) allmulticastFollowsTheCallback(t *testing.T) {
 	t.Helper()
 	name := a.names[0]
-	tail := fmt.Sprintf(" instance=%s interface=%s change=allmulticast value=on", name, name)
-	applied, refused := `msg="the app applied the interface's change"`+tail,
-		`msg="the app did not take the interface's change: setting it back"`+tail
-	n := a.Log.Count(applied) + a.Log.Count(refused)
+	tail := fmt.Sprintf(" interface=%s change=allmulticast value=on", name)
+	count := func(msg string) int { return countWith(a.Log.String(), msg, tail) }
+	applied, refused := `msg="the app applied the interface's change"`, `msg="the app did not take the interface's change: setting it back"`
+	n := count(applied) + count(refused)
 	sh(t, "ip", "-n", "kbt-dut", "link", "set", "dev", name, "allmulticast", "on")
 	harness.WaitUntil(t, "kbridge's word on allmulticast", 10*time.Second, func() bool {
-		return a.Log.Count(applied)+a.Log.Count(refused) > n
+		return count(applied)+count(refused) > n
 	})
 	log := a.Log.String()
 	i := strings.LastIndex(log, "kniapp: config_allmulticast(0, 1) = ")
@@ -139,13 +144,97 @@ func (a *app) allmulticastFollowsTheCallback(t *testing.T) {
 		t.Fatal("config_allmulticast was not called")
 	}
 	answer := strings.Fields(log[i+len("kniapp: config_allmulticast(0, 1) = "):])[0]
-	kept := strings.Contains(log[i:], applied)
+	kept := countWith(log[i:], applied, tail) > 0
 	if kept != (answer == "0") {
 		t.Errorf("config_allmulticast answered %s and kbridge kept the change: %v", answer, kept)
 	}
 	if on := flags(t, name)&syscall.IFF_ALLMULTI != 0; on != kept {
 		t.Errorf("%s has IFF_ALLMULTI %v after the callback answered %s", name, on, answer)
 	}
+}
+
+// idleCost measures process pid over d: its CPU (utime and stime, from
+// /proc/PID/stat) as a percentage of one core, and its VmRSS in kB at the
+// end; it logs the busiest threads, and what the RSS is made of.
+func idleCost(t *testing.T, pid string, d time.Duration) (cpu float64, rssKB int) {
+	t.Helper()
+	ticksOf := func(path string) (float64, string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return 0, ""
+		}
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:])) // f[0] is field 3
+		u, err1 := strconv.ParseFloat(f[11], 64)
+		s, err2 := strconv.ParseFloat(f[12], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: %q", path, b)
+		}
+		return u + s, string(b[bytes.IndexByte(b, '(')+1 : i])
+	}
+	threads := func() map[string]float64 {
+		m := map[string]float64{}
+		tasks, _ := filepath.Glob("/proc/" + pid + "/task/*/stat")
+		for _, p := range tasks {
+			v, comm := ticksOf(p)
+			m[filepath.Base(filepath.Dir(p))+" "+comm] = v
+		}
+		return m
+	}
+	start, before, t0 := 0.0, threads(), time.Now()
+	start, _ = ticksOf("/proc/" + pid + "/stat")
+	time.Sleep(d)
+	end, _ := ticksOf("/proc/" + pid + "/stat")
+	used, took := end-start, time.Since(t0)
+	cpu = used / 100 / took.Seconds() * 100 // USER_HZ is 100
+	// Which threads: the busiest few, to tell the workers from the rest.
+	var busy []string
+	for id, v := range threads() {
+		if dv := v - before[id]; dv > 0 {
+			busy = append(busy, fmt.Sprintf("%s: %.0f ticks", id, dv))
+		}
+	}
+	slices.Sort(busy)
+	t.Logf("threads of pid %s that ran over %v (tid comm: ticks of 10 ms): %s", pid, d, strings.Join(busy, "; "))
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string // what the RSS is made of, and how many threads hold it
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			rssKB, _ = strconv.Atoi(strings.Fields(v)[0])
+		}
+		for _, k := range []string{"RssAnon:", "RssFile:", "RssShmem:", "Threads:"} {
+			if v, ok := strings.CutPrefix(l, k); ok {
+				parts = append(parts, k+" "+strings.Join(strings.Fields(v), " "))
+			}
+		}
+	}
+	t.Logf("pid %s: %s", pid, strings.Join(parts, ", "))
+	return cpu, rssKB
+}
+
+// timesOf returns the app's lines on its allocations' and releases' times.
+func timesOf(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, "kniapp: alloc:") || strings.HasPrefix(l, "kniapp: release:") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// countWith counts the lines of log that hold msg and, after it, tail.
+func countWith(log, msg, tail string) int {
+	n := 0
+	for _, l := range strings.Split(log, "\n") {
+		if i := strings.Index(l, msg); i >= 0 && strings.Contains(l[i:], tail) {
+			n++
+		}
+	}
+	return n
 }
 
 // stop sends SIGINT, as a user's ^C, and checks that the app released its
@@ -344,7 +433,7 @@ func TestKNIApplication(t *testing.T) {
 	env := append([]string{"KBT_NO_BRIDGE=1"}, harness.LockedEnv...)
 	t.Cleanup(func() {
 		harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/down.sh"))
-		harness.CheckNothingLeft(t, "vEth0", "dpdk0.kni_0", "dpdk0.kni_1", "kbmix", "kbmixkni")
+		harness.CheckNothingLeft(t, "vEth0", "dpdk0.kni_0", "dpdk0.kni_1", "dpdk0.kni", "dpdk0.101", "kbmix", "kbmixkni")
 	})
 	if out := harness.Sh(t, env, "bash", filepath.Join(root, "tests/testbed/up.sh")); !strings.Contains(out, "testbed up") {
 		t.Fatalf("up.sh did not say 'testbed up':\n%s", out)
@@ -455,6 +544,70 @@ func TestKNIApplication(t *testing.T) {
 			}
 		})
 		a.stop(t)
+	})
+
+	// DPVS's use: 64 KNIs named NAME.kni and NAME.<vlan>, one kbridge for
+	// all; the app's lcore loop releases and allocates VLAN KNIs while
+	// traffic goes through two others. What it costs idle, and how long
+	// an allocation and a release take, are printed, not asserted.
+	t.Run("64 KNIs named as DPVS names them, one kbridge, idle cost", func(t *testing.T) {
+		a := startApp(t, root, nil, nil, []string{"dpdk0.kni"}, "--loop", "one", "--kni", "64", "--dotted", "--name", "dpdk0")
+		for i := 1; i < 64; i++ {
+			if gone, out := harness.LinkGone("kbt-dut", fmt.Sprintf("dpdk0.%d", 100+i)); gone {
+				t.Fatalf("dpdk0.%d does not exist: %s", 100+i, out)
+			}
+		}
+		pids := map[string]bool{}
+		for _, l := range strings.Split(a.Log.String(), "\n") {
+			if _, pid, ok := strings.Cut(l, ": kernel interface ready, served by kbridge pid "); ok {
+				pids[strings.TrimSpace(pid)] = true
+			}
+		}
+		if len(pids) != 1 {
+			t.Fatalf("the KNIs are served by kbridges %v, want one", pids)
+		}
+		pid := a.childPID(t, "dpdk0.kni")
+		time.Sleep(2 * time.Second) // settled
+		cpu, rss := idleCost(t, pid, 12*time.Second)
+		t.Logf("64 idle KNIs: kbridge pid %s used %.2f%% of a core over 12 s (utime+stime from /proc/%s/stat), VmRSS %d kB",
+			pid, cpu, pid, rss)
+		a.stop(t)
+		t.Log(timesOf(a.Log.String()))
+	})
+
+	t.Run("64 KNIs, the lcore loop releasing and allocating VLAN KNIs while two carry traffic", func(t *testing.T) {
+		a := startApp(t, root, nil, nil, []string{"dpdk0.kni"}, "--loop", "one", "--kni", "64", "--dotted", "--name", "dpdk0", "--churn")
+		const kni1, peer1, dut1 = "dpdk0.101", "198.18.7.1", "198.18.7.2" // a subnet the bed leaves free
+		sh(t, "ip", "-n", "kbt-peer", "addr", "add", peer1+"/24", "dev", "kbt-wire")
+		t.Cleanup(func() {
+			_, _ = exec.Command("ip", "-n", "kbt-peer", "addr", "del", peer1+"/24", "dev", "kbt-wire").CombinedOutput()
+		})
+		// Only the second answers for its address: no reply through the first.
+		sh(t, "ip", "netns", "exec", "kbt-dut", "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1")
+		t.Cleanup(func() {
+			_, _ = exec.Command("ip", "netns", "exec", "kbt-dut", "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=0").CombinedOutput()
+		})
+		sh(t, "ip", "-n", "kbt-dut", "addr", "add", dut1+"/24", "dev", kni1)
+		sh(t, "ip", "-n", "kbt-dut", "link", "set", "dev", kni1, "up")
+		t.Run("ping both ways through the first", harness.PingBothWays)
+		t.Run("ping both ways through the second", func(t *testing.T) {
+			for _, c := range []struct{ ns, ip string }{{"kbt-dut", peer1}, {"kbt-peer", dut1}} {
+				if out := harness.In(t, nil, c.ns, "ping", "-c", "10", "-i", "0.1", "-W", "2", c.ip); !strings.Contains(out, " 0% packet loss") {
+					t.Errorf("ping from %s to %s:\n%s\nneighbours: dut %s; peer %s", c.ns, c.ip, out,
+						harness.In(t, nil, "kbt-dut", "ip", "neigh", "show", "dev", kni1),
+						harness.In(t, nil, "kbt-peer", "ip", "neigh", "show", "dev", "kbt-wire"))
+				}
+			}
+		})
+		t.Run("NFS through the first while VLAN KNIs come and go", func(t *testing.T) {
+			harness.BedTraffic(t)
+		})
+		a.stop(t)
+		log := a.Log.String()
+		if strings.Contains(log, "kniapp: churn: KNI") {
+			t.Errorf("a KNI released by the lcore loop could not be allocated again")
+		}
+		t.Log(timesOf(log))
 	})
 
 	t.Run("with KBRIDGE_KNI_SPAWN=0 a kbridge instance started beside the app serves the KNI", func(t *testing.T) {

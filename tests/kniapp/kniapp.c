@@ -9,6 +9,7 @@
  *   kbridge-kniapp [EAL args] -- [--loop one|split] [--ops all|null|some]
  *                  [--kni N] [--name NAME] [--mac XX:XX:XX:XX:XX:XX]
  *                  [--refuse-mtu N] [--refuse-down] [--realloc N] [--busy-poll]
+ *                  [--dotted] [--churn]
  *
  * --loop one: one lcore receives, transmits and serves the KNIs' requests
  *   (rte_kni_handle_request in the loop, as DPDK's KNI example did);
@@ -32,6 +33,17 @@
  *   the first KNI's MAC (default: all zero, a random one).
  * --realloc N: release every KNI and allocate it again, N times, before
  *   forwarding.
+ * --dotted: KNIs named as DPVS names its own: NAME.kni, then NAME.101,
+ *   NAME.102, ... (its VLAN KNIs); KNI i > 0 has MAC 02:00:c6:12:01:<i>
+ *   and gets the port's frames to that MAC, and a copy of its broadcast and
+ *   multicast frames (the rest go to the first).
+ * --churn (with --loop one): the lcore releases a KNI from the third on
+ *   and allocates it again, under its other name (NAME.<100+i+N>, and back),
+ *   every 50 ms while it forwards, as DPVS adds and removes VLAN KNIs from
+ *   its lcore loop.
+ * Each allocation and release is timed; at exit the app prints the first
+ * allocation's time (it starts kbridge) and the others' median and
+ * maximum ("kniapp: alloc ...", "kniapp: release ...").
  * A link monitor thread passes the port's link to rte_kni_update_link().
  * SIGINT or SIGTERM: the lcores stop, every KNI is released, the port
  * closed, the pool's mbufs in use printed (0: none leaked), exit 0.
@@ -55,7 +67,7 @@
 #include <rte_mbuf.h>
 #include <rte_kni.h>
 
-#define MAX_KNI 4
+#define MAX_KNI 256
 #define BURST 32
 #define NB_MBUF 8192
 
@@ -71,6 +83,57 @@ static int busy_poll;
 static unsigned int refuse_mtu;
 static int refuse_down;
 static struct rte_mempool *pool;
+static int dotted;
+static int churn;
+/* --churn: KNI i's name alternates between NAME.<100+i> and
+ * NAME.<100+i+nb_kni> at each allocation, as VLAN KNIs come and go: a
+ * name reused at once waits for the kernel to remove the old interface. */
+static unsigned char second_name[MAX_KNI];
+
+static void
+logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Times of allocations and releases, microseconds. */
+#define MAX_TIMES 4096
+struct times {
+	double us[MAX_TIMES];
+	unsigned int n;
+};
+static struct times alloc_times, release_times;
+
+static void
+times_add(struct times *t, uint64_t start)
+{
+	if (t->n < MAX_TIMES)
+		t->us[t->n++] = (double)(rte_get_timer_cycles() - start) * 1e6 / (double)rte_get_timer_hz();
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Prints what t holds, the first apart when first is set. */
+static void
+times_print(const char *what, struct times *t, int first)
+{
+	unsigned int from = first ? 1 : 0;
+
+	if (t->n <= from) {
+		logf_("kniapp: %s: none timed\n", what);
+		return;
+	}
+	qsort(t->us + from, t->n - from, sizeof(t->us[0]), cmp_double);
+	if (first)
+		logf_("kniapp: %s: first %.3f ms (starts kbridge); the other %u: median %.3f ms, max %.3f ms\n", what,
+		      t->us[0] / 1000, t->n - from, t->us[from + (t->n - from) / 2] / 1000, t->us[t->n - 1] / 1000);
+	else
+		logf_("kniapp: %s: %u: median %.3f ms, max %.3f ms\n", what, t->n, t->us[t->n / 2] / 1000,
+		      t->us[t->n - 1] / 1000);
+}
 
 static void
 on_signal(int sig)
@@ -144,8 +207,16 @@ alloc_kni(unsigned int i)
 	struct rte_kni_ops ops;
 	uint16_t mtu = 0;
 
+	struct rte_kni *kni;
+	uint64_t start;
+
 	memset(&conf, 0, sizeof(conf));
-	if (nb_kni == 1)
+	if (dotted && i == 0)
+		snprintf(conf.name, RTE_KNI_NAMESIZE, "%.10s.kni", kni_name);
+	else if (dotted)
+		snprintf(conf.name, RTE_KNI_NAMESIZE, "%.10s.%u", kni_name,
+			 100 + i + (second_name[i] ? nb_kni : 0));
+	else if (nb_kni == 1)
 		snprintf(conf.name, RTE_KNI_NAMESIZE, "%s", kni_name);
 	else
 		snprintf(conf.name, RTE_KNI_NAMESIZE, "%.12s_%u", kni_name, i);
@@ -155,22 +226,57 @@ alloc_kni(unsigned int i)
 	conf.mbuf_size = RTE_MBUF_DEFAULT_BUF_SIZE;
 	if (i == 0)
 		memcpy(conf.mac_addr, kni_mac.addr_bytes, RTE_ETHER_ADDR_LEN);
+	else if (dotted) {
+		static const uint8_t mac[5] = {0x02, 0x00, 0xc6, 0x12, 0x01};
+
+		memcpy(conf.mac_addr, mac, sizeof(mac));
+		conf.mac_addr[5] = (uint8_t)i;
+	}
 	if (rte_eth_dev_get_mtu(port_id, &mtu) == 0)
 		conf.mtu = mtu;
 	conf.max_mtu = 1500;
 
 	memset(&ops, 0, sizeof(ops));
 	ops.port_id = port_id;
-	if (strcmp(ops_style, "null") == 0)
-		return rte_kni_alloc(pool, &conf, NULL);
-	ops.change_mtu = cb_change_mtu;
-	ops.config_network_if = cb_network_if;
+	if (strcmp(ops_style, "null") != 0) {
+		ops.change_mtu = cb_change_mtu;
+		ops.config_network_if = cb_network_if;
+	}
 	if (strcmp(ops_style, "all") == 0) {
 		ops.config_mac_address = cb_mac;
 		ops.config_promiscusity = cb_promisc;
 		ops.config_allmulticast = cb_allmulti;
 	}
-	return rte_kni_alloc(pool, &conf, &ops);
+	start = rte_get_timer_cycles();
+	kni = rte_kni_alloc(pool, &conf, strcmp(ops_style, "null") == 0 ? NULL : &ops);
+	if (kni != NULL)
+		times_add(&alloc_times, start);
+	return kni;
+}
+
+/* Releases KNI i, timed: 0, or -1. */
+static int
+release_kni(unsigned int i)
+{
+	uint64_t start = rte_get_timer_cycles();
+
+	if (rte_kni_release(knis[i]) != 0)
+		return -1;
+	times_add(&release_times, start);
+	knis[i] = NULL;
+	return 0;
+}
+
+/* --dotted: the KNI a frame to mac is for, by its MAC; 0 for any other. */
+static unsigned int
+kni_of(const struct rte_ether_addr *mac)
+{
+	static const uint8_t pre[5] = {0x02, 0x00, 0xc6, 0x12, 0x01};
+
+	if (dotted && memcmp(mac->addr_bytes, pre, sizeof(pre)) == 0 && mac->addr_bytes[5] > 0 &&
+	    mac->addr_bytes[5] < nb_kni && knis[mac->addr_bytes[5]] != NULL)
+		return mac->addr_bytes[5];
+	return 0;
 }
 
 static void
@@ -179,22 +285,41 @@ serve_requests(void)
 	unsigned int i;
 
 	for (i = 0; i < nb_kni; i++)
-		rte_kni_handle_request(knis[i]);
+		if (knis[i] != NULL)
+			rte_kni_handle_request(knis[i]);
 }
 
-/* NIC to the first KNI: what it does not take is freed here. */
+/* NIC to the first KNI (--dotted: to the KNI of the frame's MAC, and a
+ * copy of broadcast and multicast frames to the second): what a KNI does
+ * not take is freed here. */
 static unsigned int
 ingress(void)
 {
 	struct rte_mbuf *pkts[BURST];
-	unsigned int n, sent;
+	unsigned int n, sent, i;
 
 	n = rte_eth_rx_burst(port_id, 0, pkts, BURST);
 	if (n == 0)
 		return 0;
-	sent = rte_kni_tx_burst(knis[0], pkts, n);
-	if (sent < n)
-		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+	if (!dotted) {
+		sent = rte_kni_tx_burst(knis[0], pkts, n);
+		if (sent < n)
+			rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+		return n;
+	}
+	for (i = 0; i < n; i++) {
+		const struct rte_ether_hdr *eth = rte_pktmbuf_mtod(pkts[i], const struct rte_ether_hdr *);
+		unsigned int k = kni_of(&eth->dst_addr);
+
+		if (rte_is_multicast_ether_addr(&eth->dst_addr) && nb_kni > 1 && knis[1] != NULL) {
+			struct rte_mbuf *copy = rte_pktmbuf_copy(pkts[i], pool, 0, UINT32_MAX);
+
+			if (copy != NULL && rte_kni_tx_burst(knis[1], &copy, 1) != 1)
+				rte_pktmbuf_free(copy);
+		}
+		if (rte_kni_tx_burst(knis[k], &pkts[i], 1) != 1)
+			rte_pktmbuf_free(pkts[i]);
+	}
 	return n;
 }
 
@@ -206,6 +331,8 @@ egress(void)
 	unsigned int i, n, sent, moved = 0;
 
 	for (i = 0; i < nb_kni; i++) {
+		if (knis[i] == NULL)
+			continue;
 		n = rte_kni_rx_burst(knis[i], pkts, BURST);
 		if (n == 0)
 			continue;
@@ -217,15 +344,38 @@ egress(void)
 	return moved;
 }
 
+/* --churn: every 50 ms, the next KNI from the third on released and
+ * allocated again, on this lcore. */
+static void
+churn_one(uint64_t *next, unsigned int *k)
+{
+	uint64_t now = rte_get_timer_cycles();
+
+	if (!churn || nb_kni < 3 || now < *next)
+		return;
+	*next = now + rte_get_timer_hz() / 20;
+	second_name[*k] = !second_name[*k];
+	if (release_kni(*k) != 0 || (knis[*k] = alloc_kni(*k)) == NULL) {
+		logf_("kniapp: churn: KNI %u failed\n", *k);
+		quit = 1;
+		return;
+	}
+	*k = *k + 1 < nb_kni ? *k + 1 : 2;
+}
+
 static int
 lcore_one(void *arg)
 {
+	uint64_t next = 0;
+	unsigned int k = 2;
+
 	(void)arg;
-	logf_("kniapp: lcore %u: rx, tx and requests\n", rte_lcore_id());
+	logf_("kniapp: lcore %u: rx, tx and requests%s\n", rte_lcore_id(), churn ? ", churning KNIs" : "");
 	while (!quit) {
 		unsigned int moved = ingress() + egress();
 
 		serve_requests();
+		churn_one(&next, &k);
 		if (moved == 0 && !busy_poll)
 			sched_yield();
 	}
@@ -266,7 +416,8 @@ link_monitor(void *arg)
 
 		memset(&link, 0, sizeof(link));
 		if (rte_eth_link_get_nowait(port_id, &link) == 0 && link.link_status != last) {
-			for (i = 0; i < nb_kni; i++) {
+			/* --churn: the lcore frees and makes the others. */
+			for (i = 0; i < (churn ? 2u : nb_kni) && i < nb_kni; i++) {
 				int prev = rte_kni_update_link(knis[i], link.link_status);
 
 				logf_("kniapp: %s link %s (was %s)\n", rte_kni_get_name(knis[i]),
@@ -307,7 +458,8 @@ parse_args(int argc, char **argv)
 		{"kni", required_argument, NULL, 'k'},    {"name", required_argument, NULL, 'n'},
 		{"mac", required_argument, NULL, 'm'},    {"refuse-mtu", required_argument, NULL, 'r'},
 		{"refuse-down", no_argument, NULL, 'd'},  {"realloc", required_argument, NULL, 'a'},
-		{"busy-poll", no_argument, NULL, 'b'},
+		{"busy-poll", no_argument, NULL, 'b'},    {"dotted", no_argument, NULL, 't'},
+		{"churn", no_argument, NULL, 'c'},
 		{NULL, 0, NULL, 0},
 	};
 	int c, realloc_n = 0;
@@ -342,11 +494,17 @@ parse_args(int argc, char **argv)
 		case 'b':
 			busy_poll = 1;
 			break;
+		case 't':
+			dotted = 1;
+			break;
+		case 'c':
+			churn = 1;
+			break;
 		default:
 			return -1;
 		}
 	}
-	if (nb_kni < 1 || nb_kni > MAX_KNI)
+	if (nb_kni < 1 || nb_kni > MAX_KNI || (churn && !one_loop))
 		return -1;
 	return realloc_n;
 }
@@ -372,8 +530,10 @@ main(int argc, char **argv)
 			 one_loop ? 1u : 2u);
 	if (rte_eth_dev_count_avail() < 1)
 		rte_exit(EXIT_FAILURE, "no ethdev port\n");
-	pool = rte_pktmbuf_pool_create("kni_pool", NB_MBUF, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-				       rte_socket_id());
+	/* Each KNI keeps up to KBRIDGE_FRESH_TARGET mbufs for kbridge to fill,
+	 * as KNI's alloc FIFO did: the pool spares them. */
+	pool = rte_pktmbuf_pool_create("kni_pool", NB_MBUF + nb_kni * (KBRIDGE_FRESH_TARGET + 2 * BURST), 256,
+				       0, RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
 	if (pool == NULL)
 		rte_exit(EXIT_FAILURE, "mbuf pool: %s\n", rte_strerror(rte_errno));
 	if (port_init() != 0)
@@ -385,7 +545,7 @@ main(int argc, char **argv)
 	for (r = 0; r <= realloc_n; r++) {
 		for (i = 0; i < nb_kni; i++) {
 			if (r > 0) {
-				if (rte_kni_release(knis[i]) != 0)
+				if (release_kni(i) != 0)
 					rte_exit(EXIT_FAILURE, "rte_kni_release failed\n");
 				logf_("kniapp: released for realloc\n");
 			}
@@ -420,13 +580,15 @@ main(int argc, char **argv)
 		char copy[RTE_KNI_NAMESIZE];
 
 		snprintf(copy, sizeof(copy), "%s", name);
-		if (rte_kni_release(knis[i]) != 0) {
+		if (release_kni(i) != 0) {
 			logf_("kniapp: rte_kni_release(%s) failed\n", copy);
 			ret = 1;
 		} else {
 			logf_("kniapp: released %s\n", copy);
 		}
 	}
+	times_print("alloc", &alloc_times, 1);
+	times_print("release", &release_times, 0);
 	rte_kni_close();
 	rte_eth_dev_stop(port_id);
 	rte_eth_dev_close(port_id);

@@ -130,8 +130,10 @@ func TestLibrteKniExportsKNIsAPIByName(t *testing.T) {
 	}
 	slices.Sort(registries)
 	v := registryVersion(t, root)
-	want := []string{"kbridge_mp_foreign_said_v" + v + "_", "kbridge_mp_registered_v" + v + "_", "kbridge_ports_lock_v" + v + "_",
-		"kbridge_ports_v" + v + "_", "rte_kni_list_v" + v + "_", "rte_kni_lock_v" + v + "_", "rte_kni_logtype_"}
+	want := []string{"kbridge_doorbell_fd_v" + v + "_", "kbridge_mp_foreign_said_v" + v + "_", "kbridge_mp_registered_v" + v + "_",
+		"kbridge_ports_lock_v" + v + "_", "kbridge_registry_len_v" + v + "_", "kbridge_registry_v" + v + "_",
+		"rte_kni_kbridge_v" + v + "_", "rte_kni_lock_v" + v + "_", "rte_kni_logtype_",
+		"rte_kni_registry_len_v" + v + "_", "rte_kni_registry_v" + v + "_"}
 	if !slices.Equal(registries, want) {
 		t.Errorf("librte_kni.so exports %v in %s, want the registries %v", registries, private, want)
 	}

@@ -123,7 +123,7 @@
 
 #define BURST 32
 /* The most --port names: 4, or fewer if kbridge.h registers fewer ports. */
-#define MAX_PORTS (KBRIDGE_MAX_PORTS < 4 ? KBRIDGE_MAX_PORTS : 4)
+#define MAX_PORTS 4
 /* kbridge's vhost.queues is at most 16. */
 #define VHOST_MAX_QUEUES 16
 
