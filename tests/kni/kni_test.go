@@ -355,9 +355,10 @@ func buildAgainstDPDKHeader(t *testing.T, root, kind string) (string, []string) 
 // mixedWakeups runs testdata/mixwake.c, built with librte_kni's Cflags and
 // libs from make install-dev (shared): one process with a kbridge.h port of
 // its own and a KNI of librte_kni.so, kniFirst saying which comes first
-// (whose kbridge.h copy registers DPDK's wakeup action). It checks that both
-// ports got their worker's eventfd (the app's word) and that both kbridges
-// started with wakeups.
+// (whose kbridge.h copy registers DPDK's wakeup action and takes the
+// doorbell), both served by the app's one kbridge. It checks that both
+// ports got their worker's eventfd (the app's word) and that both ports'
+// ring paths started with wakeups.
 func mixedWakeups(t *testing.T, root string, kniFirst bool) {
 	t.Helper()
 	prefix := harness.InstallDev(t, root)
@@ -382,7 +383,7 @@ func mixedWakeups(t *testing.T, root string, kniFirst bool) {
 		t.Errorf("mixwake exited %d; both ports must get their eventfd:\n%s", p.ExitCode(), log)
 	}
 	if got := strings.Count(log, "wakeups=true"); got != 2 {
-		t.Errorf("%d kbridges started with wakeups, want 2 (the app's port and the KNI):\n%s", got, log)
+		t.Errorf("%d ports served with wakeups, want 2 (the app's port and the KNI):\n%s", got, log)
 	}
 	if strings.Contains(log, "is another copy's of kbridge.h") {
 		t.Errorf("a kbridge.h copy found the wakeup action another registry's:\n%s", log)

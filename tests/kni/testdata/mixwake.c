@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
  * mixwake: one process with a kbridge.h port of its own and a KNI of
- * librte_kni.so, each served by a kbridge it starts, both with wakeups
- * (tests/kni, TestKNIApplication). Built with librte_kni's Cflags and
- * libs: the app's kbridge.h copy and the library's are two, and only one
- * of them is DPDK's KBRIDGE_MP_WAKEUP action; the eventfd of each
- * kbridge reaches its port only if that action's registry holds both
- * ports (ring/kbridge_wakeup.h).
+ * librte_kni.so, both served by the app's one kbridge (the discovering
+ * kbridge the KNI's rte_kni_alloc() starts), both with wakeups (tests/kni,
+ * TestKNIApplication). Built with librte_kni's Cflags and libs: the app's
+ * kbridge.h copy and the library's are two, and only one of them is
+ * DPDK's KBRIDGE_MP_WAKEUP and KBRIDGE_MP_DOORBELL action; the eventfd of
+ * each worker reaches its port only if that action's registry holds both
+ * ports, and the app's port rings the kbridge's doorbell only if both
+ * copies share it (ring/kbridge_wakeup.h).
  *
  *   mixwake [EAL args] -- [--kni-first]
  *
- * --kni-first: the library's KNI first (its copy registers the action),
- * else the app's port first. Prints "mixwake: eventfd port=P kni=K"
- * (1 when the port's worker eventfd arrived within 10 s, else 0), releases
- * both and exits 0 when both are 1.
+ * --kni-first: the library's KNI first (its copy registers the actions and
+ * takes the doorbell), else the app's port first (kbridge finds it when it
+ * starts). Prints "mixwake: eventfd port=P kni=K" (1 when the port's
+ * worker eventfd arrived within 10 s, else 0), releases both, stops the
+ * kbridge (rte_kni_close) and exits 0 when both are 1.
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,26 +29,16 @@
 #define KNI_NAME "kbmixkni"
 
 static struct kbridge_port *port;
-static struct kbridge_child child;
 static struct rte_kni *kni;
 
+/* The app's own port: made here, served by the kbridge the KNI starts
+ * (discover), whichever comes first; main waits for it. */
 static int
 app_port(struct rte_mempool *pool)
 {
-	struct kbridge_child_conf cc;
-	char why[256] = "";
-
 	port = kbridge_port_create(PORT_NAME, 1, 1024, pool, (int)rte_socket_id());
 	if (port == NULL) {
 		printf("mixwake: kbridge_port_create: %s\n", rte_strerror(rte_errno));
-		return -1;
-	}
-	memset(&cc, 0, sizeof(cc));
-	cc.port = PORT_NAME;
-	cc.ifname = PORT_NAME;
-	if (kbridge_child_start(&child, &cc, why, sizeof(why)) < 0 ||
-	    kbridge_child_wait(&child, port, PORT_NAME, 30000, why, sizeof(why)) < 0) {
-		printf("mixwake: the kbridge of %s: %s\n", PORT_NAME, why);
 		return -1;
 	}
 	return 0;
@@ -100,6 +93,8 @@ main(int argc, char **argv)
 		rte_exit(1, "rte_kni_init failed\n");
 	if (kni_first ? lib_kni(pool) < 0 || app_port(pool) < 0 : app_port(pool) < 0 || lib_kni(pool) < 0)
 		rte_exit(1, "mixwake: no port or no KNI\n");
+	if (kbridge_port_wait_served(port, 30000, why, sizeof(why)) < 0)
+		rte_exit(1, "mixwake: %s: %s\n", PORT_NAME, why);
 	got_port = has_eventfd(port);
 	got_kni = has_eventfd(kni->port);
 	printf("mixwake: eventfd port=%d kni=%d\n", got_port, got_kni);
@@ -108,10 +103,9 @@ main(int argc, char **argv)
 	ret = 0;
 	if (rte_kni_release(kni) != 0)
 		ret = 1;
-	if (kbridge_child_stop(&child, why, sizeof(why)) < 0)
-		printf("mixwake: %s\n", why);
 	if (kbridge_port_free(port) < 0)
 		ret = 1;
+	rte_kni_close(); /* the kbridge removes the interfaces as it stops */
 	printf("mixwake: released, mbufs in use: %u\n", rte_mempool_in_use_count(pool));
 	rte_eal_cleanup();
 	return ret != 0 || !got_port || !got_kni;
