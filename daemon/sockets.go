@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -41,17 +42,18 @@ type Sockets struct {
 const sockOn = "on"
 
 // sockWatch keeps the burst core's view of the host's sockets current while
-// the path runs: every copp.unwanted.refresh it reads them
+// the paths run: every copp.unwanted.refresh it reads them
 // (sockview.Reader) and publishes them (ring.PublishSockView). A view lives
 // three refreshes (a second at least): a reader that fails or stalls lets
 // it expire, and the burst core then judges no frame by sockets rather
-// than by a stale view. One per process, as the burst core's view is.
+// than by a stale view. One per process, as the burst core's view is: the
+// paths of a port set share it (joinSockets).
 type sockWatch struct {
-	cfg     func() copp.Config
-	ifindex func() int
-	log     logger
-	stop    chan struct{}
-	done    chan struct{}
+	cfg      func() copp.Config
+	ifindexs func() []int
+	log      logger
+	stop     chan struct{}
+	done     chan struct{}
 
 	mu sync.Mutex // guards st
 	st Sockets
@@ -63,10 +65,83 @@ type logger interface {
 	Info(msg string, args ...any)
 }
 
-// watchSockets starts a sockWatch reading the configuration cfg returns
+// sockUser is a path that the process's sockWatch reads for: its
+// configuration and its interface's index.
+type sockUser struct {
+	cfg     func() copp.Config
+	ifindex func() int
+	log     logger
+}
+
+// sockShare is the process's one sockWatch and the paths it reads for (a
+// port set runs a path per port): one reader keeps the one view for every
+// interface, and the view is withdrawn when the last path stops, not when
+// any does. mu orders joins and leaves (a leave that stops the watch ends
+// before a join starts the next); umu guards users, which the watch reads
 // at each refresh.
-func watchSockets(cfg func() copp.Config, ifindex func() int, log logger) *sockWatch {
-	w := &sockWatch{cfg: cfg, ifindex: ifindex, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+var sockShare struct {
+	mu    sync.Mutex
+	w     *sockWatch
+	umu   sync.Mutex
+	users []*sockUser
+	last  copp.Config // the configuration of the last reading, for a watch left with no path
+}
+
+// joinSockets adds u to the paths the process's sockWatch reads for,
+// starting it for the first, and returns it.
+func joinSockets(u *sockUser) *sockWatch {
+	sockShare.mu.Lock()
+	defer sockShare.mu.Unlock()
+	sockShare.umu.Lock()
+	sockShare.users = append(sockShare.users, u)
+	sockShare.umu.Unlock()
+	if sockShare.w == nil {
+		sockShare.w = watchSockets(sharedCoPP, sharedIfindexes, u.log)
+	}
+	return sockShare.w
+}
+
+// leaveSockets takes u off; the last path's leave stops the watch, which
+// withdraws the view.
+func leaveSockets(u *sockUser) {
+	sockShare.mu.Lock()
+	defer sockShare.mu.Unlock()
+	sockShare.umu.Lock()
+	sockShare.users = slices.DeleteFunc(sockShare.users, func(o *sockUser) bool { return o == u })
+	left := len(sockShare.users)
+	sockShare.umu.Unlock()
+	if left == 0 && sockShare.w != nil {
+		sockShare.w.Stop()
+		sockShare.w = nil
+	}
+}
+
+// sharedCoPP is the first path's CoPP section: a port set's paths share the
+// file's.
+func sharedCoPP() copp.Config {
+	sockShare.umu.Lock()
+	defer sockShare.umu.Unlock()
+	if len(sockShare.users) > 0 {
+		sockShare.last = sockShare.users[0].cfg()
+	}
+	return sockShare.last
+}
+
+// sharedIfindexes are the interfaces of every path.
+func sharedIfindexes() []int {
+	sockShare.umu.Lock()
+	defer sockShare.umu.Unlock()
+	out := make([]int, 0, len(sockShare.users))
+	for _, u := range sockShare.users {
+		out = append(out, u.ifindex())
+	}
+	return out
+}
+
+// watchSockets starts a sockWatch reading the configuration cfg returns
+// at each refresh, for the interfaces ifindexs returns.
+func watchSockets(cfg func() copp.Config, ifindexs func() []int, log logger) *sockWatch {
+	w := &sockWatch{cfg: cfg, ifindexs: ifindexs, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	w.st.TCP, w.st.UDP = "no view read yet", "no view read yet"
 	go w.run()
 	return w
@@ -125,7 +200,7 @@ func (w *sockWatch) read(r *sockview.Reader, c copp.Config, refresh time.Duratio
 	// Ports learned from what the host sends are forgotten only once a
 	// reading begun after them is published.
 	ring.RotateSockView()
-	v, err := r.Read(w.ifindex(), walk)
+	v, err := r.Read(w.ifindexs(), walk)
 	if err != nil {
 		return err
 	}

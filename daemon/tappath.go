@@ -40,8 +40,10 @@ type tapPath struct {
 	// carrierRestored counts the carriers the keeper set back.
 	carrierRestored atomic.Uint64
 	// sockets keeps the burst core's view of the host's sockets current
-	// (sockets.go); nil until the workers run.
-	sockets *sockWatch
+	// (sockets.go), the process's one, which sockUser joined; nil until
+	// the workers run.
+	sockets  *sockWatch
+	sockUser *sockUser
 	// releaseFirst runs stop's last (a Ring: the port's release) before
 	// the interface closes, which takes the kernel tens of milliseconds:
 	// a port set lets the app's free go on at once (portset.go).
@@ -90,7 +92,8 @@ func (p *tapPath) startWorkers(app func(q int) (appSide, error)) error {
 	}
 	go p.waitWorkers()
 	p.beats = make([]uint64, len(p.workers))
-	p.sockets = watchSockets(func() copp.Config { return p.Config().CoPP }, p.dev.Index, p.log)
+	p.sockUser = &sockUser{cfg: func() copp.Config { return p.Config().CoPP }, ifindex: p.dev.Index, log: p.log}
+	p.sockets = joinSockets(p.sockUser)
 	return err
 }
 
@@ -296,7 +299,7 @@ func (p *tapPath) halt(first func() error, last func(), closeDev bool) {
 		p.stopKeep()
 	}
 	if p.sockets != nil {
-		p.sockets.Stop()
+		leaveSockets(p.sockUser)
 	}
 	for _, w := range p.workers {
 		w.Stop()

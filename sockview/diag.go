@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -165,8 +166,8 @@ func parseLocalRoute(typ uint16, b []byte) (netip.Prefix, bool) {
 	return p.Masked(), p.IsValid()
 }
 
-// takers finds what takes frames arriving on ifindex whatever their port:
-// a packet socket bound to it (or to every interface) for IPv4, IPv6 or
+// takers finds what takes frames arriving on ifindexes whatever their port:
+// a packet socket bound to one of them (or to every interface) for IPv4, IPv6 or
 // every protocol sees every frame, tcpdump's among them, and a frame
 // kbridge freed would be missing from its capture, unless its classic BPF
 // filter refuses it (then it is one of the filters, run on the frame); a
@@ -175,11 +176,11 @@ func parseLocalRoute(typ uint16, b []byte) (netip.Prefix, bool) {
 // prerouting nat chain of nftables, iptables-legacy's nat table) delivers
 // or forwards frames to ports no socket holds; IPVS virtual services take
 // connections to addresses and ports without a socket.
-func (r *Reader) takers(ifindex int) (takers, []Filter, error) {
+func (r *Reader) takers(ifindexes []int) (takers, []Filter, error) {
 	var t takers
 	var filters []Filter
 	err := r.diag.dump(sockDiagByFamily, packetReq(), func(_ uint16, body []byte) error {
-		k, f, ok := parsePacket(body, ifindex)
+		k, f, ok := parsePacket(body, ifindexes)
 		switch {
 		case !ok:
 		case f != nil && len(filters) < MaxFilters:
@@ -214,9 +215,9 @@ func packetReq() []byte {
 }
 
 // parsePacket reads a packet_diag_msg: ok when the socket receives IPv4,
-// IPv6 or every protocol on ifindex or every interface; then its filter
-// when it has one the burst core can run, else a taker.
-func parsePacket(b []byte, ifindex int) (taker, *Filter, bool) {
+// IPv6 or every protocol on one of ifindexes or every interface; then its
+// filter when it has one the burst core can run, else a taker.
+func parsePacket(b []byte, ifindexes []int) (taker, *Filter, bool) {
 	if len(b) < packetDiagMsgLen {
 		return taker{}, nil, false
 	}
@@ -240,7 +241,7 @@ func parsePacket(b []byte, ifindex int) (taker, *Filter, bool) {
 			}
 		}
 	})
-	if bound != 0 && bound != ifindex {
+	if bound != 0 && !slices.Contains(ifindexes, bound) {
 		return taker{}, nil, false
 	}
 	if runnable(prog) {

@@ -61,7 +61,7 @@ func inNS(t *testing.T, ns string, f func(r *sockview.Reader, ifindex int) error
 }
 
 func read(r *sockview.Reader, ifindex int, walk bool) (sockview.View, error) {
-	return r.Read(ifindex, walk)
+	return r.Read([]int{ifindex}, walk)
 }
 
 func port(a net.Addr) uint16 {

@@ -144,12 +144,13 @@ func (r *Reader) WalkDue(now time.Time) bool {
 	return r.walkEnd.IsZero() || gap >= MaxWalkGap || gap >= WalkShare*r.walkTook
 }
 
-// Read reads a View for the interface of index ifindex (the one whose
-// packet sockets matter). With walk, it walks the TCP connections (every
+// Read reads a View for the interfaces of indexes ifindexes (those whose
+// packet sockets matter: a process's view serves every interface it
+// bridges). With walk, it walks the TCP connections (every
 // state: connected, TIME_WAIT, half-open) and keeps their ports and BGP
 // sessions for the Reads that do not; without, it reads the listening TCP
 // sockets and adds the last walk's.
-func (r *Reader) Read(ifindex int, walk bool) (View, error) {
+func (r *Reader) Read(ifindexes []int, walk bool) (View, error) {
 	var v View
 	tcp, udp := newPortSet(), newPortSet()
 	if walk {
@@ -200,7 +201,7 @@ func (r *Reader) Read(ifindex int, walk bool) (View, error) {
 	if v.Local, err = r.locals(); err != nil {
 		return View{}, fmt.Errorf("%w: local routes: %w", ErrRead, err)
 	}
-	takers, filters, err := r.takers(ifindex)
+	takers, filters, err := r.takers(ifindexes)
 	v.Filters = filters
 	if err != nil {
 		return View{}, fmt.Errorf("%w: %w", ErrRead, err)
