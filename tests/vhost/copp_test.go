@@ -54,6 +54,24 @@ func TestVhostPolicesAFloodWhileControlFramesPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	kb.WaitCountIn(t, "vhost-user frontend connected", 1, 10*time.Second)
+	// The socket opened after kbridge started: until a reading of the
+	// host's sockets begun after it is published, its datagrams are
+	// class unwanted (policed at its own rate), not default. Two
+	// readings on, one began after it.
+	readings := func() uint64 {
+		var st struct {
+			Sockets *struct {
+				Readings uint64 `json:"readings"`
+			} `json:"sockets"`
+		}
+		harness.KbridgeStats(t, b.ctl, &st)
+		if st.Sockets == nil {
+			return 0
+		}
+		return st.Sockets.Readings
+	}
+	r0 := readings()
+	harness.WaitUntil(t, "two readings of the host's sockets", 10*time.Second, func() bool { return readings() >= r0+2 })
 
 	const flood, each = 200, 10
 	var frames [][]byte

@@ -127,7 +127,7 @@ reused(const char *out)
 	struct kbridge_child c;
 	char env[PATH_MAX], why[256] = "";
 	pid_t old, imp;
-	int fd, n, ret, st;
+	int fd, n, len, ret, st;
 	char num[32];
 
 	snprintf(env, sizeof(env), "%s/env", out);
@@ -140,24 +140,34 @@ reused(const char *out)
 		usleep(10000);
 	ok(kill(old, 0) < 0, "the child exited and was reaped elsewhere");
 	signal(SIGCHLD, SIG_DFL);
-	/* The next pid this namespace gives is old's. */
-	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
-	n = snprintf(num, sizeof(num), "%d", (int)old - 1);
-	if (fd < 0 || write(fd, num, (size_t)n) != n) {
-		printf("childcheck: FAIL ns_last_pid: %s (run in a PID namespace of its own, as root)\n",
-		       strerror(errno));
-		return 1;
-	}
-	close(fd);
-	imp = fork();
-	if (imp == 0) {
-		for (;;)
-			pause();
-	}
-	if (imp != old) {
-		printf("childcheck: FAIL the other process got pid %d, not %d: another fork came between\n",
+	/* The next pid this namespace gives is old's. It may not be yet: the
+	 * kernel frees a reaped child's number a moment after kill() stops
+	 * finding it (fork then skipped it once: "got pid 6, not 5"), or a
+	 * thread made meanwhile takes it; a later try finds it free. */
+	for (n = 0; n < 20; n++) {
+		fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
+		len = snprintf(num, sizeof(num), "%d", (int)old - 1);
+		if (fd < 0 || write(fd, num, (size_t)len) != len) {
+			printf("childcheck: FAIL ns_last_pid: %s (run in a PID namespace of its own, as root)\n",
+			       strerror(errno));
+			return 1;
+		}
+		close(fd);
+		imp = fork();
+		if (imp == 0) {
+			for (;;)
+				pause();
+		}
+		if (imp == old)
+			break;
+		printf("childcheck: the other process got pid %d, not %d: another came between; again\n",
 		       (int)imp, (int)old);
 		kill(imp, SIGKILL);
+		waitpid(imp, &st, 0);
+		usleep(1000);
+	}
+	if (imp != old) {
+		printf("childcheck: FAIL pid %d never given again in %d tries\n", (int)old, n);
 		return 1;
 	}
 	printf("childcheck: another process of the app now has pid %d\n", (int)imp);
