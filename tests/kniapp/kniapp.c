@@ -67,6 +67,15 @@
 #include <rte_mbuf.h>
 #include <rte_kni.h>
 
+/* The mbufs one KNI keeps ready for the kernel's frames. kbridge's header
+ * names the figure (KBRIDGE_FRESH_TARGET); an app built against DPDK's own
+ * rte_kni.h does not see it, as a KNI app never did, so the app sizes its
+ * pool from its own figure, checked where the header is visible. */
+#define PER_KNI_SPARE 512u
+#ifdef KBRIDGE_FRESH_TARGET
+_Static_assert(PER_KNI_SPARE >= KBRIDGE_FRESH_TARGET, "the pool spares what kbridge keeps per KNI");
+#endif
+
 #define MAX_KNI 256
 #define BURST 32
 #define NB_MBUF 8192
@@ -530,9 +539,9 @@ main(int argc, char **argv)
 			 one_loop ? 1u : 2u);
 	if (rte_eth_dev_count_avail() < 1)
 		rte_exit(EXIT_FAILURE, "no ethdev port\n");
-	/* Each KNI keeps up to KBRIDGE_FRESH_TARGET mbufs for kbridge to fill,
-	 * as KNI's alloc FIFO did: the pool spares them. */
-	pool = rte_pktmbuf_pool_create("kni_pool", NB_MBUF + nb_kni * (KBRIDGE_FRESH_TARGET + 2 * BURST), 256,
+	/* Each KNI keeps mbufs ready for kbridge to fill, as KNI's alloc
+	 * FIFO did: the pool spares them (PER_KNI_SPARE). */
+	pool = rte_pktmbuf_pool_create("kni_pool", NB_MBUF + nb_kni * (PER_KNI_SPARE + 2 * BURST), 256,
 				       0, RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
 	if (pool == NULL)
 		rte_exit(EXIT_FAILURE, "mbuf pool: %s\n", rte_strerror(rte_errno));
