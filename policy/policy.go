@@ -68,11 +68,13 @@ type Policy struct {
 	// when that is longer). It only matters when a wakeup is lost; when
 	// the app cannot kick at all, parks are bounded by Backoff.Max.
 	ParkTimeout time.Duration `mapstructure:"park_timeout" json:"park_timeout"`
-	// PolicedSleep is how long a worker whose polls since its last wait
-	// moved mostly frames the policers freed waits, unkicked by the app
-	// (the kernel's frames still end it), instead of spinning or parking:
-	// a policed flood then costs a wakeup per PolicedSleep, not one per
-	// few frames. 0 turns it off.
+	// PolicedSleep is how long, at most, a worker whose polls since its
+	// last wait moved mostly frames the policers freed waits, unkicked by
+	// the app (the kernel's frames still end it), instead of spinning or
+	// parking: a policed flood then costs a wakeup per wait, not one per
+	// few frames. A flood fast enough to bring more than a batch of
+	// frames (policedBatch) in that time gets a shorter wait. 0 turns it
+	// off.
 	PolicedSleep time.Duration `mapstructure:"policed_sleep" json:"policed_sleep"`
 }
 
@@ -97,11 +99,13 @@ func Default() Policy {
 		Backoff:     Backoff{},
 		Interval:    4 * time.Millisecond,
 		ParkTimeout: 100 * time.Millisecond,
-		// A policed flood's frames batch for this long (what a control
-		// frame among them may wait), so that kbridge's CPU follows the
-		// rate it writes, not the rate offered
-		// (docs/runs/2026-12-03-copp-cpu-bound.md).
-		PolicedSleep: 50 * time.Microsecond,
+		// A policed flood's frames batch for up to this long (what a
+		// control frame among them may wait), so that kbridge's CPU
+		// follows the rate it writes, not the rate offered: at 50us a
+		// flood of 200k frames/s from the NIC cost 27-32 % of a core,
+		// at 500us 8.4-8.7 % (docs/runs/2026-12-03-copp-cpu-bound.md,
+		// docs/runs/2026-12-07-copp-nic.md).
+		PolicedSleep: 500 * time.Microsecond,
 	}
 }
 
@@ -191,6 +195,7 @@ type Ladder struct {
 	// What the polls since the last wait (any step but Poll) moved, and
 	// how many of those frames the policers freed.
 	moved, policed int
+	lastWait       time.Duration // when Next last returned a step other than Poll
 }
 
 // Learn's score: a 2-bit saturating counter, as a branch predictor keeps
@@ -218,7 +223,7 @@ func (l *Ladder) Policy() Policy { return l.p }
 // Reset switches to policy p; the ladder starts over as if it just worked.
 // What it moved since the last wait carries over: no wait came between.
 func (l *Ladder) Reset(p Policy, now time.Duration) {
-	*l = Ladder{p: p, lastWork: now, score: maxScore, moved: l.moved, policed: l.policed}
+	*l = Ladder{p: p, lastWork: now, score: maxScore, moved: l.moved, policed: l.policed, lastWait: l.lastWait}
 }
 
 // park is a Park step: ParkTimeout doubled for every park since the last
@@ -261,15 +266,39 @@ func (l *Ladder) Next(moved, policed int, now time.Duration) Step {
 		return s
 	}
 	flood := (s.Kind == Yield || s.Kind == Park) && l.p.PolicedSleep > 0 && 2*l.policed > l.moved
-	l.moved, l.policed = 0, 0
+	d := l.policedSleep(now)
+	l.moved, l.policed, l.lastWait = 0, 0, now
 	if flood {
-		return Step{Kind: PolicedSleep, D: l.p.PolicedSleep}
+		return Step{Kind: PolicedSleep, D: d}
 	}
 	if s.Kind == Park && l.parks < 63 {
 		l.parks++
 	}
 	return s
 }
+
+// policedSleep is how long a policed wait lasts: Policy.PolicedSleep, or
+// less when the rate since the last wait would gather more than
+// policedBatch frames in that time, so that a faster flood neither fills
+// the app's ring during the wait nor costs more than a wakeup per batch.
+func (l *Ladder) policedSleep(now time.Duration) time.Duration {
+	d := l.p.PolicedSleep
+	since := now - l.lastWait
+	if l.moved <= 0 || since <= 0 {
+		return d
+	}
+	if fit := since * policedBatch / time.Duration(l.moved); fit < d {
+		d = max(fit, minPolicedSleep)
+	}
+	return d
+}
+
+// A policed wait lets about policedBatch frames gather (four bursts of
+// 32, an eighth of a ring of 1024), and lasts at least minPolicedSleep.
+const (
+	policedBatch    = 128
+	minPolicedSleep = 5 * time.Microsecond
+)
 
 // next is the ladder proper: what to do after a poll that moved packets
 // (worked) or not.

@@ -257,10 +257,10 @@ func TestALadderWhoseFramesAreMostlyPolicedSleepsInsteadOfYieldingOrParking(t *t
 		polls []poll
 	}{
 		{"interrupt: a policed flood, then a wait starts the count over", func(p *Policy) { p.Mode = Interrupt }, []poll{
-			{10, 9, 0, poll0}, {0, 0, us, policed}, {0, 0, 2 * us, park},
+			{10, 9, 0, poll0}, {0, 0, 10 * us, policed}, {0, 0, 20 * us, park},
 		}},
 		{"interrupt: counted over every poll since the last wait", func(p *Policy) { p.Mode = Interrupt }, []poll{
-			{8, 0, 0, poll0}, {8, 9, us, poll0}, {0, 0, 2 * us, policed},
+			{8, 0, 0, poll0}, {8, 9, us, poll0}, {0, 0, 10 * us, policed},
 		}},
 		{"interrupt: half policed is not a flood", func(p *Policy) { p.Mode = Interrupt }, []poll{
 			{8, 0, 0, poll0}, {8, 8, us, poll0}, {0, 0, 2 * us, park},
@@ -269,7 +269,7 @@ func TestALadderWhoseFramesAreMostlyPolicedSleepsInsteadOfYieldingOrParking(t *t
 			{10, 10, 0, poll0}, {0, 0, us, park},
 		}},
 		{"adaptive: a yield within the spin becomes one", func(p *Policy) {}, []poll{
-			{10, 10, 0, poll0}, {0, 0, us, policed}, {0, 0, 2 * us, yield}, {0, 0, 60 * us, park},
+			{10, 10, 0, poll0}, {0, 0, 10 * us, policed}, {0, 0, 11 * us, yield}, {0, 0, 60 * us, park},
 		}},
 		{"adaptive: a backoff sleep stays one and starts the count over", func(p *Policy) { p.Backoff = Backoff{Min: 10 * us, Max: 10 * us} }, []poll{
 			{10, 10, 0, poll0}, {0, 0, 60 * us, Step{Kind: Sleep, D: 10 * us}}, {0, 0, 80 * us, park},
@@ -289,6 +289,39 @@ func TestALadderWhoseFramesAreMostlyPolicedSleepsInsteadOfYieldingOrParking(t *t
 				t.Errorf("%s: poll %d (%d moved, %d policed at %v): got %v %v, want %v %v",
 					c.name, i, s.moved, s.policed, s.at, got.Kind, got.D, s.want.Kind, s.want.D)
 			}
+		}
+	}
+}
+
+// A policed wait lets about policedBatch frames gather: at a rate that
+// would bring more in Policy.PolicedSleep the wait is shorter (not under
+// minPolicedSleep), so a fast flood does not fill the app's ring while the
+// worker sleeps; a slower one waits the whole PolicedSleep.
+func TestAPolicedWaitGathersABatchAtMost(t *testing.T) {
+	p := Default()
+	p.Mode = Interrupt
+	p.PolicedSleep = 500 * us
+	for _, c := range []struct {
+		name  string
+		moved int
+		since time.Duration // from the last wait to the empty poll
+		want  time.Duration
+	}{
+		{"200k frames/s: the whole wait", 100, 500 * us, 500 * us},
+		{"2M frames/s: a batch's worth", 1000, 500 * us, 64 * us},
+		{"a batch in the whole wait: the whole wait", policedBatch, 500 * us, 500 * us},
+		{"faster than a batch in minPolicedSleep: minPolicedSleep", 100000, 100 * us, minPolicedSleep},
+	} {
+		l := NewLadder(p, 0)
+		if s := l.Next(0, 0, time.Millisecond); s.Kind != Park { // the last wait, at 1 ms
+			t.Fatalf("%s: the first empty poll: %v, want a park", c.name, s.Kind)
+		}
+		at := time.Millisecond + c.since
+		if s := l.Next(c.moved, c.moved, at-us); s.Kind != Poll {
+			t.Fatalf("%s: a poll that moved frames: %v, want poll", c.name, s.Kind)
+		}
+		if s := l.Next(0, 0, at); s.Kind != PolicedSleep || s.D != c.want {
+			t.Errorf("%s: %v %v, want a policed sleep of %v", c.name, s.Kind, s.D, c.want)
 		}
 	}
 }
@@ -347,7 +380,7 @@ func TestALadderKeepsItsPolicedCountAcrossAPolicySwitch(t *testing.T) {
 	l := NewLadder(p, 0)
 	l.Next(10, 10, 0)
 	l.Reset(p, us)
-	if s := l.Next(0, 0, 2*us); s.Kind != PolicedSleep || s.D != p.PolicedSleep {
+	if s := l.Next(0, 0, time.Millisecond); s.Kind != PolicedSleep || s.D != p.PolicedSleep {
 		t.Errorf("after a switch: %v %v, want a policed sleep of %v", s.Kind, s.D, p.PolicedSleep)
 	}
 }
