@@ -112,16 +112,18 @@ gen() {
 	done
 	grep '^kbridge-refapp: flood udp=' "$KBT_RUN/refapp.log" | tail -1 | cut -d' ' -f3-
 }
-# window: ends the session's window, prints its line ("p50 p99 max n").
+# window: ends the session's window, prints its line ("p50 p99 max n"), or
+# "lost" once the session has ended (its last line is then Python's error).
 window() {
-	local n
+	local n line
 	n=$(wc -l <"$work/session.log")
-	kill -USR1 "$session"
+	kill -USR1 "$session" 2>/dev/null || true
 	for _ in $(seq 100); do
 		[ "$(wc -l <"$work/session.log")" -gt "$n" ] && break
 		sleep 0.05
 	done
-	tail -1 "$work/session.log"
+	line=$(tail -1 "$work/session.log")
+	if [[ $line =~ ^[0-9.]+\ [0-9.]+\ [0-9.]+\ [0-9]+$ ]]; then echo "$line"; else echo lost; fi
 }
 flood() { # KIND PPS: the generator makes KIND at PPS (none: nothing)
 	if [ "$1" = none ]; then : >"$spec"; else echo "mac=$mac $1=$2" >"$spec"; fi
@@ -200,16 +202,20 @@ range() { tr ' ' '\n' | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } 
 echo "| flood | class | made kframes/s | queued kframes/s | policed kframes/s | app dropped | unaccounted | session rtt p50/p99 us | max ms | kbridge CPU % | CPU 0 softirq % | BGP, BFD | bgp+bfd dropped |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 for k in "${KINDS[@]}"; do
-	mk='' qu='' po='' dr='' un='' p50='' p99='' mx='' cpu='' sq='' bgp='' ctl=''
+	mk='' qu='' po='' dr='' un='' p50='' p99='' mx='' cpu='' sq='' bgp='' ctl='' lost=0
 	for ((r = 1; r <= ROUNDS; r++)); do
 		read -r a b c d e f g <<<"${R[$k,$r,ctr]}"
 		mk+="$(echo "scale=1; $a / $SECS / 1000" | bc) " qu+="$(echo "scale=1; $b / $SECS / 1000" | bc) "
 		po+="$(echo "scale=1; $d / $SECS / 1000" | bc) " dr+="$e " ctl+="$f " un+="$g "
 		read -r a b c _ <<<"${R[$k,$r,rtt]}"
-		p50+="$a " p99+="$b " mx+="$(echo "scale=2; $c / 1000" | bc) "
+		if [ "$a" = lost ]; then
+			lost=$((lost + 1))
+		else
+			p50+="$a " p99+="$b " mx+="$(echo "scale=2; $c / 1000" | bc) "
+		fi
 		cpu+="${R[$k,$r,cpu]} " sq+="${R[$k,$r,sirq]} " bgp+="${R[$k,$r,bgp]}/${R[$k,$r,bfd]} "
 	done
-	echo "| $k | $(class_of "${k%@*}") | $(range <<<"$mk") | $(range <<<"$qu") | $(range <<<"$po") | $(range <<<"$dr") | $(range <<<"$un") | $(range <<<"$p50")/$(range <<<"$p99") | $(range <<<"$mx") | $(range <<<"$cpu") | $(range <<<"$sq") | $(echo "$bgp" | tr ' ' '\n' | grep . | sort -u | paste -sd,) | $(range <<<"$ctl") |"
+	echo "| $k | $(class_of "${k%@*}") | $(range <<<"$mk") | $(range <<<"$qu") | $(range <<<"$po") | $(range <<<"$dr") | $(range <<<"$un") | $(range <<<"$p50")/$(range <<<"$p99")$([ "$lost" = 0 ] || echo ", session lost in $lost") | $(range <<<"$mx") | $(range <<<"$cpu") | $(range <<<"$sq") | $(echo "$bgp" | tr ' ' '\n' | grep . | sort -u | paste -sd,) | $(range <<<"$ctl") |"
 done
 echo
 echo "$ROUNDS rounds, interleaved; ${SECS} s windows at $PPS frames/s; BFD ${BFD} ms; ranges min-max over rounds; kbridge $(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo '?'); $(date -u +%FT%TZ)"
