@@ -2,8 +2,9 @@
 // honest. Every relative link must name a file that exists and, with a
 // #fragment, a heading of that file; no document may cite material that
 // lives outside the repository; every configuration key has its one row in
-// CONFIG.md (XDP.md for the xdp section). It reads files only, so it runs
-// in milliseconds and needs no root.
+// CONFIG.md (XDP.md for the xdp section); ARCHITECTURE.md's import rules
+// are the code's (imports_test.go). It reads files and asks `go list`,
+// builds nothing, so it runs in a second and needs no root.
 package docs
 
 import (
