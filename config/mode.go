@@ -3,7 +3,7 @@ package config
 // Mode is the data path kbridge runs: the value of the mode key.
 type Mode string
 
-// The modes. daemon.StartContext picks each one's runner.
+// The modes. daemon.StartWith picks each one's runner.
 const (
 	// ModeRing: the app's DPDK rings <-> the TAP interface (the default).
 	ModeRing Mode = "ring"

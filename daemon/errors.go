@@ -6,7 +6,7 @@ import "errors"
 // a data path stopped by itself (Runner.Err). Each is wrapped with what it
 // is about; the texts read on as the wrapping message's.
 var (
-	// ErrStartCancelled is what StartContext returns when its context
+	// ErrStartCancelled is what StartWith returns when its context
 	// ended before the data path was up; nothing it took is left (the EAL
 	// aside).
 	ErrStartCancelled = errors.New("start-up cancelled")

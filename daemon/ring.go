@@ -36,13 +36,10 @@ type Ring struct {
 
 var _ Runner = (*Ring)(nil)
 
-// StartRing joins the DPDK primary, opens the port, creates the TAP
-// interface, starts the workers and watches the app's process. On error
-// nothing is left behind but the EAL, which cannot be left.
-func StartRing(cfg config.Config, log *slog.Logger, progress func(string)) (*Ring, error) {
-	return startRing(context.Background(), cfg, log, progress, StartOpts{})
-}
-
+// startRing joins the DPDK primary, opens the port, creates the TAP
+// interface (or adopts the one opts names: adopt.go), starts the workers
+// and watches the app's process. On error nothing is left behind but the
+// EAL, which cannot be left.
 func startRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts) (*Ring, error) {
 	deadline, err := joinApp(ctx, cfg, log, progress, opts.EALAttempt)
 	if err != nil {

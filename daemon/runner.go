@@ -1,4 +1,4 @@
-// Package daemon runs kbridge: Start brings up the data path of the
+// Package daemon runs kbridge: StartWith brings up the data path of the
 // configured mode as a Runner, and Serve runs everything around it until a
 // signal, a fault or the path's own end: the control socket (mode 0600, root
 // or the daemon's user only, a live or foreign path refused), the metrics,
@@ -56,21 +56,6 @@ type Runner interface {
 	Stop() error
 }
 
-// Start starts the data path cfg.Mode names. progress is told what it
-// waits for (systemd's STATUS=).
-func Start(cfg config.Config, log *slog.Logger, progress func(string)) (Runner, error) {
-	return StartContext(context.Background(), cfg, log, progress)
-}
-
-// StartContext is Start, given up when ctx ends (a SIGTERM during start-up):
-// a wait for the primary or the port ends at once, and the steps after the
-// EAL check ctx before they take anything. A step in progress (the EAL's
-// init, a TAP being made) finishes first; what the path took by then is
-// the caller's to Stop, since StartContext then returns it running.
-func StartContext(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string)) (Runner, error) {
-	return StartWith(ctx, cfg, log, progress, StartOpts{})
-}
-
 // StartOpts says where a start finds an interface to adopt rather than
 // make (adopt.go). Modes ring and vhost adopt; mode xdp refuses Takeover
 // and closes Stored.
@@ -94,7 +79,13 @@ type StartOpts struct {
 	hinted bool
 }
 
-// StartWith is StartContext with opts.
+// StartWith starts the data path cfg.Mode names, adopting an interface
+// where opts says (StartOpts). progress is told what it waits for
+// (systemd's STATUS=). It is given up when ctx ends (a SIGTERM during
+// start-up): a wait for the primary or the port ends at once, and the steps
+// after the EAL check ctx before they take anything. A step in progress
+// (the EAL's init, a TAP being made) finishes first; what the path took by
+// then is the caller's to Stop, since StartWith then returns it running.
 func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts) (Runner, error) {
 	if progress == nil {
 		progress = func(string) {}
@@ -121,7 +112,7 @@ func StartWith(ctx context.Context, cfg config.Config, log *slog.Logger, progres
 		}
 		return r, nil
 	case config.ModeXDP:
-		x, err := StartXDP(cfg, log)
+		x, err := startXDP(cfg, log)
 		if err != nil {
 			return nil, err
 		}

@@ -41,18 +41,14 @@ func vhostDataRoom(mtu, maxSegs int) int {
 	return min(room, 0xffff-128) // uint16 with RTE_PKTMBUF_HEADROOM
 }
 
-// StartVhost starts kbridge's own EAL and mbuf pool, creates the TAP
+// startVhost starts kbridge's own EAL and mbuf pool, creates the TAP
 // interface, starts one worker per queue pair and serves the vhost-user
 // socket. On error nothing is left behind but the EAL, which cannot be left.
-func StartVhost(cfg config.Config, log *slog.Logger, progress func(string)) (*Vhost, error) {
-	return startVhost(cfg, log, progress, StartOpts{})
-}
-
-// startVhost is StartVhost adopting the interface opts names (adopt.go):
-// handed over by the kbridge serving the same socket (opts.Takeover), which
-// stops its backend first (in server mode it removes the socket, which this
-// one then serves), or kept in systemd's fd store. An adopted interface
-// keeps its carrier while a frontend may come back (frontendGrace).
+// It adopts the interface opts names (adopt.go): handed over by the kbridge
+// serving the same socket (opts.Takeover), which stops its backend first
+// (in server mode it removes the socket, which this one then serves), or
+// kept in systemd's fd store. An adopted interface keeps its carrier while
+// a frontend may come back (frontendGrace).
 func startVhost(cfg config.Config, log *slog.Logger, progress func(string), opts StartOpts) (*Vhost, error) {
 	if progress == nil {
 		progress = func(string) {}

@@ -26,8 +26,8 @@ type XDP struct {
 
 var _ Runner = (*XDP)(nil)
 
-// StartXDP attaches the steering program and creates the exception veth.
-func StartXDP(cfg config.Config, log *slog.Logger) (*XDP, error) {
+// startXDP attaches the steering program and creates the exception veth.
+func startXDP(cfg config.Config, log *slog.Logger) (*XDP, error) {
 	x := cfg.XDPConfig()
 	x.Logger = log
 	p, err := xdp.Attach(x)

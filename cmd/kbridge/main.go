@@ -4,7 +4,7 @@
 // with exit 0, unknown arguments refused, man pages and shell completion
 // from the same definitions), the configuration and exit codes (2 for a
 // bad command line or configuration, 1 otherwise), with one file per
-// subcommand: run.go (claim the control socket, daemon.Start,
+// subcommand: run.go (claim the control socket, daemon.StartWith,
 // daemon.Serve), check.go (the file and the host, without starting),
 // stats.go and watch.go (the daemon's counters as JSON, or live rates),
 // doctor.go (package doctor's host checks), cleanup.go (remove what a

@@ -177,7 +177,7 @@ func runCmd(src configSource, takeover bool, logLevel string) error {
 	return err
 }
 
-// start runs daemon.StartContext while it listens to sigs. A SIGTERM or
+// start runs daemon.StartWith while it listens to sigs. A SIGTERM or
 // SIGINT cancels the start-up; whatever the path took by the time the step
 // in progress ends is stopped (the port released, the TAP removed), and
 // start returns a nil Runner and nil error: a clean exit. A SIGHUP is
