@@ -1,4 +1,4 @@
-package ring_test
+package ring
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/kbridge/kbridge/copp"
 	"github.com/kbridge/kbridge/copp/copptest"
-	"github.com/kbridge/kbridge/ring"
 )
 
 var (
@@ -157,7 +156,7 @@ func TestTheClassifierClassesEveryProtocolItKnows(t *testing.T) {
 	for _, tags := range [][]uint16{nil, {0x8100}, {0x88a8, 0x8100}} {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s with %d tags", c.name, len(tags)), func(t *testing.T) {
-				class, why, err := ring.Classify(c.l2(tags), cfg)
+				class, why, err := classify(c.l2(tags), cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -182,12 +181,12 @@ func TestTheClassifierCountsCutFramesAsDefaultWithAReason(t *testing.T) {
 		frame(nil, nil, 0x86dd, ipv6(6, src6, nil, tcp(22, 50000, 0x12))),
 	}
 	for _, f := range full {
-		want, _, _ := ring.Classify(f, cfg)
+		want, _, _ := classify(f, cfg)
 		for n := 0; n < len(f); n++ {
 			// A copy of exactly n bytes: the class must not depend on
 			// what follows in a larger buffer.
 			cut := append(make([]byte, 0, n), f[:n]...)
-			class, why, err := ring.Classify(cut, cfg)
+			class, why, err := classify(cut, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,10 +197,10 @@ func TestTheClassifierCountsCutFramesAsDefaultWithAReason(t *testing.T) {
 		}
 	}
 	truncated := frame(nil, nil, 0x0800, ipv4(6, src4, 0, ports(40000, 179)))[:14+20+2]
-	if _, why, _ := ring.Classify(truncated, cfg); why != copp.Truncated {
+	if _, why, _ := classify(truncated, cfg); why != copp.Truncated {
 		t.Errorf("TCP header cut after 2 bytes: %s, want truncated", copp.WhyNames[why])
 	}
-	if _, why, _ := ring.Classify(nil, cfg); why != copp.Truncated {
+	if _, why, _ := classify(nil, cfg); why != copp.Truncated {
 		t.Errorf("an empty frame: %s, want truncated", copp.WhyNames[why])
 	}
 }
@@ -235,7 +234,7 @@ func TestTheClassifierCallsMalformedAndDeepHeadersDefault(t *testing.T) {
 		{"a VLAN tag without an ethertype", frame(nil, nil, 0x8100, []byte{0}), copp.Truncated},
 		{"an 802.3 length without LLC", frame(nil, nil, 20, []byte{0xfe}), copp.Truncated},
 	} {
-		class, why, err := ring.Classify(c.f, cfg)
+		class, why, err := classify(c.f, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,10 +245,10 @@ func TestTheClassifierCallsMalformedAndDeepHeadersDefault(t *testing.T) {
 }
 
 // atOnce offers n frames of size bytes at one instant and says how many passed.
-func atOnce(p *ring.Policer, n, size int, now uint64) int {
+func atOnce(p *policer, n, size int, now uint64) int {
 	passed := 0
 	for range n {
-		if p.Take(size, now) {
+		if p.take(size, now) {
 			passed++
 		}
 	}
@@ -258,14 +257,14 @@ func atOnce(p *ring.Policer, n, size int, now uint64) int {
 
 func TestTheTokenBucketPassesItsBurstThenItsRate(t *testing.T) {
 	const s = uint64(1e9)
-	p := ring.NewPolicer(copp.Rate{PPS: 600, Burst: 100}, 0)
+	p := newPolicer(copp.Rate{PPS: 600, Burst: 100}, 0)
 	if passed := atOnce(p, 1000, 64, 0); passed != 100 {
 		t.Errorf("at one instant %d passed, want the burst of 100", passed)
 	}
 	// Ten seconds at 10,000 frames per second: 600 per second get through.
 	passed := 0
 	for i := uint64(1); i <= 100_000; i++ {
-		if p.Take(64, i*s/10_000) {
+		if p.take(64, i*s/10_000) {
 			passed++
 		}
 	}
@@ -280,24 +279,24 @@ func TestTheTokenBucketPassesItsBurstThenItsRate(t *testing.T) {
 
 func TestTheTokenBucketPolicesBytesAndTakesZeroAsUnlimited(t *testing.T) {
 	const s = uint64(1e9)
-	p := ring.NewPolicer(copp.Rate{Bytes: 1_000_000, BurstBytes: 100_000}, 0)
+	p := newPolicer(copp.Rate{Bytes: 1_000_000, BurstBytes: 100_000}, 0)
 	bytes := 0
 	for i := uint64(0); i < 10_000; i++ {
-		if p.Take(1000, i*s/5000) { // 5 MB/s offered for 2 s
+		if p.take(1000, i*s/5000) { // 5 MB/s offered for 2 s
 			bytes += 1000
 		}
 	}
 	if bytes < 2_000_000 || bytes > 2_101_000 {
 		t.Errorf("2 s at 5 MB/s through 1 MB/s with a 100 kB burst: %d bytes passed", bytes)
 	}
-	free := ring.NewPolicer(copp.Rate{}, 0)
+	free := newPolicer(copp.Rate{}, 0)
 	for i := range 100_000 {
-		if !free.Take(9000, 0) {
+		if !free.take(9000, 0) {
 			t.Fatalf("an unlimited policer refused frame %d", i)
 		}
 	}
 	// Both dimensions: the packet rate binds small frames.
-	both := ring.NewPolicer(copp.Rate{PPS: 10, Burst: 10, Bytes: 1_000_000, BurstBytes: 65536}, 0)
+	both := newPolicer(copp.Rate{PPS: 10, Burst: 10, Bytes: 1_000_000, BurstBytes: 65536}, 0)
 	if n := atOnce(both, 100, 64, 0); n != 10 {
 		t.Errorf("%d small frames passed a 10-packet burst", n)
 	}
@@ -317,22 +316,22 @@ func TestTheByteBucketPassesFramesLargerThanItsBurst(t *testing.T) {
 		rate = 125_000_000 // bytes per second: 1 Gbit/s
 	)
 	for _, size := range []int{65549, 65553, 65589} {
-		p := ring.NewPolicer(copp.Rate{Bytes: rate, BurstBytes: copp.MinBurstBytes}, 0)
+		p := newPolicer(copp.Rate{Bytes: rate, BurstBytes: copp.MinBurstBytes}, 0)
 		if n := atOnce(p, 10, size, 0); n != 1 {
 			t.Fatalf("%d bytes: %d of 10 passed a full bucket at one instant, want 1", size, n)
 		}
 		// Full again, excess paid, after size/rate seconds exactly.
 		again := uint64(size) * s / rate
-		if p.Take(size, again-1) {
+		if p.take(size, again-1) {
 			t.Errorf("%d bytes: a second frame passed %d ns after the first, before the refill paid for it", size, again-1)
 		}
-		if !p.Take(size, again) {
+		if !p.take(size, again) {
 			t.Errorf("%d bytes: the bucket full again at %d ns refused the next frame", size, again)
 		}
-		p = ring.NewPolicer(copp.Rate{Bytes: rate, BurstBytes: copp.MinBurstBytes}, 0)
+		p = newPolicer(copp.Rate{Bytes: rate, BurstBytes: copp.MinBurstBytes}, 0)
 		bytes := 0
 		for us := uint64(0); us < 2_000_000; us++ {
-			if p.Take(size, us*1000) {
+			if p.take(size, us*1000) {
 				bytes += size
 			}
 		}
@@ -370,7 +369,7 @@ func BenchmarkClassifier(b *testing.B) {
 			const rounds = 1000
 			b.ResetTimer()
 			for range b.N {
-				if err := ring.ClassifyBatch(buf, stride, lens, rounds, cfg, classes); err != nil {
+				if err := classifyBatch(buf, stride, lens, rounds, cfg, classes); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -397,14 +396,14 @@ func TestTheHostsOwnFramesNeedNoProofOfTheLink(t *testing.T) {
 		{"IPv6 NA", frame(nil, nil, 0x86dd, ipv6(58, src6, nil, []byte{136, 0, 0, 0})), copp.Neighbor},
 		{"UDP elsewhere", frame(nil, nil, 0x0800, ipv4(17, src4, 0, ports(1234, 5678))), copp.Default},
 	} {
-		class, _, err := ring.ClassifyHost(c.f, cfg)
+		class, _, err := classifyHost(c.f, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if class != c.class {
 			t.Errorf("%s sent by the host: %s, want %s", c.name, copp.ClassNames[class], copp.ClassNames[c.class])
 		}
-		if wire, _, _ := ring.Classify(c.f, cfg); c.class != copp.Default && wire != copp.Default {
+		if wire, _, _ := classify(c.f, cfg); c.class != copp.Default && wire != copp.Default {
 			t.Errorf("%s from the wire: %s, want default (nothing proves it on-link)", c.name, copp.ClassNames[wire])
 		}
 	}

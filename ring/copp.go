@@ -4,9 +4,10 @@ package ring
 // kbridge_classify.h and policer.c): an out buffer classifies each burst's frames,
 // polices them per class and frees what its policers refuse inside the
 // burst's one cgo call, before a frame reaches Go or costs a syscall. This
-// file puts a copp.Config in force and reads the counters; Classify,
-// ClassifyBatch and Policer drive the pure C from tests and benchmarks
-// (cgo is not allowed in _test.go files).
+// file puts a copp.Config in force and reads the counters; classify,
+// classifyBatch and policer drive the pure C from the package's tests and
+// benchmarks (cgo is not allowed in _test.go files), unexported so that
+// they are no API.
 
 /*
 #include <errno.h>
@@ -191,20 +192,21 @@ func (in *inBuf) Reserve(dst *copp.Snapshot) bool {
 // work done, though Next did not return them.
 func (o *outBuf) Policed() int { return int(o.b.last_policed) }
 
-// Classify returns the class (copp.Control...) of frame under c's
+// classify returns the class (copp.Control...) of frame under c's
 // management match, and why its headers could not be read to their end
-// (copp.Parsed when they could): the burst core's classifier, for tests.
-func Classify(frame []byte, c copp.Config) (class, why int, err error) {
-	return classify(frame, c, false)
+// (copp.Parsed when they could): the burst core's classifier, for the
+// package's tests (cgo cannot be called from a _test.go file).
+func classify(frame []byte, c copp.Config) (class, why int, err error) {
+	return classifyAs(frame, c, false)
 }
 
-// ClassifyHost is Classify for a frame the host sends (the reserve toward
+// classifyHost is classify for a frame the host sends (the reserve toward
 // the app, kbridge_classify_host): its ports alone make it control.
-func ClassifyHost(frame []byte, c copp.Config) (class, why int, err error) {
-	return classify(frame, c, true)
+func classifyHost(frame []byte, c copp.Config) (class, why int, err error) {
+	return classifyAs(frame, c, true)
 }
 
-func classify(frame []byte, c copp.Config, host bool) (class, why int, err error) {
+func classifyAs(frame []byte, c copp.Config, host bool) (class, why int, err error) {
 	k, err := coppC(c)
 	if err != nil {
 		return 0, 0, err
@@ -223,16 +225,16 @@ func classify(frame []byte, c copp.Config, host bool) (class, why int, err error
 	return int(cls), int(w), nil
 }
 
-// ClassifyBatch classifies frames lens[i] bytes long at buf[i*stride:]
+// classifyBatch classifies frames lens[i] bytes long at buf[i*stride:]
 // rounds times over, in one cgo call, and leaves the classes in classes:
-// for measuring the classifier's cost per frame.
-func ClassifyBatch(buf []byte, stride int, lens []uint32, rounds int, c copp.Config, classes []uint8) error {
+// for measuring the classifier's cost per frame (BenchmarkClassifier).
+func classifyBatch(buf []byte, stride int, lens []uint32, rounds int, c copp.Config, classes []uint8) error {
 	k, err := coppC(c)
 	if err != nil {
 		return err
 	}
 	if len(lens) == 0 || len(classes) < len(lens) || len(buf) < (len(lens)-1)*stride+int(lens[len(lens)-1]) {
-		return fmt.Errorf("ring: ClassifyBatch: %d frames of stride %d in %d bytes", len(lens), stride, len(buf))
+		return fmt.Errorf("ring: classifyBatch: %d frames of stride %d in %d bytes", len(lens), stride, len(buf))
 	}
 	C.kb_classify_batch((*C.uint8_t)(unsafe.Pointer(&buf[0])), C.uint32_t(stride),
 		(*C.uint32_t)(unsafe.Pointer(&lens[0])), C.uint32_t(len(lens)), C.uint32_t(rounds),
@@ -240,21 +242,21 @@ func ClassifyBatch(buf []byte, stride int, lens []uint32, rounds int, c copp.Con
 	return nil
 }
 
-// Policer is the burst core's token bucket (policer.h) for one class, on a
-// clock the caller gives: for tests.
-type Policer struct{ p C.struct_kb_policer }
+// policer is the burst core's token bucket (policer.h) for one class, on a
+// clock the caller gives: for the package's tests.
+type policer struct{ p C.struct_kb_policer }
 
-// NewPolicer returns a policer with r's rates and full buckets at now (ns).
-func NewPolicer(r copp.Rate, now uint64) *Policer {
-	p := &Policer{}
+// newPolicer returns a policer with r's rates and full buckets at now (ns).
+func newPolicer(r copp.Rate, now uint64) *policer {
+	p := &policer{}
 	cr := C.struct_kb_rate{pps: C.uint64_t(r.PPS), burst: C.uint64_t(r.Burst),
 		bps: C.uint64_t(r.Bytes), burst_bytes: C.uint64_t(r.BurstBytes)}
 	C.kb_policer_init(&p.p, &cr, C.uint64_t(now))
 	return p
 }
 
-// Take reports whether a frame of n bytes passes at now (ns), taking its
+// take reports whether a frame of n bytes passes at now (ns), taking its
 // tokens if so.
-func (p *Policer) Take(n int, now uint64) bool {
+func (p *policer) take(n int, now uint64) bool {
 	return C.kb_policer_take(&p.p, C.uint32_t(n), C.uint64_t(now)) != 0
 }

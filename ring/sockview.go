@@ -193,16 +193,16 @@ func MonotonicNow() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// SockViewClass returns the class the burst core gives frame, whose headers
-// earned class c (Classify), under the view published now, and why it is
-// unwanted (a copp.Unwanted* reason) when it is: for tests.
-func SockViewClass(frame []byte, c int) (class, why int) {
-	return SockViewClassOfChain(frame, len(frame), c)
+// sockViewClass returns the class the burst core gives frame, whose headers
+// earned class c (classify), under the view published now, and why it is
+// unwanted (a copp.Unwanted* reason) when it is: for the package's tests.
+func sockViewClass(frame []byte, c int) (class, why int) {
+	return sockViewClassOfChain(frame, len(frame), c)
 }
 
-// SockViewClassOfChain is SockViewClass for a frame of pktLen bytes whose
-// first segment is first: for tests.
-func SockViewClassOfChain(first []byte, pktLen, c int) (class, why int) {
+// sockViewClassOfChain is sockViewClass for a frame of pktLen bytes whose
+// first segment is first: for the package's tests.
+func sockViewClassOfChain(first []byte, pktLen, c int) (class, why int) {
 	var w [C.KB_SV_WHYS]C.uint64_t
 	var p *C.uint8_t
 	if len(first) > 0 {
@@ -218,9 +218,10 @@ func SockViewClassOfChain(first []byte, pktLen, c int) (class, why int) {
 	return class, why
 }
 
-// RunCBPF runs prog on frame as the burst core runs a packet socket's
-// filter (cbpf.h): the bytes it would capture, 0 for none. For tests.
-func RunCBPF(prog []sockview.Insn, frame []byte) uint32 {
+// runCBPF runs prog on frame as the burst core runs a packet socket's
+// filter (cbpf.h): the bytes it would capture, 0 for none. For the
+// package's tests.
+func runCBPF(prog []sockview.Insn, frame []byte) uint32 {
 	if len(prog) == 0 {
 		return 1
 	}
@@ -235,9 +236,9 @@ func RunCBPF(prog []sockview.Insn, frame []byte) uint32 {
 	return uint32(C.kb_cbpf_run(&insns[0], C.uint16_t(len(insns)), p, C.uint32_t(len(frame))))
 }
 
-// LearnSockView learns from frames as if the host sent them through the
-// TAP: for tests.
-func LearnSockView(frames ...[]byte) {
+// learnSockView learns from frames as if the host sent them through the
+// TAP: for the package's tests.
+func learnSockView(frames ...[]byte) {
 	const stride = 256
 	buf := C.malloc(C.size_t(stride * max(len(frames), 1)))
 	defer C.free(buf)

@@ -1,4 +1,4 @@
-package ring_test
+package ring
 
 import (
 	"net/netip"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kbridge/kbridge/copp"
-	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/sockview"
 )
 
@@ -52,25 +51,25 @@ func hostView() sockview.View {
 	}
 }
 
-var both = ring.SockViewFilter{TCP: true, UDP: true}
+var both = SockViewFilter{TCP: true, UDP: true}
 
-func publish(t *testing.T, v sockview.View, f ring.SockViewFilter) {
+func publish(t *testing.T, v sockview.View, f SockViewFilter) {
 	t.Helper()
-	if err := ring.PublishSockView(v, f, ring.MonotonicNow()+time.Minute); err != nil {
+	if err := PublishSockView(v, f, MonotonicNow()+time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ring.WithdrawSockView)
+	t.Cleanup(WithdrawSockView)
 }
 
 // classOf is the class the burst core gives f: its headers' class, then
 // the socket view's.
 func classOf(t *testing.T, f []byte) (class, why int) {
 	t.Helper()
-	c, _, err := ring.Classify(f, copp.DefaultConfig())
+	c, _, err := classify(f, copp.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ring.SockViewClass(f, c)
+	return sockViewClass(f, c)
 }
 
 func wantClass(t *testing.T, name string, f []byte, class, why int) {
@@ -126,17 +125,17 @@ func TestTheSocketViewClassesOnlyFramesNoSocketOfTheHostWants(t *testing.T) {
 	}
 
 	// One protocol on, the other off (what a raw socket of UDP does).
-	publish(t, hostView(), ring.SockViewFilter{TCP: true})
+	publish(t, hostView(), SockViewFilter{TCP: true})
 	wantClass(t, "UDP filter off: UDP to a closed port", udpTo(host4, 1000, 9), copp.Default, -1)
 	wantClass(t, "UDP filter off: a SYN to an unopened port", tcpTo(host4, 1000, 80, 0x02), copp.Unwanted, copp.UnwantedSYN)
 
 	// A view past its expiry is not used: a refresher that stopped
 	// stops the filter.
-	if err := ring.PublishSockView(hostView(), both, ring.MonotonicNow()-time.Millisecond); err != nil {
+	if err := PublishSockView(hostView(), both, MonotonicNow()-time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	wantClass(t, "expired view: UDP to a closed port", udpTo(host4, 1000, 9), copp.Default, -1)
-	ring.WithdrawSockView()
+	WithdrawSockView()
 	wantClass(t, "withdrawn view: UDP to a closed port", udpTo(host4, 1000, 9), copp.Default, -1)
 }
 
@@ -175,7 +174,7 @@ func TestTheSocketViewClassesTheHostsBGPSessionsAsBGP(t *testing.T) {
 func TestAPortTheHostSendsFromIsWantedUntilAReadingAfterItSaysOtherwise(t *testing.T) {
 	publish(t, hostView(), both)
 	wantClass(t, "before: UDP to 40000", udpTo(host4, 53, 40000), copp.Unwanted, copp.UnwantedUDP)
-	ring.LearnSockView(sent(17, host4, 40000), sent(6, host6, 40001))
+	learnSockView(sent(17, host4, 40000), sent(6, host6, 40001))
 	wantClass(t, "learned: UDP to 40000", udpTo(host4, 53, 40000), copp.Default, -1)
 	wantClass(t, "learned: the SYN-ACK to 40001", tcpTo(host6, 443, 40001, 0x12), copp.Default, -1)
 	wantClass(t, "learned for UDP only: TCP to 40000", tcpTo(host4, 443, 40000, 0x12), copp.Unwanted, copp.UnwantedTCP)
@@ -184,25 +183,25 @@ func TestAPortTheHostSendsFromIsWantedUntilAReadingAfterItSaysOtherwise(t *testi
 	// frame: a SYN flood to port 80 stays unwanted past the host's
 	// answers to it.
 	rst := frame(nil, nil, 0x0800, to(from(ipv4(6, src4, 0, tcp(80, 179, 0x14)), host4), peer4))
-	ring.LearnSockView(rst)
+	learnSockView(rst)
 	wantClass(t, "after the host's reset from 80: a SYN to 80", tcpTo(host4, 179, 80, 0x02), copp.Unwanted, copp.UnwantedSYN)
 
 	// A reading begins; the host sends from 40002 meanwhile. The reading,
 	// published, lists none of them (their sockets closed, or 40002's
 	// opened after the reading passed its bucket).
-	ring.RotateSockView()
-	ring.LearnSockView(sent(17, host4, 40002))
+	RotateSockView()
+	learnSockView(sent(17, host4, 40002))
 	publish(t, hostView(), both)
 	wantClass(t, "read since: UDP to 40000", udpTo(host4, 53, 40000), copp.Unwanted, copp.UnwantedUDP)
 	wantClass(t, "learned during the reading: UDP to 40002", udpTo(host4, 53, 40002), copp.Default, -1)
 	// A reading that fails (begun, never published) keeps what it would
 	// have forgotten a reading longer, never loses it.
-	ring.RotateSockView()
+	RotateSockView()
 	wantClass(t, "a reading under way: UDP to 40002", udpTo(host4, 53, 40002), copp.Default, -1)
-	ring.RotateSockView()
+	RotateSockView()
 	publish(t, hostView(), both)
 	wantClass(t, "after a failed reading and one more: UDP to 40002", udpTo(host4, 53, 40002), copp.Default, -1)
-	ring.RotateSockView()
+	RotateSockView()
 	publish(t, hostView(), both)
 	wantClass(t, "and another: UDP to 40002", udpTo(host4, 53, 40002), copp.Unwanted, copp.UnwantedUDP)
 }
@@ -219,7 +218,7 @@ func TestWorkersNeverSeeAViewHalfWritten(t *testing.T) {
 		big.TCP = append(big.TCP, uint16(p))
 		big.UDP = append(big.UDP, uint16(p))
 	}
-	for i := len(big.Local); i < ring.MaxLocalPrefixes; i++ {
+	for i := len(big.Local); i < MaxLocalPrefixes; i++ {
 		big.Local = append([]netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 1}), 32)}, big.Local...)
 	}
 	publish(t, open, both)
@@ -238,8 +237,8 @@ func TestWorkersNeverSeeAViewHalfWritten(t *testing.T) {
 			if i%2 == 1 {
 				v = big
 			}
-			ring.RotateSockView()
-			if err := ring.PublishSockView(v, both, ring.MonotonicNow()+time.Minute); err != nil {
+			RotateSockView()
+			if err := PublishSockView(v, both, MonotonicNow()+time.Minute); err != nil {
 				t.Error(err)
 			}
 		}
@@ -252,10 +251,10 @@ func TestWorkersNeverSeeAViewHalfWritten(t *testing.T) {
 		go func() {
 			defer readers.Done()
 			for range 50_000 {
-				if c, _ := ring.SockViewClass(openFrame, copp.Default); c != copp.Default {
+				if c, _ := sockViewClass(openFrame, copp.Default); c != copp.Default {
 					wrong.Add(1)
 				}
-				if c, _ := ring.SockViewClass(closedFrame, copp.Default); c != copp.Unwanted {
+				if c, _ := sockViewClass(closedFrame, copp.Default); c != copp.Unwanted {
 					wrong.Add(1)
 				}
 			}
@@ -271,12 +270,12 @@ func TestWorkersNeverSeeAViewHalfWritten(t *testing.T) {
 
 func TestAViewBeyondTheBurstCoresBoundsIsRefused(t *testing.T) {
 	v := hostView()
-	for i := range ring.MaxLocalPrefixes {
+	for i := range MaxLocalPrefixes {
 		v.Local = append(v.Local, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), 32))
 	}
-	if err := ring.PublishSockView(v, both, ring.MonotonicNow()+time.Minute); err == nil {
-		ring.WithdrawSockView()
-		t.Errorf("%d local prefixes published, the view holds %d", len(v.Local), ring.MaxLocalPrefixes)
+	if err := PublishSockView(v, both, MonotonicNow()+time.Minute); err == nil {
+		WithdrawSockView()
+		t.Errorf("%d local prefixes published, the view holds %d", len(v.Local), MaxLocalPrefixes)
 	}
 }
 
@@ -316,7 +315,7 @@ func TestAFrameAPacketSocketsFilterWouldCaptureIsNeverUnwanted(t *testing.T) {
 	wantClass(t, "TCP to 9, not captured", tcpTo(host4, 1000, 9, 0x02), copp.Unwanted, copp.UnwantedSYN)
 	tagged := frame(nil, []uint16{0x8100}, 0x0800, to(from(ipv4(17, src4, 0, ports(1000, 10)), peer4), host4))
 	wantClass(t, "UDP to 10 in a VLAN tag (the filter would see it untagged)", tagged, copp.Default, -1)
-	if c, _ := ring.SockViewClassOfChain(udpTo(host4, 1000, 10), 3000, copp.Default); c != copp.Default {
+	if c, _ := sockViewClassOfChain(udpTo(host4, 1000, 10), 3000, copp.Default); c != copp.Default {
 		t.Errorf("the first segment of a chain: %s, want default (the filter would read all of it)", copp.ClassNames[c])
 	}
 
@@ -360,11 +359,11 @@ func TestTheFilterInterpreterRunsClassicBPF(t *testing.T) {
 		{"a division by zero in x", []sockview.Insn{{Code: 0x01, K: 0}, {Code: 0x00, K: 9}, {Code: 0x3c}, ret(5)}, 0},
 		{"udp dst port 9", udpDstPort9, 262144},
 	} {
-		if got := ring.RunCBPF(c.prog, f); got != c.want {
+		if got := runCBPF(c.prog, f); got != c.want {
 			t.Errorf("%s: %d (%#x), want %d (%#x)", c.name, got, got, c.want, c.want)
 		}
 	}
-	if got := ring.RunCBPF(udpDstPort9, udpTo(host4, 1000, 10)); got != 0 {
+	if got := runCBPF(udpDstPort9, udpTo(host4, 1000, 10)); got != 0 {
 		t.Errorf("udp dst port 9 on a frame to 10: %d", got)
 	}
 }
