@@ -1,26 +1,6 @@
-// Package bridge is kbridge's engine: one Worker per queue pair moves bursts
-// between the app's side and the kernel's side, counts what it drops and
-// waits through a policy.Waiter when both sides are idle. app.go has the
-// app's side as interfaces: AppOut (bursts toward the kernel, a Packet each),
-// AppIn (frame slots toward the app), AppTSO (super-frames handed whole to an
-// app that declared TSO), AppSplit (super-frames the app's side cuts itself)
-// and Waker (the need-wakeup handshake: PrepareToPark,
-// Unpark, RegisterEventfd). kernel.go has the kernel's side, Kernel (Fd,
-// Write, Read), which takes and returns plain batches (Packet, Frame) and
-// reports what it did in a Result. worker.go has the Worker: it does every
-// hand-over between the two sides and all the counting; Run follows the
-// policy.Ladder; SetPolicy switches policies live between bursts; Beats and
-// Poke feed the watchdog; Stop makes Run free what it holds. stats.go has
-// the Counters (packets, bytes, drops by reason, parks, wakeups, offload
-// events) and their Snapshot.
-//
-// Packages ring and vhost implement the app's side (DPDK rings, a vhost-user
-// backend), bridgetest fakes both sides in Go memory, and package tap
-// implements Kernel over a TAP device with virtio-net headers. Neither side
-// calls the other. The worker makes no syscall on either side itself and
-// knows no frame rule: it moves bursts and decides when to wait. See
-// docs/ARCHITECTURE.md, "The engine".
 package bridge
+
+// The app's side of one queue pair, as the worker sees it (doc.go).
 
 import (
 	"errors"

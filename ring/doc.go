@@ -1,50 +1,53 @@
-// Package ring is kbridge's app side over DPDK, for both modes that move
-// packets through the app's rings: the rte_rings of an exception port (ring
-// mode) and the vrings of a virtio-user port (mode vhost). It is the one
-// package compiled against DPDK: every C file of kbridge's DPDK side sits
-// in this directory, one concern each, with the headers they include and
-// the app's public headers; cgo.go alone holds the #cgo directives.
+// Package ring is kbridge's app side over DPDK: it joins the app's packets
+// where they live, in DPDK's memory, and gives the engine (package bridge)
+// bursts of them, for both modes that reach an app through DPDK.
 //
-// Ring mode (port*.go, owner.go, requests.go, reconcile.go, secondary.go):
-// a DPDK secondary process (DPDK 22.11 or 24.11: docs/DPDK.md) joined to an
-// app that created an exception port with kbridge.h. It refuses an app that
-// runs another DPDK than kbridge was built with before EAL starts
-// (CheckPrimaryVersion, version.go), joins the app's EAL (InitSecondary,
-// PrimaryAlive), keeping EAL's threads off the app's lcores; finds and
-// claims the port (OpenPort checks the control block's magic, version and
-// length; a version-2 port has an owner and a record of the mbufs kbridge
-// holds, which the next kbridge frees after a crash); and gives each Queue
-// its app side: Out (bridge.AppOut) and In (bridge.AppIn, bridge.AppTSO,
-// and bridge.AppSplit: split.c cuts TCP super-frames straight into mbufs)
-// over the app's rings, and the worker's half of the need-wakeup handshake
-// (bridge.Waker: flag, full fence and ring re-check in one C call; the
-// eventfd handed over by DPDK's multi-process IPC).
+// Ring mode: the app includes kbridge.h and makes an exception port, a
+// control block and per queue two rings (to the kernel, from the kernel)
+// in its hugepage memory. kbridge joins its EAL as a secondary process
+// (refusing before EAL starts an app that runs another DPDK than kbridge was
+// built with), finds the port by name, claims it (an owner word: its pid and
+// start time) before it touches a ring, recovers what a killed kbridge held,
+// and gives each queue an app side: Out and In over the rings, and the
+// worker's half of the need-wakeup handshake (flag, full fence and ring
+// re-check in one C call; the eventfd reaches the app over DPDK's IPC). The
+// app's requests (MTU, MAC, link state, flags) and link reports travel
+// through the control block, one writer per field.
 //
-// Mode vhost (vhost*.go, guestmem.c): a vhost-user backend (DPDK's
-// librte_vhost) for an unmodified DPDK app that adds one virtio-user port:
+// Mode vhost: the app is unmodified and adds a virtio-user port; kbridge is
+// its vhost-user backend (librte_vhost), with an EAL and an mbuf pool of
+// its own, sharing the app's memory only through the memory table's fds.
+// It trusts no frontend: every message passes an allow-list, memory regions
+// are checked against their files, a bad descriptor chain or a SIGBUS in
+// guest memory is survived. Each queue pair's app side is a VhostQueue and
+// a VhostIn over the vrings. Package vhost holds the mode's pure Go.
 //
-//	--vdev net_virtio_user0,path=/run/kbridge/kb0.sock,queues=1
+// Both modes move packets through one burst core: an out buffer describes
+// a dequeued burst of mbuf chains as iovecs into mbuf memory, an in buffer
+// copies frames into fresh mbufs and hands them over (in ring mode it also
+// cuts a TCP super-frame into MTU frames straight into mbufs, where the app
+// does not take it whole). Each burst
+// crosses cgo once and allocates nothing in Go, and every mbuf is freed or
+// handed over exactly once, crashes included. The out buffer also does
+// control-plane protection (package copp): it classes each frame (the
+// classifier of kbridge_classify.h, the socket view of what the host
+// listens on) and frees what a class's token bucket refuses before Go sees
+// it. A mode plugs into the core with a table of its C functions (struct
+// kb_burst_ops: how to dequeue, enqueue, take and give mbufs).
 //
-// kbridge runs its own EAL as a primary (InitVhostEAL; no shared hugepages
-// with the app: vhost-user shares the app's memory through the memory
-// table's fds) and its own mbuf pool (CreateVhostPool). A VhostBackend
-// serves the socket, one frontend at a time, and refuses what a hostile
-// frontend could crash it with (a memory region past the end of its file, a
-// descriptor chain librte_vhost would be stuck on), saying why. Each queue
-// pair's app side is a VhostQueue (bridge.AppOut over the app's TX vring,
-// and bridge.FdWaker: the vring's kick eventfd armed while the worker
-// parks) and a VhostIn (bridge.AppIn and bridge.AppTSO over its RX vring).
-// Package vhost holds the mode's pure Go: the virtio feature names and the
-// socket's directory.
+// Why one package: the core and both modes share C types (the burst
+// buffers, the ops table, the held-mbuf record), and a C type of one cgo
+// package is not another's; the modes' C reaches the core's C by direct
+// calls, which cgo links only within a package. The files say which part
+// they serve (port*, owner, requests, reconcile, secondary, served:
+// ring mode; vhost*, guestmem: mode vhost; burst*, mbufsrc, split, csum,
+// policer, copp, sockview, cbpf: the core; eal: both); cgo.go holds the
+// package's #cgo directives, and its C includes only headers of this
+// directory, so Go's build cache, which hashes the package's files, sees
+// every edit. The app's installed headers (kbridge.h and those it
+// includes, KNI's API over it) live here too: AppHeaders embeds them for
+// code built against them elsewhere (ring/ringtest).
 //
-// Both modes start the EAL through eal.go and move packets through one
-// burst core (burst.c, burst.go): each mode's Out and In embed its buffers
-// and hand it their struct kb_burst_ops. The core's out buffer also does
-// control-plane protection (copp.go): kbridge_classify.h classes each frame,
-// and policer.c's token buckets decide which it frees before Go sees them;
-// the in buffer keeps the app's last room for control frames. Every function that touches
-// packets crosses cgo once per burst and allocates nothing in Go, and every
-// mbuf is freed or handed over exactly once. Mbuf ownership and the
-// handshake's fences are in docs/ARCHITECTURE.md, "The data path and its
-// contracts".
+// Mbuf ownership, the handshake's fences and the version rules are in
+// docs/ARCHITECTURE.md, "The data path and its contracts".
 package ring

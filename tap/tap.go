@@ -1,26 +1,10 @@
-// Package tap is the kernel's side of the exception path: a TAP interface
-// opened on /dev/net/tun with virtio-net headers (IFF_VNET_HDR), configured
-// from kbridge's YAML through netlink. tap.go has Config (interface.*, with
-// Validate) and the netlink configuration, and Remove for `kbridge cleanup`.
-// device.go has Create, which opens one IFF_MULTI_QUEUE queue per worker and
-// asks for TUNSETOFFLOAD CSUM|TSO4|TSO6 (unless interface.offload is off);
-// probe.go checks whether the kernel refuses coalesced writes with a short
-// last segment. queue.go has Queue, which implements bridge.Kernel for one
-// worker: Write applies the frame rules (MTU plus one VLAN tag, runts, the
-// app's verdicts) and writes a burst with one writev per frame, or per
-// super-frame where package vnet's Coalescer merges TCP segments, falling
-// back frame by frame when the kernel refuses one; Read takes up to 64 KiB
-// super-frames and splits them into MTU frames, finishes partial checksums,
-// or hands a TCP super-frame whole to an app that declared TSO. watch.go
-// reports what others do to the interface as Events (Watch); link.go has
-// what whoever keeps it needs (State, Set, Known and Remember, Recreate,
-// RestoreRoutes): package tap reports and acts, and decides nothing of it
-// (kbridge's keeper is the daemon's). errors.go has the sentinel errors. See
-// docs/ARCHITECTURE.md, "The kernel side".
+package tap
+
+// The interface's configuration (interface.*): Config and its validation,
+// the netlink calls that apply it, and Remove for `kbridge cleanup`.
 //
 // songgao/water, which kbridge used before, cannot set IFF_VNET_HDR, so the
 // device is opened with golang.org/x/sys/unix directly.
-package tap
 
 import (
 	"errors"
