@@ -1,6 +1,11 @@
 package daemon
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kbridge/kbridge/ring"
+	"github.com/kbridge/kbridge/tap"
+)
 
 // The errors callers tell apart with errors.Is: why a start failed, and why
 // a data path stopped by itself (Runner.Err). Each is wrapped with what it
@@ -31,4 +36,11 @@ var (
 	ErrTakeoverRefused = errors.New("takeover refused")
 	// ErrStarting: the daemon on the control socket has no status yet.
 	ErrStarting = errors.New("kbridge is starting")
+	// ErrVersionMismatch: the app runs another DPDK than kbridge was
+	// built with, so mode ring cannot attach; no restart mends it (package
+	// ring's error, under the daemon's name).
+	ErrVersionMismatch = ring.ErrVersionMismatch
+	// ErrInterfaceInUse: RemoveOrphanInterface left an interface something
+	// holds (package tap's error, under the daemon's name).
+	ErrInterfaceInUse = tap.ErrInUse
 )

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/daemon"
-	"github.com/kbridge/kbridge/tap"
 )
 
 func cleanupCommand() *cobra.Command {
@@ -41,7 +40,7 @@ left in place, and said so. The unit runs it after every stop (ExecStopPost=).`,
 // that daemon's. A silent socket proves nothing about the interface
 // (another kbridge, or another tool, may use the same name: systemd runs
 // this after a refused start too), so removeTAP (removeOrphan) deletes it
-// only when nobody uses it; one in use (tap.ErrInUse) is left in place and
+// only when nobody uses it; one in use (daemon.ErrInterfaceInUse) is left in place and
 // said so, which is no failure. removeTAP reports whether there was an
 // interface to remove.
 func cleanup(cfg config.Config, out io.Writer, removeTAP func(name string) (bool, error)) error {
@@ -52,7 +51,7 @@ func cleanup(cfg config.Config, out io.Writer, removeTAP func(name string) (bool
 	}
 	var did, none []string
 	switch found, err := removeTAP(name); {
-	case errors.Is(err, tap.ErrInUse):
+	case errors.Is(err, daemon.ErrInterfaceInUse):
 		fmt.Fprintf(out, "kbridge: left %s in place: %v\n", name, err)
 	case err != nil:
 		return err
@@ -83,10 +82,10 @@ func cleanup(cfg config.Config, out io.Writer, removeTAP func(name string) (bool
 }
 
 // removeOrphan removes the TAP called name when nothing holds it
-// (tap.RemoveOrphan), and reports whether there was one.
+// (daemon.RemoveOrphanInterface), and reports whether there was one.
 func removeOrphan(name string) (bool, error) {
 	if _, err := os.Lstat("/sys/class/net/" + name); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	return true, tap.RemoveOrphan(name)
+	return true, daemon.RemoveOrphanInterface(name)
 }

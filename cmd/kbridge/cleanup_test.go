@@ -14,7 +14,6 @@ import (
 
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/daemon"
-	"github.com/kbridge/kbridge/tap"
 )
 
 func TestCleanupRefusesWhileADaemonAnswers(t *testing.T) {
@@ -69,7 +68,7 @@ func TestCleanupRemovesWhatACrashedDaemonLeft(t *testing.T) {
 	}
 }
 
-// An interface in use (tap.ErrInUse: another kbridge's live TAP) is left,
+// An interface in use (daemon.ErrInterfaceInUse: another kbridge's live TAP) is left,
 // said so, and is no failure; the stale socket still goes.
 func TestCleanupLeavesATAPInUse(t *testing.T) {
 	cfg := config.Default()
@@ -77,7 +76,7 @@ func TestCleanupLeavesATAPInUse(t *testing.T) {
 	cfg.Stats.Socket = filepath.Join(t.TempDir(), "kbridge.sock")
 	var out bytes.Buffer
 	err := cleanup(cfg, &out, func(name string) (bool, error) {
-		return true, fmt.Errorf("tap: %s: %w: held open by pid [1]", name, tap.ErrInUse)
+		return true, fmt.Errorf("tap: %s: %w: held open by pid [1]", name, daemon.ErrInterfaceInUse)
 	})
 	if err != nil {
 		t.Fatalf("cleanup = %v, want nil", err)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kbridge/kbridge/ring"
+	"github.com/kbridge/kbridge/daemon"
 )
 
 // The command line follows what users expect of a Go daemon's: --help on
@@ -44,7 +44,7 @@ func TestVersionNamesDPDKAndGo(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		code, out, _ := kbridge(t, args...)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if code != 0 || len(lines) != 3 || lines[0] != "kbridge "+version || lines[1] != "DPDK "+ring.BuiltWith().String() || !strings.HasPrefix(lines[2], "go1.") {
+		if code != 0 || len(lines) != 3 || lines[0] != "kbridge "+version || lines[1] != "DPDK "+daemon.DPDKBuiltWith() || !strings.HasPrefix(lines[2], "go1.") {
 			t.Errorf("%v: exit %d\n%s", args, code, out)
 		}
 	}

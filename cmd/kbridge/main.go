@@ -20,7 +20,6 @@ import (
 
 	"github.com/kbridge/kbridge/daemon"
 	"github.com/kbridge/kbridge/internal/logging"
-	"github.com/kbridge/kbridge/ring"
 )
 
 // version is set by the Makefile (-ldflags -X main.version=...), from
@@ -70,7 +69,7 @@ func (e exitError) Error() string { return "exit status " + strconv.Itoa(e.code)
 func exitCode(err error) int {
 	var ue usageError
 	// A DPDK version mismatch (ring mode) is no fault a restart mends.
-	if errors.As(err, &ue) || daemon.IsConfigError(err) || errors.Is(err, ring.ErrVersionMismatch) {
+	if errors.As(err, &ue) || daemon.IsConfigError(err) || errors.Is(err, daemon.ErrVersionMismatch) {
 		return 2
 	}
 	return 1

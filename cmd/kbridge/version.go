@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kbridge/kbridge/ring"
+	"github.com/kbridge/kbridge/daemon"
 )
 
 // versionLine is what `kbridge version` and `kbridge --version` print:
@@ -14,7 +14,7 @@ import (
 // the DPDK it was built against (mode ring serves only an app on that one)
 // and the Go that built it.
 func versionLine() string {
-	return fmt.Sprintf("kbridge %s\nDPDK %s\n%s %s/%s", version, ring.BuiltWith(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("kbridge %s\nDPDK %s\n%s %s/%s", version, daemon.DPDKBuiltWith(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 func versionCommand() *cobra.Command {
