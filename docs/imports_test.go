@@ -148,3 +148,32 @@ func expand(list string) []string {
 	item(list[start:])
 	return out
 }
+
+// cgoHomes are the files ARCHITECTURE.md names as the homes of the #cgo
+// directives, one a package (and a build tag's additions beside it).
+var cgoHomes = []string{"ring/cgo.go", "ring/cgo_testhook.go", "ring/ringtest/cgo.go", "doctor/cgo.go"}
+
+// TestCgoDirectivesHaveOneHomeAPackage keeps every #cgo line of the
+// repository's Go files in the files ARCHITECTURE.md lists, so that a
+// package's C is built with one set of flags, found in one place.
+func TestCgoDirectivesHaveOneHomeAPackage(t *testing.T) {
+	arch := readDoc(t, "docs/ARCHITECTURE.md")
+	for _, f := range cgoHomes {
+		if !strings.Contains(arch, "`"+f+"`") {
+			t.Errorf("ARCHITECTURE.md does not list %s among the #cgo homes", f)
+		}
+	}
+	// Files git does not track yet count too (--untracked), ignored ones
+	// (bin/) not; exit status 1 is "none found".
+	out, err := exec.Command("git", "-C", root, "grep", "--untracked", "-l", "-e", "^#cgo ", "--", "*.go").Output()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
+		t.Fatal("no #cgo directive found: ring's at least should be")
+	} else if err != nil {
+		t.Skipf("git grep: %v (not a git checkout?)", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if !slices.Contains(cgoHomes, f) {
+			t.Errorf("%s has #cgo directives: move them to its package's cgo.go (and list a new home in ARCHITECTURE.md)", f)
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package doctor
 
 /*
-#cgo CFLAGS: -O2 -Wall -Wextra
-#cgo LDFLAGS: -pthread
 #include "wakeprobe.h"
 */
 import "C"

@@ -4,7 +4,7 @@ package ring
 // compiles every .c file of this directory with them, and each file
 // includes only headers of this directory or the system's, so Go's build
 // cache, which hashes the package's own files, sees every header.
-// (testhook.go adds a define in test builds only.)
+// (cgo_testhook.go adds a define in test-hook builds only.)
 
 /*
 #cgo pkg-config: libdpdk

@@ -3,7 +3,6 @@
 package ring
 
 /*
-#cgo CFLAGS: -DKB_RING_TESTHOOK
 #include "port.h"
 */
 import "C"

@@ -5,8 +5,6 @@
 package ringtest
 
 /*
-#cgo pkg-config: libdpdk
-#cgo CFLAGS: -O2 -Wall -Wno-deprecated-declarations
 #include <stdlib.h>
 #include "primary.h"
 */
