@@ -38,7 +38,8 @@ func (in *stepIn) Close()                          {}
 // stepKernel takes every packet, and reads one frame a call (an ACK).
 type stepKernel struct{ fd int }
 
-func (k *stepKernel) Fd() int { return k.fd }
+func (k *stepKernel) Fd() int              { return k.fd }
+func (k *stepKernel) FdGeneration() uint64 { return 0 }
 func (k *stepKernel) Write(pkts []bridge.Packet, written []bool, _ *bridge.Result) {
 	for i := range pkts {
 		written[i] = true
@@ -68,7 +69,7 @@ func stepWorker(b *testing.B) *bridge.Worker {
 		in.slots[i] = make([]byte, 1518)
 	}
 	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()},
-		out, in, &bridgetest.Waker{}, &stepKernel{fd: fd})
+		bridge.App{Out: out, In: in, Waker: &bridgetest.Waker{}}, &stepKernel{fd: fd})
 	if err != nil {
 		b.Fatal(err)
 	}

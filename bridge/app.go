@@ -33,6 +33,41 @@ type Packet struct {
 	LROSegSize uint16
 }
 
+// App is the app's side of one queue pair as NewWorker takes it: the three
+// parts every side has, and what only some sides can do, nil where a side
+// cannot. A side says here, once, what it can; the worker asks nothing of
+// it by type later.
+type App struct {
+	Out   AppOut
+	In    AppIn
+	Waker Waker
+
+	// TSO: In takes TCP super-frames whole, while its TakesTSO says so
+	// (a vhost-user frontend's TSO comes and goes with the frontend).
+	TSO AppTSO
+	// Split: In cuts TCP super-frames into MTU frames itself.
+	Split AppSplit
+	// Policer: Out classifies the app's frames and polices them per class.
+	Policer AppPolicer
+	// Reserver: In keeps the last of the app's room for control frames.
+	Reserver AppReserver
+	// Residence copies Out's residence-time histogram into dst.
+	Residence func(dst []uint64)
+	// WatchKicks gives the worker's waiter to a Waker whose app kicks
+	// through descriptors of its own (a vhost-user vring's kick eventfd)
+	// rather than only the worker's eventfd: it then watches and unwatches
+	// them itself, on the worker's thread (in PrepareToPark), as they come
+	// and go with the app.
+	WatchKicks func(FdWatcher)
+}
+
+// Close closes both directions of the app's side, for a caller whose
+// worker never took them (a worker closes its own when Run returns).
+func (a App) Close() {
+	a.Out.Close()
+	a.In.Close()
+}
+
 // AppOut yields the packets the app sends toward the kernel, a burst at a
 // time. The packets of a burst stay valid until the next call of Next.
 type AppOut interface {
@@ -48,8 +83,8 @@ type AppOut interface {
 	Close()
 }
 
-// AppPolicer is an AppOut that classifies the app's frames and polices
-// them per class inside Next (package ring's burst core): a frame its
+// AppPolicer is what an AppOut that classifies the app's frames and
+// polices them per class inside Next can do more (package ring's burst core): a frame its
 // policer refuses is freed there and never returned.
 type AppPolicer interface {
 	// Policed is how many frames of the last Next's burst were freed so.
@@ -61,8 +96,9 @@ type AppPolicer interface {
 	CoPP(dst *copp.Snapshot) bool
 }
 
-// AppReserver is an AppIn that keeps the last of the app's room for control
-// and neighbour frames when told to (package ring's burst core).
+// AppReserver is what an AppIn that keeps the last of the app's room for
+// control and neighbour frames when told to can do more (package ring's
+// burst core).
 type AppReserver interface {
 	// SetReserve turns the reserve on or off from the next burst on; any
 	// goroutine may call it.
@@ -72,8 +108,8 @@ type AppReserver interface {
 	Reserve(dst *copp.Snapshot) bool
 }
 
-// ErrNoCoPP means the app's side cannot classify and police (it is no
-// AppPolicer).
+// ErrNoCoPP means the app's side cannot classify and police (its App has
+// no Policer).
 var ErrNoCoPP = errors.New("bridge: the app's side does not police")
 
 // AppIn carries frames from the kernel to the app, a burst at a time.
@@ -83,16 +119,16 @@ type AppIn interface {
 	// Slot returns the buffer of slot i; a frame is read into it.
 	Slot(i int) []byte
 	// Put queues slots 0..len(lens)-1, holding frames of those lengths.
-	// An AppReserver that keeps fewer for want of room moves the kept
-	// frames' lengths to the front of lens.
+	// An In that is also a Reserver and keeps fewer for want of room
+	// moves the kept frames' lengths to the front of lens.
 	Put(lens []int) PutResult
 	// Close releases the writer.
 	Close()
 }
 
-// AppTSO is an AppIn whose app declared that its port segments TCP
-// super-frames itself (TSO). The kernel side then hands it a super-frame
-// whole instead of splitting it.
+// AppTSO is what an AppIn whose app declared that its port segments TCP
+// super-frames itself (TSO) can do more. The kernel side then hands it a
+// super-frame whole instead of splitting it.
 type AppTSO interface {
 	// TakesTSO reports whether the app declared TSO.
 	TakesTSO() bool
@@ -103,7 +139,7 @@ type AppTSO interface {
 	PutTSO(frame []byte, t TSOFrame) (PutResult, error)
 }
 
-// AppSplit is an AppIn that cuts a TCP super-frame into MTU frames itself,
+// AppSplit is what an AppIn that cuts a TCP super-frame into MTU frames itself,
 // straight into the app's buffers (package ring's ring mode), instead of
 // the kernel side cutting it into the slots: one copy fewer.
 type AppSplit interface {

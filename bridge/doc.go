@@ -2,9 +2,9 @@
 // app and the kernel, one queue pair at a time, and decides when to wait.
 //
 // A Worker owns one queue pair and runs on its own locked, pinned thread.
-// On one side is the app (AppOut: the packets the app sends toward the
-// kernel; AppIn: slots for frames toward the app; Waker: the need-wakeup
-// handshake), on the other the kernel (Kernel: one TAP queue). Both move
+// On one side is the app (App: AppOut, the packets the app sends toward
+// the kernel; AppIn, slots for frames toward the app; Waker, the
+// need-wakeup handshake), on the other the kernel (Kernel: one TAP queue). Both move
 // bursts, never single packets: a side crosses into C or the kernel once
 // per burst, and the worker's loop allocates nothing.
 //
@@ -28,14 +28,15 @@
 //     park is announced to the app first (Waker.PrepareToPark: flag, fence,
 //     re-check in one step), so no packet waits behind a parked worker.
 //
-// Some sides can do more, and say so by implementing more: an app side
-// that takes TCP super-frames whole (AppTSO) or cuts them itself
-// (AppSplit), polices the app's frames per class before the kernel sees
-// them (AppPolicer: control-plane protection, package copp) or keeps room
-// for control frames toward the app (AppReserver); a Waker whose app
-// kicks through descriptors of its own (FdWaker); a Kernel whose fd may get
-// a new file under the running worker (FdSwapper). The worker falls back
-// to the plain path where a side cannot.
+// Some app sides can do more, and say so once, in the App they hand
+// NewWorker: take TCP super-frames whole (TSO) or cut them themselves
+// (Split), police the app's frames per class before the kernel sees them
+// (Policer: control-plane protection, package copp), keep room for control
+// frames toward the app (Reserver), time how long frames waited
+// (Residence), or be kicked through descriptors of their own (WatchKicks).
+// The worker takes the plain path where a capability is nil, and asks no
+// side what it is. A Kernel's fd may get a new file under the running
+// worker (FdGeneration), which the worker's waiter follows.
 //
 // Policies and CoPP's configuration change live, between bursts. Package
 // ring implements the app's side over DPDK (rings and vrings), package tap

@@ -3,7 +3,7 @@ package bridge
 // Kernel is the kernel's side of one queue pair. Package tap implements it
 // over one queue of a TAP device; it owns every syscall and every frame rule
 // (MTU, VLAN, offloads), so that another kernel side (vhost-net, say) fits
-// behind the same three calls. Like wireguard-go's tun.Device it sees plain
+// behind the same calls. Like wireguard-go's tun.Device it sees plain
 // batches only: it never calls the app's side, and it counts nothing in the
 // worker's Counters; it says what it did in a Result and the worker counts.
 type Kernel interface {
@@ -24,13 +24,11 @@ type Kernel interface {
 	// (and by reason in r.Drops), so that the worker can tell an idle
 	// kernel from a busy one.
 	Read(slots [][]byte, frames []Frame, flags ReadFlags, r *Result) int
-}
-
-// FdSwapper is a Kernel whose Fd number may get a new file under the running
-// worker (tap's keeper dup3s a re-made interface's queue onto it).
-// FdGeneration counts those swaps; the worker's waiter follows it
-// (policy.Waiter.Follow) and watches the new file at the next park.
-type FdSwapper interface {
+	// FdGeneration counts the times Fd's number got a new file under the
+	// running worker (tap's keeper dup3s a re-made interface's queue onto
+	// it); 0 for a side whose fd never changes. The worker's waiter
+	// follows it (policy.Waiter.Follow) and watches the new file at the
+	// next park.
 	FdGeneration() uint64
 }
 

@@ -25,14 +25,16 @@ type WorkerConfig struct {
 
 // Worker moves packets for one queue pair. Run it on its own goroutine.
 type Worker struct {
-	cfg    WorkerConfig
-	out    AppOut
-	in     AppIn
-	waker  Waker
-	kernel Kernel
-	tso    AppTSO     // in, when the app's side can take super-frames whole
-	split  AppSplit   // in, when the app's side cuts super-frames itself
-	pol    AppPolicer // out, when the app's side polices
+	cfg       WorkerConfig
+	out       AppOut
+	in        AppIn
+	waker     Waker
+	kernel    Kernel
+	tso       AppTSO         // in, when the app's side can take super-frames whole
+	split     AppSplit       // in, when the app's side cuts super-frames itself
+	pol       AppPolicer     // out, when the app's side polices
+	reserver  AppReserver    // in, when the app's side keeps room for control frames
+	residence func([]uint64) // out's residence histogram, when it keeps one
 
 	// The hand-over's scratch, the worker's own: the app's packets for
 	// Write (pkts, their burst indices idx, what Write delivered), the
@@ -57,46 +59,54 @@ type Worker struct {
 	start    time.Time
 }
 
-// NewWorker returns a worker that moves packets between the app's queue (out,
-// in, waker) and the kernel's side of it.
-func NewWorker(cfg WorkerConfig, out AppOut, in AppIn, waker Waker, kernel Kernel) (*Worker, error) {
+// ErrNoApp means an App lacks one of the parts every side has (Out, In,
+// Waker).
+var ErrNoApp = errors.New("bridge: the app's side needs Out, In and Waker")
+
+// NewWorker returns a worker that moves packets between the app's queue
+// (app) and the kernel's side of it.
+func NewWorker(cfg WorkerConfig, app App, kernel Kernel) (*Worker, error) {
 	if err := cfg.Policy.Validate("policy"); err != nil {
 		return nil, err
 	}
+	if app.Out == nil || app.In == nil || app.Waker == nil {
+		return nil, ErrNoApp
+	}
+	in := app.In
 	waiter, err := policy.NewWaiter(kernel.Fd())
 	if err != nil {
 		return nil, err
 	}
 	w := &Worker{
-		cfg:    cfg,
-		out:    out,
-		in:     in,
-		waker:  waker,
-		kernel: kernel,
-		slots:  make([][]byte, in.Cap()),
-		frames: make([]Frame, in.Cap()),
-		lens:   make([]int, in.Cap()),
-		waiter: waiter,
-		start:  time.Now(),
+		cfg:       cfg,
+		out:       app.Out,
+		in:        in,
+		waker:     app.Waker,
+		kernel:    kernel,
+		tso:       app.TSO,
+		split:     app.Split,
+		pol:       app.Policer,
+		reserver:  app.Reserver,
+		residence: app.Residence,
+		slots:     make([][]byte, in.Cap()),
+		frames:    make([]Frame, in.Cap()),
+		lens:      make([]int, in.Cap()),
+		waiter:    waiter,
+		start:     time.Now(),
 	}
-	w.tso, _ = in.(AppTSO)
-	w.split, _ = in.(AppSplit)
-	w.pol, _ = out.(AppPolicer)
 	for i := range w.slots {
 		w.slots[i] = in.Slot(i)
 	}
 	w.grow(in.Cap())
 	p := cfg.Policy
 	w.policy.Store(&p)
-	if s, ok := kernel.(FdSwapper); ok {
-		waiter.Follow(s.FdGeneration)
-	}
-	if fw, ok := waker.(FdWaker); ok {
-		fw.BindWatcher(waiter)
+	waiter.Follow(kernel.FdGeneration)
+	if app.WatchKicks != nil {
+		app.WatchKicks(waiter)
 	}
 	// An app that cannot kick still works: parks are then bounded by the
 	// backoff ceiling instead of the park timeout.
-	w.canKick = waker.RegisterEventfd(waiter.EventFD()) == nil
+	w.canKick = app.Waker.RegisterEventfd(waiter.EventFD()) == nil
 	return w, nil
 }
 
@@ -126,8 +136,8 @@ func (w *Worker) SetCoPP(c copp.Config) error {
 	if w.pol == nil {
 		return ErrNoCoPP
 	}
-	if r, ok := w.in.(AppReserver); ok {
-		r.SetReserve(c.Enabled)
+	if w.reserver != nil {
+		w.reserver.SetReserve(c.Enabled)
 	}
 	return w.pol.SetCoPP(c)
 }
@@ -139,8 +149,8 @@ func (w *Worker) CoPP(dst *copp.Snapshot) bool {
 	if w.pol == nil || !w.pol.CoPP(dst) {
 		return false
 	}
-	if r, ok := w.in.(AppReserver); ok {
-		r.Reserve(dst)
+	if w.reserver != nil {
+		w.reserver.Reserve(dst)
 	}
 	return true
 }
@@ -148,11 +158,11 @@ func (w *Worker) CoPP(dst *copp.Snapshot) bool {
 // Residence copies the residence-time histogram into dst when the app side
 // keeps one.
 func (w *Worker) Residence(dst []uint64) bool {
-	r, ok := w.out.(interface{ Residence([]uint64) })
-	if ok {
-		r.Residence(dst)
+	if w.residence == nil {
+		return false
 	}
-	return ok
+	w.residence(dst)
+	return true
 }
 
 // Beats counts the worker's loop iterations: a live worker's count moves at
@@ -294,7 +304,7 @@ func (w *Worker) close() {
 // by either side: all of it is work for the ladder.
 //
 // A super-frame goes whole to an app that takes TSO; otherwise, or when
-// its port refuses it, to an app side that cuts it itself (AppSplit); the
+// its port refuses it, to an app side that cuts it itself (App.Split); the
 // kernel side splits it into the slots only when neither takes it.
 func (w *Worker) FromKernel() int {
 	var flags ReadFlags

@@ -35,7 +35,7 @@ func newRig(t *testing.T, p policy.Policy) *rig {
 	t.Cleanup(k.Close)
 	r := &rig{out: bridgetest.NewOut(32, 4), in: bridgetest.NewIn(32, mtu+18+64), k: k}
 	r.waker = &bridgetest.Waker{Out: r.out}
-	r.w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, r.out, r.in, r.waker, k)
+	r.w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, bridgetest.App(r.out, r.in, r.waker), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,8 +199,8 @@ func (k *superKernel) Read(slots [][]byte, frames []bridge.Frame, flags bridge.R
 }
 
 // superWorker is a worker over a superKernel that reads super left times,
-// and the app side in.
-func superWorker(t *testing.T, super []byte, left int, in bridge.AppIn) (*bridge.Worker, *superKernel) {
+// and the app side app makes.
+func superWorker(t *testing.T, super []byte, left int, app func(*bridgetest.Out, *bridgetest.Waker) bridge.App) (*bridge.Worker, *superKernel) {
 	t.Helper()
 	fk, err := bridgetest.NewKernel()
 	if err != nil {
@@ -209,7 +209,7 @@ func superWorker(t *testing.T, super []byte, left int, in bridge.AppIn) (*bridge
 	t.Cleanup(fk.Close)
 	k := &superKernel{Kernel: fk, super: super, left: left, flags: make([]bridge.ReadFlags, 0, 8)}
 	out := bridgetest.NewOut(32, 4)
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, &bridgetest.Waker{Out: out}, k)
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, app(out, &bridgetest.Waker{Out: out}), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,9 @@ func superWorker(t *testing.T, super []byte, left int, in bridge.AppIn) (*bridge
 func TestSuperFrameToATSOAppIsWork(t *testing.T) {
 	in := bridgetest.NewIn(32, 2048)
 	in.TSO = true
-	w, k := superWorker(t, frame(3000, 5), 2, in)
+	w, k := superWorker(t, frame(3000, 5), 2, func(out *bridgetest.Out, wk *bridgetest.Waker) bridge.App {
+		return bridgetest.App(out, in, wk)
+	})
 	if n := w.FromKernel(); n != 1 {
 		t.Fatalf("FromKernel moved %d, want 1: the super-frame", n)
 	}
@@ -259,7 +261,7 @@ func TestSuperFrameToATSOAppIsWork(t *testing.T) {
 func TestASuperFrameGoesToAnAppSideThatCutsItAndToTheKernelSideWhenItRefuses(t *testing.T) {
 	// 54 bytes of headers and 250 of payload: segments of 100, 100, 50.
 	in := &bridgetest.SplitIn{In: bridgetest.NewIn(32, 2048)}
-	w, k := superWorker(t, frame(304, 5), 3, in)
+	w, k := superWorker(t, frame(304, 5), 3, in.App)
 	if n := w.FromKernel(); n != 3 {
 		t.Fatalf("FromKernel moved %d, want the 3 segments the app side cut", n)
 	}
@@ -302,7 +304,7 @@ func TestASuperFrameGoesToAnAppSideThatCutsItAndToTheKernelSideWhenItRefuses(t *
 func TestASuperFrameCutByTheAppSideDoesNotAllocate(t *testing.T) {
 	in := &bridgetest.SplitIn{In: bridgetest.NewIn(32, 2048)}
 	in.Discard = true
-	w, k := superWorker(t, frame(304, 5), 0, in)
+	w, k := superWorker(t, frame(304, 5), 0, in.App)
 	allocs := testing.AllocsPerRun(1000, func() {
 		k.left, k.flags = 1, k.flags[:0]
 		w.FromKernel()
@@ -413,7 +415,7 @@ func TestWorkerWithoutKicksBoundsItsParks(t *testing.T) {
 	t.Cleanup(k.Close)
 	r := &rig{out: bridgetest.NewOut(32, 4), in: bridgetest.NewIn(32, 2048), k: k}
 	r.waker = &bridgetest.Waker{Refuse: true, Out: r.out}
-	r.w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, r.out, r.in, r.waker, k)
+	r.w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, bridgetest.App(r.out, r.in, r.waker), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +437,7 @@ func TestWorkerWithoutKicksOrBackoffStillPolls(t *testing.T) {
 	t.Cleanup(k.Close)
 	r := &rig{out: bridgetest.NewOut(32, 4), in: bridgetest.NewIn(32, 2048), k: k}
 	r.waker = &bridgetest.Waker{Refuse: true, Out: r.out}
-	if r.w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, r.out, r.in, r.waker, k); err != nil {
+	if r.w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, bridgetest.App(r.out, r.in, r.waker), k); err != nil {
 		t.Fatal(err)
 	}
 	run(t, r)
@@ -536,8 +538,11 @@ func TestNewWorkerRejectsBadInput(t *testing.T) {
 	out, in, wk := bridgetest.NewOut(8, 2), bridgetest.NewIn(8, 2048), &bridgetest.Waker{}
 	p := policy.Default()
 	p.Mode = "sleepy"
-	if _, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, out, in, wk, k); err == nil {
+	if _, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, bridgetest.App(out, in, wk), k); err == nil {
 		t.Error("mode sleepy accepted")
+	}
+	if _, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, bridge.App{Out: out, In: in}, k); !errors.Is(err, bridge.ErrNoApp) {
+		t.Errorf("an app side without a Waker: %v, want ErrNoApp", err)
 	}
 }
 
@@ -591,7 +596,9 @@ func TestAWorkerWhoseFramesAreMostlyPolicedSleepsInsteadOfParking(t *testing.T) 
 		out.police.Store(c.police)
 		r := &rig{out: out.Out, in: bridgetest.NewIn(32, 2048), k: k}
 		r.waker = &bridgetest.Waker{Out: out.Out}
-		if r.w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, out, r.in, r.waker, k); err != nil {
+		app := bridgetest.App(r.out, r.in, r.waker)
+		app.Out, app.Policer = out, out
+		if r.w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: p}, app, k); err != nil {
 			t.Fatal(err)
 		}
 		stop := run(t, r)

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/internal/conferr"
 	"github.com/kbridge/kbridge/ring"
@@ -388,21 +389,21 @@ func cancelled(ctx context.Context) error {
 }
 
 // appSide is queue q's app side: the port's rings.
-func (d *Ring) appSide(q int) (appSide, error) {
+func (d *Ring) appSide(q int) (bridge.App, error) {
 	queue, err := d.port.Queue(q)
 	if err != nil {
-		return appSide{}, err
+		return bridge.App{}, err
 	}
 	out, err := queue.Out(d.cfg.Workers.Batch, d.cfg.Workers.MaxSegments)
 	if err != nil {
-		return appSide{}, err
+		return bridge.App{}, err
 	}
 	in, err := queue.In(d.cfg.Workers.Batch, tap.FrameLen(d.maxMTU))
 	if err != nil {
 		out.Close()
-		return appSide{}, err
+		return bridge.App{}, err
 	}
-	return appSide{out: out, in: in, waker: queue}, nil
+	return queue.App(out, in), nil
 }
 
 // watchApp ends the path when the DPDK app's process exits.

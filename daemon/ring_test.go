@@ -32,7 +32,7 @@ func testRing(t *testing.T, queues int, run bool) *Ring {
 		t.Cleanup(k.Close)
 		out := bridgetest.NewOut(32, 4)
 		w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: cfg.Policy},
-			out, bridgetest.NewIn(32, 1600), &bridgetest.Waker{Out: out}, k)
+			bridgetest.App(out, bridgetest.NewIn(32, 1600), &bridgetest.Waker{Out: out}), k)
 		if err != nil {
 			t.Fatal(err)
 		}

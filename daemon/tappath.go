@@ -53,18 +53,6 @@ type tapPath struct {
 	mtuFromApp bool
 }
 
-// appSide is one queue's app side, as a mode makes it.
-type appSide struct {
-	out   bridge.AppOut
-	in    bridge.AppIn
-	waker bridge.Waker
-}
-
-func (a appSide) close() {
-	a.out.Close()
-	a.in.Close()
-}
-
 // newTapPath adopts the TAP interface a holds or creates it (makeDevice)
 // with queues queues, whose MTU may later be raised live up to maxMTU (the
 // app accepting).
@@ -81,7 +69,7 @@ func newTapPath(cfg config.Config, queues, maxMTU int, log *slog.Logger, a *adop
 // startWorkers starts one worker per TAP queue, each between queue q and
 // the app side app(q) makes. On error the workers already started run on:
 // the caller stops the path.
-func (p *tapPath) startWorkers(app func(q int) (appSide, error)) error {
+func (p *tapPath) startWorkers(app func(q int) (bridge.App, error)) error {
 	var err error
 	for q := 0; q < p.dev.NumQueues() && err == nil; q++ {
 		var w *bridge.Worker
@@ -97,18 +85,17 @@ func (p *tapPath) startWorkers(app func(q int) (appSide, error)) error {
 	return err
 }
 
-func (p *tapPath) newWorker(q int, app func(q int) (appSide, error)) (*bridge.Worker, error) {
+func (p *tapPath) newWorker(q int, app func(q int) (bridge.App, error)) (*bridge.Worker, error) {
 	a, err := app(q)
 	if err != nil {
 		return nil, err
 	}
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: p.cfg.WorkerCPU(q), Policy: p.cfg.Policy},
-		a.out, a.in, a.waker, p.dev.Queue(q))
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: p.cfg.WorkerCPU(q), Policy: p.cfg.Policy}, a, p.dev.Queue(q))
 	if err == nil && p.cfg.CoPP.Enabled {
 		err = w.SetCoPP(p.cfg.CoPP)
 	}
 	if err != nil {
-		a.close()
+		a.Close()
 		return nil, err
 	}
 	return w, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kbridge/kbridge/bridge"
 	"github.com/kbridge/kbridge/config"
 	"github.com/kbridge/kbridge/ring"
 	"github.com/kbridge/kbridge/tap"
@@ -151,18 +152,18 @@ func (d *Vhost) awaitFrontend(grace time.Duration) {
 }
 
 // appSide is queue pair q's app side: its two vrings.
-func (d *Vhost) appSide(q int) (appSide, error) {
+func (d *Vhost) appSide(q int) (bridge.App, error) {
 	out, err := ring.NewVhostQueue(q, d.cfg.Workers.Batch, d.cfg.Workers.MaxSegments)
 	if err != nil {
-		return appSide{}, err
+		return bridge.App{}, err
 	}
 	in, err := ring.NewVhostIn(q, d.cfg.Workers.Batch, tap.FrameLen(d.cfg.Interface.MTU))
 	if err != nil {
 		out.Close()
-		return appSide{}, err
+		return bridge.App{}, err
 	}
 	d.queues = append(d.queues, out)
-	return appSide{out: out, in: in, waker: out}, nil
+	return ring.VhostApp(out, in), nil
 }
 
 // frontendLink makes kb0's carrier follow the frontend's device, as a NIC's

@@ -24,6 +24,19 @@ var (
 	_ bridge.AppPolicer = (*Out)(nil)
 )
 
+// App is this queue's app side for a worker: out and in over its rings,
+// the queue as the waker, and what they can: TSO only where the app
+// declared it (it does not change while the port lives), the cut of
+// super-frames straight into mbufs, CoPP's policers and reserve, and the
+// residence histogram.
+func (q *Queue) App(out *Out, in *In) bridge.App {
+	app := bridge.App{Out: out, In: in, Waker: q, Split: in, Policer: out, Reserver: in, Residence: out.Residence}
+	if in.takes {
+		app.TSO = in
+	}
+	return app
+}
+
 // Out returns a burst reader for this queue's to_kernel ring holding up to
 // batch packets of up to maxSegs segments each.
 func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
@@ -87,9 +100,10 @@ type In struct {
 }
 
 var (
-	_ bridge.AppIn    = (*In)(nil)
-	_ bridge.AppTSO   = (*In)(nil)
-	_ bridge.AppSplit = (*In)(nil)
+	_ bridge.AppIn       = (*In)(nil)
+	_ bridge.AppTSO      = (*In)(nil)
+	_ bridge.AppSplit    = (*In)(nil)
+	_ bridge.AppReserver = (*In)(nil)
 )
 
 // In returns a burst writer for this queue's from_kernel ring with batch

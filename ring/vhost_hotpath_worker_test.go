@@ -38,7 +38,7 @@ func TestVhostHotPathThroughTheWorker(t *testing.T) {
 	defer unix.Close(peer)
 	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: burst, MaxSegs: 16, Merge: true})
 	defer kq.Close()
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, q, in, q, kq)
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, VhostApp(q, in), kq)
 	if err != nil {
 		t.Fatal(err)
 	}

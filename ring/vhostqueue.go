@@ -20,8 +20,10 @@ import (
 
 // VhostQueue is the app side of one queue pair: the burst core's out
 // buffer over kb_vh_burst_ops, it implements bridge.AppOut (the app's TX
-// vring) and bridge.FdWaker (kick suppression on it). Its VhostIn
-// implements bridge.AppIn and bridge.AppTSO (the app's RX vring).
+// vring) and bridge.Waker, with kick suppression on the vring and its kick
+// fd watched by the worker (BindWatcher). Its VhostIn implements
+// bridge.AppIn and bridge.AppTSO (the app's RX vring). VhostApp makes the
+// two a worker's bridge.App.
 type VhostQueue struct {
 	outBuf
 	id int
@@ -37,9 +39,16 @@ type VhostQueue struct {
 
 var (
 	_ bridge.AppOut     = (*VhostQueue)(nil)
-	_ bridge.FdWaker    = (*VhostQueue)(nil)
+	_ bridge.Waker      = (*VhostQueue)(nil)
 	_ bridge.AppPolicer = (*VhostQueue)(nil)
 )
+
+// VhostApp is queue pair q and in as a worker's app side: q the waker,
+// whose kick fd the worker watches, in taking TCP super-frames whole while
+// the frontend negotiated TSO, CoPP's policers and reserve.
+func VhostApp(q *VhostQueue, in *VhostIn) bridge.App {
+	return bridge.App{Out: q, In: in, Waker: q, TSO: in, Policer: q, Reserver: in, WatchKicks: q.BindWatcher}
+}
 
 // NewVhostQueue returns queue pair q's app side, with bursts of batch
 // packets of up to maxSegs segments each. kbridge's pool must exist
@@ -98,7 +107,8 @@ func (q *VhostQueue) RegisterEventfd(fd int) error {
 	return nil
 }
 
-// BindWatcher is called by bridge.NewWorker with the worker's waiter.
+// BindWatcher is called by bridge.NewWorker with the worker's waiter
+// (bridge.App.WatchKicks).
 func (q *VhostQueue) BindWatcher(w bridge.FdWatcher) { q.watcher = w }
 
 // sync follows the device: when it changed, the old kick fd leaves the
@@ -155,8 +165,9 @@ func (q *VhostQueue) Unpark() { C.kb_vh_unpark(C.int(q.id), C.int(q.kickfd)) }
 type VhostIn struct{ inBuf }
 
 var (
-	_ bridge.AppIn  = (*VhostIn)(nil)
-	_ bridge.AppTSO = (*VhostIn)(nil)
+	_ bridge.AppIn       = (*VhostIn)(nil)
+	_ bridge.AppTSO      = (*VhostIn)(nil)
+	_ bridge.AppReserver = (*VhostIn)(nil)
 )
 
 // NewVhostIn returns queue pair q's writer with batch slots of stride

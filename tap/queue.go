@@ -164,7 +164,7 @@ func (q *Queue) Fd() int { return q.fd }
 
 // FdGeneration counts the files the interface's keeper put in the queue's
 // fd number with dup3 (a deleted interface made again). The worker's waiter
-// follows it (bridge.FdSwapper), so that the new file is watched even when
+// follows it (bridge.Kernel.FdGeneration), so that the new file is watched even when
 // the old one was closed before any park saw its error.
 func (q *Queue) FdGeneration() uint64 { return q.swaps.Load() }
 

@@ -45,7 +45,7 @@ func newTestQueueMax(t *testing.T, merge bool, maxMTU int) (*Queue, int) {
 // by hand. It is never Run.
 func newTestWorker(t *testing.T, q *Queue, out *bridgetest.Out, in *bridgetest.In) *bridge.Worker {
 	t.Helper()
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, &bridgetest.Waker{Out: out}, q)
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, bridgetest.App(out, in, &bridgetest.Waker{Out: out}), q)
 	if err != nil {
 		t.Fatal(err)
 	}

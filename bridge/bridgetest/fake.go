@@ -5,8 +5,9 @@
 // (Received, and Super for TSO super-frames), SplitIn an In that cuts
 // super-frames itself (AppSplit), Waker plays the need-wakeup
 // handshake, counting parks, kicks and eventfds, or refusing the eventfd
-// like an app without IPC, and Kernel is a plain kernel side over a
-// SOCK_SEQPACKET pair, which keeps frame boundaries like a TAP fd.
+// like an app without IPC; App and SplitIn.App make them a worker's
+// bridge.App. Kernel is a plain kernel side over a SOCK_SEQPACKET pair,
+// which keeps frame boundaries like a TAP fd.
 package bridgetest
 
 import (
@@ -60,6 +61,12 @@ func (o *Out) Enqueue(p ...Packet) {
 	o.mu.Lock()
 	o.queue = append(o.queue, p...)
 	o.mu.Unlock()
+}
+
+// App is out, in and w as a worker's app side: in takes super-frames whole
+// while its TSO is set.
+func App(out *Out, in *In, w *Waker) bridge.App {
+	return bridge.App{Out: out, In: in, Waker: w, TSO: in}
 }
 
 // Frame is a convenience for a one-segment packet.
@@ -182,6 +189,12 @@ type SplitIn struct {
 }
 
 var _ bridge.AppSplit = (*SplitIn)(nil)
+
+// App is out, in and w as a worker's app side, in cutting super-frames
+// itself (and taking them whole while its TSO is set).
+func (in *SplitIn) App(out *Out, w *Waker) bridge.App {
+	return bridge.App{Out: out, In: in, Waker: w, TSO: in, Split: in}
+}
 
 // PutSplit keeps a copy of the super-frame and queues its segments.
 func (in *SplitIn) PutSplit(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
@@ -358,6 +371,9 @@ func SeqPacket() (fd, peer int, err error) {
 
 // Fd returns the worker's end.
 func (k *Kernel) Fd() int { return k.WorkerFd }
+
+// FdGeneration is 0: the fake's fd never gets another file.
+func (k *Kernel) FdGeneration() uint64 { return 0 }
 
 // Write writes every packet whole; a refused one counts as a write error.
 func (k *Kernel) Write(pkts []bridge.Packet, written []bool, r *bridge.Result) {

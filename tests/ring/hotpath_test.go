@@ -40,7 +40,7 @@ func realWorker(t *testing.T, b *bed, merge bool) (w *bridge.Worker, peer int) {
 	t.Cleanup(func() { unix.Close(peer) })
 	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: merge})
 	t.Cleanup(func() { kq.Close() })
-	w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, q, kq)
+	w, err = bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, q.App(out, in), kq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestSuperFrameToATSOApp(t *testing.T) {
 			defer unix.Close(peer)
 			kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: 32, MaxSegs: 16, Merge: true})
 			defer kq.Close()
-			w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, out, in, q, kq)
+			w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, q.App(out, in), kq)
 			if err != nil {
 				t.Fatal(err)
 			}
