@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,8 +15,6 @@
 #include "burst.h"
 #include "csum.h"
 #include "prefetch.h"
-
-volatile int kb_test_hold;
 
 /* Gives a buffer over the app's rings that got no held record one of its
  * own, in C memory, so that what it holds is on a record (what the spent
@@ -658,6 +655,13 @@ kb_in_free(struct kb_in *b)
 	free(b);
 }
 
+/* ---- The test hook (built with the kbridge_testhook tag only) ---- */
+
+#ifdef KB_RING_TESTHOOK
+#include <stdio.h>
+
+volatile int kb_test_hold;
+
 void
 kb_test_hold_now(int dir, uint32_t n)
 {
@@ -671,3 +675,4 @@ kb_test_hold_now(int dir, uint32_t n)
 	for (i = 0; i < 6000; i++)
 		nanosleep(&ts, NULL);
 }
+#endif

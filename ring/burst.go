@@ -398,17 +398,3 @@ func (in *inBuf) Close() {
 	C.kb_in_free(in.b)
 	in.b = nil
 }
-
-// setTestHoldBits arms the KBRIDGE_TEST_HOLD hook of burst.h: the next
-// non-empty burst of each direction asked for, in a buffer with a held
-// record, is held for up to 60 s.
-func setTestHoldBits(out, in bool) {
-	var bits C.int
-	if out {
-		bits |= C.KB_TEST_HOLD_OUT
-	}
-	if in {
-		bits |= C.KB_TEST_HOLD_IN
-	}
-	C.kb_test_hold = bits
-}

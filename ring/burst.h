@@ -280,14 +280,18 @@ int kb_in_flush(struct kb_in *b);
  * b->ring_full. */
 void kb_in_hand_over(struct kb_in *b, uint16_t k);
 
-/* Test hook (KBRIDGE_TEST_HOLD): the next non-empty burst of a direction
- * whose bit is set, in a buffer with a held record (KB_TEST_HOLD_OUT: after
+/* The test hook (ring/testhook.go, built with the kbridge_testhook tag
+ * only; KBRIDGE_TEST_HOLD): the next non-empty burst of a direction whose
+ * bit is set, in a buffer with a held record (KB_TEST_HOLD_OUT: after
  * dequeue; KB_TEST_HOLD_IN: after allocation, before enqueue), is held for
- * up to 60 s, once, after a line on stderr says so. */
+ * up to 60 s, once, after a line on stderr says so. A product build has
+ * neither the variable nor the branches. */
 #define KB_TEST_HOLD_OUT 0x1
 #define KB_TEST_HOLD_IN 0x2
+#ifdef KB_RING_TESTHOOK
 extern volatile int kb_test_hold;
 void kb_test_hold_now(int dir, uint32_t n);
+#endif
 
 /* Records that the buffer holds rec->m[0..n), already written there. */
 static inline void
@@ -296,8 +300,10 @@ kb_held_set(struct kb_held *rec, uint16_t n)
 	if (rec->n == NULL || n == 0)
 		return;
 	__atomic_store_n(rec->n, n, __ATOMIC_RELEASE);
+#ifdef KB_RING_TESTHOOK
 	if (unlikely(kb_test_hold & KB_TEST_HOLD_OUT & rec->dir))
 		kb_test_hold_now(KB_TEST_HOLD_OUT, n);
+#endif
 }
 
 /* Records that the buffer holds m[0..n): pointers first, then n. */
@@ -326,8 +332,10 @@ kb_held_clear(struct kb_held *rec)
 {
 	if (rec->n == NULL)
 		return;
+#ifdef KB_RING_TESTHOOK
 	if (unlikely(kb_test_hold & KB_TEST_HOLD_IN & rec->dir) && *rec->n > 0)
 		kb_test_hold_now(KB_TEST_HOLD_IN, *rec->n);
+#endif
 	__atomic_store_n(rec->n, 0, __ATOMIC_RELEASE);
 }
 

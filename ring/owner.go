@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 )
@@ -226,25 +225,4 @@ func (p *Port) Release() {
 		C.kb_port_release(p.info.ctl, C.uint64_t(p.owner))
 	}
 	p.released = true
-}
-
-var testHoldOnce sync.Once
-
-// setTestHold reads KBRIDGE_TEST_HOLD ("out", "in" or "out,in"): tests
-// hold the next non-empty burst of that direction (setTestHoldBits).
-func setTestHold() {
-	v := os.Getenv("KBRIDGE_TEST_HOLD")
-	if v == "" {
-		return
-	}
-	var out, in bool
-	for _, d := range strings.Split(v, ",") {
-		switch strings.TrimSpace(d) {
-		case "out":
-			out = true
-		case "in":
-			in = true
-		}
-	}
-	setTestHoldBits(out, in)
 }

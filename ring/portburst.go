@@ -61,7 +61,6 @@ func (q *Queue) Out(batch, maxSegs int) (*Out, error) {
 // held names the record of what this queue's worker holds toward the
 // kernel (or, with in, toward the app); none for a version-1 app.
 func (q *Queue) held(in bool) heldRec {
-	testHoldOnce.Do(setTestHold)
 	h := q.port.held
 	if h == nil {
 		return heldRec{}

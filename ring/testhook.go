@@ -41,6 +41,25 @@ func init() {
 		}
 	}
 	C.kb_ring_test_park = bits
+	setTestHold(os.Getenv("KBRIDGE_TEST_HOLD"))
+}
+
+// setTestHold arms the hold of burst.h for KBRIDGE_TEST_HOLD's value v
+// ("out", "in" or "out,in", tests/restart's owner_test.go and
+// takeover_test.go): the next non-empty burst of each direction named, in a
+// buffer with a held record, is held for up to 60 s.
+// A product build has neither the variable nor the branch (burst.h).
+func setTestHold(v string) {
+	var bits C.int
+	for _, d := range strings.Split(v, ",") {
+		switch strings.TrimSpace(d) {
+		case "out":
+			bits |= C.KB_TEST_HOLD_OUT
+		case "in":
+			bits |= C.KB_TEST_HOLD_IN
+		}
+	}
+	C.kb_test_hold = bits
 }
 
 // occupyForTest, in a kbridge built with the test hook, maps a page where

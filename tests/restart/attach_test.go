@@ -27,7 +27,7 @@ func TestEALAttachRetriedInAFreshProcess(t *testing.T) {
 	const again = "kbridge executes itself again"
 
 	t.Run("taken in two starts", func(t *testing.T) {
-		k := env.StartKbridgeConfigBin(t, rcHookBin(t), env.PortConfig(p),
+		k := env.StartKbridgeConfigBin(t, hookBin(t), env.PortConfig(p),
 			"KBRIDGE_TEST_EAL_OCCUPY="+addr, "KBRIDGE_TEST_EAL_OCCUPY_STARTS=2")
 		k.Ready()
 		log := k.Log.String()
@@ -55,7 +55,7 @@ func TestEALAttachRetriedInAFreshProcess(t *testing.T) {
 	})
 
 	t.Run("taken in every start", func(t *testing.T) {
-		k := env.StartKbridgeConfigBin(t, rcHookBin(t), env.PortConfig(p),
+		k := env.StartKbridgeConfigBin(t, hookBin(t), env.PortConfig(p),
 			"KBRIDGE_TEST_EAL_OCCUPY="+addr, "KBRIDGE_TEST_EAL_OCCUPY_STARTS=99")
 		if !k.ExitedWithin(60 * time.Second) {
 			t.Fatalf("kbridge still runs 60s after its start, with the app's address taken in every start:\n%s", k.Log)

@@ -376,7 +376,7 @@ func TestOnStopKeepLeavesTheInterfaceForTheNext(t *testing.T) {
 func startHeldSuccessor(t *testing.T, old *dpdkbed.Kbridge, p *dpdkbed.Port, hold string) *harness.Proc {
 	t.Helper()
 	next := harness.StartSpec(t, "kbridge-next", harness.Spec{Env: []string{"KBRIDGE_TEST_HOLD_CONFIRM=" + hold}},
-		"ip", "netns", "exec", env.NS, rcHookBin(t), "run", "--config", old.Cfg, "--takeover")
+		"ip", "netns", "exec", env.NS, hookBin(t), "run", "--config", old.Cfg, "--takeover")
 	next.StopWait = 15 * time.Second
 	next.WaitLog("test hook: holding the takeover before confirming it", 30*time.Second)
 	if got := p.Port.OwnerPID(); got != next.Pid() {
@@ -459,7 +459,7 @@ func TestTakeoverNotConfirmedInTimeIsTakenBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := env.NewPort(t)
-			old := env.StartKbridgeConfigBin(t, rcHookBin(t), env.PortConfig(p), "KBRIDGE_TEST_CONFIRM_WITHIN=1s")
+			old := env.StartKbridgeConfigBin(t, hookBin(t), env.PortConfig(p), "KBRIDGE_TEST_CONFIRM_WITHIN=1s")
 			old.Ready()
 			ifindex := handAdded(t, old.Ifname)
 			next := startHeldSuccessor(t, old, p, tc.hold)

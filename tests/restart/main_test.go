@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/kbridge/kbridge/tests/dpdkbed"
+	"github.com/kbridge/kbridge/tests/harness"
 )
 
 // env is this test binary's DPDK primary, namespace and kbridge binary
@@ -26,4 +27,23 @@ func TestMain(m *testing.M) {
 		os.Exit(owPeerMain(port, os.Getenv("KBFT_WAKEUP_PREFIX")))
 	}
 	os.Exit(dpdkbed.Main(m, "kbrs", &env))
+}
+
+// hookBin builds the kbridge with the test hooks (ring/testhook.go,
+// daemon/testhook.go, tap/testhook.go): the product build has none.
+func hookBin(t *testing.T) string {
+	t.Helper()
+	bin, err := harness.BuildKbridgeTestHook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// holdingKbridge starts the test-hook build on PortConfig(p) with
+// KBRIDGE_TEST_HOLD=dir ("out" or "in"): its worker holds the next
+// non-empty burst of that direction (ring/burst.h).
+func holdingKbridge(t *testing.T, p *dpdkbed.Port, dir string) *dpdkbed.Kbridge {
+	t.Helper()
+	return env.StartKbridgeConfigBin(t, hookBin(t), env.PortConfig(p), "KBRIDGE_TEST_HOLD="+dir)
 }

@@ -168,7 +168,7 @@ func TestAppFreesPortUnderStoppedKbridge(t *testing.T) {
 // record (no 2 s stall, no leak).
 func TestAppFreesPortOfReusedPid(t *testing.T) {
 	p := env.NewPort(t)
-	victim := env.NewKbridge(t, p, "KBRIDGE_TEST_HOLD=out")
+	victim := holdingKbridge(t, p, "out")
 	victim.Ready()
 	owHoldBurst(t, p, victim.Log, 8)
 	victim.Kill()
@@ -219,20 +219,21 @@ func TestReusedOwnerPidIsTakenOver(t *testing.T) {
 
 var owChildRE = regexp.MustCompile(`owholder: child=(\d+)`)
 
-// owUnderHolder starts kbridge for p, with extra added to its environment, as the child of a
+// owUnderHolder starts the test-hook build of kbridge for p, holding the
+// next burst of direction hold (KBRIDGE_TEST_HOLD), as the child of a
 // process that never reaps it (sh starts it in the background, then execs
 // sleep, which never calls wait): killed, it stays a zombie until the holder
 // ends. It returns the holder (whose log has kbridge's) and kbridge's pid,
 // once kbridge answers on its control socket.
-func owUnderHolder(t *testing.T, p *dpdkbed.Port, extra ...string) (*harness.Proc, int) {
+func owUnderHolder(t *testing.T, p *dpdkbed.Port, hold string) (*harness.Proc, int) {
 	t.Helper()
 	dir := t.TempDir()
 	c := env.PortConfig(p)
 	c.Sock = filepath.Join(dir, "kbridge.sock")
 	cfg := filepath.Join(dir, "kbridge.yaml")
 	c.Write(t, cfg)
-	script := fmt.Sprintf("ip netns exec %s %s run --config %s & echo owholder: child=$!; exec sleep 600", env.NS, env.Bin, cfg)
-	holder := harness.StartSpec(t, "holder", harness.Spec{Env: extra}, "sh", "-c", script)
+	script := fmt.Sprintf("ip netns exec %s %s run --config %s & echo owholder: child=$!; exec sleep 600", env.NS, hookBin(t), cfg)
+	holder := harness.StartSpec(t, "holder", harness.Spec{Env: []string{"KBRIDGE_TEST_HOLD=" + hold}}, "sh", "-c", script)
 	var pid int
 	harness.WaitUntil(t, "the holder to start kbridge", 5*time.Second, func() bool {
 		m := owChildRE.FindStringSubmatch(holder.Log.String())
@@ -279,7 +280,7 @@ func owKillToZombie(t *testing.T, pid int) {
 // unreaped when it does.
 func TestZombieOwnerIsTakenOver(t *testing.T) {
 	p := env.NewPort(t)
-	holder, pid := owUnderHolder(t, p, "KBRIDGE_TEST_HOLD=out")
+	holder, pid := owUnderHolder(t, p, "out")
 	owHoldBurst(t, p, holder.Log, 8)
 	owKillToZombie(t, pid)
 
@@ -297,7 +298,7 @@ func TestZombieOwnerIsTakenOver(t *testing.T) {
 // what the zombie held and its record.
 func TestAppFreesPortOfZombieOwner(t *testing.T) {
 	p := env.NewPort(t)
-	holder, pid := owUnderHolder(t, p, "KBRIDGE_TEST_HOLD=out")
+	holder, pid := owUnderHolder(t, p, "out")
 	owHoldBurst(t, p, holder.Log, 8)
 	owKillToZombie(t, pid)
 	owFreedAtOnce(t, p, "a zombie owner")

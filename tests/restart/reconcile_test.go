@@ -26,17 +26,6 @@ const rcRing = 64
 
 var rcParked = regexp.MustCompile(`test park: the worker parks [^(]*\((\d+) mbufs\)`)
 
-// rcHookBin builds the kbridge with the test hooks (ring/testhook.go,
-// daemon/testhook.go).
-func rcHookBin(t *testing.T) string {
-	t.Helper()
-	bin, err := harness.BuildKbridgeTestHook()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 // rcPark waits for the hook's line and returns how many mbufs the parked
 // operation moves.
 func rcPark(t *testing.T, b *dpdkbed.Bed) int {
@@ -146,7 +135,7 @@ func rcFrames(seq0, n int) [][]byte {
 // Without the reconciliation the next enqueue publishes the stale slots.
 func TestKillInsideFromKernelEnqueue(t *testing.T) {
 	b := env.NewBed(t, dpdkbed.Opts{RingSize: rcRing, NoStart: true})
-	hook := rcHookBin(t)
+	hook := hookBin(t)
 
 	// Lap 1, a product kbridge: every slot of from_kernel gets a pointer
 	// to an mbuf the app then frees.
@@ -202,7 +191,7 @@ func TestKillInsideFromKernelEnqueue(t *testing.T) {
 // the pool is whole. Without the reconciliation they leak.
 func TestKillInsideToKernelDequeue(t *testing.T) {
 	b := env.NewBed(t, dpdkbed.Opts{RingSize: rcRing, NoStart: true})
-	hook := rcHookBin(t)
+	hook := hookBin(t)
 
 	// Lap 1: every slot of to_kernel used once.
 	b.Start()
@@ -303,7 +292,7 @@ func rcAnySocket(t *testing.T) *dpdkbed.PacketSocket {
 // twice; the app then gets what the kernel sends, the pool is whole.
 func TestKillInsideFreshTake(t *testing.T) {
 	b := env.NewBed(t, dpdkbed.Opts{RingSize: rcRing, NoStart: true})
-	hook := rcHookBin(t)
+	hook := hookBin(t)
 	b.StartBin(hook, "KBRIDGE_TEST_PARK=fresh")
 	before := b.Port.RingStateOf(0, ringtest.Fresh)
 	ps := b.PacketSocket()
@@ -344,7 +333,7 @@ func TestKillInsideFreshTake(t *testing.T) {
 // the reserved slots' stale pointers, which the app would free.
 func TestKillInsideSpentPut(t *testing.T) {
 	b := env.NewBed(t, dpdkbed.Opts{RingSize: rcRing, NoStart: true})
-	hook := rcHookBin(t)
+	hook := hookBin(t)
 
 	// Lap 1, a product kbridge: slots of the spent ring get pointers to
 	// mbufs the app then frees.

@@ -66,7 +66,7 @@ func TestSecondKbridgeRefuses(t *testing.T) {
 // pool's in-use count comes back to what sits in the rings.
 func TestKillWithBurstInFlight(t *testing.T) {
 	p := env.NewPort(t)
-	victim := env.NewKbridge(t, p, "KBRIDGE_TEST_HOLD=out")
+	victim := holdingKbridge(t, p, "out")
 	victim.Ready()
 	const n = 8
 	if q, err := p.Port.Inject(0, dpdkbed.Frames(n), ringtest.InjectOpts{}); err != nil || q != n {
@@ -98,7 +98,7 @@ func TestKillWithBurstInFlight(t *testing.T) {
 // for frames the kernel sent and enqueueing them to from_kernel.
 func TestKillWithAllocatedInFlight(t *testing.T) {
 	p := env.NewPort(t)
-	victim := env.NewKbridge(t, p, "KBRIDGE_TEST_HOLD=in")
+	victim := holdingKbridge(t, p, "in")
 	victim.Ready()
 	victim.Send(3)
 	victim.WaitLog("mbufs (in)", 10*time.Second)
