@@ -25,8 +25,8 @@ import (
 	"github.com/kbridge/kbridge/internal/limits"
 	"github.com/kbridge/kbridge/internal/logging"
 	"github.com/kbridge/kbridge/policy"
-	"github.com/kbridge/kbridge/tap"
-	"github.com/kbridge/kbridge/xdp"
+	"github.com/kbridge/kbridge/tap/tapconfig"
+	"github.com/kbridge/kbridge/xdp/xdpconfig"
 )
 
 // Config is kbridge's whole configuration.
@@ -35,8 +35,8 @@ type Config struct {
 	Mode Mode `mapstructure:"mode" json:"mode"`
 	DPDK DPDK `mapstructure:"dpdk" json:"dpdk"`
 	// Port is the name the DPDK app gave kbridge_port_create().
-	Port      string     `mapstructure:"port" json:"port"`
-	Interface tap.Config `mapstructure:"interface" json:"interface"`
+	Port      string           `mapstructure:"port" json:"port"`
+	Interface tapconfig.Config `mapstructure:"interface" json:"interface"`
 	// Ports are more ports of the same app, each with its interface
 	// (mode ring; ports.go). Port, when not empty, is served too.
 	Ports []PortConfig `mapstructure:"ports" json:"ports,omitempty"`
@@ -49,7 +49,7 @@ type Config struct {
 	Stats    Stats         `mapstructure:"stats" json:"stats"`
 	// XDP configures mode xdp. Its exception interface and addresses
 	// default to interface.name and interface.addresses.
-	XDP xdp.Config `mapstructure:"xdp" json:"xdp"`
+	XDP xdpconfig.Config `mapstructure:"xdp" json:"xdp"`
 	// Vhost configures mode vhost: kbridge as the vhost-user backend of
 	// the app's virtio-user port.
 	Vhost Vhost `mapstructure:"vhost" json:"vhost"`
@@ -118,7 +118,7 @@ func Default() Config {
 		Mode:      ModeRing,
 		DPDK:      DPDK{FilePrefix: "rte", RuntimeDir: "/var/run/dpdk", Wait: 30 * time.Second},
 		Port:      "kb0",
-		Interface: tap.DefaultConfig(),
+		Interface: tapconfig.DefaultConfig(),
 		Workers:   Workers{Batch: 32, MaxSegments: 16},
 		Policy:    policy.Default(),
 		Stats:     Stats{Socket: "/run/kbridge/kbridge.sock", Metrics: "127.0.0.1:9478"},
@@ -130,7 +130,7 @@ func Default() Config {
 }
 
 // XDPConfig returns the xdp section with what it shares with interface.*.
-func (c Config) XDPConfig() xdp.Config {
+func (c Config) XDPConfig() xdpconfig.Config {
 	x := c.XDP
 	if x.Exception == "" {
 		x.Exception = c.Interface.Name

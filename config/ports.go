@@ -11,7 +11,7 @@ import (
 
 	"github.com/kbridge/kbridge/internal/conferr"
 	"github.com/kbridge/kbridge/internal/limits"
-	"github.com/kbridge/kbridge/tap"
+	"github.com/kbridge/kbridge/tap/tapconfig"
 )
 
 // PortConfig is one more port of the app (the `ports:` list) and what its
@@ -30,7 +30,7 @@ type PortConfig struct {
 // PortSpec is one port a kbridge serves and the interface it makes for it.
 type PortSpec struct {
 	Port      string
-	Interface tap.Config
+	Interface tapconfig.Config
 }
 
 // ServesMany reports whether this configuration serves a set of ports
@@ -109,7 +109,7 @@ func (c Config) ForPort(s PortSpec) Config {
 
 // itemInterface decodes an item's interface keys over the top-level
 // interface section, as the file's own keys are decoded: strictly.
-func (c Config) itemInterface(p PortConfig) (tap.Config, error) {
+func (c Config) itemInterface(p PortConfig) (tapconfig.Config, error) {
 	ifc := c.Interface
 	ifc.Name, ifc.MAC, ifc.Addresses, ifc.Routes = p.Port, "", nil, nil
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
@@ -119,14 +119,14 @@ func (c Config) itemInterface(p PortConfig) (tap.Config, error) {
 		Result:           &ifc,
 	})
 	if err != nil {
-		return tap.Config{}, err
+		return tapconfig.Config{}, err
 	}
 	if err := dec.Decode(p.Interface); err != nil {
 		var errs conferr.Collector
 		for _, fe := range decodeErrors(err) {
 			errs.Include(fe)
 		}
-		return tap.Config{}, errs.Err()
+		return tapconfig.Config{}, errs.Err()
 	}
 	return ifc, nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/kbridge/kbridge/xdp/xdpconfig"
 )
 
 // These tests run kbridge_steer on hand-made frames with BPF_PROG_TEST_RUN:
@@ -41,13 +43,13 @@ func (f frameSpec) bytes() []byte {
 	}
 	l4 := func(proto byte) []byte {
 		switch proto {
-		case ipprotoTCP:
+		case xdpconfig.ProtoTCP:
 			h := make([]byte, 20)
 			binary.BigEndian.PutUint16(h[0:], 40000)
 			binary.BigEndian.PutUint16(h[2:], f.dport)
 			h[12] = 5 << 4
 			return h
-		case ipprotoUDP:
+		case xdpconfig.ProtoUDP:
 			h := make([]byte, 8)
 			binary.BigEndian.PutUint16(h[0:], 40000)
 			binary.BigEndian.PutUint16(h[2:], f.dport)
@@ -165,30 +167,30 @@ func TestClassify(t *testing.T) {
 		f    frameSpec
 		want uint32
 	}{
-		{"udp rule port", frameSpec{dst: v4, proto: ipprotoUDP, dport: 4789}, fast},
-		{"udp other port", frameSpec{dst: v4, proto: ipprotoUDP, dport: 4790}, exc},
-		{"tcp range low", frameSpec{dst: v4, proto: ipprotoTCP, dport: 5000}, fast},
-		{"tcp range high", frameSpec{dst: v4, proto: ipprotoTCP, dport: 5010}, fast},
-		{"tcp above range", frameSpec{dst: v4, proto: ipprotoTCP, dport: 5011}, exc},
-		{"udp in tcp range", frameSpec{dst: v4, proto: ipprotoUDP, dport: 5005}, exc},
-		{"tcp on udp port", frameSpec{dst: v4, proto: ipprotoTCP, dport: 4789}, exc},
+		{"udp rule port", frameSpec{dst: v4, proto: xdpconfig.ProtoUDP, dport: 4789}, fast},
+		{"udp other port", frameSpec{dst: v4, proto: xdpconfig.ProtoUDP, dport: 4790}, exc},
+		{"tcp range low", frameSpec{dst: v4, proto: xdpconfig.ProtoTCP, dport: 5000}, fast},
+		{"tcp range high", frameSpec{dst: v4, proto: xdpconfig.ProtoTCP, dport: 5010}, fast},
+		{"tcp above range", frameSpec{dst: v4, proto: xdpconfig.ProtoTCP, dport: 5011}, exc},
+		{"udp in tcp range", frameSpec{dst: v4, proto: xdpconfig.ProtoUDP, dport: 5005}, exc},
+		{"tcp on udp port", frameSpec{dst: v4, proto: xdpconfig.ProtoTCP, dport: 4789}, exc},
 		{"icmp to fast prefix", frameSpec{dst: netip.MustParseAddr("198.19.99.7"), proto: 1}, fast},
 		{"icmp next to fast prefix", frameSpec{dst: netip.MustParseAddr("198.19.98.7"), proto: 1}, exc},
-		{"vlan udp rule port", frameSpec{vlan: true, dst: v4, proto: ipprotoUDP, dport: 4789}, fast},
-		{"ipv4 options", frameSpec{ipOpts: true, dst: v4, proto: ipprotoUDP, dport: 4789}, fast},
-		{"first fragment", frameSpec{dst: v4, proto: ipprotoUDP, dport: 4789, frag: 0x2000}, exc},
-		{"later fragment", frameSpec{dst: v4, proto: ipprotoUDP, dport: 4789, frag: 0x0010}, exc},
-		{"fragment to fast prefix", frameSpec{dst: netip.MustParseAddr("198.19.99.7"), proto: ipprotoUDP, frag: 0x2000}, fast},
-		{"ipv6 udp rule port", frameSpec{dst: v6, proto: ipprotoUDP, dport: 4789}, fast},
-		{"ipv6 tcp range after hop-by-hop", frameSpec{dst: v6, proto: ipprotoTCP, dport: 5001, hopByHop: true}, fast},
-		{"ipv6 fragment", frameSpec{dst: v6, proto: ipprotoUDP, dport: 4789, v6Frag: true}, exc},
-		{"ipv6 tcp to fast host", frameSpec{dst: netip.MustParseAddr("fe80::1234"), proto: ipprotoTCP, dport: 80}, fast},
-		{"ipv6 udp to fast host", frameSpec{dst: netip.MustParseAddr("fe80::1234"), proto: ipprotoUDP, dport: 80}, exc},
-		{"ipv6 tcp next to fast host", frameSpec{dst: netip.MustParseAddr("fe80::1235"), proto: ipprotoTCP, dport: 80}, exc},
+		{"vlan udp rule port", frameSpec{vlan: true, dst: v4, proto: xdpconfig.ProtoUDP, dport: 4789}, fast},
+		{"ipv4 options", frameSpec{ipOpts: true, dst: v4, proto: xdpconfig.ProtoUDP, dport: 4789}, fast},
+		{"first fragment", frameSpec{dst: v4, proto: xdpconfig.ProtoUDP, dport: 4789, frag: 0x2000}, exc},
+		{"later fragment", frameSpec{dst: v4, proto: xdpconfig.ProtoUDP, dport: 4789, frag: 0x0010}, exc},
+		{"fragment to fast prefix", frameSpec{dst: netip.MustParseAddr("198.19.99.7"), proto: xdpconfig.ProtoUDP, frag: 0x2000}, fast},
+		{"ipv6 udp rule port", frameSpec{dst: v6, proto: xdpconfig.ProtoUDP, dport: 4789}, fast},
+		{"ipv6 tcp range after hop-by-hop", frameSpec{dst: v6, proto: xdpconfig.ProtoTCP, dport: 5001, hopByHop: true}, fast},
+		{"ipv6 fragment", frameSpec{dst: v6, proto: xdpconfig.ProtoUDP, dport: 4789, v6Frag: true}, exc},
+		{"ipv6 tcp to fast host", frameSpec{dst: netip.MustParseAddr("fe80::1234"), proto: xdpconfig.ProtoTCP, dport: 80}, fast},
+		{"ipv6 udp to fast host", frameSpec{dst: netip.MustParseAddr("fe80::1234"), proto: xdpconfig.ProtoUDP, dport: 80}, exc},
+		{"ipv6 tcp next to fast host", frameSpec{dst: netip.MustParseAddr("fe80::1235"), proto: xdpconfig.ProtoTCP, dport: 80}, exc},
 		{"arp to fast mac", frameSpec{dmac: [6]byte{2, 0, 0, 0, 0, 0x42}, arp: true}, fast},
 		{"arp broadcast", frameSpec{dmac: [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, arp: true}, exc},
-		{"truncated ipv4", frameSpec{dst: v4, proto: ipprotoUDP, dport: 4789, cut: 14 + 10}, exc},
-		{"truncated udp", frameSpec{dst: v4, proto: ipprotoUDP, dport: 4789, cut: 14 + 20 + 3}, exc},
+		{"truncated ipv4", frameSpec{dst: v4, proto: xdpconfig.ProtoUDP, dport: 4789, cut: 14 + 10}, exc},
+		{"truncated udp", frameSpec{dst: v4, proto: xdpconfig.ProtoUDP, dport: 4789, cut: 14 + 20 + 3}, exc},
 	}
 	var wantFast uint64
 	for _, c := range cases {
@@ -230,7 +232,7 @@ func TestClassify(t *testing.T) {
 // while no exception target is set.
 func TestFallbacks(t *testing.T) {
 	objs := loadUnpinned(t)
-	fast := frameSpec{dmac: testMAC, dst: netip.MustParseAddr("198.19.77.2"), proto: ipprotoUDP, dport: 4789}.bytes()
+	fast := frameSpec{dmac: testMAC, dst: netip.MustParseAddr("198.19.77.2"), proto: xdpconfig.ProtoUDP, dport: 4789}.bytes()
 	run := func() uint32 {
 		ret, err := objs.KbridgeSteer.Run(&ebpf.RunOptions{Data: fast})
 		if err != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/xdp/xdpconfig"
 )
 
 // Path is an attached XDP redirect path. Close it to detach.
@@ -348,7 +350,7 @@ func (p *Path) pmdProgramAttached() bool {
 }
 
 func mustMAC(s string) []byte {
-	m, err := parseUnicastMAC(s)
+	m, err := xdpconfig.ParseUnicastMAC(s)
 	if err != nil {
 		panic(err) // Validate ran before
 	}
