@@ -3,13 +3,11 @@ package daemon
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -19,8 +17,8 @@ import (
 )
 
 // The successor's side of a takeover by hand (`kbridge run --takeover`;
-// the old side is handover.go). The protocol, on one connection to the old
-// kbridge's control socket:
+// the old side is handover.go, the wire handoverwire.go). The protocol, on
+// one connection to the old kbridge's control socket:
 //
 //	successor: POST /takeover?port=P&interface=I
 //	old:       200 with a Handover as its body and the queue fds attached
@@ -47,13 +45,6 @@ type Takeover struct {
 	conn *net.UnixConn
 	r    *bufio.Reader
 }
-
-// The words of the confirmation.
-const (
-	wordConfirm = "confirm"
-	wordAck     = "ack"
-	wordAbort   = "abort"
-)
 
 // ackSlack is how much longer than the old kbridge's deadline the
 // successor waits for its answer: it answers as soon as it reads the
@@ -180,42 +171,4 @@ func (t *Takeover) Close() {
 	if t != nil && t.conn != nil {
 		t.conn.Close()
 	}
-}
-
-// parseRights returns the fds of every SCM_RIGHTS message in oob.
-func parseRights(oob []byte) ([]int, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, err
-	}
-	var fds []int
-	for _, m := range msgs {
-		got, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			continue
-		}
-		fds = append(fds, got...)
-	}
-	return fds, nil
-}
-
-// readHandover reads the answer to POST /takeover.
-func readHandover(r *bufio.Reader) (Handover, error) {
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil {
-		return Handover{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return Handover{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return Handover{}, fmt.Errorf("%w: %s: %s", ErrTakeoverRefused, resp.Status, strings.TrimSpace(string(body)))
-	}
-	var h Handover
-	if err := json.Unmarshal(body, &h); err != nil {
-		return Handover{}, fmt.Errorf("%w: %w", ErrTakeoverRefused, err)
-	}
-	return h, nil
 }
