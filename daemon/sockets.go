@@ -196,10 +196,11 @@ func (w *sockWatch) run() {
 // read takes one reading and publishes it.
 func (w *sockWatch) read(r *sockview.Reader, c copp.Config, refresh time.Duration) error {
 	start := time.Now()
-	walk := r.WalkDue(start)
 	// Ports learned from what the host sends are forgotten only once a
-	// reading begun after them is published.
-	ring.RotateSockView()
+	// reading begun after them is published (TCP's: one that walked the
+	// connections).
+	missed := ring.RotateSockView()
+	walk := r.WalkDue(start, missed)
 	v, err := r.Read(w.ifindexs(), walk)
 	if err != nil {
 		return err

@@ -25,6 +25,9 @@ static struct {
 	uint32_t last; /* the buffer published last (the writer's own) */
 	uint32_t gen __rte_cache_aligned;
 	uint64_t learned[2][2][KB_SV_WORDS] __rte_cache_aligned;
+	/* A frame since the last rotate that a TCP connection the view
+	 * lacks would explain (kb_sv_miss): the next reading walks them. */
+	uint32_t missed __rte_cache_aligned;
 } kb_sv = { .active = KB_SV_NONE, .last = 1 };
 
 /* One TCP or UDP frame's headers, as the view needs them. */
@@ -242,6 +245,16 @@ kb_sv_captured(const struct kb_sv_view *v, const uint8_t *p, uint32_t len, uint3
 	return 0;
 }
 
+/* Notes a frame that a TCP connection opened since the last walk would
+ * explain. Read first: during a flood of such frames the line is only read
+ * by the workers, written once a reading. */
+static inline void
+kb_sv_miss(void)
+{
+	if (!__atomic_load_n(&kb_sv.missed, __ATOMIC_RELAXED))
+		__atomic_store_n(&kb_sv.missed, 1, __ATOMIC_RELAXED);
+}
+
 unsigned int
 kb_sv_class(const struct kb_sv_view *v, unsigned int c, const uint8_t *p, uint32_t len,
 	    uint32_t pkt_len, uint64_t *why)
@@ -255,11 +268,24 @@ kb_sv_class(const struct kb_sv_view *v, unsigned int c, const uint8_t *p, uint32
 	if (!k.frag && (v->filter & (tcp ? KB_SV_TCP : KB_SV_UDP)) &&
 	    !kb_sv_wanted(v, tcp, k.dport) && kb_sv_local(v, k.dst, k.v6) &&
 	    (v->nfilters == 0 || !kb_sv_captured(v, p, len, pkt_len, &k))) {
-		why[!tcp ? KB_SV_WHY_UDP : (k.flags & 0x12) == 0x02 ? KB_SV_WHY_SYN : KB_SV_WHY_TCP]++;
+		unsigned int w = !tcp ? KB_SV_WHY_UDP :
+				     (k.flags & 0x12) == 0x02 ? KB_SV_WHY_SYN : KB_SV_WHY_TCP;
+
+		/* A segment other than a SYN, to a port no socket holds: of a
+		 * connection opened since the last walk, or a forgery. */
+		if (w == KB_SV_WHY_TCP && !(k.flags & 0x06))
+			kb_sv_miss();
+		why[w]++;
 		return KBRIDGE_CLASS_UNWANTED;
 	}
-	if (tcp && c != KBRIDGE_CLASS_BGP && (k.sport == 179 || k.dport == 179) && kb_sv_bgp_has(v, &k))
-		return KBRIDGE_CLASS_BGP;
+	if (tcp && c != KBRIDGE_CLASS_BGP && (k.sport == 179 || k.dport == 179)) {
+		if (kb_sv_bgp_has(v, &k))
+			return KBRIDGE_CLASS_BGP;
+		/* A session's segment the view does not list yet: a session
+		 * opens with a SYN, and a reset ends one. */
+		if (!(k.flags & 0x06))
+			kb_sv_miss();
+	}
 	return c;
 }
 
@@ -293,13 +319,14 @@ kb_sv_learn(const uint8_t *buf, uint32_t stride, const uint32_t *lens, uint16_t 
 	}
 }
 
-void
+int
 kb_sv_rotate(void)
 {
 	/* The generation learners move to was forgotten at the last
 	 * publish (or holds what a failed reading left: kept longer, never
 	 * lost). */
 	__atomic_fetch_add(&kb_sv.gen, 1, __ATOMIC_SEQ_CST);
+	return (int)__atomic_exchange_n(&kb_sv.missed, 0, __ATOMIC_SEQ_CST);
 }
 
 static void
@@ -353,11 +380,19 @@ kb_sv_publish(const struct kb_sv_spec *s)
 	__atomic_store_n(&kb_sv.active, t, __ATOMIC_SEQ_CST);
 	kb_sv.last = t;
 	/* The reading began after the last rotate: what was learned in the
-	 * generation before it is in the view now, if its socket lives. */
+	 * generation before it is in the view now, if its socket lives;
+	 * but a TCP connection only if the reading walked them: else its
+	 * port moves on to the generation learners write now. */
 	g = (__atomic_load_n(&kb_sv.gen, __ATOMIC_SEQ_CST) - 1) & 1;
-	for (i = 0; i < 2 * KB_SV_WORDS; i++)
-		__atomic_store_n(&kb_sv.learned[g][i / KB_SV_WORDS][i % KB_SV_WORDS], 0,
-				 __ATOMIC_RELAXED);
+	for (i = 0; i < 2 * KB_SV_WORDS; i++) {
+		uint32_t tcp = i / KB_SV_WORDS, w = i % KB_SV_WORDS;
+		uint64_t *old = &kb_sv.learned[g][tcp][w];
+
+		if (tcp && s->keep_tcp && __atomic_load_n(old, __ATOMIC_RELAXED) != 0)
+			__atomic_fetch_or(&kb_sv.learned[g ^ 1][tcp][w],
+					  __atomic_load_n(old, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+		__atomic_store_n(old, 0, __ATOMIC_RELAXED);
+	}
 	return 0;
 }
 

@@ -72,11 +72,14 @@ type SockViewFilter struct{ TCP, UDP bool }
 
 // RotateSockView is called before each reading of the host's sockets: what
 // the host sends from now on is learned apart, kept until a reading begun
-// after it is published.
-func RotateSockView() {
+// after it is published. It reports whether a frame since the last call
+// suggested a TCP connection the view lacks (a segment to a port no socket
+// holds, other than a SYN or a reset; one of port 179 of no session the
+// view lists): the reading should walk the connections.
+func RotateSockView() (missed bool) {
 	svWriter.Lock()
 	defer svWriter.Unlock()
-	C.kb_sv_rotate()
+	return C.kb_sv_rotate() != 0
 }
 
 // PublishSockView puts v in force for the workers' next bursts, classing
@@ -85,7 +88,8 @@ func RotateSockView() {
 // waits for a worker still reading the view it replaces (a burst). Prefixes
 // beyond MaxLocalPrefixes make it refuse (ErrSockView); sessions beyond
 // MaxBGPSessions are left out (their frames keep the class their headers
-// earn).
+// earn). The ports learned from the host's TCP frames are forgotten only
+// with a view that walked the connections (v.Walked).
 func PublishSockView(v sockview.View, f SockViewFilter, expires time.Duration) error {
 	if len(v.Local) > MaxLocalPrefixes {
 		return fmt.Errorf("%w: %d local prefixes, at most %d", ErrSockView, len(v.Local), MaxLocalPrefixes)
@@ -94,6 +98,9 @@ func PublishSockView(v sockview.View, f SockViewFilter, expires time.Duration) e
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	spec := C.struct_kb_sv_spec{expires: C.uint64_t(expires)}
+	if !v.Walked {
+		spec.keep_tcp = 1
+	}
 	if len(v.TCP) > 0 {
 		pin.Pin(&v.TCP[0])
 		spec.tcp, spec.ntcp = (*C.uint16_t)(unsafe.Pointer(&v.TCP[0])), C.uint32_t(len(v.TCP))

@@ -20,7 +20,12 @@
  * connection's or query's reply can never arrive before kbridge knows its
  * port; a listening socket opened since the last reading is seen at the
  * next one, within a refresh (its frames meanwhile are unwanted: policed,
- * not dropped outright, by default).
+ * not dropped outright, by default). The TCP connections cost a walk of
+ * the kernel's whole hash table to read, so a reading walks them only when
+ * a frame since the last one suggests a connection the view lacks (a
+ * segment to a port no socket holds, one of port 179 of no session it
+ * lists), and at least every 10 s (package sockview); a TCP port learned
+ * is kept until such a walk.
  *
  * A packet socket on the interface (tcpdump, lldpd, a DHCP client) captures
  * what its classic BPF filter accepts: the view holds those filters and
@@ -103,6 +108,9 @@ struct kb_sv_spec {
 	const struct kb_sv_filter *filters;
 	uint32_t nfilters;
 	uint32_t filter;
+	/* The reading did not walk the TCP connections: the ports learned
+	 * from TCP frames are kept until one does. */
+	uint32_t keep_tcp;
 	uint64_t expires;
 };
 
@@ -135,12 +143,17 @@ unsigned int kb_sv_class(const struct kb_sv_view *v, unsigned int c, const uint8
 void kb_sv_learn(const uint8_t *buf, uint32_t stride, const uint32_t *lens, uint16_t n);
 
 /* The writer's side: one goroutine at a time. kb_sv_rotate before each
- * reading of the host's sockets; kb_sv_publish with what it read (it waits
- * for the readers of the view it overwrites, a burst at most); then what
- * was learned before the reading began is forgotten. kb_sv_withdraw
- * publishes nothing: no frame is classed by sockets. Return 0, or
- * -E2BIG/-EINVAL for a spec beyond the view's bounds (nothing changed). */
-void kb_sv_rotate(void);
+ * reading of the host's sockets: it returns 1 when a frame since the last
+ * rotate would be explained by a TCP connection the view lacks (a segment
+ * other than a SYN or a reset judged unwanted, or one of port 179 that is
+ * no session it lists), so the reading should walk the connections.
+ * kb_sv_publish with what it read (it waits for the readers of the view it
+ * overwrites, a burst at most); then what was learned before the reading
+ * began is forgotten (TCP's only by a reading that walked the
+ * connections). kb_sv_withdraw publishes nothing: no frame is classed by
+ * sockets. Return 0, or -E2BIG/-EINVAL for a spec beyond the view's bounds
+ * (nothing changed). */
+int kb_sv_rotate(void);
 int kb_sv_publish(const struct kb_sv_spec *s);
 void kb_sv_withdraw(void);
 

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -204,6 +205,66 @@ func TestAPortTheHostSendsFromIsWantedUntilAReadingAfterItSaysOtherwise(t *testi
 	RotateSockView()
 	publish(t, hostView(), both)
 	wantClass(t, "and another: UDP to 40002", udpTo(host4, 53, 40002), copp.Unwanted, copp.UnwantedUDP)
+}
+
+// The TCP connections cost a walk of the kernel's whole hash table, so a
+// reading walks them only when a frame asks for it: a segment to a port no
+// socket holds, or one of port 179 of no session the view lists, is what a
+// connection opened since the last walk would explain. A SYN (a new
+// connection, which only a listener takes), a reset, UDP, and a session's
+// own segment do not ask; RotateSockView reports it once.
+func TestAFrameOfAConnectionTheViewLacksAsksForAWalk(t *testing.T) {
+	v := hostView()
+	// The walk that found the session found its local port.
+	v.TCP = append(v.TCP, 179)
+	v.BGP = []sockview.Session{{Local: netip.AddrPortFrom(host4, 179), Remote: netip.AddrPortFrom(peer4, 40000)}}
+	publish(t, v, both)
+	RotateSockView()
+	for _, c := range []struct {
+		name   string
+		frames [][]byte
+		want   bool
+	}{
+		{"nothing", nil, false},
+		{"a SYN to a closed port", [][]byte{tcpTo(host4, 1234, 80, 0x02)}, false},
+		{"a reset to a closed port", [][]byte{tcpTo(host4, 1234, 80, 0x14)}, false},
+		{"UDP to a closed port", [][]byte{udpTo(host4, 1234, 80)}, false},
+		{"a segment to an open port", [][]byte{tcpTo(host4, 1234, 22, 0x18)}, false},
+		{"the session's segment", [][]byte{tcpTo(host4, 40000, 179, 0x18)}, false},
+		{"a SYN to 179 (a new session)", [][]byte{tcpTo(host4, 40001, 179, 0x02)}, false},
+		{"a segment to a closed port", [][]byte{tcpTo(host4, 443, 50000, 0x10)}, true},
+		{"an IPv6 segment to a closed port", [][]byte{tcpTo(host6, 443, 50000, 0x18)}, true},
+		{"a segment of port 179 of no session listed", [][]byte{tcpTo(host4, 40001, 179, 0x10)}, true},
+		{"many of them, then nothing", [][]byte{tcpTo(host4, 443, 50000, 0x10), tcpTo(host4, 443, 50001, 0x10)}, true},
+		{"nothing again", nil, false},
+	} {
+		for _, f := range c.frames {
+			classOf(t, f)
+		}
+		if got := RotateSockView(); got != c.want {
+			t.Errorf("%s: the next reading asked to walk %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A TCP port the host sent from stays wanted until a reading that walked
+// the connections has been published: the readings between, which read
+// only the listening sockets, cannot say whether its connection lives.
+// UDP's are read whole every time and forgotten as before.
+func TestATCPPortLearnedIsKeptUntilAWalk(t *testing.T) {
+	publish(t, hostView(), both)
+	learnSockView(sent(6, host4, 40010), sent(17, host4, 40011))
+	for i := range 3 {
+		RotateSockView()
+		publish(t, hostView(), both)
+		wantClass(t, fmt.Sprintf("after %d readings without a walk: the reply to TCP port 40010", i+1), tcpTo(host4, 443, 40010, 0x10), copp.Default, -1)
+	}
+	wantClass(t, "UDP's port, read since", udpTo(host4, 53, 40011), copp.Unwanted, copp.UnwantedUDP)
+	walked := hostView()
+	walked.Walked = true
+	RotateSockView()
+	publish(t, walked, both)
+	wantClass(t, "after a walk that did not list it: TCP port 40010", tcpTo(host4, 443, 40010, 0x10), copp.Unwanted, copp.UnwantedTCP)
 }
 
 // Workers class frames while the view is published again and again: a

@@ -57,6 +57,9 @@ type View struct {
 	TCPOff, UDPOff string
 	// Sockets is how many TCP and UDP sockets were read.
 	Sockets int
+	// Walked: this reading walked the TCP connections (its TCP ports
+	// and BGP sessions are the kernel's now, not the last walk's).
+	Walked bool
 }
 
 // Filter is a packet socket's classic BPF program (struct sock_filter's)
@@ -105,14 +108,17 @@ type Reader struct {
 }
 
 // WalkShare bounds the cost of walking the TCP connections: the kernel
-// walks its whole established hash table for it (6 ms on a 24 GB VM with
-// a few dozen sockets), so a walk starts no sooner than WalkShare times
-// its last duration after it, about 1 % of a CPU at most; listening
-// sockets, UDP sockets, addresses and the rest are cheap and read every
-// time.
+// walks its whole established hash table for it, whose size follows the
+// machine's memory rather than the sockets (6 ms on a 24 GB VM with a few
+// dozen sockets), so a walk starts no sooner than WalkShare times its last
+// duration after it, about 1 % of a CPU at most; listening sockets, UDP
+// sockets, addresses and the rest are cheap and read every time.
 const WalkShare = 100
 
-// MaxWalkGap is the longest a reading goes without a walk.
+// MaxWalkGap is the longest a reading goes without a walk. Sooner, a
+// reading walks only when the caller saw a frame that a connection the
+// last walk missed would explain (WalkDue): a host with no traffic through
+// kbridge walks once every MaxWalkGap.
 const MaxWalkGap = 10 * time.Second
 
 // Open opens the netlink sockets a Reader reads with.
@@ -137,11 +143,13 @@ func (r *Reader) Close() {
 }
 
 // WalkDue reports whether the next Read at now should walk the TCP
-// connections (WalkShare, MaxWalkGap): the caller must know before the
-// reading begins, to forget what it learned before it (ring/sockview.h).
-func (r *Reader) WalkDue(now time.Time) bool {
+// connections: the first reading, one MaxWalkGap after the last walk, or
+// one the caller says was missed (a frame since the last reading that a
+// connection opened since the last walk would explain), bounded by
+// WalkShare.
+func (r *Reader) WalkDue(now time.Time, missed bool) bool {
 	gap := now.Sub(r.walkEnd)
-	return r.walkEnd.IsZero() || gap >= MaxWalkGap || gap >= WalkShare*r.walkTook
+	return r.walkEnd.IsZero() || gap >= MaxWalkGap || missed && gap >= WalkShare*r.walkTook
 }
 
 // Read reads a View for the interfaces of indexes ifindexes (those whose
@@ -171,6 +179,7 @@ func (r *Reader) Read(ifindexes []int, walk bool) (View, error) {
 		r.walkEnd = time.Now()
 		r.walkTook = r.walkEnd.Sub(start)
 		v.Sockets += n
+		v.Walked = true
 	} else {
 		for _, fam := range []uint8{afInet, afInet6} {
 			if err := r.inet(fam, protoTCP, 1<<tcpListen, func(s inetSock) {
