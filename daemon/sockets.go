@@ -29,10 +29,13 @@ type Sockets struct {
 	// are run on a frame before it is judged unwanted.
 	PacketFilters int `json:"packet_filters"`
 	// Readings counts the readings published, Walks those that walked
-	// the TCP connections too, Errors those that failed; LastError is
-	// the last failure, ReadUs how long the last reading took.
+	// the TCP connections too, Idle the refreshes that read nothing
+	// because no frame asked for the view, Errors the readings that
+	// failed; LastError is the last failure, ReadUs how long the last
+	// reading took.
 	Readings  uint64 `json:"readings"`
 	Walks     uint64 `json:"walks"`
+	Idle      uint64 `json:"idle"`
 	Errors    uint64 `json:"errors"`
 	LastError string `json:"last_error,omitempty"`
 	ReadUs    int64  `json:"read_us"`
@@ -41,13 +44,24 @@ type Sockets struct {
 // The filter's state when it judges a protocol's frames.
 const sockOn = "on"
 
+// idleRefresh is how often the host's sockets are read while no frame
+// toward the kernel asks for the view (copp.unwanted.refresh when that is
+// longer). The first frames after an idle spell are judged by a view up to
+// this old: a listener opened meanwhile is unwanted for them (policed, not
+// dropped outright), until the reading their burst triggers, a refresh
+// later.
+const idleRefresh = time.Second
+
 // sockWatch keeps the burst core's view of the host's sockets current while
 // the paths run: every copp.unwanted.refresh it reads them
-// (sockview.Reader) and publishes them (ring.PublishSockView). A view lives
-// three refreshes (a second at least): a reader that fails or stalls lets
-// it expire, and the burst core then judges no frame by sockets rather
-// than by a stale view. One per process, as the burst core's view is: the
-// paths of a port set share it (joinSockets).
+// (sockview.Reader) and publishes them (ring.PublishSockView), or, while no
+// frame toward the kernel has asked for the view since the last tick, once
+// every idleRefresh: an idle kbridge does not read the host's sockets ten
+// times a second for nobody. A view lives three of the longer of the two
+// (3 s by default): a reader that fails or stalls lets it expire, and the
+// burst core then judges no frame by sockets rather than by a stale view.
+// One per process, as the burst core's view is: the paths of a port set
+// share it (joinSockets).
 type sockWatch struct {
 	cfg      func() copp.Config
 	ifindexs func() []int
@@ -157,15 +171,23 @@ func (w *sockWatch) run() {
 		}
 	}()
 	failing := false
+	var last time.Time // the last reading published
 	for {
 		c := w.cfg()
 		refresh := c.Unwanted.Refresh
 		if refresh <= 0 {
 			refresh = copp.DefaultConfig().Unwanted.Refresh
 		}
+		// Read whether a burst wanted the view since the last tick
+		// even when the reading is due anyway: the next tick then
+		// asks about this tick's interval alone.
+		used := ring.SockViewUsed()
 		if !c.Enabled {
 			ring.WithdrawSockView()
 			w.set(func(s *Sockets) { s.TCP, s.UDP = "copp.enabled is false", "copp.enabled is false" })
+			last = time.Time{}
+		} else if !used && !failing && !last.IsZero() && time.Since(last) < idleRefresh-refresh/2 {
+			w.set(func(s *Sockets) { s.Idle++ })
 		} else {
 			var err error
 			if r == nil {
@@ -173,6 +195,9 @@ func (w *sockWatch) run() {
 			}
 			if err == nil {
 				err = w.read(r, c, refresh)
+			}
+			if err == nil {
+				last = time.Now()
 			}
 			switch {
 			case err != nil && !failing:
@@ -217,7 +242,7 @@ func (w *sockWatch) read(r *sockview.Reader, c copp.Config, refresh time.Duratio
 		why := "more local address prefixes than the view holds"
 		v.Local, f, tcp, udp = nil, ring.SockViewFilter{}, why, why
 	}
-	if err := ring.PublishSockView(v, f, ring.MonotonicNow()+max(3*refresh, time.Second)); err != nil {
+	if err := ring.PublishSockView(v, f, ring.MonotonicNow()+3*max(refresh, idleRefresh)); err != nil {
 		return err
 	}
 	took := time.Since(start)

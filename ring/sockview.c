@@ -25,9 +25,14 @@ static struct {
 	uint32_t last; /* the buffer published last (the writer's own) */
 	uint32_t gen __rte_cache_aligned;
 	uint64_t learned[2][2][KB_SV_WORDS] __rte_cache_aligned;
-	/* A frame since the last rotate that a TCP connection the view
-	 * lacks would explain (kb_sv_miss): the next reading walks them. */
-	uint32_t missed __rte_cache_aligned;
+	/* What the writer reads and clears at each reading, set by the
+	 * workers once between two: missed, a frame that a TCP connection
+	 * the view lacks would explain (kb_sv_miss: the next reading walks
+	 * them); used, a burst classed by the view, or that would have been
+	 * had one been in force (kb_sv_used). */
+	struct {
+		uint32_t missed, used;
+	} note __rte_cache_aligned;
 } kb_sv = { .active = KB_SV_NONE, .last = 1 };
 
 /* One TCP or UDP frame's headers, as the view needs them. */
@@ -197,6 +202,8 @@ kb_sv_bgp_has(const struct kb_sv_view *v, const struct kb_sv_pkt *k)
 const struct kb_sv_view *
 kb_sv_enter(uint64_t now, int *slot)
 {
+	if (!__atomic_load_n(&kb_sv.note.used, __ATOMIC_RELAXED))
+		__atomic_store_n(&kb_sv.note.used, 1, __ATOMIC_RELAXED);
 	for (;;) {
 		uint32_t a = __atomic_load_n(&kb_sv.active, __ATOMIC_SEQ_CST);
 
@@ -251,8 +258,8 @@ kb_sv_captured(const struct kb_sv_view *v, const uint8_t *p, uint32_t len, uint3
 static inline void
 kb_sv_miss(void)
 {
-	if (!__atomic_load_n(&kb_sv.missed, __ATOMIC_RELAXED))
-		__atomic_store_n(&kb_sv.missed, 1, __ATOMIC_RELAXED);
+	if (!__atomic_load_n(&kb_sv.note.missed, __ATOMIC_RELAXED))
+		__atomic_store_n(&kb_sv.note.missed, 1, __ATOMIC_RELAXED);
 }
 
 unsigned int
@@ -326,7 +333,13 @@ kb_sv_rotate(void)
 	 * publish (or holds what a failed reading left: kept longer, never
 	 * lost). */
 	__atomic_fetch_add(&kb_sv.gen, 1, __ATOMIC_SEQ_CST);
-	return (int)__atomic_exchange_n(&kb_sv.missed, 0, __ATOMIC_SEQ_CST);
+	return (int)__atomic_exchange_n(&kb_sv.note.missed, 0, __ATOMIC_SEQ_CST);
+}
+
+int
+kb_sv_used(void)
+{
+	return (int)__atomic_exchange_n(&kb_sv.note.used, 0, __ATOMIC_SEQ_CST);
 }
 
 static void

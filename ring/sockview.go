@@ -82,6 +82,13 @@ func RotateSockView() (missed bool) {
 	return C.kb_sv_rotate() != 0
 }
 
+// SockViewUsed reports whether a burst of frames toward the kernel has
+// wanted the view since the last call (whether one was in force or not):
+// the reader of the host's sockets may read less often while none has.
+func SockViewUsed() bool {
+	return C.kb_sv_used() != 0
+}
+
 // PublishSockView puts v in force for the workers' next bursts, classing
 // unwanted frames of the protocols f names, until expires (CLOCK_MONOTONIC,
 // as MonotonicNow): a view not published again by then is not used. It

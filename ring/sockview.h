@@ -25,7 +25,8 @@
  * a frame since the last one suggests a connection the view lacks (a
  * segment to a port no socket holds, one of port 179 of no session it
  * lists), and at least every 10 s (package sockview); a TCP port learned
- * is kept until such a walk.
+ * is kept until such a walk. While no frame toward the kernel asks for the
+ * view, the writer reads less often (once a second, kb_sv_used).
  *
  * A packet socket on the interface (tcpdump, lldpd, a DHCP client) captures
  * what its classic BPF filter accepts: the view holds those filters and
@@ -125,8 +126,9 @@ struct kb_sv_view {
 	struct kb_sv_filter filters[KB_SV_MAX_FILTERS];
 };
 
-/* The published view for one burst (NULL: none, or out of date); *slot
- * says what kb_sv_leave gives back. now: ns, CLOCK_MONOTONIC. */
+/* The published view for one burst of frames (NULL: none, or out of
+ * date); *slot says what kb_sv_leave gives back. now: ns, CLOCK_MONOTONIC.
+ * It notes that a burst wanted a view (kb_sv_used). */
 const struct kb_sv_view *kb_sv_enter(uint64_t now, int *slot);
 void kb_sv_leave(int slot);
 
@@ -154,6 +156,9 @@ void kb_sv_learn(const uint8_t *buf, uint32_t stride, const uint32_t *lens, uint
  * sockets. Return 0, or -E2BIG/-EINVAL for a spec beyond the view's bounds
  * (nothing changed). */
 int kb_sv_rotate(void);
+/* 1 when a burst has entered since the last call: the writer reads the
+ * host's sockets less often while none does. */
+int kb_sv_used(void);
 int kb_sv_publish(const struct kb_sv_spec *s);
 void kb_sv_withdraw(void);
 

@@ -1,6 +1,7 @@
 package vhost
 
 import (
+	"net/netip"
 	"os"
 	"slices"
 	"testing"
@@ -103,6 +104,79 @@ func TestVhostPolicesAFloodWhileControlFramesPass(t *testing.T) {
 	}
 	if got := len(received(udp, time.Second)); got < 20 || got > 21 {
 		t.Errorf("the socket got %d of %d datagrams, want the burst of 20 (and at most a token more)", got, flood)
+	}
+	f.Close()
+	kb.WaitCountIn(t, "vhost-user frontend gone", 1, 10*time.Second)
+	kb.Stop(true)
+}
+
+// sockReadings are the stats' counters of the view of the host's sockets.
+type sockReadings struct {
+	Readings uint64 `json:"readings"`
+	Walks    uint64 `json:"walks"`
+	Idle     uint64 `json:"idle"`
+}
+
+func sockStats(t *testing.T, ctl string) sockReadings {
+	t.Helper()
+	var st struct {
+		Sockets *sockReadings `json:"sockets"`
+	}
+	harness.KbridgeStats(t, ctl, &st)
+	if st.Sockets == nil {
+		t.Fatal("no sockets in the stats")
+	}
+	return *st.Sockets
+}
+
+// An idle kbridge reads the host's sockets once a second, not every
+// copp.unwanted.refresh, and walks their TCP connections (the kernel's
+// whole hash table) only when a frame asks for it: a segment to a port no
+// socket holds, which a connection opened since the last walk would
+// explain. While frames flow it reads every refresh again.
+func TestVhostReadsTheHostsSocketsOnlyAsFramesAsk(t *testing.T) {
+	b := newBed(t, false)
+	kb := b.kbridge()
+	f := dial(t, b.sock)
+	if _, err := f.Up(); err != nil {
+		t.Fatal(err)
+	}
+	kb.WaitCountIn(t, "vhost-user frontend connected", 1, 10*time.Second)
+	harness.WaitUntil(t, "a first reading", 10*time.Second, func() bool { return sockStats(t, b.ctl).Readings > 0 })
+
+	idle := 3 * time.Second
+	s0 := sockStats(t, b.ctl)
+	time.Sleep(idle)
+	s1 := sockStats(t, b.ctl)
+	t.Logf("idle for %v: %d readings, %d walks, %d refreshes skipped", idle, s1.Readings-s0.Readings, s1.Walks-s0.Walks, s1.Idle-s0.Idle)
+	// Ten refreshes a second by default: 30 if every one read.
+	if n := s1.Readings - s0.Readings; n > 6 {
+		t.Errorf("%d readings in %v with no frame: want about one a second", n, idle)
+	}
+	if s1.Idle-s0.Idle < 10 {
+		t.Errorf("%d refreshes skipped in %v with no frame", s1.Idle-s0.Idle, idle)
+	}
+	if n := s1.Walks - s0.Walks; n > 1 {
+		t.Errorf("%d walks of the TCP connections in %v with no frame asking", n, idle)
+	}
+
+	// A segment (ACK) to a port no socket holds on kbridge's address.
+	kbIP := netip.MustParseAddr(kbAddr)
+	ack := copptest.Ethernet(nil, nil, 0x0800, copptest.To(copptest.IPv4(6, copptest.Src4, 0, copptest.TCP(443, 50000, 0x10)), kbIP))
+	sendAll(t, f, [][]byte{ack})
+	harness.WaitUntil(t, "a walk asked for by a segment to a closed port", 5*time.Second, func() bool {
+		return sockStats(t, b.ctl).Walks > s1.Walks
+	})
+
+	// Frames every 20 ms for two seconds: a reading every refresh.
+	s2 := sockStats(t, b.ctl)
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		sendAll(t, f, [][]byte{udpFrame("tick")})
+	}
+	s3 := sockStats(t, b.ctl)
+	t.Logf("frames for 2s: %d readings, %d refreshes skipped", s3.Readings-s2.Readings, s3.Idle-s2.Idle)
+	if n := s3.Readings - s2.Readings; n < 8 {
+		t.Errorf("%d readings in 2 s of frames: want one a refresh (100ms)", n)
 	}
 	f.Close()
 	kb.WaitCountIn(t, "vhost-user frontend gone", 1, 10*time.Second)
