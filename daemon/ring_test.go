@@ -130,13 +130,16 @@ func TestRingAlivePokesParkedWorkersAndSeesStoppedOnes(t *testing.T) {
 	d.Alive() // the first call only records the beats
 	for i := 0; i < 3; i++ {
 		// adaptive mode parks after spinning: every worker must answer the poke of the
-		// previous call by the next.
-		deadline := time.Now().Add(2 * time.Second)
+		// previous call by the next. The calls are spaced as a watchdog's are, not
+		// back to back: a call pokes only the workers that did not beat since the one
+		// before, so with calls 10 ms apart on a loaded machine two workers that each
+		// wake late took turns being the one behind until the deadline.
+		deadline := time.Now().Add(10 * time.Second)
 		for !d.Alive() {
 			if time.Now().After(deadline) {
 				t.Fatal("running workers never reported alive")
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(250 * time.Millisecond)
 		}
 	}
 	if err := d.Stop(); err != nil {
