@@ -307,32 +307,45 @@ var metricsRetry = 5 * time.Second
 // the error and tries again every 5 s, logging again only when the error
 // changes. It returns only when ctx ends.
 func ServeMetrics(ctx context.Context, addr string, g prometheus.Gatherer, log *slog.Logger) error {
+	StartMetrics(ctx, addr, g, log)()
+	return nil
+}
+
+// StartMetrics is ServeMetrics whose first attempt to listen is made before
+// it returns: a daemon that says it is ready after StartMetrics answers on
+// addr when addr was free. The function returned waits until serving ended.
+func StartMetrics(ctx context.Context, addr string, g prometheus.Gatherer, log *slog.Logger) (wait func()) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	lastErr := ""
-	for {
-		l, err := net.Listen("tcp", addr)
-		if err == nil {
-			if lastErr != "" {
-				log.Info("metrics: listening now", "addr", addr)
-			}
-			lastErr = ""
-			err = serveHTTP(ctx, l, mux)
+	l, err := net.Listen("tcp", addr)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lastErr := ""
+		for {
 			if err == nil {
-				return nil
+				if lastErr != "" {
+					log.Info("metrics: listening now", "addr", addr)
+				}
+				lastErr = ""
+				if err = serveHTTP(ctx, l, mux); err == nil {
+					return
+				}
 			}
+			if msg := err.Error(); msg != lastErr {
+				log.Error("metrics: not served; the bridge runs on, retrying every "+metricsRetry.String(),
+					"key", "stats.metrics", "addr", addr, "err", err)
+				lastErr = msg
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(metricsRetry):
+			}
+			l, err = net.Listen("tcp", addr)
 		}
-		if msg := err.Error(); msg != lastErr {
-			log.Error("metrics: not served; the bridge runs on, retrying every "+metricsRetry.String(),
-				"key", "stats.metrics", "addr", addr, "err", err)
-			lastErr = msg
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(metricsRetry):
-		}
-	}
+	}()
+	return func() { <-done }
 }
 
 // serveHTTP serves h on l until ctx ends (nil) or serving fails.

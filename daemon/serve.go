@@ -73,26 +73,23 @@ func Serve(ctx context.Context, r Runner, opts Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// Metrics listen before /status answers and before READY=1, so that
+	// whoever waits for either finds them (a busy address is retried).
+	waitMetrics := func() {}
+	if opts.Metrics != "" {
+		reg, err := NewRegistry(r.Collector(), opts.Version)
+		if err != nil {
+			log.Error("metrics: not served", "err", err)
+		} else {
+			waitMetrics = StartMetrics(ctx, opts.Metrics, reg, log)
+		}
+	}
 	ctl.SetStatus(r.Status)
 	ho, canHand := r.(handOverer)
 	if canHand {
 		ctl.SetHandOver(ho.handOver)
 	}
 	ctlErr := ctl.Errors()
-	metricsDone := make(chan struct{})
-	go func() {
-		defer close(metricsDone)
-		if opts.Metrics == "" {
-			return
-		}
-		reg, err := NewRegistry(r.Collector(), opts.Version)
-		if err == nil {
-			err = ServeMetrics(ctx, opts.Metrics, reg, log)
-		}
-		if err != nil {
-			log.Error("metrics: not served", "err", err)
-		}
-	}()
 
 	sigs := opts.Signals
 	if sigs == nil {
@@ -192,7 +189,7 @@ loop:
 	notify("STOPPING=1")
 	cancel()
 	_ = ctl.Close()
-	<-metricsDone
+	waitMetrics()
 	return errors.Join(runErr, r.Stop())
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,4 +236,45 @@ func TestServeRefusesASecondDaemonAndStopsItsRunner(t *testing.T) {
 		t.Error("the refused runner was not stopped")
 	}
 	_ = r.stop(t)
+}
+
+// Whoever waits for READY=1 (systemd) or for /status (the tests, an
+// orchestrator) finds the metrics served: they listen before either.
+func TestServeListensForMetricsBeforeItSaysReady(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // no other P to run a late listener on
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	dir := t.TempDir()
+	ready := make(chan error, 1)
+	notify := func(s string) {
+		if strings.HasPrefix(s, "READY=1") {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			ready <- err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Serve(ctx, newFake(), Options{Socket: filepath.Join(dir, "kbridge.sock"), Metrics: addr,
+			Log: quiet(), Notify: notify, Signals: make(chan os.Signal)})
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Errorf("metrics not served when READY=1 was sent: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no READY=1")
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("Serve = %v", err)
+	}
 }
