@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/kbridge/kbridge/bridge"
@@ -248,18 +248,52 @@ func usableMAC(mac net.HardwareAddr) bool {
 }
 
 // linkWithMAC names a kernel interface other than self in this namespace
-// that has mac, or returns "".
+// that has mac, or returns "". The interfaces of this kbridge's other ports
+// do not count: the KNIs of one device share its MAC (DPVS's VLAN KNIs do,
+// as KNI let them), and the kernel takes from a TAP only what kbridge
+// writes, never a frame off a wire.
 func linkWithMAC(mac net.HardwareAddr, self string) string {
-	links, err := netlink.LinkList()
-	if err != nil {
-		return ""
-	}
-	for _, l := range links {
-		if a := l.Attrs(); a.Name != self && bytes.Equal(a.HardwareAddr, mac) {
-			return a.Name
+	for _, i := range kernelLinks.read(time.Now()) {
+		if i.Name != self && bytes.Equal(i.HardwareAddr, mac) && !tap.MadeHere(i.Name) {
+			return i.Name
 		}
 	}
 	return ""
+}
+
+// kernelLinks is the namespace's interfaces as read at most a second ago.
+// A dump of the links costs about a millisecond once an app has dozens of
+// ports (docs/runs/2026-12-07-64-knis.md), and a port set serves one port
+// after another: what linkWithMAC looks for, a kernel interface under a PMD
+// (net_af_packet's), was there before the app started its port.
+var kernelLinks linkCache
+
+type linkCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	ifs  []net.Interface
+	dump func() ([]net.Interface, error) // nil: net.Interfaces
+}
+
+// linkCacheFor is how long a reading of the links serves.
+const linkCacheFor = time.Second
+
+func (c *linkCache) read(now time.Time) []net.Interface {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ifs != nil && now.Sub(c.at) < linkCacheFor && !now.Before(c.at) {
+		return c.ifs
+	}
+	dump := c.dump
+	if dump == nil {
+		dump = net.Interfaces
+	}
+	ifs, err := dump()
+	if err != nil {
+		return nil
+	}
+	c.ifs, c.at = ifs, now
+	return ifs
 }
 
 // appRequests says which of the interface's changes the app takes as requests

@@ -152,7 +152,7 @@ func Adopt(fds []int, cfg Config, opt Options) (d *Device, a Adopted, err error)
 	if err := addConfigured(l, kept); err != nil {
 		return nil, a, err
 	}
-	if err := dev.remember(kept); err != nil {
+	if err := dev.remember(kept, l); err != nil {
 		return nil, a, err
 	}
 	dev.probe(kept, opt)

@@ -87,6 +87,7 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 			made.Close()
 		}
 	}()
+	var link netlink.Link // the interface as made: one lookup serves the steps after
 	for q := 0; q < opt.Queues; q++ {
 		var fd int
 		if q == 0 {
@@ -103,7 +104,7 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 		if q == 0 {
 			// Owner, group, header size and offloads are the device's,
 			// not the queue's: set once, the owner first.
-			err := ownFirst(fd, cfg.Name)
+			link, err = ownFirst(fd, cfg.Name)
 			if err == nil {
 				err = setOffloads(fd, cfg.Offload)
 			}
@@ -116,10 +117,10 @@ func Create(cfg Config, opt Options) (d *Device, err error) {
 			MTU: cfg.MTU, MaxMTU: d.maxMTU, Batch: opt.Batch, MaxSegs: opt.MaxSegs, Merge: cfg.Offload, Log: opt.Log.With("queue", q),
 		}))
 	}
-	if err := configure(cfg); err != nil {
+	if err := configure(cfg, link); err != nil {
 		return nil, err
 	}
-	if err := d.remember(cfg); err != nil {
+	if err := d.remember(cfg, link); err != nil {
 		return nil, err
 	}
 	d.probe(cfg, opt)
@@ -180,25 +181,25 @@ func openFirst(name string, log *slog.Logger) (int, error) {
 // ownFirst makes the interface of its first queue fd, just made, kbridge's
 // alone (setAccess) and checks that nobody attached a queue before it was:
 // one that did would read a share of the frames the kernel sends toward
-// the app. The interface is not up yet.
-func ownFirst(fd int, name string) error {
+// the app. The interface is not up yet. It returns the interface as made.
+func ownFirst(fd int, name string) (netlink.Link, error) {
 	if err := setAccess(fd); err != nil {
-		return err
+		return nil, err
 	}
 	l, err := netlink.LinkByName(name)
 	if err != nil {
-		return fmt.Errorf("find %q: %w", name, err)
+		return nil, fmt.Errorf("find %q: %w", name, err)
 	}
 	a, err := readAccess(l.Attrs().Index)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if a.queues != 1 {
 		pids, _ := holders(name)
-		return fmt.Errorf("%w: %d queues attached to the interface before kbridge gave it an owner (holders %v): not serving beside them",
+		return nil, fmt.Errorf("%w: %d queues attached to the interface before kbridge gave it an owner (holders %v): not serving beside them",
 			ErrInUse, a.queues, pids)
 	}
-	return nil
+	return l, nil
 }
 
 // openQueue opens one queue of TAP name: a non-blocking fd with a virtio-net

@@ -235,12 +235,10 @@ func (d *Device) Index() int { return int(d.index.Load()) }
 
 // remember records what the keeping needs: the ifindex, and the MAC the
 // kernel chose if the configuration names none, so that a re-made
-// interface keeps it (neighbours' caches stay right).
-func (d *Device) remember(cfg Config) error {
-	link, err := netlink.LinkByName(cfg.Name)
-	if err != nil {
-		return fmt.Errorf("tap: find %q: %w", cfg.Name, err)
-	}
+// interface keeps it (neighbours' caches stay right). link is the
+// interface as made or adopted: its MAC has not changed since unless cfg
+// names one.
+func (d *Device) remember(cfg Config, link netlink.Link) error {
 	if hw, err := net.ParseMAC(cfg.MAC); err == nil {
 		cfg.MAC = hw.String() // one spelling: the keeper compares it with the kernel's
 	} else {
@@ -280,6 +278,7 @@ func (d *Device) Recreate() (err error) {
 			unix.Close(fd)
 		}
 	}()
+	var link netlink.Link
 	for q := range d.queues {
 		// The first exclusive: an interface that took the name meanwhile
 		// is refused, not joined.
@@ -289,7 +288,7 @@ func (d *Device) Recreate() (err error) {
 		}
 		fds = append(fds, fd)
 		if q == 0 {
-			if err := ownFirst(fd, cfg.Name); err != nil {
+			if link, err = ownFirst(fd, cfg.Name); err != nil {
 				return err
 			}
 			if err := setOffloads(fd, d.offload.Load()); err != nil {
@@ -297,10 +296,10 @@ func (d *Device) Recreate() (err error) {
 			}
 		}
 	}
-	if err := configure(cfg); err != nil {
+	if err := configure(cfg, link); err != nil {
 		return err
 	}
-	if err := d.remember(cfg); err != nil {
+	if err := d.remember(cfg, link); err != nil {
 		return err
 	}
 	d.mu.Lock()

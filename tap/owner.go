@@ -54,6 +54,17 @@ func markOwner(link netlink.Link) {
 	_ = netlink.LinkSetAlias(link, ownerAlias())
 }
 
+// MadeHere reports whether the interface called name is a TAP this process
+// made or adopted: its alias carries this process's mark (markOwner).
+func MadeHere(name string) bool {
+	l, err := netlink.LinkByName(name)
+	if err != nil || l.Type() != "tuntap" {
+		return false
+	}
+	pid, alive, ok := markedOwner(l.Attrs().Alias)
+	return ok && alive && pid == os.Getpid()
+}
+
 // procStart reads pid's start time (clock ticks since boot) and state from
 // /proc/<pid>/stat.
 func procStart(pid int) (start uint64, state byte, err error) {

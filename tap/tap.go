@@ -25,11 +25,9 @@ type (
 	Route = tapconfig.Route
 )
 
-func configure(cfg Config) error {
-	link, err := netlink.LinkByName(cfg.Name)
-	if err != nil {
-		return fmt.Errorf("tap: find %q: %w", cfg.Name, err)
-	}
+// configure sets what cfg says of the interface link, just made: the
+// setters need only its index.
+func configure(cfg Config, link netlink.Link) error {
 	if err := netlink.LinkSetMTU(link, cfg.MTU); err != nil {
 		return fmt.Errorf("tap: %s: set mtu %d: %w", cfg.Name, cfg.MTU, err)
 	}
