@@ -49,14 +49,17 @@ type Worker struct {
 	res     Result // zero between calls: count adds and zeroes it
 
 	counters Counters
-	canKick  bool
-	policy   atomic.Pointer[policy.Policy]
-	stop     atomic.Bool
-	beats    atomic.Uint64 // loop iterations, for liveness checks
-	mu       sync.Mutex    // orders Stop's kick before the waiter is closed
-	closed   bool
-	waiter   *policy.Waiter
-	start    time.Time
+	canKick  atomic.Bool
+	// registered closes once the app took or refused the eventfd (Run's
+	// first step).
+	registered chan struct{}
+	policy     atomic.Pointer[policy.Policy]
+	stop       atomic.Bool
+	beats      atomic.Uint64 // loop iterations, for liveness checks
+	mu         sync.Mutex    // orders Stop's kick before the waiter is closed
+	closed     bool
+	waiter     *policy.Waiter
+	start      time.Time
 }
 
 // ErrNoApp means an App lacks one of the parts every side has (Out, In,
@@ -78,21 +81,22 @@ func NewWorker(cfg WorkerConfig, app App, kernel Kernel) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		cfg:       cfg,
-		out:       app.Out,
-		in:        in,
-		waker:     app.Waker,
-		kernel:    kernel,
-		tso:       app.TSO,
-		split:     app.Split,
-		pol:       app.Policer,
-		reserver:  app.Reserver,
-		residence: app.Residence,
-		slots:     make([][]byte, in.Cap()),
-		frames:    make([]Frame, in.Cap()),
-		lens:      make([]int, in.Cap()),
-		waiter:    waiter,
-		start:     time.Now(),
+		cfg:        cfg,
+		out:        app.Out,
+		in:         in,
+		waker:      app.Waker,
+		kernel:     kernel,
+		tso:        app.TSO,
+		split:      app.Split,
+		pol:        app.Policer,
+		reserver:   app.Reserver,
+		residence:  app.Residence,
+		slots:      make([][]byte, in.Cap()),
+		frames:     make([]Frame, in.Cap()),
+		lens:       make([]int, in.Cap()),
+		waiter:     waiter,
+		start:      time.Now(),
+		registered: make(chan struct{}),
 	}
 	for i := range w.slots {
 		w.slots[i] = in.Slot(i)
@@ -104,14 +108,16 @@ func NewWorker(cfg WorkerConfig, app App, kernel Kernel) (*Worker, error) {
 	if app.WatchKicks != nil {
 		app.WatchKicks(waiter)
 	}
-	// An app that cannot kick still works: parks are then bounded by the
-	// backoff ceiling instead of the park timeout.
-	w.canKick = app.Waker.RegisterEventfd(waiter.EventFD()) == nil
 	return w, nil
 }
 
-// CanKick reports whether the app accepted the worker's eventfd.
-func (w *Worker) CanKick() bool { return w.canKick }
+// CanKick reports whether the app accepted the worker's eventfd; false
+// until Run handed it over (Registered).
+func (w *Worker) CanKick() bool { return w.canKick.Load() }
+
+// Registered is closed once Run handed the app the worker's eventfd, taken
+// or refused (CanKick says which).
+func (w *Worker) Registered() <-chan struct{} { return w.registered }
 
 // Counters returns the worker's live counters.
 func (w *Worker) Counters() *Counters { return &w.counters }
@@ -190,6 +196,15 @@ func (w *Worker) kick() {
 // Run moves packets until Stop. It locks its goroutine to an OS thread,
 // pinned to the configured CPU, for the precise waits of the policy.
 func (w *Worker) Run() error {
+	// The eventfd goes to the app here, not in NewWorker: in ring mode it
+	// is a round trip to the app's process (its EAL's IPC thread), a few
+	// tenths of a millisecond, more under load, which the caller's own
+	// steps then overlap instead of an app waiting for its port to be
+	// served. An app that cannot kick still works: parks are then bounded
+	// by the backoff ceiling instead of the park timeout, as they are
+	// until the app holds the eventfd.
+	w.canKick.Store(w.waker.RegisterEventfd(w.waiter.EventFD()) == nil)
+	close(w.registered)
 	defer policy.ReleaseThread()
 	if err := policy.PrepareThread(w.cfg.CPU); err != nil {
 		return err
@@ -217,7 +232,7 @@ func (w *Worker) Run() error {
 			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		case policy.Sleep:
 			w.counters.Sleeps.Add(1)
-			if w.canKick && cur.Mode == policy.Adaptive {
+			if w.canKick.Load() && cur.Mode == policy.Adaptive {
 				// A kickable sleep: the app wakes the worker as soon
 				// as a packet comes, instead of it waiting out the
 				// sleep. An app that cannot kick gets a plain precise
@@ -256,7 +271,7 @@ func (w *Worker) Run() error {
 // before it saw the flag) and blocks until a kick, TAP data or the timeout;
 // idle: in the netpoller from the start (policy.Waiter.ParkIdle).
 func (w *Worker) park(timeout time.Duration, p *policy.Policy, idle bool) error {
-	if !w.canKick {
+	if !w.canKick.Load() {
 		// Nobody will kick: bound the park by the backoff ceiling, or
 		// by noKickBound when the backoff is off, so that the app's
 		// packets wait at most that long.
@@ -273,7 +288,7 @@ func (w *Worker) park(timeout time.Duration, p *policy.Policy, idle bool) error 
 	w.counters.Parks.Add(1)
 	var woken bool
 	var err error
-	if idle && w.canKick {
+	if idle && w.canKick.Load() {
 		woken, err = w.waiter.ParkIdle(timeout)
 	} else {
 		woken, err = w.waiter.Park(timeout)

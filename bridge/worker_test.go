@@ -387,10 +387,14 @@ func TestParkedWorkerWakesOnKick(t *testing.T) {
 	p.Mode = policy.Interrupt
 	p.ParkTimeout = time.Minute // only a kick can end this park
 	r := newRig(t, p)
+	if r.w.CanKick() {
+		t.Fatal("CanKick before Run handed the app the eventfd")
+	}
+	run(t, r)
+	<-r.w.Registered()
 	if !r.w.CanKick() {
 		t.Fatal("worker did not register its eventfd")
 	}
-	run(t, r)
 	waitFor(t, "the worker to park", r.waker.Parked)
 	r.out.Enqueue(bridgetest.Frame(frame(100, 1)))
 	if !r.waker.Kick() {
@@ -419,10 +423,11 @@ func TestWorkerWithoutKicksBoundsItsParks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	run(t, r)
+	<-r.w.Registered()
 	if r.w.CanKick() {
 		t.Fatal("CanKick with an app that refused the eventfd")
 	}
-	run(t, r)
 	r.out.Enqueue(bridgetest.Frame(frame(100, 1)))
 	waitFor(t, "the frame without a kick", func() bool { return r.w.Counters().ToKernelPackets.Load() == 1 })
 }

@@ -190,6 +190,9 @@ func openRing(ctx context.Context, cfg config.Config, log *slog.Logger, progress
 	p.storeFds(had)
 	d.keepInterface()
 	port.SetServed()
+	// The workers hand the app their eventfds as they start (bridge.Worker.Run):
+	// the app's allocation did not wait for it; the log does.
+	<-d.workers[0].Registered()
 	log.Info("bridge running", "port", cfg.Port, "interface", cfg.Interface.Name,
 		"queues", port.NumQueues(), "app_pid", port.AppPID(), "app_dpdk", port.AppDPDK(), "mbufs", mbufModel(port),
 		"pool_handler", port.PoolHandler(), "mode", cfg.Policy.Mode,
