@@ -91,30 +91,6 @@ func (a *adoption) close() {
 	a.handed = nil
 }
 
-// confirm tells the kbridge that handed the interface over that this one
-// serves it now (Takeover.Confirm), once the port is claimed, the
-// interface adopted and the workers run; nothing for another adoption. An
-// error: the old kbridge takes back, and the start must fail, releasing
-// the port.
-func (a *adoption) confirm(log *slog.Logger) error {
-	if a == nil || a.handed == nil {
-		return nil
-	}
-	beforeConfirm(log)
-	err := a.handed.Confirm(log)
-	a.handed.Close()
-	a.handed = nil
-	if err != nil {
-		return err
-	}
-	log.Info("the kbridge that handed over let go: the takeover is confirmed", "previous_pid", a.from)
-	return nil
-}
-
-// beforeConfirm runs right before a takeover is confirmed: a test build
-// holds the successor there (testhook.go).
-var beforeConfirm = func(*slog.Logger) {}
-
 // closeStored closes the fds systemd passed to a mode that adopts none.
 func closeStored(fds []ListenFd, log *slog.Logger) {
 	for _, f := range fds {
@@ -191,19 +167,6 @@ func storedAdoption(opts StartOpts, name string, log *slog.Logger) (*adoption, f
 		store.remove(n)
 	}
 	return &adoption{fds: stored, how: how, from: opts.TakenBackFrom}, store, len(stored)
-}
-
-// takeOver asks the kbridge on the control socket to hand port (mode
-// vhost: its socket) and the interface over, and returns the queues to
-// adopt.
-func takeOver(cfg config.Config, port string, log *slog.Logger) (*adoption, error) {
-	t, err := RequestTakeover(cfg.Stats.Socket, port, cfg.Interface.Name)
-	if err != nil {
-		return nil, err
-	}
-	log.Warn("the kbridge on the control socket handed the port and the interface over", "previous_pid", t.PID,
-		"interface", t.Interface, "ifindex", t.Index, "queues", t.Queues, "confirm_within_ms", t.ConfirmWithinMs)
-	return &adoption{fds: t.Fds, how: HowHanded, handed: t, from: t.PID}, nil
 }
 
 // storeFds stores the queue fds in systemd's fd store, where one listens,

@@ -33,14 +33,15 @@ type Control struct {
 	log  *slog.Logger
 
 	status atomic.Pointer[func() any]
-	// handOver serves POST /takeover (SetHandOver); handed reports what
-	// came of one.
-	handOver atomic.Pointer[func(port, iface string) (Handover, []int, func(), error)]
-	handed   chan handedOver
-	srv      *http.Server
-	errc     chan error // a serving failure; closed once serving ended
-	mu       sync.Mutex
-	closed   bool
+	// taking: POST /takeover hands its requests on takeovers to whoever
+	// accepts them (acceptTakeovers) until quit closes (Close).
+	taking    atomic.Bool
+	takeovers chan takeoverRequest
+	quit      chan struct{}
+	srv       *http.Server
+	errc      chan error // a serving failure; closed once serving ended
+	mu        sync.Mutex
+	closed    bool
 }
 
 // ListenControl creates the control socket at path and serves it until
@@ -89,7 +90,8 @@ func ListenControl(path string, log *slog.Logger) (*Control, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Control{path: path, l: l, log: log, errc: make(chan error, 1), handed: make(chan handedOver, 1)}
+	c := &Control{path: path, l: l, log: log, errc: make(chan error, 1),
+		takeovers: make(chan takeoverRequest), quit: make(chan struct{})}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		c.ino = st.Ino
 	}
@@ -136,9 +138,13 @@ func (c *Control) Path() string { return c.path }
 // SetStatus sets what GET /status serves; until then it answers 503.
 func (c *Control) SetStatus(status func() any) { c.status.Store(&status) }
 
-// SetHandOver lets POST /takeover hand the data path over with f.
-func (c *Control) SetHandOver(f func(port, iface string) (Handover, []int, func(), error)) {
-	c.handOver.Store(&f)
+// acceptTakeovers makes POST /takeover hand its requests, their
+// connections hijacked, to the caller on the channel returned, which it
+// must receive from until Close (Serve's loop does). Until then a takeover
+// is refused: this kbridge is starting, or its mode cannot hand over.
+func (c *Control) acceptTakeovers() <-chan takeoverRequest {
+	c.taking.Store(true)
+	return c.takeovers
 }
 
 // Errors delivers an error if serving fails; it is closed once serving
@@ -187,6 +193,7 @@ func (c *Control) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
+	close(c.quit) // a takeover nobody received is refused
 	err := c.srv.Close()
 	if lerr := c.l.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) && err == nil {
 		err = lerr

@@ -16,31 +16,46 @@ import (
 )
 
 // The takeover by hand, the old kbridge's side (the successor's:
-// takeover.go; the wire: handoverwire.go; taking back: takeback.go): `kbridge run --takeover` started while another
-// kbridge serves the same port asks that one, over its control socket
-// (POST /takeover), to hand over. The old one stops its keeper and
-// workers, releases the port and answers with the TAP's queue fds attached
-// (SCM_RIGHTS), keeping its own copies: the queues stay attached
-// throughout, frames the kernel sends meanwhile wait in them, and kb0
-// (ifindex, addresses, routes, neighbours, bound sockets) is never
-// touched. The new one claims the port, adopts the fds (tap.Adopt), starts
-// its workers and confirms; then the old one closes its copies and exits
-// 0. Without the confirmation within confirmWithin (the successor failed,
-// hung or was killed) it takes the port and the interface back: it waits
-// for the successor to let go (killing it if it does not), and Serve
-// returns a *TakeBackError, on which kbridge executes itself again over
-// the queues it kept (TakeBack). Both log it. Nothing else hands over: a
-// plain second `kbridge run` is refused as before, so an accidental start
-// never steals a live path.
+// takeover.go; the wire: handoverwire.go; taking back: takeback.go):
+// `kbridge run --takeover` started while another kbridge serves the same
+// port asks that one, over its control socket (POST /takeover), to hand
+// over. The old one stops its keeper and workers, releases the port and
+// answers with the TAP's queue fds attached (SCM_RIGHTS), keeping its own
+// copies: the queues stay attached throughout, frames the kernel sends
+// meanwhile wait in them, and kb0 (ifindex, addresses, routes,
+// neighbours, bound sockets) is never touched. The new one claims the
+// port, adopts the fds (tap.Adopt), starts its workers and confirms; then
+// the old one closes its copies and exits 0. Without the confirmation
+// within confirmWithin (the successor failed, hung or was killed) it takes
+// the port and the interface back: it waits for the successor to let go
+// (killing it if it does not), and Serve returns a *TakeBackError, on
+// which kbridge executes itself again over the queues it kept (TakeBack).
+// Both log it. Nothing else hands over: a plain second `kbridge run` is
+// refused as before, so an accidental start never steals a live path.
+//
+// Who does what: the control socket's handler authenticates, parses and
+// hijacks, and passes the request to Serve (acceptTakeovers); Serve asks
+// its runner (handOver), and once the path stopped runs the protocol
+// (handOverOn) on a goroutine whose outcome it reads on a channel of its
+// own.
 
 // handOverer is a Runner that can hand its interface and port over (modes
-// ring and vhost; a vhost kbridge's port is its vhost-user socket). handOver stops the path but for the interface and returns its
-// queue fds; release closes them once they are sent.
+// ring and vhost; a vhost kbridge's port is its vhost-user socket).
+// handOver stops the path but for the interface and returns its queue fds;
+// release closes them once they are sent. Asked for another port or
+// interface, or once the path is stopping, it refuses (ErrTakeoverRefused)
+// and stops nothing.
 type handOverer interface {
 	handOver(port, iface string) (h Handover, fds []int, release func(), err error)
-	// handingOver reports whether a handover stopped the path (which
-	// closes Done as any stop does).
-	handingOver() bool
+}
+
+// takeoverRequest is a POST /takeover the control socket authenticated and
+// parsed, its connection hijacked: Serve answers it on conn (refusal, or
+// the protocol).
+type takeoverRequest struct {
+	port, iface string
+	peer        int // the successor's pid (SO_PEERCRED)
+	conn        net.Conn
 }
 
 // handedOver is what a takeover request came to once the path had begun
@@ -85,10 +100,12 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// takeover serves POST /takeover?port=P&interface=I.
+// takeover serves POST /takeover?port=P&interface=I: it hands the request,
+// its connection hijacked, to whoever accepts takeovers (Serve), and
+// answers nothing itself but that this kbridge cannot hand over, or that it
+// is stopping.
 func (c *Control) takeover(w http.ResponseWriter, r *http.Request) {
-	f := c.handOver.Load()
-	if f == nil {
+	if !c.taking.Load() {
 		http.Error(w, "this kbridge cannot hand over (starting, or mode xdp)", http.StatusNotImplemented)
 		return
 	}
@@ -103,28 +120,50 @@ func (c *Control) takeover(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no raw connection to pass fds on", http.StatusInternalServerError)
 		return
 	}
-	h, fds, release, err := (*f)(port, iface)
+	conn, _, err := hj.Hijack()
 	if err != nil {
-		c.log.Warn("takeover refused", "successor_pid", peer, "err", err)
-		http.Error(w, err.Error(), http.StatusConflict)
+		http.Error(w, "no raw connection to pass fds on: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	select {
+	case c.takeovers <- takeoverRequest{port: port, iface: iface, peer: peer, conn: conn}:
+	case <-c.quit:
+		refuseTakeover(conn, peer, fmt.Errorf("%w: %w", ErrTakeoverRefused, errStopping), c.log)
+	}
+}
+
+// startHandOver answers a takeover request with ho: it asks ho to hand
+// over, refuses on the connection if it says no, else runs the protocol on
+// a goroutine that reports what came of it on out. It reports whether the
+// path stopped (its Done closes as on any stop).
+func startHandOver(ho handOverer, req takeoverRequest, out chan<- handedOver, log *slog.Logger) bool {
+	h, fds, release, err := ho.handOver(req.port, req.iface)
+	if err != nil {
+		refuseTakeover(req.conn, req.peer, err, log)
+		return false
+	}
 	h.ConfirmWithinMs = confirmWithin.Milliseconds()
-	c.handed <- handOverOn(hj, h, fds, release, peer, c.log)
+	go func() { out <- handOverOn(req.conn, h, fds, release, req.peer, log) }()
+	return true
+}
+
+// refuseTakeover logs the refusal and answers it on conn, which it closes.
+func refuseTakeover(conn net.Conn, peer int, err error, log *slog.Logger) {
+	log.Warn("takeover refused", "successor_pid", peer, "err", err)
+	if werr := sendRefusal(conn, err); werr != nil {
+		log.Warn("the refusal did not reach the successor", "successor_pid", peer, "err", werr)
+	}
+	conn.Close()
 }
 
 // handOverOn sends h and fds to the successor on the hijacked connection
 // and waits for its confirmation: confirmed, release closes this process's
 // copies of the fds; otherwise they are kept to take back, once the
 // successor let go of the port (waitGone).
-func handOverOn(hj http.Hijacker, h Handover, fds []int, release func(), peer int, log *slog.Logger) handedOver {
+func handOverOn(conn net.Conn, h Handover, fds []int, release func(), peer int, log *slog.Logger) handedOver {
 	out := handedOver{h: h, to: peer}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		out.back = &TakeBackError{Interface: h.Interface, Fds: fds, Successor: peer, Cause: err}
-		return out
-	}
 	defer conn.Close()
+	var err error
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
 		err = fmt.Errorf("a %T cannot carry fds", conn)
@@ -218,6 +257,7 @@ func exited(pidfd int, d time.Duration) bool {
 	}
 }
 
+// handOver hands the port and the interface over (handOverer): asked for
 // another port or interface, or once the path is stopping, it refuses.
 func (d *Ring) handOver(port, iface string) (Handover, []int, func(), error) {
 	cfg := d.Config()

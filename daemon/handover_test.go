@@ -1,13 +1,17 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,9 +23,10 @@ import (
 )
 
 // pipeHandOver makes c hand over port kbtest and interface kb9 with one
-// fd, the read end of a pipe whose write end it returns; released says
-// whether the old side closed its copy (the handover confirmed).
-func pipeHandOver(t *testing.T, c *Control) (writeEnd int, released *atomic.Bool) {
+// fd, the read end of a pipe whose write end it returns, answering the
+// requests as Serve does (startHandOver); released says whether the old
+// side closed its copy (the handover confirmed), handed what came of it.
+func pipeHandOver(t *testing.T, c *Control) (writeEnd int, released *atomic.Bool, handed <-chan handedOver) {
 	t.Helper()
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -29,28 +34,48 @@ func pipeHandOver(t *testing.T, c *Control) (writeEnd int, released *atomic.Bool
 	}
 	t.Cleanup(func() { unix.Close(p[1]) })
 	released = new(atomic.Bool)
-	c.SetHandOver(func(port, iface string) (Handover, []int, func(), error) {
+	ho := pipeRunner(func(port, iface string) (Handover, []int, func(), error) {
 		if port != "kbtest" || iface != "kb9" {
 			return Handover{}, nil, nil, ErrTakeoverRefused
 		}
 		return Handover{PID: 7, Port: port, Interface: iface, Index: 99, Queues: 1}, []int{p[0]},
 			func() { released.Store(true); unix.Close(p[0]) }, nil
 	})
-	return p[1], released
+	out, quit := make(chan handedOver, 1), make(chan struct{})
+	t.Cleanup(func() { close(quit) })
+	reqs := c.acceptTakeovers()
+	go func() {
+		for {
+			select {
+			case req := <-reqs:
+				startHandOver(ho, req, out, quiet())
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return p[1], released, out
+}
+
+// pipeRunner is a handOverer that is its handOver.
+type pipeRunner func(port, iface string) (Handover, []int, func(), error)
+
+func (f pipeRunner) handOver(port, iface string) (Handover, []int, func(), error) {
+	return f(port, iface)
 }
 
 // takeoverOfAPipe serves a control socket that hands over as pipeHandOver
 // says and asks it to hand over.
-func takeoverOfAPipe(t *testing.T) (*Control, *Takeover, *atomic.Bool) {
+func takeoverOfAPipe(t *testing.T) (*Takeover, *atomic.Bool, <-chan handedOver) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kbridge.sock")
 	c, _ := serveTestControl(t, path)
-	_, released := pipeHandOver(t, c)
+	_, released, handed := pipeHandOver(t, c)
 	tk, err := RequestTakeover(path, "kbtest", "kb9")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, tk, released
+	return tk, released, handed
 }
 
 // shortDeadlines makes the old side wait d for a confirmation and d for
@@ -69,7 +94,7 @@ func shortDeadlines(t *testing.T, d time.Duration) {
 func TestTakeoverHandsTheFdsOverTheControlSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kbridge.sock")
 	c, _ := serveTestControl(t, path)
-	w, released := pipeHandOver(t, c)
+	w, released, handed := pipeHandOver(t, c)
 
 	if tk, err := RequestTakeover(path, "kbtest", "other"); !errors.Is(err, ErrTakeoverRefused) || tk != nil {
 		t.Fatalf("a takeover of another interface: %v, %v; want refused", tk, err)
@@ -88,7 +113,7 @@ func TestTakeoverHandsTheFdsOverTheControlSocket(t *testing.T) {
 	if err := tk.Confirm(quiet()); err != nil {
 		t.Fatalf("Confirm = %v", err)
 	}
-	got := <-c.handed
+	got := <-handed
 	if got.back != nil || got.to != unix.Getpid() || !released.Load() {
 		t.Errorf("the old side saw %+v (released %v), want a handover to pid %d", got, released.Load(), unix.Getpid())
 	}
@@ -107,10 +132,10 @@ func TestTakeoverHandsTheFdsOverTheControlSocket(t *testing.T) {
 // A successor that goes before it confirms (closes the connection: it
 // failed or was killed) leaves the old side its fds to take back, open.
 func TestTakeoverNotConfirmedIsTakenBack(t *testing.T) {
-	c, tk, released := takeoverOfAPipe(t)
+	tk, released, handed := takeoverOfAPipe(t)
 	unix.Close(tk.Fds[0])
 	tk.Close()
-	got := <-c.handed
+	got := <-handed
 	if got.back == nil || released.Load() || len(got.back.Fds) != 1 || got.back.Successor != unix.Getpid() {
 		t.Fatalf("the old side saw %+v (released %v): want the fd kept to take back", got, released.Load())
 	}
@@ -125,13 +150,13 @@ func TestTakeoverNotConfirmedIsTakenBack(t *testing.T) {
 // the old one keeps its fds.
 func TestTakeoverConfirmedTooLateIsAborted(t *testing.T) {
 	shortDeadlines(t, 200*time.Millisecond)
-	c, tk, released := takeoverOfAPipe(t)
+	tk, released, handed := takeoverOfAPipe(t)
 	defer unix.Close(tk.Fds[0])
 	time.Sleep(400 * time.Millisecond)
 	if err := tk.Confirm(quiet()); !errors.Is(err, ErrTakeoverAborted) || !strings.Contains(err.Error(), "no confirmation within") {
 		t.Errorf("a late Confirm = %v, want ErrTakeoverAborted saying why", err)
 	}
-	if got := <-c.handed; got.back == nil || released.Load() {
+	if got := <-handed; got.back == nil || released.Load() {
 		t.Errorf("the old side saw %+v (released %v): want the fd kept to take back", got, released.Load())
 	}
 }
@@ -241,6 +266,32 @@ func TestTakeoverOfARunnerThatCannotIsRefused(t *testing.T) {
 	}
 }
 
+// A takeover asked as the kbridge stops (Serve no longer receives it) is
+// refused once the control socket closes, saying so; nothing waits on.
+func TestTakeoverAskedWhileStoppingIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kbridge.sock")
+	log, buf := bufLogger()
+	c, err := ListenControl(path, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.acceptTakeovers() // nobody receives: Serve's loop has ended
+	errc := make(chan error, 1)
+	go func() { _, err := RequestTakeover(path, "kbtest", "kb9"); errc <- err }()
+	eventually(t, "the request heard", func() bool { return strings.Contains(buf.String(), "a kbridge asks") })
+	time.Sleep(50 * time.Millisecond) // the handler hijacked and waits
+	_ = c.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrTakeoverRefused) || !strings.Contains(err.Error(), errStopping.Error()) {
+			t.Errorf("a takeover asked while stopping: %v, want ErrTakeoverRefused saying %q", err, errStopping)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the takeover is still waiting after Close")
+	}
+}
+
 // What TakeBack leaves for the image it executes, TakenBack reads: the
 // queue fds in queue order, named as the fd store names them, and the
 // successor's pid; the variables go.
@@ -260,22 +311,18 @@ func TestTakenBackReadsTheQueuesKept(t *testing.T) {
 }
 
 // handingRunner hands over as Ring does: its stop closes Done before the
-// control socket's answer is sent, and Serve must still end with the
+// successor's answer is known, and Serve must still end with the
 // handover, not take the closed Done for a path that died.
 type handingRunner struct {
 	*fakeRunner
-	fd      int
-	handing atomic.Bool
+	fd int
 }
 
 func (h *handingRunner) handOver(port, iface string) (Handover, []int, func(), error) {
-	h.handing.Store(true)
 	close(h.done)
-	time.Sleep(50 * time.Millisecond) // Serve sees Done first
+	time.Sleep(50 * time.Millisecond) // Done stays closed while the fds go
 	return Handover{PID: 1, Port: port, Interface: iface, Queues: 1}, []int{h.fd}, func() { unix.Close(h.fd) }, nil
 }
-
-func (h *handingRunner) handingOver() bool { return h.handing.Load() }
 
 // serveHanding runs Serve over a handingRunner and asks it to hand over;
 // confirm says whether the successor confirms, stop whether a SIGTERM
@@ -346,5 +393,45 @@ func TestServeReturnsTheQueuesToTakeBackWhenNotConfirmed(t *testing.T) {
 	log, err = serveHanding(t, false, true)
 	if err != nil || !strings.Contains(log, "a stop during a handover waits") || !strings.Contains(log, "stopping, as asked during the handover") {
 		t.Errorf("a SIGTERM during an unconfirmed handover: Serve = %v, want nil, and the log saying so:\n%s", err, log)
+	}
+}
+
+// A refusal, written on the hijacked connection, is byte for byte the 409
+// net/http's http.Error writes (what kbridges answered before they
+// hijacked first), but for the Date: every successor reads it as before.
+func TestTakeoverRefusalIsWhatHTTPErrorWrites(t *testing.T) {
+	why := fmt.Errorf("%w: this kbridge serves port a, not b", ErrTakeoverRefused)
+	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "http.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, why.Error(), http.StatusConflict)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+
+	a, b := net.Pipe()
+	go func() { _ = sendRefusal(a, why); a.Close() }()
+	ours, err := io.ReadAll(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("unix", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /takeover?port=b HTTP/1.1\r\nHost: kbridge\r\nContent-Length: 0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	theirs := make([]byte, len(ours)) // a Date is always as long
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(conn, theirs); err != nil {
+		t.Fatalf("net/http's answer: %v (%q)", err, theirs)
+	}
+	date := regexp.MustCompile(`\r\nDate: [^\r]*\r\n`)
+	if o, h := date.ReplaceAll(ours, []byte("\r\nDate: -\r\n")), date.ReplaceAll(theirs, []byte("\r\nDate: -\r\n")); !bytes.Equal(o, h) {
+		t.Errorf("the refusal is\n%q\nnet/http's is\n%q", o, h)
 	}
 }

@@ -61,6 +61,18 @@ func sendHandover(uc *net.UnixConn, h Handover, fds []int) error {
 	return err
 }
 
+// sendRefusal answers POST /takeover with err as the 409 net/http's
+// http.Error writes (the answer of kbridges that refused before they
+// hijacked the connection): the same status, headers and body.
+func sendRefusal(conn net.Conn, err error) error {
+	body := err.Error() + "\n"
+	msg := fmt.Sprintf("HTTP/1.1 409 Conflict\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"+
+		"Date: %s\r\nContent-Length: %d\r\n\r\n%s", time.Now().UTC().Format(http.TimeFormat), len(body), body)
+	_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, err = io.WriteString(conn, msg)
+	return err
+}
+
 // readHandover reads the answer to POST /takeover.
 func readHandover(r *bufio.Reader) (Handover, error) {
 	resp, err := http.ReadResponse(r, nil)

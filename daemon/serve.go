@@ -85,9 +85,10 @@ func Serve(ctx context.Context, r Runner, opts Options) error {
 		}
 	}
 	ctl.SetStatus(r.Status)
+	var takeovers <-chan takeoverRequest
 	ho, canHand := r.(handOverer)
 	if canHand {
-		ctl.SetHandOver(ho.handOver)
+		takeovers = ctl.acceptTakeovers()
 	}
 	ctlErr := ctl.Errors()
 
@@ -118,13 +119,13 @@ func Serve(ctx context.Context, r Runner, opts Options) error {
 
 	var runErr error
 	done, ctxDone := r.Done(), ctx.Done()
-	// handing: the path stopped for a handover, whose outcome the control
-	// socket's handler reports on ctl.handed once the successor confirmed
+	// handing: the path stopped for a handover, whose outcome the
+	// protocol's goroutine reports on handed once the successor confirmed
 	// or not (up to confirmWithin and giveUpWithin): meanwhile the
 	// watchdog is fed, and a stop waits for it.
 	handing, stopAsked := false, ""
+	handed := make(chan handedOver, 1)
 	stop := func(key, why string) bool {
-		handing = handing || canHand && ho.handingOver()
 		if !handing {
 			log.Info("stopping", key, why)
 			return true
@@ -162,7 +163,13 @@ loop:
 				break loop
 			}
 			ctlErr = nil // closed from elsewhere: nothing more to hear
-		case h := <-ctl.handed:
+		case req := <-takeovers:
+			if startHandOver(ho, req, handed, log) {
+				// The path stopped, closing Done: the outcome follows on
+				// handed. Another request is refused by ho (stopping).
+				handing, done = true, nil
+			}
+		case h := <-handed:
 			runErr = h.logged(log)
 			var back *TakeBackError
 			if stopAsked != "" && errors.As(runErr, &back) {
@@ -174,10 +181,6 @@ loop:
 			}
 			break loop
 		case <-done:
-			if canHand && ho.handingOver() {
-				handing, done = true, nil // the handler's answer follows the stop
-				continue
-			}
 			runErr = r.Err()
 			if runErr == nil {
 				runErr = errors.New("the data path stopped")

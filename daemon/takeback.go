@@ -122,5 +122,3 @@ func TakenBack() (fds []ListenFd, from int) {
 	}
 	return fds, from
 }
-
-// handOver hands the port and the interface over (handOverer): asked for

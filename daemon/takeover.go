@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kbridge/kbridge/config"
 )
 
 // The successor's side of a takeover by hand (`kbridge run --takeover`;
@@ -172,3 +174,44 @@ func (t *Takeover) Close() {
 		t.conn.Close()
 	}
 }
+
+// The start enters here twice: takeOver at the ask, for the queues to
+// adopt (adopt.go's makeDevice adopts them as any other), and
+// adoption.confirm once the port is claimed and the workers run.
+
+// takeOver asks the kbridge on the control socket to hand port (mode
+// vhost: its socket) and the interface over, and returns the queues to
+// adopt.
+func takeOver(cfg config.Config, port string, log *slog.Logger) (*adoption, error) {
+	t, err := RequestTakeover(cfg.Stats.Socket, port, cfg.Interface.Name)
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("the kbridge on the control socket handed the port and the interface over", "previous_pid", t.PID,
+		"interface", t.Interface, "ifindex", t.Index, "queues", t.Queues, "confirm_within_ms", t.ConfirmWithinMs)
+	return &adoption{fds: t.Fds, how: HowHanded, handed: t, from: t.PID}, nil
+}
+
+// confirm tells the kbridge that handed the interface over that this one
+// serves it now (Takeover.Confirm), once the port is claimed, the
+// interface adopted and the workers run; nothing for another adoption. An
+// error: the old kbridge takes back, and the start must fail, releasing
+// the port.
+func (a *adoption) confirm(log *slog.Logger) error {
+	if a == nil || a.handed == nil {
+		return nil
+	}
+	beforeConfirm(log)
+	err := a.handed.Confirm(log)
+	a.handed.Close()
+	a.handed = nil
+	if err != nil {
+		return err
+	}
+	log.Info("the kbridge that handed over let go: the takeover is confirmed", "previous_pid", a.from)
+	return nil
+}
+
+// beforeConfirm runs right before a takeover is confirmed: a test build
+// holds the successor there (testhook.go).
+var beforeConfirm = func(*slog.Logger) {}

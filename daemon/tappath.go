@@ -31,8 +31,7 @@ type tapPath struct {
 	ask      func(ctx context.Context, c, old tap.Change) error
 	stopOnce sync.Once
 	stopErr  error
-	handing  atomic.Bool // handOff stopped the path: the interface is handed over, not closed
-	adopted  *Adopted    // the interface adopted, nil when made
+	adopted  *Adopted // the interface adopted, nil when made
 	// store is systemd's fd store (fdstore.go); stored: the queues are
 	// in it, and a re-made interface's go there again.
 	store  fdStore
@@ -251,7 +250,6 @@ func (p *tapPath) handOff(first func() error, last func()) (fds []int, release f
 	ran := false
 	p.stopOnce.Do(func() {
 		ran = true
-		p.handing.Store(true)
 		p.halt(first, last, false)
 	})
 	if !ran {
@@ -271,9 +269,6 @@ func (p *tapPath) unstore() {
 		p.store.remove(queueFdName(p.dev.Name(), q))
 	}
 }
-
-// handingOver reports whether handOff stopped the path.
-func (p *tapPath) handingOver() bool { return p.handing.Load() }
 
 // halt is stop's body; closeDev false leaves the interface open.
 func (p *tapPath) halt(first func() error, last func(), closeDev bool) {

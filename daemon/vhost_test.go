@@ -33,7 +33,7 @@ func TestVhostHandsOverOnlyItsSocketAndInterface(t *testing.T) {
 			t.Errorf("takeover of %v: err %v, fds %v; want ErrTakeoverRefused, none", ask, err, fds)
 		}
 	}
-	if d.handingOver() {
+	if d.stopping.Load() {
 		t.Error("a refused takeover stopped the path")
 	}
 }
