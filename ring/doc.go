@@ -45,7 +45,8 @@
 // package's #cgo directives, and its C includes only headers of this
 // directory and the app's installed headers (kbridge.h and those it
 // includes, KNI's API over it), which live in include/kbridge: the ABI,
-// in a directory of its own.
+// in a directory of its own, whose package embeds them so that Go's build
+// cache sees every edit (headers.go).
 //
 // Mbuf ownership, the handshake's fences and the version rules are in
 // docs/ARCHITECTURE.md, "The data path and its contracts".
