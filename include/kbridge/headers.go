@@ -8,6 +8,12 @@
 // Headers (ring, ring/ringtest): Go's build cache hashes only a package's
 // own files, and the reference makes every byte of the headers part of
 // what that code is built from, so an edit here rebuilds it.
+//
+// The layout of what the app and kbridge share, field by field, is
+// recorded per version in testdata/abi-v<N>.txt (read by abiprobe, a
+// cgo package of its own so that no product binary links the probe) and
+// held there by TestLayoutIsTheReleasedOnes, which says how to record a
+// new version.
 package kbridge
 
 import "embed"
