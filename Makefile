@@ -71,9 +71,9 @@ WERROR ?= -Werror
 HDR_WARN = -Wall -Wextra $(WERROR)
 # What a DPDK app includes: kbridge.h, which includes the headers of its
 # concerns, and KNI's API over it (docs/KNI.md).
-KBRIDGE_HEADERS := $(addprefix ring/,kbridge.h kbridge_ring.h kbridge_classify.h kbridge_owner.h kbridge_wakeup.h kbridge_port.h kbridge_link.h kbridge_requests.h)
-APP_HEADERS := $(KBRIDGE_HEADERS) ring/kbridge_child.h ring/rte_kni.h ring/rte_kni_common.h ring/rte_kni_compat.h
-GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h) go.mod go.sum
+KBRIDGE_HEADERS := $(addprefix include/kbridge/,kbridge.h kbridge_ring.h kbridge_classify.h kbridge_owner.h kbridge_wakeup.h kbridge_port.h kbridge_link.h kbridge_requests.h)
+APP_HEADERS := $(KBRIDGE_HEADERS) $(addprefix include/kbridge/,kbridge_child.h rte_kni.h rte_kni_common.h rte_kni_compat.h)
+GOSRC   := $(shell find . -name '*.go' -not -path './bin/*') $(wildcard ring/*.c ring/*.h include/kbridge/*.h) go.mod go.sum
 
 .PHONY: all deps deb image build man header-check test fuzz unit-test testbed-up testbed-down demo install generate vet vulncheck clean
 
@@ -102,28 +102,28 @@ $(BIN)/man/kbridge.8: $(GOSRC)
 
 $(BIN)/kbridge-refapp: tests/refapp/refapp.c tests/refapp/flood.c tests/refapp/flood.h $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ tests/refapp/refapp.c tests/refapp/flood.c $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iinclude/kbridge $(DPDK_CFLAGS) -o $@ tests/refapp/refapp.c tests/refapp/flood.c $(DPDK_LIBS)
 
 # The two apps again, linked with DPDK statically (pkg-config --static): the
 # test bed's KBT_APP for tests/e2e's static mode, and tests/kni's.
 $(BIN)/kbridge-refapp-static: tests/refapp/refapp.c tests/refapp/flood.c tests/refapp/flood.h $(KBRIDGE_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ tests/refapp/refapp.c tests/refapp/flood.c $(DPDK_STATIC_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iinclude/kbridge $(DPDK_CFLAGS) -o $@ tests/refapp/refapp.c tests/refapp/flood.c $(DPDK_STATIC_LIBS)
 
 $(BIN)/kbridge-kniapp-static: tests/kniapp/kniapp.c $(APP_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_STATIC_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iinclude/kbridge $(DPDK_CFLAGS) -o $@ $< $(DPDK_STATIC_LIBS)
 
 # The floor kbridge is measured against (tests/floor): a plain C forwarder
 # on the same rings and TAP, run by the bed in kbridge's place.
 $(BIN)/kbridge-floor: tests/floor/floor.c $(KBRIDGE_HEADERS) ring/prefetch.h
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iinclude/kbridge -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
 # The KNI application of tests/kni: rte_kni.h is all it includes of kbridge.
 $(BIN)/kbridge-kniapp: tests/kniapp/kniapp.c $(APP_HEADERS)
 	@mkdir -p $(BIN)
-	$(CC) -O2 -g $(HDR_WARN) -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
+	$(CC) -O2 -g $(HDR_WARN) -Iinclude/kbridge $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 
 # librte_kni: rte_kni.h's bodies compiled once as exported functions
 # (librte_kni/rte_kni.c), shared and static, in $(BIN)/lib/ (docs/KNI.md,
@@ -137,10 +137,10 @@ DPDK_ABI = $(shell readelf -d $(shell pkg-config --variable=libdir libdpdk)/libr
 KNI_LIB_CFLAGS = -O2 -g $(HDR_WARN) -fPIC -fvisibility=hidden -D_FORTIFY_SOURCE=2 -fstack-protector-strong
 $(BIN)/lib/rte_kni.o: librte_kni/rte_kni.c $(APP_HEADERS)
 	@mkdir -p $(BIN)/lib
-	$(CC) $(KNI_LIB_CFLAGS) -Iring $(DPDK_CFLAGS) -c -o $@ $<
+	$(CC) $(KNI_LIB_CFLAGS) -Iinclude/kbridge $(DPDK_CFLAGS) -c -o $@ $<
 $(BIN)/lib/librte_kni.so: $(BIN)/lib/rte_kni.o librte_kni/rte_kni.map
 	@abi='$(DPDK_ABI)'; [ -n "$$abi" ] || { echo "librte_kni: no librte_eal.so in $$(pkg-config --variable=libdir libdpdk) to take DPDK's ABI from" >&2; exit 1; }; \
-	kbv=$$(sed -n 's/^#define KBRIDGE_REGISTRY_V_ \([0-9]*\) .*/\1/p' ring/kbridge_wakeup.h); [ -n "$$kbv" ] || { echo "librte_kni: no KBRIDGE_REGISTRY_V_ in ring/kbridge_wakeup.h" >&2; exit 1; }; \
+	kbv=$$(sed -n 's/^#define KBRIDGE_REGISTRY_V_ \([0-9]*\) .*/\1/p' include/kbridge/kbridge_wakeup.h); [ -n "$$kbv" ] || { echo "librte_kni: no KBRIDGE_REGISTRY_V_ in include/kbridge/kbridge_wakeup.h" >&2; exit 1; }; \
 	sed -e "s/@ABI@/$$abi/" -e "s/@KBV@/$$kbv/" librte_kni/rte_kni.map >$(BIN)/lib/rte_kni.map && \
 	$(CC) -shared -o $@ $< -Wl,-soname,librte_kni.so.$$abi -Wl,--version-script=$(BIN)/lib/rte_kni.map \
 		-Wl,-z,relro -Wl,-z,now -Wl,--no-undefined $(DPDK_LIBS) -lpthread && \
@@ -156,8 +156,8 @@ $(BIN)/lib/librte_kni.a: $(BIN)/lib/rte_kni.o
 header-check: $(BIN)/.header-check
 $(BIN)/.header-check: $(APP_HEADERS) tests/header-check.sh README.md
 	@mkdir -p $(BIN)
-	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
-	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -DRTE_KNI_LIBRARY -Iring $(DPDK_CFLAGS)" bash tests/header-check.sh ring/rte_kni.h
+	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -Iinclude/kbridge $(DPDK_CFLAGS)" bash tests/header-check.sh $(APP_HEADERS)
+	CC="$(CC)" CXX="$(CXX)" CFLAGS="$(HDR_WARN) -DRTE_KNI_LIBRARY -Iinclude/kbridge $(DPDK_CFLAGS)" bash tests/header-check.sh include/kbridge/rte_kni.h
 	@touch $@
 
 # govulncheck over the daemon's module, offline: the Go vulnerability

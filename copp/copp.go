@@ -17,11 +17,12 @@ import (
 	"github.com/kbridge/kbridge/internal/conferr"
 )
 
-// The classes (the order of ring/kbridge_classify.h). A routing protocol's
-// frame earns its class only by what proves it came from the link (TTL or
-// hop limit 255, a link-scoped address) or, for BGP, by being one of the
-// host's own sessions; otherwise it is classed as if it used no control
-// port, so that a forged flood never takes a real peer's bucket.
+// The classes (the order of include/kbridge/kbridge_classify.h). A
+// routing protocol's frame earns its class only by what proves it came
+// from the link (TTL or hop limit 255, a link-scoped address) or, for BGP,
+// by being one of the host's own sessions; otherwise it is classed as if
+// it used no control port, so that a forged flood never takes a real
+// peer's bucket.
 const (
 	Control    = iota // the rest of the control plane: OSPF, IS-IS, VRRP, DHCPv4/v6
 	Neighbor          // ARP, IPv6 neighbour and router discovery
@@ -75,7 +76,8 @@ const (
 // WhyNames name the reasons; WhyNames[Parsed] is not counted.
 var WhyNames = [NumWhys]string{"parsed", "truncated", "malformed", "deep_ipv6_extensions"}
 
-// Limits of the management match (ring/kbridge_classify.h) and of the rates.
+// Limits of the management match (include/kbridge/kbridge_classify.h)
+// and of the rates.
 const (
 	MaxPorts      = 16
 	MaxEthertypes = 8

@@ -87,7 +87,7 @@ install -m 0644 "$top/deploy/kbridge.service.d/10-dpdk-app.conf" "$root$unitdir/
 install -D -m 0644 "$top/deploy/kbridge.yaml" "$root/etc/kbridge/kbridge.yaml"
 # kbridge.h with the headers it includes, and KNI's API over it (docs/KNI.md).
 install -d "$root/usr/include/kbridge"
-install -m 0644 "$top"/ring/kbridge*.h "$top"/ring/rte_kni*.h "$root/usr/include/kbridge/"
+install -m 0644 "$top"/include/kbridge/*.h "$root/usr/include/kbridge/"
 # librte_kni (make build's bin/lib; docs/KNI.md): the shared library under
 # its soname (librte_kni.so.23 on 22.11) with the link -lrte_kni and dlopen
 # find, the archive for static links, stripped as Debian ships them; and

@@ -240,7 +240,7 @@ func TestNoMergeConflictLeft(t *testing.T) {
 func TestSlug(t *testing.T) {
 	for title, want := range map[string]string{
 		"Mode vhost: the app side over vhost-user":                                    "mode-vhost-the-app-side-over-vhost-user",
-		"The app header, `ring/kbridge.h`":                                            "the-app-header-ringkbridgeh",
+		"The app headers, `include/kbridge/`":                                         "the-app-headers-includekbridge",
 		"The reference app's `--vhost` port":                                          "the-reference-apps---vhost-port",
 		"The vhost variant (`KBT_MODE=vhost`)":                                        "the-vhost-variant-kbt_modevhost",
 		"Where /dev/vhost-net exists: DPDK's own kernel path (documented, not built)": "where-devvhost-net-exists-dpdks-own-kernel-path-documented-not-built",

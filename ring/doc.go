@@ -43,10 +43,10 @@
 // ring mode; vhost*, guestmem: mode vhost; burst*, mbufsrc, split, csum,
 // policer, copp, sockview, cbpf: the core; eal: both); cgo.go holds the
 // package's #cgo directives, and its C includes only headers of this
-// directory, so Go's build cache, which hashes the package's files, sees
-// every edit. The app's installed headers (kbridge.h and those it
-// includes, KNI's API over it) live here too: AppHeaders embeds them for
-// code built against them elsewhere (ring/ringtest).
+// directory and the app's installed headers (kbridge.h and those it
+// includes, KNI's API over it), which live in include/kbridge: the ABI,
+// in a directory of its own, whose package embeds them so that Go's build
+// cache sees every edit (headers.go).
 //
 // Mbuf ownership, the handshake's fences and the version rules are in
 // docs/ARCHITECTURE.md, "The data path and its contracts".

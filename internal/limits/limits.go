@@ -58,8 +58,9 @@ const (
 	// IfNameMax is the longest interface name: IFNAMSIZ - 1.
 	IfNameMax = 15
 	// PortNameMax is the longest port name (the name the app passes to
-	// kbridge_port_create()): KBRIDGE_NAME_MAX in ring/kbridge_ring.h,
-	// chosen so that a port name is also a valid interface name.
+	// kbridge_port_create()): KBRIDGE_NAME_MAX in
+	// include/kbridge/kbridge_ring.h, chosen so that a port name is also a
+	// valid interface name.
 	PortNameMax = 15
 )
 

@@ -12,7 +12,7 @@ import (
 // The C header and the Go constant cannot drift apart: the header is the
 // app's side of the same limit, compiled into the DPDK application.
 func TestPortNameMaxMatchesHeader(t *testing.T) {
-	h, err := os.ReadFile("../../ring/kbridge_ring.h")
+	h, err := os.ReadFile("../../include/kbridge/kbridge_ring.h")
 	if err != nil {
 		t.Fatal(err)
 	}

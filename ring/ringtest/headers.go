@@ -1,8 +1,9 @@
 package ringtest
 
-import "github.com/kbridge/kbridge/ring"
+import "github.com/kbridge/kbridge/include/kbridge"
 
-// primary.c includes ../kbridge.h, a header of another directory, which Go's
-// build cache does not hash for this package: depending on the headers'
-// bytes through ring.AppHeaders rebuilds it whenever they change.
-var _ = ring.AppHeaders
+// primary.c includes kbridge.h from include/kbridge (cgo.go's -I), a
+// directory Go's build cache does not hash for this package: depending on
+// the headers' bytes through kbridge.Headers rebuilds it whenever they
+// change.
+var _ = kbridge.Headers

@@ -4,7 +4,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 
-#include "../kbridge.h" /* the app's header, as an app includes it */
+#include "kbridge.h" /* the app's header, as an app includes it */
 #include "primary.h"
 
 int

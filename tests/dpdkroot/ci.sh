@@ -8,9 +8,10 @@
 #             C and C++, -Wall -Wextra -Werror) against its DPDK, with
 #             its vhost-user message layout checked against DPDK's own
 #             source where root.sh could fetch it (DPDK_SRC's default);
-#   root      in each root, the packages that exercise DPDK: ring and vhost
-#             (their root tests), tests/ring, tests/app, tests/restart,
-#             tests/kernel, tests/requests, tests/link, tests/vhost,
+#   root      in each root, the packages that exercise DPDK: the app's
+#             ABI's layout (include/), ring and vhost (their root tests),
+#             tests/ring, tests/app, tests/restart, tests/kernel,
+#             tests/requests, tests/link, tests/vhost,
 #             tests/kni (the KNI app, shared and static, the compat shim's
 #             error); in every root the test bed in mode static (tests/e2e,
 #             the reference app linked with that DPDK statically); and in
@@ -44,7 +45,7 @@ done
 # linked app's mempool handlers and mbuf layout are its DPDK's own, which
 # is what it checks (kbridge.h version 7).
 bed=${KBR_BED_RELEASE:-${KBR_RELEASES[-1]}}
-pkgs='./ring/... ./vhost/... ./tests/ring/ ./tests/app/ ./tests/restart/ ./tests/kernel/ ./tests/requests/ ./tests/link/ ./tests/vhost/ ./tests/kni/'
+pkgs='./include/... ./ring/... ./vhost/... ./tests/ring/ ./tests/app/ ./tests/restart/ ./tests/kernel/ ./tests/requests/ ./tests/link/ ./tests/vhost/ ./tests/kni/'
 
 # timed WHAT COMMAND...: runs it, says how long it took.
 timed() {

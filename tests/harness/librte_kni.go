@@ -120,7 +120,7 @@ func DPDKKNIVersionMap(t *testing.T) string {
 // KNI's API, which librte_kni exports; sorted.
 func KNIAPIFunctions(t *testing.T, root string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "ring/rte_kni.h"))
+	b, err := os.ReadFile(filepath.Join(root, "include/kbridge/rte_kni.h"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func TestKbridgeChildHeader(t *testing.T) {
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "childcheck")
 	flags := strings.Fields(harness.Sh(t, nil, "pkg-config", "--cflags", "--libs", "libdpdk"))
-	build := append([]string{"-O1", "-Wall", "-Wextra", "-Werror", "-I" + filepath.Join(root, "ring"), "-o", prog,
+	build := append([]string{"-O1", "-Wall", "-Wextra", "-Werror", "-I" + filepath.Join(root, "include", "kbridge"), "-o", prog,
 		filepath.Join(root, "tests/kni/testdata/childcheck.c")}, flags...)
 	if out, err := exec.Command("cc", build...).CombinedOutput(); err != nil {
 		t.Fatalf("building childcheck.c: %v\n%s", err, out)

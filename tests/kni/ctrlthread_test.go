@@ -35,7 +35,7 @@ func TestCtrlThreadCreateErrorIsNegative(t *testing.T) {
 		return strings.Fields(string(out))
 	}
 	bin := filepath.Join(t.TempDir(), "ctrlthread")
-	args := append([]string{"-O2", "-g", "-Wall", "-Wextra", "-Werror", "-rdynamic", "-I" + filepath.Join(root, "ring")}, flags("--cflags")...)
+	args := append([]string{"-O2", "-g", "-Wall", "-Wextra", "-Werror", "-rdynamic", "-I" + filepath.Join(root, "include", "kbridge")}, flags("--cflags")...)
 	args = append(args, "-o", bin, filepath.Join(root, "tests/kni/testdata/ctrlthread.c"))
 	args = append(append(args, flags("--libs")...), "-ldl")
 	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {

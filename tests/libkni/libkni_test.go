@@ -139,17 +139,18 @@ func TestLibrteKniExportsKNIsAPIByName(t *testing.T) {
 	}
 }
 
-// registryVersion is KBRIDGE_REGISTRY_V_ of ring/kbridge_wakeup.h: the
-// header's version, which the registries' link names carry.
+// registryVersion is KBRIDGE_REGISTRY_V_ of
+// include/kbridge/kbridge_wakeup.h: the header's version, which the
+// registries' link names carry.
 func registryVersion(t *testing.T, root string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "ring/kbridge_wakeup.h"))
+	b, err := os.ReadFile(filepath.Join(root, "include/kbridge/kbridge_wakeup.h"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?m)^#define KBRIDGE_REGISTRY_V_ (\d+) `).FindSubmatch(b)
 	if m == nil {
-		t.Fatal("ring/kbridge_wakeup.h defines no KBRIDGE_REGISTRY_V_")
+		t.Fatal("include/kbridge/kbridge_wakeup.h defines no KBRIDGE_REGISTRY_V_")
 	}
 	return string(m[1])
 }
@@ -271,7 +272,7 @@ func TestKNIStructLayoutIsDPDKs(t *testing.T) {
 		harness.Sh(t, nil, "cc", append(args, "-o", prog, "testdata/knilayout.c")...)
 		return harness.Sh(t, nil, prog)
 	}
-	dpdk, ours := layout("dpdk", dpdkInc), layout("kbridge", filepath.Join(root, "ring"))
+	dpdk, ours := layout("dpdk", dpdkInc), layout("kbridge", filepath.Join(root, "include", "kbridge"))
 	if dpdk != ours {
 		t.Errorf("the KNI structures differ:\nDPDK's rte_kni.h:\n%s\nkbridge's:\n%s", dpdk, ours)
 	}

@@ -8,7 +8,7 @@
  * DPDK's KBRIDGE_MP_WAKEUP and KBRIDGE_MP_DOORBELL action; the eventfd of
  * each worker reaches its port only if that action's registry holds both
  * ports, and the app's port rings the kbridge's doorbell only if both
- * copies share it (ring/kbridge_wakeup.h).
+ * copies share it (include/kbridge/kbridge_wakeup.h).
  *
  *   mixwake [EAL args] -- [--kni-first]
  *
