@@ -180,6 +180,8 @@ type Waker interface {
 	// Unpark clears the flag once the worker runs again.
 	Unpark()
 	// RegisterEventfd hands the eventfd the app should write to wake the
-	// worker. An error means the app will never kick.
+	// worker; the worker calls it once, on its own thread as Run starts,
+	// while its rings may already carry packets. An error means the app
+	// will never kick.
 	RegisterEventfd(fd int) error
 }
