@@ -116,7 +116,7 @@ $(BIN)/kbridge-kniapp-static: tests/kniapp/kniapp.c $(APP_HEADERS)
 
 # The floor kbridge is measured against (tests/floor): a plain C forwarder
 # on the same rings and TAP, run by the bed in kbridge's place.
-$(BIN)/kbridge-floor: tests/floor/floor.c $(KBRIDGE_HEADERS) ring/prefetch.h
+$(BIN)/kbridge-floor: tests/floor/floor.c $(KBRIDGE_HEADERS) ring/burst_prefetch.h ring/burst_cut.h ring/burst_csum.h ring/burst.h
 	@mkdir -p $(BIN)
 	$(CC) -O2 -g $(HDR_WARN) -Iinclude/kbridge -Iring $(DPDK_CFLAGS) -o $@ $< $(DPDK_LIBS)
 

@@ -13,8 +13,8 @@
 #include <rte_udp.h>
 
 #include "burst.h"
-#include "csum.h"
-#include "prefetch.h"
+#include "burst_csum.h"
+#include "burst_prefetch.h"
 
 /* Gives a buffer over the app's rings that got no held record one of its
  * own, in C memory, so that what it holds is on a record (what the spent

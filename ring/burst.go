@@ -10,8 +10,8 @@ package ring
 // enqueue time of residence timing); the iovecs stay valid until the next
 // Next, which gives the burst back. An inBuf copies frames the kernel side
 // read into fresh mbufs (chained when the data room is small) and hands
-// them over; PutTSO builds one TSO chain from a TCP super-frame, putSplit
-// cuts one into MTU frames straight into mbufs (ring mode's PutSplit).
+// them over; PutTSO builds one TSO chain from a TCP super-frame, PutSplit
+// cuts one into MTU frames straight into mbufs (both modes).
 // Every mbuf a buffer takes is given back or handed over exactly once.
 //
 // Where mbufs come from and go back to is the buffer's source (srcConfig,
@@ -29,7 +29,7 @@ package ring
 /*
 #include <errno.h>
 #include "burst.h"
-#include "split.h"
+#include "burst_split.h"
 */
 import "C"
 
@@ -359,11 +359,12 @@ func (in *inBuf) PutTSO(frame []byte, t bridge.TSOFrame) (bridge.PutResult, erro
 	return in.result(), nil
 }
 
-// putSplit cuts one TCP super-frame into MTU frames straight into mbufs
-// and hands them over (split.c): one cgo call, the payload copied once.
+// PutSplit cuts one TCP super-frame into MTU frames straight into mbufs
+// and hands them over (burst_split.c, with the one cut of burst_cut.h):
+// one cgo call, the payload copied once, in both modes.
 // bridge.ErrSegmentTooLarge when a segment would not fit one mbuf: the
-// caller splits it.
-func (in *inBuf) putSplit(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
+// caller then has the kernel side split it (tap/vnet's fallback).
+func (in *inBuf) PutSplit(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
 	in.setTSO(t)
 	if rc := C.kb_in_put_split(in.b, (*C.uint8_t)(unsafe.Pointer(&frame[0])), C.uint32_t(len(frame))); rc == -C.E2BIG {
 		return bridge.PutResult{}, bridge.ErrSegmentTooLarge

@@ -131,11 +131,3 @@ func (q *Queue) In(batch, stride int) (*In, error) {
 
 // TakesTSO reports whether the app declared KBRIDGE_APP_TSO.
 func (in *In) TakesTSO() bool { return in.takes }
-
-// PutSplit cuts a TCP super-frame into MTU frames straight into mbufs and
-// hands them over: one cgo call, the payload copied once.
-// bridge.ErrSegmentTooLarge when a segment would not fit one mbuf: the
-// caller then has the kernel side split it.
-func (in *In) PutSplit(frame []byte, t bridge.TSOFrame) (bridge.PutResult, error) {
-	return in.putSplit(frame, t)
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/kbridge/kbridge/policy"
 	"github.com/kbridge/kbridge/tap"
 	"github.com/kbridge/kbridge/tap/vnet"
+	"github.com/kbridge/kbridge/tap/vnet/vnettest"
 )
 
 // TestVhostHotPathThroughTheWorker is mode vhost's half of the engine's cost
@@ -83,6 +84,70 @@ func TestVhostHotPathThroughTheWorker(t *testing.T) {
 	if s.Drops["ring_full"] != 102*burst || s.FromKernelPackets != 0 || s.FromKernelBytes != 0 {
 		t.Errorf("ring_full %d, from_kernel %d packets %d bytes: want %d, 0, 0", s.Drops["ring_full"],
 			s.FromKernelPackets, s.FromKernelBytes, 102*burst)
+	}
+	if n := VhostPoolInUse(); n != 0 {
+		t.Errorf("%d mbufs not freed", n)
+	}
+}
+
+// TestVhostCutsASuperFrameInC: mode vhost has the burst core cut a TCP
+// super-frame for a frontend without TSO (burst_cut.h, as ring mode does),
+// not the kernel side's Go fallback: 45 segments, more than a burst holds,
+// in one FromKernel and one cgo call, with no allocation, counted as one
+// split read of 45 frames. Without a frontend every segment counts as
+// ring_full and its mbuf goes back to the pool. Root only (hugepages).
+func TestVhostCutsASuperFrameInC(t *testing.T) {
+	testVhostEAL(t)
+	const burst, segs = 32, 45
+	q, err := NewVhostQueue(2, burst, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := NewVhostIn(2, burst, tap.FrameLen(1500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := VhostApp(q, in)
+	if app.Split == nil {
+		t.Fatal("mode vhost's app side offers no cut (bridge.App.Split)")
+	}
+	fd, peer, err := bridgetest.SeqPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(peer)
+	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: burst, MaxSegs: 16, Merge: true})
+	defer kq.Close()
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, app, kq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		w.Stop()
+		_ = w.Run()
+	}()
+	super := vnettest.DefaultFlow().Super(1, 1, segs, 1448, vnettest.PSH)
+	if _, err := unix.Write(peer, super); err != nil {
+		t.Fatal(err)
+	}
+	calls := runtime.NumCgoCall()
+	if n := w.FromKernel(); n != segs {
+		t.Fatalf("FromKernel moved %d, want the %d segments at once", n, segs)
+	}
+	if c := runtime.NumCgoCall() - calls; c != 1 {
+		t.Errorf("FromKernel made %d cgo calls for a super-frame of %d segments, want 1", c, segs)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		_, _ = unix.Write(peer, super)
+		w.FromKernel()
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per super-frame", allocs)
+	}
+	s := w.Counters().Snapshot()
+	if s.Offload.SplitReads != 102 || s.Offload.SplitFrames != 102*segs || s.Drops["ring_full"] != 102*segs {
+		t.Errorf("split reads %d, frames %d, ring_full %d; want 102, %d, %d", s.Offload.SplitReads,
+			s.Offload.SplitFrames, s.Drops["ring_full"], 102*segs, 102*segs)
 	}
 	if n := VhostPoolInUse(); n != 0 {
 		t.Errorf("%d mbufs not freed", n)

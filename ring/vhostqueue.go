@@ -45,9 +45,10 @@ var (
 
 // VhostApp is queue pair q and in as a worker's app side: q the waker,
 // whose kick fd the worker watches, in taking TCP super-frames whole while
-// the frontend negotiated TSO, CoPP's policers and reserve.
+// the frontend negotiated TSO and cutting them into MTU frames otherwise,
+// CoPP's policers and reserve.
 func VhostApp(q *VhostQueue, in *VhostIn) bridge.App {
-	return bridge.App{Out: q, In: in, Waker: q, TSO: in, Policer: q, Reserver: in, WatchKicks: q.BindWatcher}
+	return bridge.App{Out: q, In: in, Waker: q, TSO: in, Split: in, Policer: q, Reserver: in, WatchKicks: q.BindWatcher}
 }
 
 // NewVhostQueue returns queue pair q's app side, with bursts of batch
@@ -160,13 +161,14 @@ func (q *VhostQueue) PrepareToPark() int {
 func (q *VhostQueue) Unpark() { C.kb_vh_unpark(C.int(q.id), C.int(q.kickfd)) }
 
 // VhostIn moves frames from the kernel into the app's RX vring: the burst
-// core's in buffer over kb_vh_burst_ops. It implements bridge.AppIn and
-// bridge.AppTSO.
+// core's in buffer over kb_vh_burst_ops. It implements bridge.AppIn,
+// bridge.AppTSO and bridge.AppSplit.
 type VhostIn struct{ inBuf }
 
 var (
 	_ bridge.AppIn       = (*VhostIn)(nil)
 	_ bridge.AppTSO      = (*VhostIn)(nil)
+	_ bridge.AppSplit    = (*VhostIn)(nil)
 	_ bridge.AppReserver = (*VhostIn)(nil)
 )
 

@@ -131,6 +131,12 @@ func (s *Super) N() int { return s.n }
 // into dst and returns its length; it returns 0 for k out of range or a dst
 // shorter than the frame (at most mtu+18 bytes, as Parse guarantees).
 //
+// The app sides cut TCP super-frames themselves, in C, straight into the
+// app's buffers (ring/burst_cut.h): Segment's GSO cut is the fallback for
+// what they refuse (a segment larger than one of the app's buffers) and for
+// an app's LRO frame the kernel would not take whole (Queue's writeSplit),
+// and the reference the C cut is tested against byte for byte.
+//
 // For GSO it does what the kernel's TCP segmentation does: headers copied,
 // IPv4 ID = original + k with total length and header checksum recomputed,
 // IPv6 payload length set, sequence number advanced by k*MSS, FIN and PSH

@@ -53,7 +53,8 @@
 #include <rte_tcp.h>
 
 #include "kbridge.h"
-#include "prefetch.h"
+#include "burst_cut.h"
+#include "burst_prefetch.h"
 
 #define BURST 32
 #define MAX_MERGE 64 /* packets in one super-frame, as kbridge's coalescer */
@@ -370,17 +371,13 @@ parse(struct rte_mbuf *m, struct seg *s)
 		s->payload = -1;
 }
 
+/* kbridge's own check (burst_csum.h), where the NIC vouched for nothing. */
 static int
 csum_good(struct rte_mbuf *m, const struct seg *s)
 {
-	void *ip = s->h + ETH_LEN;
-
 	if ((m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD)
 		return 1;
-	if (s->v6)
-		return rte_ipv6_udptcp_cksum_verify(ip, s->h + ETH_LEN + s->l3) == 0;
-	return rte_raw_cksum(ip, 20) == 0xffff &&
-	       rte_ipv4_udptcp_cksum_verify(ip, s->h + ETH_LEN + s->l3) == 0;
+	return kb_tcp_csum_good(s->h, m->data_len);
 }
 
 /* Whether b joins the super-frame headed by a, which ends at sequence next:
@@ -557,61 +554,44 @@ finish_csum(uint8_t *f, int len, const struct virtio_net_hdr *vh)
 	memcpy(f + vh->csum_start + vh->csum_offset, &sum, 2);
 }
 
-/* Cuts a TCP super-frame of len bytes into mbufs appended at ms[*n]: what
- * the kernel's segmentation would have sent. Returns -1 when it is none. */
+/* Cuts a TCP super-frame of len bytes into mbufs appended at ms[*n] with
+ * kbridge's own cut (burst_cut.h): what the kernel's segmentation would
+ * have sent. Returns -1 when it is none. */
 static int
 split(uint8_t *f, int len, const struct virtio_net_hdr *vh, struct rte_mbuf **ms, unsigned int *n)
 {
-	int v6 = vh->gso_type == VIRTIO_NET_HDR_GSO_TCPV6, l3, l4, hl, mss, payload, off, k = 0;
+	struct kb_tso t = { .l2 = ETH_LEN, .ipv6 = vh->gso_type == VIRTIO_NET_HDR_GSO_TCPV6 };
 	uint16_t et = (uint16_t)(f[12] << 8 | f[13]);
-	struct rte_tcp_hdr *t;
+	struct kb_cut c = { .data = f };
+	int payload;
+	uint32_t k;
 
-	if (et != (v6 ? RTE_ETHER_TYPE_IPV6 : RTE_ETHER_TYPE_IPV4))
+	if (len < ETH_LEN + (t.ipv6 ? 40 : 20) + 20 ||
+	    et != (t.ipv6 ? RTE_ETHER_TYPE_IPV6 : RTE_ETHER_TYPE_IPV4))
 		return -1;
-	l3 = v6 ? 40 : (f[ETH_LEN] & 0x0f) * 4;
-	t = (void *)(f + ETH_LEN + l3);
-	l4 = (t->data_off >> 4) * 4;
-	hl = ETH_LEN + l3 + l4;
-	mss = RTE_MIN((int)vh->gso_size, cfg.mtu - l3 - l4);
-	payload = len - hl;
-	if (mss <= 0 || payload <= 0 || hl + mss > (int)room)
+	t.l3 = t.ipv6 ? 40 : (f[ETH_LEN] & 0x0f) * 4;
+	t.l4 = (f[ETH_LEN + t.l3 + 12] >> 4) * 4;
+	c.hlen = (uint32_t)t.l2 + t.l3 + t.l4;
+	payload = len - (int)c.hlen;
+	if (t.l3 < 20 || t.l4 < 20 || vh->gso_size == 0 || payload <= 0 ||
+	    (int)vh->gso_size > len || cfg.mtu <= t.l3 + t.l4)
 		return -1;
-	for (off = 0; off < payload; off += mss, k++) {
-		int plen = RTE_MIN(mss, payload - off);
+	t.mss = (uint16_t)RTE_MIN((int)vh->gso_size, cfg.mtu - t.l3 - t.l4);
+	if (c.hlen + t.mss > room)
+		return -1;
+	c.payload = (uint32_t)payload;
+	c.n = (c.payload + t.mss - 1) / t.mss;
+	if (c.n > MAX_SPLIT)
+		return -1;
+	kb_cut_start(&t, &c);
+	for (k = 0; k < c.n; k++) {
 		struct rte_mbuf *m = take();
-		uint8_t *d, *ip;
-		struct rte_tcp_hdr *dt;
 
 		if (m == NULL) {
 			st.dropped++;
 			return 0;
 		}
-		d = rte_pktmbuf_mtod(m, uint8_t *);
-		memcpy(d, f, hl);
-		memcpy(d + hl, f + hl + off, plen);
-		ip = d + ETH_LEN;
-		dt = (void *)(ip + l3);
-		dt->sent_seq = rte_cpu_to_be_32(rte_be_to_cpu_32(dt->sent_seq) + off);
-		if (off + plen < payload)
-			dt->tcp_flags &= ~(RTE_TCP_FIN_FLAG | RTE_TCP_PSH_FLAG);
-		if (k > 0)
-			dt->tcp_flags &= ~RTE_TCP_CWR_FLAG;
-		dt->cksum = 0;
-		if (v6) {
-			struct rte_ipv6_hdr *ip6 = (void *)ip;
-
-			ip6->payload_len = rte_cpu_to_be_16(l4 + plen);
-			dt->cksum = rte_ipv6_udptcp_cksum(ip6, dt);
-		} else {
-			struct rte_ipv4_hdr *ip4 = (void *)ip;
-
-			ip4->total_length = rte_cpu_to_be_16(l3 + l4 + plen);
-			ip4->packet_id = rte_cpu_to_be_16(rte_be_to_cpu_16(ip4->packet_id) + k);
-			ip4->hdr_checksum = 0;
-			ip4->hdr_checksum = rte_ipv4_cksum(ip4);
-			dt->cksum = rte_ipv4_udptcp_cksum(ip4, dt);
-		}
-		m->data_len = (uint16_t)(hl + plen);
+		m->data_len = (uint16_t)kb_cut_segment(&t, &c, k, rte_pktmbuf_mtod(m, uint8_t *));
 		m->pkt_len = m->data_len;
 		ms[(*n)++] = m;
 	}

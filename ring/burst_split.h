@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * split.h: the kernel -> app direction's TCP segmentation in C. A TCP
+ * burst_split.h: the kernel -> app direction's TCP segmentation in C. A TCP
  * super-frame read from the TAP is cut into MTU frames written straight
  * into the app's mbufs, for an app whose port does not segment: one copy of
  * the payload instead of a copy into a burst slot and another into an mbuf.
  * The frames are those tap/vnet's Super.Segment makes, byte for byte.
  */
-#ifndef KB_SPLIT_H
-#define KB_SPLIT_H
+#ifndef KB_BURST_SPLIT_H
+#define KB_BURST_SPLIT_H
 
 #include <stdint.h>
 

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * csum.h: Internet checksums in software, for the burst core. The sums the
- * C cut (split.c) builds each segment's checksums from, and the check of a
+ * burst_csum.h: Internet checksums in software, for the burst core. The sums the
+ * C cut (burst_cut.h) builds each segment's checksums from, and the check of a
  * TCP frame from the app (kb_tcp_csum_good), which kb_out_describe makes
  * as kb_out_next describes a burst, on bytes it has just prefetched: in C it is about
  * 2.5 times as fast as tap/vnet's Go sum, which then has nothing to check.
  */
-#ifndef KB_CSUM_H
-#define KB_CSUM_H
+#ifndef KB_BURST_CSUM_H
+#define KB_BURST_CSUM_H
 
 #include <netinet/in.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * prefetch.h: asks for a dequeued burst's frame bytes before they are read.
+ * burst_prefetch.h: asks for a dequeued burst's frame bytes before they are read.
  * The app's lcore on the other CPU wrote them, so the first read of each
  * cache line (the checksum check before coalescing) waits for a transfer
  * from that CPU's cache; asked for all at once, right after the dequeue,
