@@ -299,21 +299,15 @@ func NewRegistry(c prometheus.Collector, version string) (*prometheus.Registry, 
 	return reg, nil
 }
 
-// metricsRetry is how often ServeMetrics tries again to listen.
+// metricsRetry is how often StartMetrics tries again to listen.
 var metricsRetry = 5 * time.Second
 
-// ServeMetrics serves g's metrics on addr (/metrics) until ctx ends. An
+// StartMetrics serves g's metrics on addr (/metrics) until ctx ends. Its
+// first attempt to listen is made before it returns, so a daemon that says
+// it is ready after StartMetrics answers on addr when addr was free. An
 // address it cannot listen on (busy, not there yet) is not fatal: it logs
 // the error and tries again every 5 s, logging again only when the error
-// changes. It returns only when ctx ends.
-func ServeMetrics(ctx context.Context, addr string, g prometheus.Gatherer, log *slog.Logger) error {
-	StartMetrics(ctx, addr, g, log)()
-	return nil
-}
-
-// StartMetrics is ServeMetrics whose first attempt to listen is made before
-// it returns: a daemon that says it is ready after StartMetrics answers on
-// addr when addr was free. The function returned waits until serving ended.
+// changes. The function returned waits until serving ended.
 func StartMetrics(ctx context.Context, addr string, g prometheus.Gatherer, log *slog.Logger) (wait func()) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
