@@ -5,6 +5,12 @@ import (
 	"math/bits"
 )
 
+// The checksums' home is C (ring/burst_csum.h): the burst core checks each
+// TCP frame from the app as it describes a burst, and the C cut sums each
+// segment it writes. These Go sums are the fallback: for the frames C did
+// not vouch for (the coalescer checks them before it merges), and for
+// Super.Segment, the fallback cut.
+//
 // The checksum helpers keep a 64-bit ones-complement accumulator: adding
 // 8 bytes as one big-endian uint64 with end-around carry is the same, modulo
 // 0xffff, as adding their four 16-bit words, because 2^16 ≡ 1 (mod 0xffff).
