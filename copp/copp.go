@@ -4,7 +4,7 @@
 // is pure Go: the configuration's copp section (Config, with its defaults
 // and Validate) and the shape of the counters (Snapshot). The classifier and
 // the token buckets run in C inside the burst core (package ring,
-// kbridge_classify.h and policer.c), before a frame costs a syscall; the
+// kbridge_classify.h and burst_policer.c), before a frame costs a syscall; the
 // app's header classes frames with the same classifier once its ring's room
 // is down to the control plane's reserve. See
 // docs/ARCHITECTURE.md, "Control-plane protection".
@@ -91,7 +91,7 @@ const (
 	// worth. A frame larger than the burst (that super-frame with its
 	// headers: 65549 bytes as IPv4, 65589 as IPv6) passes when the
 	// bucket is full and leaves it in debt by the excess
-	// (ring/policer.h, which says why no minimum could cover every
+	// (ring/burst_policer.h, which says why no minimum could cover every
 	// frame).
 	MinBurstBytes = 65536
 )

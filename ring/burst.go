@@ -2,7 +2,7 @@ package ring
 
 // The burst core's Go half (burst.c's C half): the burst buffers through
 // which both app sides move packets, the rte_rings of ring mode
-// (portburst.go) and the vrings of mode vhost (vhostqueue.go), each burst
+// (port_burst.go) and the vrings of mode vhost (vhost_queue.go), each burst
 // in exactly one cgo call and without a Go allocation.
 //
 // An outBuf describes a dequeued burst of mbuf chains as iovecs into mbuf

@@ -7,7 +7,7 @@
  * metadata), copy-in (kernel frames into fresh mbuf chains) and the TSO
  * chain builder. What differs between the modes is what a burst is dequeued
  * from and enqueued to (struct kb_burst_ops, written by each mode's C),
- * where the mbufs come from and go back to (struct kb_src, mbufsrc.c), the
+ * where the mbufs come from and go back to (struct kb_src, burst_mbufsrc.c), the
  * held record of ring mode's crash recovery and residence timing (set when
  * a buffer is made), and the KB_BURST_* flags.
  */
@@ -24,8 +24,8 @@
 
 #include "kbridge_classify.h"
 #include "kbridge_owner.h"
-#include "policer.h"
-#include "sockview.h"
+#include "burst_policer.h"
+#include "burst_sockview.h"
 
 /* A record, in memory the app shares, of the mbufs a buffer holds between
  * two ring operations (kbridge.h's struct kbridge_held_q): m[0..*n), room for
@@ -42,7 +42,7 @@ struct kb_held {
 };
 
 /* Where a buffer's mbufs come from and where those it is done with go
- * (mbufsrc.c): the burst core takes and gives them back only here.
+ * (burst_mbufsrc.c): the burst core takes and gives them back only here.
  * pool set: allocated from and freed to that mempool through this
  * process's handlers (mode vhost's own pool; ring mode with an app of
  * kbridge.h version 6 or older, whose pool's handler attach checked).
@@ -140,7 +140,7 @@ struct kb_copp {
 /* What an out buffer's classifier and policers did; policed_at: when (ns,
  * CLOCK_MONOTONIC) each class's policer last refused a frame, 0 never.
  * Unwanted frames are classed so by the view of the host's sockets
- * (sockview.h), read once per burst. */
+ * (burst_sockview.h), read once per burst. */
 struct kb_copp_stats {
 	uint64_t passed[KBRIDGE_CLASSES];
 	uint64_t policed[KBRIDGE_CLASSES];
@@ -339,7 +339,7 @@ kb_held_clear(struct kb_held *rec)
 	__atomic_store_n(rec->n, 0, __ATOMIC_RELEASE);
 }
 
-/* ---- The mbuf source (mbufsrc.c) ---- */
+/* ---- The mbuf source (burst_mbufsrc.c) ---- */
 
 /* The bytes one mbuf of a pktmbuf pool holds after its headroom (its
  * private data: no handler is called). */
@@ -369,7 +369,7 @@ int kb_src_give_held(const struct kb_src *s, struct kb_held *rec, struct rte_mbu
  * how many were lost. */
 unsigned int kb_src_give(const struct kb_src *s, struct rte_mbuf **m, uint16_t n);
 
-/* Ring mode's fresh and spent rings under a held record (reconcile.c): the
+/* Ring mode's fresh and spent rings under a held record (port_reconcile.c): the
  * take and the put of kb_src, bracketed by the record's pend word as the
  * burst rings' dequeue_held and enqueue_held are. kb_fresh_take_held takes
  * n (the ring has them) into rec->m and m; kb_spent_put_held puts what rec

@@ -35,18 +35,24 @@
 // it. A mode plugs into the core with a table of its C functions (struct
 // kb_burst_ops: how to dequeue, enqueue, take and give mbufs).
 //
-// Why one package: the core and both modes share C types (the burst
-// buffers, the ops table, the held-mbuf record), and a C type of one cgo
-// package is not another's; the modes' C reaches the core's C by direct
-// calls, which cgo links only within a package. The files say which part
-// they serve (port*, owner, requests, reconcile, secondary, served:
-// ring mode; vhost*, guestmem: mode vhost; burst*, mbufsrc, split, csum,
-// policer, copp, sockview, cbpf: the core; eal: both); cgo.go holds the
-// package's #cgo directives, and its C includes only headers of this
-// directory and the app's installed headers (kbridge.h and those it
-// includes, KNI's API over it), which live in include/kbridge: the ABI,
-// in a directory of its own, whose package embeds them so that Go's build
-// cache sees every edit (headers.go).
+// Why one package: it has three parts, ring mode, mode vhost and the
+// burst core both modes move packets through, and they share C types: the
+// burst buffers, the ops table a mode fills, the held-mbuf record. A C
+// type of one cgo package is not another's (each package has its own
+// C.struct_kb_out), so a mode in a package of its own could not hand the
+// core a buffer; and the modes' C reaches the core's C by direct calls,
+// which cgo links only within a package, and by the inline functions of
+// its headers. So the parts are one package, and each file's name says which
+// part it serves: port_* (and port.*) ring mode, vhost_* (and vhost.*)
+// mode vhost, burst_* (and burst.*) the core; a test is named for the part
+// it tests. A file with none of these names serves the package as a whole:
+// starting the EAL for either mode, the #cgo directives, the test hooks.
+//
+// cgo.go holds the package's #cgo directives, and its C includes only
+// headers of this directory and the app's installed headers (kbridge.h and
+// those it includes, KNI's API over it), which live in include/kbridge: the
+// ABI, in a directory of its own, whose package embeds them so that Go's
+// build cache sees every edit (headers.go).
 //
 // Mbuf ownership, the handshake's fences and the version rules are in
 // docs/ARCHITECTURE.md, "The data path and its contracts".

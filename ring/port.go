@@ -52,7 +52,7 @@ type Port struct {
 	held     *C.struct_kbridge_held // the record of what workers hold, or nil
 	served   bool                   // SetServed told the app; Release takes it back
 
-	// Of the mailbox (requests.go), touched only by the keeper, which
+	// Of the mailbox (port_requests.go), touched only by the keeper, which
 	// serializes requests: the value the app must take before another is
 	// posted, the request Ask posted last, and the app's refusal of an
 	// undo not yet reported.

@@ -126,7 +126,7 @@ unsigned int kb_ring_count(const struct rte_ring *r);
  * What a ring has no room for stays the burst core's. */
 extern const struct kb_burst_ops kb_ring_burst_ops;
 
-/* reconcile.c: the ops' dequeue and enqueue with a held record, which keep
+/* port_reconcile.c: the ops' dequeue and enqueue with a held record, which keep
  * its pend word around the ring operation, and the takeover. */
 uint16_t kb_ring_dequeue_held(void *ctx, struct kb_held *rec, struct rte_mbuf **m, uint16_t n);
 uint16_t kb_ring_enqueue_held(void *ctx, struct kb_held *rec, struct rte_mbuf **m, uint16_t n);

@@ -25,7 +25,7 @@ const TestHook = true
 // inside its first non-empty operation on that ring: between to_kernel's
 // or fresh's cons.head and cons.tail, between from_kernel's or spent's
 // prod.head and its copy.
-// A product build has neither the variable nor the branch (reconcile.c).
+// A product build has neither the variable nor the branch (port_reconcile.c).
 func init() {
 	var bits C.int
 	for _, d := range strings.Split(os.Getenv("KBRIDGE_TEST_PARK"), ",") {

@@ -24,7 +24,7 @@
 #include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
-#include "guestmem.h"
+#include "vhost_guestmem.h"
 #include "vhost.h"
 #include "vhost_msg.h"
 
@@ -397,7 +397,7 @@ kb_vh_post_msg(int vid, void *msg)
 		return res;
 	if (rte_vhost_get_mem_table(vid, &mem) != 0)
 		return res;
-	/* The regions the SIGBUS handler knows as this device's (guestmem.c),
+	/* The regions the SIGBUS handler knows as this device's (vhost_guestmem.c),
 	 * from here until the next table or connection of this vid. */
 	kb_gm_set(vid, mem);
 	if (shrank > 0) {
@@ -599,7 +599,7 @@ kb_vh_new_connection(int vid)
 	return rte_vhost_extern_callback_register(vid, &kb_vh_extern, NULL);
 }
 
-/* guestmem.c's hook, in its SIGBUS handler, after it mapped zeros over the
+/* vhost_guestmem.c's hook, in its SIGBUS handler, after it mapped zeros over the
  * page of vid's memory that vanished: async-signal-safe. The device's
  * vrings are served no more, its connection is shut down (librte_vhost
  * then sees the frontend hang up, destroys the device and unmaps its

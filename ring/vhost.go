@@ -4,7 +4,7 @@ package ring
 
 /*
 #include <stdlib.h>
-#include "guestmem.h"
+#include "vhost_guestmem.h"
 #include "vhost.h"
 */
 import "C"

@@ -258,7 +258,7 @@ func parsePacket(b []byte, ifindexes []int) (taker, *Filter, bool) {
 	return taker{0, fmt.Sprintf("a packet socket %s %s (inode %d, uid %d, protocol 0x%04x: tcpdump or the like)", where, what, inode, uid, num)}, nil, true
 }
 
-// runnable reports whether the burst core's interpreter (ring/cbpf.h) runs
+// runnable reports whether the burst core's interpreter (ring/burst_cbpf.h) runs
 // prog as the kernel does: a classic program of at most MaxFilterInsns
 // known instructions, loading only from the frame's own bytes (no
 // ancillary data, SKF_AD_OFF, nor the kernel's SKF_NET_OFF and SKF_LL_OFF

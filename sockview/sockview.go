@@ -8,7 +8,7 @@
 // nftables' chains) and two files of /proc (legacy iptables, IPVS), in the
 // network namespace kbridge runs in, which is its interface's. kbridge
 // reads a View every copp.unwanted.refresh and publishes it to the burst
-// core (ring/sockview.h), which classes frames no socket wants as
+// core (ring/burst_sockview.h), which classes frames no socket wants as
 // unwanted. Pure Go: nothing here touches a packet or changes the host.
 // See docs/ARCHITECTURE.md, "Control-plane protection".
 package sockview
@@ -79,7 +79,7 @@ type Insn struct {
 }
 
 // The most filters, and instructions of one, a view carries
-// (ring/sockview.h); a packet socket beyond them turns the judging off.
+// (ring/burst_sockview.h); a packet socket beyond them turns the judging off.
 const (
 	MaxFilters     = 8
 	MaxFilterInsns = 128

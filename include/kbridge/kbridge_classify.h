@@ -19,7 +19,7 @@
  * claims a control port is classed as if it did not (default, or what the
  * management match makes it), so that a forged flood never takes a real
  * peer's bucket or reserved slot. kbridge itself also classes BGP by the
- * host's own sessions (ring/sockview.h), which needs no TTL.
+ * host's own sessions (ring/burst_sockview.h), which needs no TTL.
  */
 #ifndef KBRIDGE_CLASSIFY_H
 #define KBRIDGE_CLASSIFY_H
@@ -47,7 +47,7 @@ extern "C" {
 #define KBRIDGE_CLASS_LINK 7 /* LACP, LLDP, STP, 802.1X: IEEE 802.1D
 			      * link-local groups, slow protocols, LLDP */
 /* kbridge's own, never returned here: a frame for the host's own address
- * that no socket of the host wants (ring/sockview.h). */
+ * that no socket of the host wants (ring/burst_sockview.h). */
 #define KBRIDGE_CLASS_UNWANTED 8
 #define KBRIDGE_CLASSES 9
 

@@ -203,7 +203,7 @@ kbridge_port_prepare(const char *name, uint16_t nb_queues, unsigned int ring_siz
 			goto fail;
 		/* fresh: any app call puts, kbridge's worker alone takes; spent:
 		 * the other way round. kbridge's side of every ring is single,
-		 * which its crash recovery needs (ring/reconcile.c). */
+		 * which its crash recovery needs (ring/port_reconcile.c). */
 		if (kbridge_ring_name(rname, sizeof(rname), name, "al", q) != 0)
 			goto toolong;
 		p->fresh[q] = rte_ring_create(rname, ring_size, socket_id, RING_F_SC_DEQ);

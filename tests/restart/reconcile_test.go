@@ -2,7 +2,7 @@ package restart
 
 // kbridge killed (SIGKILL) inside a ring operation, parked there by the
 // test hook of a kbridge built with -tags kbridge_testhook (ring/testhook.go,
-// ring/reconcile.c); the next kbridge, a product build, reconciles the rings
+// ring/port_reconcile.c); the next kbridge, a product build, reconciles the rings
 // on takeover. Every identifier here starts with rc.
 
 import (

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * cbpf.h: a classic BPF interpreter (linux/filter.h's instruction set, as
+ * burst_cbpf.h: a classic BPF interpreter (linux/filter.h's instruction set, as
  * SO_ATTACH_FILTER takes it) over one frame's bytes, for the socket view:
  * a packet socket on the interface (tcpdump with an expression, lldpd, a
  * DHCP client) captures only what its filter accepts, and a frame it would

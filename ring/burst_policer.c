@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "policer.h"
+#include "burst_policer.h"
 
 static void
 kb_bucket_init(struct kb_bucket *b, uint64_t rate, uint64_t burst)

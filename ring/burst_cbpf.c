@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "cbpf.h"
+#include "burst_cbpf.h"
 
 /* linux/bpf_common.h's fields of an instruction's code. */
 #define KB_CLASS(c) ((c) & 0x07)

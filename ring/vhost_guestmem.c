@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * guestmem.c: the SIGBUS handler for guest memory that shrank (guestmem.h).
+ * vhost_guestmem.c: the SIGBUS handler for guest memory that shrank (vhost_guestmem.h).
  *
  * Why a handler and not a check: no check at SET_MEM_TABLE can hold, since
  * the frontend keeps its files open and may truncate them at any time, and
@@ -30,7 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "guestmem.h"
+#include "vhost_guestmem.h"
 
 #define KB_GM_MAX 64 /* regions of every connection (8 each at most) */
 

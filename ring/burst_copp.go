@@ -1,7 +1,7 @@
 package ring
 
 // Control-plane protection in the burst core (burst.c's kb_out_police over
-// kbridge_classify.h and policer.c): an out buffer classifies each burst's frames,
+// kbridge_classify.h and burst_policer.c): an out buffer classifies each burst's frames,
 // polices them per class and frees what its policers refuse inside the
 // burst's one cgo call, before a frame reaches Go or costs a syscall. This
 // file puts a copp.Config in force and reads the counters; classify,
@@ -242,7 +242,7 @@ func classifyBatch(buf []byte, stride int, lens []uint32, rounds int, c copp.Con
 	return nil
 }
 
-// policer is the burst core's token bucket (policer.h) for one class, on a
+// policer is the burst core's token bucket (burst_policer.h) for one class, on a
 // clock the caller gives: for the package's tests.
 type policer struct{ p C.struct_kb_policer }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * policer.h: a token bucket in packets and one in bytes, for one class of
+ * burst_policer.h: a token bucket in packets and one in bytes, for one class of
  * one queue. Pure: the caller passes the time (ns, any monotonic origin),
  * so a test drives it with a fake clock. Tokens are counted in 1e-9 units,
  * so that refilling takes a multiplication and no division; a rate of 0

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * guestmem.h: kbridge outlives guest memory that shrinks under it. A
+ * vhost_guestmem.h: kbridge outlives guest memory that shrinks under it. A
  * frontend's memory is its files (memfd, hugetlbfs), mapped shared; one it
  * truncates while kbridge runs turns the next touch of a page past the new
  * end into a SIGBUS, in librte_vhost's data path or its message thread.

@@ -5,7 +5,7 @@
 
 #include <rte_common.h>
 
-#include "sockview.h"
+#include "burst_sockview.h"
 
 #define KB_SV_NONE 2u
 

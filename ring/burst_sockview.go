@@ -1,13 +1,13 @@
 package ring
 
-// The view of the host's sockets in the burst core (sockview.c): Go reads
+// The view of the host's sockets in the burst core (burst_sockview.c): Go reads
 // it (package sockview) and publishes it here; the workers read it once a
 // burst. One per process, as the host's socket table is one per network
 // namespace and kbridge serves one interface.
 
 /*
 #include <stdlib.h>
-#include "sockview.h"
+#include "burst_sockview.h"
 
 // kb_sv_class_one classes one frame against the published view, as the
 // burst core does: for tests.
@@ -38,7 +38,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The view's bounds and the reasons' order are sockview.h's.
+// The view's bounds and the reasons' order are burst_sockview.h's.
 var (
 	_ [C.KB_SV_WHYS - copp.NumUnwantedWhys]struct{}
 	_ [copp.NumUnwantedWhys - C.KB_SV_WHYS]struct{}
@@ -233,7 +233,7 @@ func sockViewClassOfChain(first []byte, pktLen, c int) (class, why int) {
 }
 
 // runCBPF runs prog on frame as the burst core runs a packet socket's
-// filter (cbpf.h): the bytes it would capture, 0 for none. For the
+// filter (burst_cbpf.h): the bytes it would capture, 0 for none. For the
 // package's tests.
 func runCBPF(prog []sockview.Insn, frame []byte) uint32 {
 	if len(prog) == 0 {

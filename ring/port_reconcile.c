@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * reconcile.c: the ring operations of ring mode's workers as a takeover can
+ * port_reconcile.c: the ring operations of ring mode's workers as a takeover can
  * read them back, and the takeover's reconciliation of each ring's kbridge
  * side with what a killed kbridge left (docs/ARCHITECTURE.md, "A kbridge
  * killed inside a ring operation").

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * sockview.h: kbridge's view of the host's sockets, which the burst core
+ * burst_sockview.h: kbridge's view of the host's sockets, which the burst core
  * reads for each frame toward the kernel (kb_sv_class) without a syscall:
  *  - unwanted frames: a TCP or UDP frame for one of the host's own unicast
  *    addresses (its local routes), to a port that no socket of that
@@ -30,7 +30,7 @@
  *
  * A packet socket on the interface (tcpdump, lldpd, a DHCP client) captures
  * what its classic BPF filter accepts: the view holds those filters and
- * runs them (cbpf.h) on a frame it would find unwanted, which is kept if
+ * runs them (burst_cbpf.h) on a frame it would find unwanted, which is kept if
  * one would capture it. A packet socket without a filter, or with one the
  * view cannot run, turns the judging off instead (package sockview).
  *
@@ -45,7 +45,7 @@
 
 #include <stdint.h>
 
-#include "cbpf.h"
+#include "burst_cbpf.h"
 #include "kbridge_classify.h"
 
 #define KB_SV_WORDS (65536 / 64) /* a bitmap of the 65536 ports */

@@ -16,7 +16,7 @@ import (
 var ErrNotSingle = errors.New("ring: not a single-producer/single-consumer ring")
 
 // Recovered is what Reconcile found of the ring operations a killed
-// kbridge had under way, summed over the queues (reconcile.c says how each
+// kbridge had under way, summed over the queues (port_reconcile.c says how each
 // is told).
 type Recovered struct {
 	// ToKernelReclaimed entries of to_kernel the dead consumer had claimed

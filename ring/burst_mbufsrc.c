@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause
  *
- * mbufsrc.c: the burst core's mbuf source (burst.h's struct kb_src), the
+ * burst_mbufsrc.c: the burst core's mbuf source (burst.h's struct kb_src), the
  * one place where it takes mbufs and gives back those it is done with.
  *
  * A pool (mode vhost's own; ring mode with an app of kbridge.h version 6 or
@@ -12,7 +12,7 @@
  * The rings (ring mode, version 7) are the app's: it allocates into the
  * fresh ring and frees off the spent ring, with its own handlers, and
  * kbridge only takes and puts ring entries, single on its side of each
- * ring (reconcile.c's held operations keep a takeover able to read a
+ * ring (port_reconcile.c's held operations keep a takeover able to read a
  * killed kbridge's back). A secondary's handler table may be ordered
  * otherwise than the app's (a statically linked app's is), lack the app's
  * hardware pool's driver, or come from another build: none of it matters
