@@ -22,31 +22,32 @@
 // guest memory is survived. Each queue pair's app side is a VhostQueue and
 // a VhostIn over the vrings. Package vhost holds the mode's pure Go.
 //
-// Both modes move packets through one burst core: an out buffer describes
-// a dequeued burst of mbuf chains as iovecs into mbuf memory, an in buffer
-// copies frames into fresh mbufs and hands them over (in ring mode it also
-// cuts a TCP super-frame into MTU frames straight into mbufs, where the app
-// does not take it whole). Each burst
-// crosses cgo once and allocates nothing in Go, and every mbuf is freed or
-// handed over exactly once, crashes included. The out buffer also does
-// control-plane protection (package copp): it classes each frame (the
-// classifier of kbridge_classify.h, the socket view of what the host
-// listens on) and frees what a class's token bucket refuses before Go sees
-// it. A mode plugs into the core with a table of its C functions (struct
-// kb_burst_ops: how to dequeue, enqueue, take and give mbufs).
+// Both modes move packets through one burst core: an out buffer describes a
+// dequeued burst of mbuf chains as iovecs into mbuf memory, an in buffer
+// copies frames into fresh mbufs and hands them over (and cuts a TCP
+// super-frame into MTU frames straight into mbufs, where the app does not
+// take it whole). Each burst crosses cgo once and allocates nothing in Go,
+// and every mbuf is freed or handed over exactly once, crashes included.
+// The out buffer also does control-plane protection (package copp): it
+// classes each frame (the classifier of kbridge_classify.h, the socket view
+// of what the host listens on) and frees what a class's token bucket
+// refuses before Go sees it. A mode plugs into the core with a table of its
+// C functions (struct kb_burst_ops: how to dequeue, enqueue, take and give
+// mbufs).
 //
-// Why one package: it has three parts, ring mode, mode vhost and the
-// burst core both modes move packets through, and they share C types: the
-// burst buffers, the ops table a mode fills, the held-mbuf record. A C
-// type of one cgo package is not another's (each package has its own
+// Why one package: it has three parts, ring mode, mode vhost and the burst
+// core both modes move packets through, and they share C types: the burst
+// buffers, the ops table a mode fills, the held-mbuf record. A C type of
+// one cgo package is not another's (each package has its own
 // C.struct_kb_out), so a mode in a package of its own could not hand the
-// core a buffer; and the modes' C reaches the core's C by direct calls,
-// which cgo links only within a package, and by the inline functions of
-// its headers. So the parts are one package, and each file's name says which
-// part it serves: port_* (and port.*) ring mode, vhost_* (and vhost.*)
-// mode vhost, burst_* (and burst.*) the core; a test is named for the part
-// it tests. A file with none of these names serves the package as a whole:
-// starting the EAL for either mode, the #cgo directives, the test hooks.
+// core a buffer without unsafe.Pointer at every crossing; and the modes' C
+// calls the core's C directly and inlines its headers' functions, which
+// within one package is plain C built with one set of flags. So the parts
+// are one package, and each file's name says which part it serves: port_*
+// (and port.*) ring mode, vhost_* (and vhost.*) mode vhost, burst_* (and
+// burst.*) the core; a test is named for the part it tests. A file with
+// none of these names serves the package as a whole: starting the EAL for
+// either mode, the #cgo directives, the test hooks.
 //
 // cgo.go holds the package's #cgo directives, and its C includes only
 // headers of this directory and the app's installed headers (kbridge.h and
