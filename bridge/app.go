@@ -47,6 +47,9 @@ type App struct {
 	TSO AppTSO
 	// Split: In cuts TCP super-frames into MTU frames itself.
 	Split AppSplit
+	// Csum: In finishes the partial checksums the kernel leaves
+	// (NEEDS_CSUM) itself, as it copies the frames over.
+	Csum AppCsum
 	// Policer: Out classifies the app's frames and polices them per class.
 	Policer AppPolicer
 	// Reserver: In keeps the last of the app's room for control frames.
@@ -149,6 +152,16 @@ type AppSplit interface {
 	// ErrSegmentTooLarge when a segment would not fit one of the app's
 	// buffers: the caller then has the kernel side split it.
 	PutSplit(frame []byte, t TSOFrame) (PutResult, error)
+}
+
+// AppCsum is what an AppIn that finishes a frame's partial checksum itself
+// offers. The kernel side then leaves such frames as the kernel wrote them
+// (ReadCsum) and says where their checksum lies (Frame.CsumStart).
+type AppCsum interface {
+	// PartialCsum marks slot i of the next Put as a frame whose checksum
+	// the kernel left partial: the sum from start to the frame's end,
+	// stored at start+offset.
+	PartialCsum(i int, start, offset uint16)
 }
 
 // ErrSegmentTooLarge means a segment of a super-frame does not fit one of

@@ -42,6 +42,10 @@ const (
 	// handed over (ErrTooManySegments): split it into the slots, as for
 	// an app without TSO, before reading anything else.
 	ReadSplit
+	// ReadCsum: the app's side finishes partial checksums itself
+	// (App.Csum): a frame the kernel handed with NEEDS_CSUM lies in its
+	// slot as the kernel wrote it, with Frame.CsumStart and CsumOffset set.
+	ReadCsum
 )
 
 // Frame is one frame a Read produced. A plain frame lies in its slot, Len
@@ -51,6 +55,10 @@ type Frame struct {
 	Len   int
 	Super []byte   // a TCP super-frame for an app that takes TSO, or nil
 	TSO   TSOFrame // how to segment Super
+	// With ReadCsum, a plain frame whose checksum the kernel left partial:
+	// the app's side sums from CsumStart to the end and stores the result
+	// at CsumStart+CsumOffset. CsumStart 0: the frame's checksums are whole.
+	CsumStart, CsumOffset uint16
 }
 
 // Result is what one Kernel call did besides the frames it moved: frames it

@@ -32,6 +32,7 @@ type Worker struct {
 	kernel    Kernel
 	tso       AppTSO         // in, when the app's side can take super-frames whole
 	split     AppSplit       // in, when the app's side cuts super-frames itself
+	csum      AppCsum        // in, when the app's side finishes partial checksums
 	pol       AppPolicer     // out, when the app's side polices
 	reserver  AppReserver    // in, when the app's side keeps room for control frames
 	residence func([]uint64) // out's residence histogram, when it keeps one
@@ -88,6 +89,7 @@ func NewWorker(cfg WorkerConfig, app App, kernel Kernel) (*Worker, error) {
 		kernel:     kernel,
 		tso:        app.TSO,
 		split:      app.Split,
+		csum:       app.Csum,
 		pol:        app.Policer,
 		reserver:   app.Reserver,
 		residence:  app.Residence,
@@ -327,6 +329,9 @@ func (w *Worker) FromKernel() int {
 	if tso || w.split != nil {
 		flags = ReadTSO
 	}
+	if w.csum != nil {
+		flags |= ReadCsum
+	}
 	moved := 0
 	for {
 		n := w.kernel.Read(w.slots, w.frames, flags, &w.res)
@@ -338,7 +343,11 @@ func (w *Worker) FromKernel() int {
 		}
 		if plain > 0 {
 			for i := range plain {
-				w.lens[i] = w.frames[i].Len
+				f := &w.frames[i]
+				w.lens[i] = f.Len
+				if f.CsumStart != 0 {
+					w.csum.PartialCsum(i, f.CsumStart, f.CsumOffset)
+				}
 			}
 			w.queued(w.in.Put(w.lens[:plain]), w.lens[:plain])
 		}

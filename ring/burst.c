@@ -360,9 +360,10 @@ kb_in_new(const struct kb_in *cfg)
 	b->max_chain = b->room > 0 ? (RTE_MAX(b->stride, KB_IN_FRAME_MAX) + b->room - 1) / b->room : 0;
 	b->buf = aligned_alloc(64, (size_t)b->cap * b->stride);
 	b->lens = calloc(b->cap, sizeof(*b->lens));
+	b->csum = calloc(b->cap, sizeof(*b->csum));
 	b->mbufs = calloc(b->cap, sizeof(*b->mbufs));
 	b->segs = calloc(b->max_chain + 1, sizeof(*b->segs));
-	if (b->buf == NULL || b->lens == NULL || b->mbufs == NULL || b->segs == NULL ||
+	if (b->buf == NULL || b->lens == NULL || b->csum == NULL || b->mbufs == NULL || b->segs == NULL ||
 	    (b->src.pool == NULL && b->held.n == NULL)) {
 		kb_in_free(b);
 		return NULL;
@@ -542,12 +543,41 @@ kb_in_admit(struct kb_in *b)
 	b->n = b->kept = k;
 }
 
+/* Finishes the partial checksums the kernel left in the slots (b->csum),
+ * before anything reads or copies the frames: the field holds the
+ * pseudo-header's sum, so the sum from csum_start to the frame's end,
+ * inverted, is the checksum, whatever the protocol; 0 is stored as 0xffff,
+ * as the kernel's skb_checksum_help does (0 means none to UDP). The slot is
+ * in this core's cache since the TAP read; the mbuf it is copied to is not. */
+static void
+kb_in_finish_csums(struct kb_in *b)
+{
+	uint16_t i;
+
+	for (i = 0; i < b->n; i++) {
+		uint32_t c = b->csum[i], start = c >> 16, at = start + (c & 0xffff);
+		uint8_t *f = b->buf + (size_t)i * b->stride;
+		uint16_t sum;
+
+		if (c == 0)
+			continue;
+		b->csum[i] = 0;
+		if (at + 2 > b->lens[i]) /* the kernel side checked it: never */
+			continue;
+		sum = (uint16_t)~kb_fold(kb_sum(f + start, b->lens[i] - start, 0));
+		if (sum == 0)
+			sum = 0xffff;
+		memcpy(f + at, &sum, 2);
+	}
+}
+
 void
 kb_in_put(struct kb_in *b)
 {
 	uint16_t i, k = 0;
 
 	b->queued = b->no_mbuf = b->ring_full = 0;
+	kb_in_finish_csums(b);
 	kb_sv_learn(b->buf, b->stride, b->lens, b->n);
 	b->kept = b->n;
 	if (!kb_in_flush(b)) {
@@ -649,6 +679,7 @@ kb_in_free(struct kb_in *b)
 		return;
 	free(b->buf);
 	free(b->lens);
+	free(b->csum);
 	free(b->mbufs);
 	free(b->segs);
 	free(b->own);

@@ -280,6 +280,7 @@ type inBuf struct {
 	b      *C.struct_kb_in
 	buf    []byte
 	lens   []uint32
+	csum   []uint32
 	stride int
 }
 
@@ -313,6 +314,7 @@ func (in *inBuf) open(cfg inConfig) error {
 	in.b = b
 	in.buf = unsafe.Slice((*byte)(unsafe.Pointer(b.buf)), cfg.Batch*cfg.Stride)
 	in.lens = unsafe.Slice((*uint32)(unsafe.Pointer(b.lens)), cfg.Batch)
+	in.csum = unsafe.Slice((*uint32)(unsafe.Pointer(b.csum)), cfg.Batch)
 	in.stride = cfg.Stride
 	return nil
 }
@@ -342,6 +344,14 @@ func (in *inBuf) Put(lens []int) bridge.PutResult {
 		}
 	}
 	return in.result()
+}
+
+// PartialCsum marks slot i of the next Put as holding a frame whose
+// checksum the kernel left partial (NEEDS_CSUM): Put finishes it in C
+// (burst_csum.h's sum), summing from start to the frame's end and storing
+// the result at start+offset. It implements bridge.AppCsum for both modes.
+func (in *inBuf) PartialCsum(i int, start, offset uint16) {
+	in.csum[i] = uint32(start)<<16 | uint32(offset)
 }
 
 // The C side's chain scratch covers a super-frame as long as the buffers

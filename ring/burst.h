@@ -202,6 +202,9 @@ struct kb_in {
 	struct kb_src src;
 	uint8_t *buf;
 	uint32_t *lens;
+	/* Per slot, a partial checksum the kernel left (NEEDS_CSUM) that
+	 * kb_in_put finishes: csum_start << 16 | csum_offset; 0: none. */
+	uint32_t *csum;
 	uint32_t stride;
 	uint32_t room; /* data room of one mbuf, after its headroom */
 	uint16_t cap;

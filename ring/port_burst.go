@@ -27,10 +27,11 @@ var (
 // App is this queue's app side for a worker: out and in over its rings,
 // the queue as the waker, and what they can: TSO only where the app
 // declared it (it does not change while the port lives), the cut of
-// super-frames straight into mbufs, CoPP's policers and reserve, and the
+// super-frames straight into mbufs, the kernel's partial checksums finished
+// as they are copied, CoPP's policers and reserve, and the
 // residence histogram.
 func (q *Queue) App(out *Out, in *In) bridge.App {
-	app := bridge.App{Out: out, In: in, Waker: q, Split: in, Policer: out, Reserver: in, Residence: out.Residence}
+	app := bridge.App{Out: out, In: in, Waker: q, Split: in, Csum: in, Policer: out, Reserver: in, Residence: out.Residence}
 	if in.takes {
 		app.TSO = in
 	}
@@ -102,6 +103,7 @@ var (
 	_ bridge.AppIn       = (*In)(nil)
 	_ bridge.AppTSO      = (*In)(nil)
 	_ bridge.AppSplit    = (*In)(nil)
+	_ bridge.AppCsum     = (*In)(nil)
 	_ bridge.AppReserver = (*In)(nil)
 )
 

@@ -48,7 +48,7 @@ var (
 // the frontend negotiated TSO and cutting them into MTU frames otherwise,
 // CoPP's policers and reserve.
 func VhostApp(q *VhostQueue, in *VhostIn) bridge.App {
-	return bridge.App{Out: q, In: in, Waker: q, TSO: in, Split: in, Policer: q, Reserver: in, WatchKicks: q.BindWatcher}
+	return bridge.App{Out: q, In: in, Waker: q, TSO: in, Split: in, Csum: in, Policer: q, Reserver: in, WatchKicks: q.BindWatcher}
 }
 
 // NewVhostQueue returns queue pair q's app side, with bursts of batch
@@ -169,6 +169,7 @@ var (
 	_ bridge.AppIn       = (*VhostIn)(nil)
 	_ bridge.AppTSO      = (*VhostIn)(nil)
 	_ bridge.AppSplit    = (*VhostIn)(nil)
+	_ bridge.AppCsum     = (*VhostIn)(nil)
 	_ bridge.AppReserver = (*VhostIn)(nil)
 )
 

@@ -438,7 +438,8 @@ func (q *Queue) frameLimit(first []byte) int {
 // Read fills slots with frames from the kernel: plain frames as they are,
 // super-frames split into MTU frames (what does not fit in this burst waits
 // for the next call) or, with ReadTSO, handed whole as the batch's last
-// frame; frames with a partial checksum finished. On an adopted queue the
+// frame; frames with a partial checksum finished, or with ReadCsum left for
+// the app's side to finish (Frame.CsumStart). On an adopted queue the
 // frames up to its first empty read are the backlog (Backlog).
 func (q *Queue) Read(slots [][]byte, frames []bridge.Frame, flags bridge.ReadFlags, r *bridge.Result) int {
 	if !q.draining.Load() {
@@ -524,6 +525,14 @@ func (q *Queue) read(slots [][]byte, frames []bridge.Frame, flags bridge.ReadFla
 		if err != nil {
 			r.Drops[bridge.DropBadVnetHdr]++
 			r.Dropped++
+			continue
+		}
+		if start, off, ok := s.PartialCsum(); ok && flags&bridge.ReadCsum != 0 {
+			// The app's side finishes it as it copies the frame over.
+			frames[filled] = bridge.Frame{Len: copy(slots[filled], frame),
+				CsumStart: uint16(start), CsumOffset: uint16(off)}
+			filled++
+			r.Offload.CsumFromKernel++
 			continue
 		}
 		q.super, q.rlen = s, int(n)

@@ -340,6 +340,41 @@ func TestReadAppliesFrameRules(t *testing.T) {
 	}
 }
 
+// A frame whose checksum the kernel left partial is finished by the kernel
+// side, or, with ReadCsum (an app side that finishes it in C), left as the
+// kernel wrote it with its checksum's place in the Frame; counted either way.
+func TestReadLeavesAPartialChecksumToAnAppSideThatFinishesIt(t *testing.T) {
+	q, peer := newTestQueue(t, true)
+	slots, frames := slotsOf(bridgetest.NewIn(32, FrameLen(mtu)))
+	for _, payload := range []int{0, 101, 1400} {
+		partial := flow.Partial(9, 3, payload, psh|0x10)
+		whole := flow.Segment(9, 3, payload, psh|0x10)
+		for _, flags := range []bridge.ReadFlags{0, bridge.ReadCsum} {
+			var r bridge.Result
+			if _, err := unix.Write(peer, partial); err != nil {
+				t.Fatal(err)
+			}
+			if n := q.Read(slots, frames, flags, &r); n != 1 {
+				t.Fatalf("payload %d, flags %d: Read filled %d, want 1", payload, flags, n)
+			}
+			got, f := slots[0][:frames[0].Len], frames[0]
+			if r.Offload.CsumFromKernel != 1 {
+				t.Errorf("payload %d, flags %d: csum_from_kernel %d, want 1", payload, flags, r.Offload.CsumFromKernel)
+			}
+			if flags == 0 {
+				if !bytes.Equal(got, whole) || f.CsumStart != 0 {
+					t.Errorf("payload %d: the kernel side did not finish the checksum (start %d)", payload, f.CsumStart)
+				}
+				continue
+			}
+			if !bytes.Equal(got, partial[vnet.HdrLen:]) || f.CsumStart != 34 || f.CsumOffset != 16 {
+				t.Errorf("payload %d: with ReadCsum got start %d offset %d, the frame unchanged: %v; want 34, 16, true",
+					payload, f.CsumStart, f.CsumOffset, bytes.Equal(got, partial[vnet.HdrLen:]))
+			}
+		}
+	}
+}
+
 // A 64 KiB super-frame is split across bursts: what does not fit in one
 // waits for the next Read, in order.
 func TestReadSplitsSuperFramesAcrossBursts(t *testing.T) {

@@ -124,6 +124,14 @@ func Parse(h Hdr, pkt []byte, mtu int) (Super, error) {
 // RTE_MBUF_F_RX_L4_CKSUM_GOOD and spare the app a software check.
 func (s *Super) CsumGood() bool { return s.mode != modePlain || s.dataValid }
 
+// PartialCsum reports a frame whose checksum the kernel left partial
+// (NEEDS_CSUM, no GSO): where the sum starts and where, from there, it is
+// stored. An app side that finishes it itself (in C, ring/burst_csum.h)
+// takes the frame as it is; Segment finishes it otherwise.
+func (s *Super) PartialCsum() (start, offset int, ok bool) {
+	return s.csumStart, s.csumOffset, s.mode == modeCsum
+}
+
 // N is the number of frames Segment produces.
 func (s *Super) N() int { return s.n }
 

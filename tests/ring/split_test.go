@@ -336,3 +336,66 @@ func TestASuperFrameCutInCCostsOneCgoCallAndNoAllocation(t *testing.T) {
 			202, 202*segs, 202*segs, 202*segs*(54+1448))
 	}
 }
+
+// A frame whose checksum the kernel left partial (NEEDS_CSUM) reaches a
+// ring-mode app finished in C as the in buffer copies it (burst_csum.h's
+// sum), byte for byte the frame with its full checksum, for odd and even
+// lengths and no payload: one cgo call for the burst, no allocation, each
+// counted as csum_from_kernel.
+func TestAPartialChecksumIsFinishedInCAsTheFrameIsCopied(t *testing.T) {
+	b := newBed(t, bedOpts{noStart: true, ringSize: 1024})
+	flow := vnettest.DefaultFlow()
+	payloads := []int{0, 1, 101, 1400, 1460}
+
+	// The in buffer alone: slots marked with PartialCsum come out finished.
+	in := splitIn(t, queue0(t, b), 32)
+	lens := make([]int, len(payloads))
+	for i, p := range payloads {
+		lens[i] = copy(in.Slot(i), flow.Partial(uint32(i), 1, p, vnettest.ACK)[vnet.HdrLen:])
+		in.PartialCsum(i, 34, 16)
+	}
+	if res := in.Put(lens); res.Queued != len(payloads) {
+		t.Fatalf("Put = %+v", res)
+	}
+	for i, f := range b.Port.Collect(0, 64) {
+		if want := flow.Segment(uint32(i), 1, payloads[i], vnettest.ACK); !bytes.Equal(f, want) {
+			t.Errorf("Put, payload %d: the app got\n %s\nwant\n %s", payloads[i], head(f), head(want))
+		}
+	}
+
+	// Through the worker and the kernel side, which leaves the sum to C.
+	w, peer := realWorker(t, b, true)
+	for i, p := range payloads {
+		if _, err := unix.Write(peer, flow.Partial(uint32(1000*i), uint16(i), p, vnettest.ACK|vnettest.PSH)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c0 := runtime.NumCgoCall()
+	if n := w.FromKernel(); n != len(payloads) {
+		t.Fatalf("FromKernel moved %d, want %d", n, len(payloads))
+	}
+	if calls := runtime.NumCgoCall() - c0; calls != 1 {
+		t.Errorf("FromKernel made %d cgo calls for a burst, want 1", calls)
+	}
+	got := b.Port.Collect(0, 64)
+	if len(got) != len(payloads) {
+		t.Fatalf("the app got %d frames, want %d", len(got), len(payloads))
+	}
+	for i, p := range payloads {
+		if want := flow.Segment(uint32(1000*i), uint16(i), p, vnettest.ACK|vnettest.PSH); !bytes.Equal(got[i], want) {
+			t.Errorf("payload %d: the app got\n %s\nwant\n %s", p, head(got[i]), head(want))
+		}
+	}
+	partial := flow.Partial(7, 7, 1000, vnettest.ACK)
+	allocs := testing.AllocsPerRun(100, func() {
+		_, _ = unix.Write(peer, partial)
+		w.FromKernel()
+		b.Port.Drain(0)
+	})
+	if allocs != 0 {
+		t.Errorf("%.2f allocations per frame, want 0", allocs)
+	}
+	if s := w.Counters().Snapshot(); s.Offload.CsumFromKernel != uint64(len(payloads)+101) {
+		t.Errorf("csum_from_kernel %d, want %d", s.Offload.CsumFromKernel, len(payloads)+101)
+	}
+}

@@ -105,3 +105,18 @@ func (f Flow) Super(seq uint32, id uint16, n, mss int, last byte) []byte {
 	copy(b[vnet.HdrLen:], frame)
 	return b
 }
+
+// Partial returns the segment Segment makes as a TAP with checksum offload
+// hands it over, behind its virtio_net_hdr: NEEDS_CSUM, the TCP checksum
+// field holding only the pseudo-header's sum. Finished, it is Segment's
+// frame again.
+func (f Flow) Partial(seq uint32, id uint16, payload int, flags byte) []byte {
+	frame := f.Segment(seq, id, payload, flags)
+	ip := frame[14:]
+	sum := vnet.PseudoHeaderSum(6, ip[12:16], ip[16:20], 20+payload)
+	binary.BigEndian.PutUint16(ip[20+16:], vnet.Fold(sum))
+	b := make([]byte, vnet.HdrLen+len(frame))
+	vnet.Hdr{Flags: vnet.FlagNeedsCsum, CsumStart: 34, CsumOffset: 16}.Encode(b)
+	copy(b[vnet.HdrLen:], frame)
+	return b
+}
