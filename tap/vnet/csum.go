@@ -6,10 +6,11 @@ import (
 )
 
 // The checksums' home is C (ring/burst_csum.h): the burst core checks each
-// TCP frame from the app as it describes a burst, and the C cut sums each
-// segment it writes. These Go sums are the fallback: for the frames C did
-// not vouch for (the coalescer checks them before it merges), and for
-// Super.Segment, the fallback cut.
+// TCP frame from the app as it describes a burst, the C cut sums each
+// segment it writes, and the in buffer finishes the kernel's partial
+// checksums as it copies the frames. These Go sums are the fallback: for
+// the frames C did not vouch for (the coalescer checks them before it
+// merges), and for Super.Segment, the fallback cut and completion.
 //
 // The checksum helpers keep a 64-bit ones-complement accumulator: adding
 // 8 bytes as one big-endian uint64 with end-around carry is the same, modulo
