@@ -149,7 +149,8 @@ func (s *Super) N() int { return s.n }
 // IPv4 ID = original + k with total length and header checksum recomputed,
 // IPv6 payload length set, sequence number advanced by k*MSS, FIN and PSH
 // kept only on the last frame and CWR only on the first, full TCP checksum.
-// For a NEEDS_CSUM frame it finishes the checksum whatever the L4 protocol:
+// For a NEEDS_CSUM frame, which an app side finishes itself where it can
+// (PartialCsum), it finishes the checksum whatever the L4 protocol:
 // the field already holds the pseudo-header sum, so summing from csum_start
 // to the end and storing the inverted result is enough.
 func (s *Super) Segment(k int, pkt, dst []byte) int {
