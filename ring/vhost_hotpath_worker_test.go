@@ -24,29 +24,7 @@ import (
 func TestVhostHotPathThroughTheWorker(t *testing.T) {
 	testVhostEAL(t)
 	const burst = 32
-	q, err := NewVhostQueue(1, burst, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := NewVhostIn(1, burst, tap.FrameLen(1500))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd, peer, err := bridgetest.SeqPacket()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(peer)
-	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: burst, MaxSegs: 16, Merge: true})
-	defer kq.Close()
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, VhostApp(q, in), kq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		w.Stop()
-		_ = w.Run() // returns at once: frees what it holds and closes
-	}()
+	w, _, peer := vhostWorker(t, 1, burst)
 
 	frame := make([]byte, vnet.HdrLen+200)
 	frame[vnet.HdrLen+12], frame[vnet.HdrLen+13] = 0x08, 0x06 // ARP
@@ -99,33 +77,10 @@ func TestVhostHotPathThroughTheWorker(t *testing.T) {
 func TestVhostCutsASuperFrameInC(t *testing.T) {
 	testVhostEAL(t)
 	const burst, segs = 32, 45
-	q, err := NewVhostQueue(2, burst, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := NewVhostIn(2, burst, tap.FrameLen(1500))
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := VhostApp(q, in)
+	w, app, peer := vhostWorker(t, 2, burst)
 	if app.Split == nil {
 		t.Fatal("mode vhost's app side offers no cut (bridge.App.Split)")
 	}
-	fd, peer, err := bridgetest.SeqPacket()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(peer)
-	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: burst, MaxSegs: 16, Merge: true})
-	defer kq.Close()
-	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, app, kq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		w.Stop()
-		_ = w.Run()
-	}()
 	super := vnettest.DefaultFlow().Super(1, 1, segs, 1448, vnettest.PSH)
 	if _, err := unix.Write(peer, super); err != nil {
 		t.Fatal(err)
@@ -152,4 +107,34 @@ func TestVhostCutsASuperFrameInC(t *testing.T) {
 	if n := VhostPoolInUse(); n != 0 {
 		t.Errorf("%d mbufs not freed", n)
 	}
+}
+
+// vhostWorker is a worker between queue pair q's app side, with bursts of
+// burst frames, and a real kernel side (tap.Queue) over a socket pair whose
+// other end it returns: the test writes to it what the kernel would.
+func vhostWorker(t *testing.T, q, burst int) (*bridge.Worker, bridge.App, int) {
+	t.Helper()
+	vq, err := NewVhostQueue(q, burst, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := NewVhostIn(q, burst, tap.FrameLen(1500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, peer, err := bridgetest.SeqPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(peer) })
+	kq := tap.NewQueue(fd, tap.QueueConfig{MTU: 1500, Batch: burst, MaxSegs: 16, Merge: true})
+	t.Cleanup(func() { kq.Close() })
+	app := VhostApp(vq, in)
+	w, err := bridge.NewWorker(bridge.WorkerConfig{CPU: -1, Policy: policy.Default()}, app, kq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run returns at once: it frees what the worker holds and closes.
+	t.Cleanup(func() { w.Stop(); _ = w.Run() })
+	return w, app, peer
 }
